@@ -1,0 +1,416 @@
+"""One config tree of dataclasses, loaded from YAML, validated, overridable from the CLI.
+
+Precedence: ``--section.key=value`` on the command line > the YAML file > field defaults.
+Unknown keys are rejected by name, and every user error is raised as :class:`ConfigError`
+whose message is one line naming the key, the bad value and the fix; the CLI prints it
+and exits non-zero without a traceback.
+
+Example:
+    >>> cfg = load_config(None, ["--train.epochs=3", "--partition.num_parts=2"])
+    >>> cfg.train.epochs, cfg.partition.num_parts
+    (3, 2)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A user error in the configuration (bad key, bad value, missing file)."""
+
+
+def _default_planetoid_root() -> str:
+    # The shared data folder sits next to the checkout; users point elsewhere with
+    # DGL_GRAPPA_PLANETOID or data.root.
+    env = os.environ.get("DGL_GRAPPA_PLANETOID")
+    if env:
+        return env
+    here = Path(__file__).resolve().parent.parent
+    return str(here.parent / "shared" / "datasets" / "planetoid")
+
+
+@dataclass
+class SyntheticConfig:
+    """Power-law degree-corrected SBM with noisy class-mean features."""
+
+    preset: Literal["easy", "hard", "custom"] = "hard"
+    """easy: feature noise 2 (features alone nearly solve it); hard: noise 8, so that
+    features alone are far from what 2-3 hops of aggregation reach; custom: use the
+    fields below as given."""
+    num_nodes: int = 20_000
+    """Number of nodes."""
+    avg_degree: float = 10.0
+    """Mean in-degree of the final (symmetric) graph."""
+    num_communities: int = 64
+    """Planted blocks; the label of a block is ``block % num_classes``."""
+    num_classes: int = 16
+    """Number of label classes."""
+    feat_dim: int = 64
+    """Feature dimension."""
+    homophily: float = 0.9
+    """Fraction of edges that stay inside their block, in [0, 1]."""
+    noise: float = 8.0
+    """Standard deviation of the Gaussian noise around the class mean (custom preset)."""
+    degree_exponent: float = 2.0
+    """Pareto shape of the degree propensities (smaller = heavier tail), > 1."""
+    train_frac: float = 0.6
+    """Fraction of nodes in the training split."""
+    val_frac: float = 0.2
+    """Fraction of nodes in the validation split (the rest is test)."""
+    seed: int = 0
+    """Generator seed: the same seed gives the same graph."""
+
+
+@dataclass
+class DataConfig:
+    """Which graph to train on."""
+
+    name: Literal["synthetic", "cora", "citeseer", "dgl"] = "synthetic"
+    """synthetic (generated, no files), cora / citeseer (Planetoid files under ``root``),
+    or dgl (a graph saved with dgl.save_graphs at ``path``)."""
+    root: str = field(default_factory=_default_planetoid_root)
+    """Folder that holds the Planetoid ``ind.<name>.*`` files (cora / citeseer)."""
+    path: str = ""
+    """File written by dgl.save_graphs (name: dgl)."""
+    feat_key: str = "feat"
+    """ndata key of the node features in a user graph."""
+    label_key: str = "label"
+    """ndata key of the labels in a user graph."""
+    train_mask_key: str = "train_mask"
+    """ndata key of the training mask in a user graph."""
+    val_mask_key: str = "val_mask"
+    """ndata key of the validation mask in a user graph."""
+    test_mask_key: str = "test_mask"
+    """ndata key of the test mask in a user graph."""
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+
+
+@dataclass
+class PartitionConfig:
+    """How the graph is cut (dgl.distributed.partition_graph)."""
+
+    num_parts: int = 2
+    """Number of partitions = number of workers."""
+    method: Literal["metis", "random"] = "metis"
+    """Partitioning algorithm of dgl.distributed.partition_graph."""
+    balance_edges: bool = False
+    """Ask METIS to balance edges as well as nodes."""
+    balance_train: bool = False
+    """Ask METIS to balance the training nodes across parts."""
+    out_dir: str = ""
+    """Where ``partition`` writes; empty = ``<run.output_dir>/partitions/0``."""
+
+
+@dataclass
+class ModelConfig:
+    """The GNN."""
+
+    name: Literal["sage", "gcn", "gat", "gin"] = "sage"
+    """GraphSAGE (mean), GCN, GAT or GIN."""
+    num_layers: int = 2
+    """Number of message-passing layers, 1..6."""
+    hidden: int = 128
+    """Hidden width (for GAT: the total over heads)."""
+    dropout: float = 0.5
+    """Dropout probability in [0, 1)."""
+    heads: int = 4
+    """Attention heads (GAT only); hidden must be divisible by it."""
+
+
+@dataclass
+class TrainConfig:
+    """The training loop."""
+
+    mode: Literal["minibatch", "fullgraph"] = "minibatch"
+    """minibatch: neighbour-sampled batches; fullgraph: one step over the whole local part."""
+    epochs: int = 10
+    """Number of training epochs."""
+    batch_size: int = 1000
+    """Seeds per batch (the largest part's; smaller parts use smaller batches so every
+    worker takes the same number of steps)."""
+    fanouts: list[int] = field(default_factory=lambda: [10, 25])
+    """Neighbours sampled per layer, input layer first; one entry per model layer; -1 = all."""
+    lr: float = 0.003
+    """Learning rate."""
+    weight_decay: float = 0.0
+    """L2 penalty."""
+    optimizer: Literal["adam", "sgd"] = "adam"
+    """Optimizer."""
+    halo: Literal["drop", "keep"] = "drop"
+    """drop: train on the inner nodes only; keep: halo nodes stay as leaves whose features
+    are read once, at load time, from their owners' partition files."""
+    eval_every: int = 5
+    """Global evaluation every this many epochs (and always after the last); 0 = end only."""
+    seed: int = 0
+    """Seed of model initialisation and sampling."""
+
+
+@dataclass
+class GrappaConfig:
+    """Coverage-corrected gradient aggregation (the reducer)."""
+
+    correction: Literal["none", "batch", "node", "shrinkage"] = "batch"
+    """none: plain averaging; batch: sum a_i g_i / sum a_i with a_i the batch mean weight;
+    node: self-normalised node-level importance weights in the loss; shrinkage: batch
+    weights pulled towards a target by ``lam``."""
+    hops: int = 0
+    """Hops of the coverage recurrence; 0 = the model's num_layers; 1 = one-hop ratio."""
+    lam: float = 0.5
+    """Shrinkage strength in [0, 1] (1 = plain averaging, 0 = batch-level)."""
+    shrink_target: Literal["mean", "one"] = "mean"
+    """Shrinkage target: the mean batch weight over workers, or 1."""
+    w_min: float = 0.05
+    """Lower clamp of node weights, in (0, 1] (keeps the estimator bounded)."""
+    self_loops: bool = True
+    """Count a self-loop in both local and global degree (r = (d_loc+1)/(d+1))."""
+
+
+@dataclass
+class RunConfig:
+    """Processes, files and limits."""
+
+    output_dir: str = "runs/default"
+    """Where metrics.jsonl, summary.json and partitions go."""
+    timeout_s: float = 1800.0
+    """Whole job limit; workers are killed past it."""
+    collective_timeout_s: float = 300.0
+    """Bound on every collective (gloo timeout)."""
+    num_threads: int = 0
+    """Torch threads per worker; 0 = cores / workers (at least 1)."""
+    progress: bool = True
+    """Show a tqdm progress bar on rank 0."""
+
+
+@dataclass
+class Config:
+    """The whole configuration tree."""
+
+    name: str = "default"
+    """A name for the run (used in logs and the default output folder)."""
+    data: DataConfig = field(default_factory=DataConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    grappa: GrappaConfig = field(default_factory=GrappaConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    @property
+    def hops(self) -> int:
+        return self.grappa.hops or self.model.num_layers
+
+
+# ---------------------------------------------------------------------------------------
+# Loading and coercion
+# ---------------------------------------------------------------------------------------
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Turn a YAML or CLI value into ``tp``; raise ConfigError naming the key otherwise."""
+    origin = get_origin(tp)
+    if origin is Literal:
+        choices = get_args(tp)
+        if isinstance(value, str) and value in choices:
+            return value
+        raise ConfigError(f"{key}={value!r} is not allowed; use one of {', '.join(map(str, choices))}")
+    if origin is list:
+        (item_tp,) = get_args(tp)
+        if isinstance(value, str):
+            text = value.strip().strip("[]")
+            value = [v for v in (t.strip() for t in text.split(",")) if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}={value!r} is not a list; write e.g. {key}=[10,25]")
+        return [_coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+            return value.lower() in _TRUE
+        raise ConfigError(f"{key}={value!r} is not a boolean; use true or false")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} is not an integer; give a whole number")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}={value!r} is not an integer; give a whole number")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}={value!r} is not a number; give e.g. {key}=0.5")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}={value!r} is not a string")
+    raise TypeError(f"unsupported config type {tp} for {key}")  # programming error
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _apply(obj: Any, mapping: dict, prefix: str) -> None:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping of keys, got {mapping!r}")
+    hints = _hints(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if key not in names:
+            raise ConfigError(
+                f"unknown config key '{full}'; known keys here: {', '.join(sorted(names))}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            _apply(getattr(obj, key), value, f"{full}.")
+        else:
+            setattr(obj, key, _coerce(full, value, tp))
+
+
+def _set_dotted(cfg: Config, dotted: str, raw: str) -> None:
+    parts = dotted.split(".")
+    obj: Any = cfg
+    for i, part in enumerate(parts):
+        names = {f.name for f in dataclasses.fields(obj)}
+        full = ".".join(parts[: i + 1])
+        if part not in names:
+            raise ConfigError(f"unknown config key '{full}'; known keys here: {', '.join(sorted(names))}")
+        tp = _hints(type(obj))[part]
+        if i == len(parts) - 1:
+            if dataclasses.is_dataclass(tp):
+                raise ConfigError(f"'{full}' is a section; set one of its keys, e.g. --{full}.<key>=value")
+            value = yaml.safe_load(raw) if raw.strip() else raw
+            if tp is str and not isinstance(value, str):
+                value = raw  # keep strings verbatim ("001" stays "001")
+            setattr(obj, part, _coerce(full, value, tp))
+        else:
+            if not dataclasses.is_dataclass(tp):
+                raise ConfigError(f"'{full}' is not a section; write --{full}=value")
+            obj = getattr(obj, part)
+
+
+def parse_overrides(args: list[str]) -> list[tuple[str, str]]:
+    """Parse ``--a.b=v`` (or ``--a.b v``) arguments into (key, raw value) pairs."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise ConfigError(f"unexpected argument {arg!r}; overrides look like --section.key=value")
+        body = arg[2:]
+        if "=" in body:
+            key, raw = body.split("=", 1)
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            key, raw = body, args[i + 1]
+            i += 1
+        else:
+            raise ConfigError(f"override {arg!r} has no value; write {arg}=value")
+        out.append((key, raw))
+        i += 1
+    return out
+
+
+def load_config(path: str | os.PathLike | None, overrides: list[str] | None = None) -> Config:
+    """Build a validated Config from defaults, an optional YAML file and CLI overrides.
+
+    Args:
+        path: YAML file, or None for the built-in defaults.
+        overrides: ``--section.key=value`` strings, applied last.
+
+    Returns:
+        The validated :class:`Config`.
+
+    Raises:
+        ConfigError: unknown key, bad value, or unreadable file (one-line message).
+    """
+    cfg = Config()
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file, e.g. configs/default.yaml")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            line = getattr(getattr(exc, "problem_mark", None), "line", None)
+            where = f" at line {line + 1}" if line is not None else ""
+            raise ConfigError(f"config file '{p}' is not valid YAML{where}; fix the syntax") from None
+        _apply(cfg, data, "")
+        if "name" not in data:
+            cfg.name = p.stem
+        if "run" not in data or "output_dir" not in (data.get("run") or {}):
+            cfg.run.output_dir = f"runs/{cfg.name}"
+    for key, raw in parse_overrides(overrides or []):
+        _set_dotted(cfg, key, raw)
+    validate(cfg)
+    return cfg
+
+
+def _check(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ConfigError(msg)
+
+
+def validate(cfg: Config) -> None:
+    """Check ranges and cross-field rules; raise ConfigError on the first problem."""
+    s, d, p, m, t, g, r = (cfg.data.synthetic, cfg.data, cfg.partition, cfg.model, cfg.train,
+                           cfg.grappa, cfg.run)
+    _check(s.num_nodes >= 10, f"data.synthetic.num_nodes={s.num_nodes} is too small; use at least 10")
+    _check(s.avg_degree > 0, f"data.synthetic.avg_degree={s.avg_degree} must be > 0")
+    _check(s.num_classes >= 2, f"data.synthetic.num_classes={s.num_classes} must be >= 2")
+    _check(s.num_communities >= s.num_classes,
+           f"data.synthetic.num_communities={s.num_communities} must be >= num_classes ({s.num_classes})")
+    _check(s.feat_dim >= 1, f"data.synthetic.feat_dim={s.feat_dim} must be >= 1")
+    _check(0.0 <= s.homophily <= 1.0, f"data.synthetic.homophily={s.homophily} must be in [0, 1]")
+    _check(s.noise >= 0, f"data.synthetic.noise={s.noise} must be >= 0")
+    _check(s.degree_exponent > 1.0, f"data.synthetic.degree_exponent={s.degree_exponent} must be > 1")
+    _check(0 < s.train_frac < 1 and 0 <= s.val_frac < 1 and s.train_frac + s.val_frac < 1,
+           f"data.synthetic.train_frac={s.train_frac} / val_frac={s.val_frac} must be fractions that leave a test split")
+    _check(d.name != "dgl" or bool(d.path),
+           "data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>")
+    _check(p.num_parts >= 1, f"partition.num_parts={p.num_parts} must be >= 1")
+    _check(p.num_parts <= 64, f"partition.num_parts={p.num_parts} is more than 64 local workers; use <= 64")
+    _check(1 <= m.num_layers <= 6, f"model.num_layers={m.num_layers} must be in 1..6")
+    _check(m.hidden >= 1, f"model.hidden={m.hidden} must be >= 1")
+    _check(0.0 <= m.dropout < 1.0, f"model.dropout={m.dropout} must be in [0, 1)")
+    _check(m.heads >= 1, f"model.heads={m.heads} must be >= 1")
+    _check(m.name != "gat" or m.hidden % m.heads == 0,
+           f"model.hidden={m.hidden} is not divisible by model.heads={m.heads}; pick a multiple of heads")
+    _check(t.epochs >= 1, f"train.epochs={t.epochs} must be >= 1")
+    _check(t.batch_size >= 1, f"train.batch_size={t.batch_size} must be >= 1")
+    _check(len(t.fanouts) == m.num_layers,
+           f"train.fanouts has {len(t.fanouts)} entries but model.num_layers={m.num_layers}; "
+           f"give one fan-out per layer, e.g. --train.fanouts=[{','.join(['10'] * m.num_layers)}]")
+    _check(all(f == -1 or f >= 1 for f in t.fanouts),
+           f"train.fanouts={t.fanouts} has an entry that is neither -1 (all) nor >= 1")
+    _check(t.lr > 0, f"train.lr={t.lr} must be > 0")
+    _check(t.weight_decay >= 0, f"train.weight_decay={t.weight_decay} must be >= 0")
+    _check(t.eval_every >= 0, f"train.eval_every={t.eval_every} must be >= 0 (0 = only at the end)")
+    _check(0 <= g.hops <= 6, f"grappa.hops={g.hops} must be in 0..6 (0 = model.num_layers)")
+    _check(0.0 <= g.lam <= 1.0, f"grappa.lam={g.lam} must be in [0, 1]")
+    _check(0.0 < g.w_min <= 1.0, f"grappa.w_min={g.w_min} must be in (0, 1]")
+    _check(r.timeout_s > 0, f"run.timeout_s={r.timeout_s} must be > 0")
+    _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
+    _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")
+    _check(bool(r.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")
+
+
+def to_dict(cfg: Config) -> dict:
+    """Plain-dict view of a config (for logs and summary files)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,182 @@
+"""The coverage corrections: how a worker's batch loss and hook state are formed.
+
+Each variant turns the per-node losses of a batch and the node weights w_v (coverage
+clamped to [w_min, 1], see :mod:`dgl_grappa.coverage`) into the scalar this worker
+back-propagates, and sets the state of the DDP communication hook it owns:
+
+========== ===================== ==========================================================
+variant    loss on worker i      what the all-reduce yields
+========== ===================== ==========================================================
+none       mean_v l_v            mean_i g_i (plain DDP)
+batch      mean_v l_v            sum_i a_i g_i / sum_i a_i,      a_i = mean_{v in B_i} w_v
+shrinkage  mean_v l_v            sum_i a'_i g_i / sum_i a'_i,    a'_i = (1-lam) a_i + lam t
+node       sum_v w_v l_v         sum_i grad(loss_i) / sum_i sum_v w_v (self-normalised IS)
+========== ===================== ==========================================================
+
+with t = 1 or the mean of a_i over workers (one extra scalar all-reduce per step).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from .. import coverage as cov
+from .plain import PlainState, plain_allreduce_hook
+from .weighted import WeightedState, weighted_allreduce_hook
+
+
+class Correction:
+    """Base class: owns a hook state; ``loss`` forms the batch loss and primes the state.
+
+    Attributes:
+        name: the variant's config name.
+        state: the DDP comm-hook state (has ``bytes_sent`` and ``take_bytes()``).
+        hook: the DDP comm-hook function.
+    """
+
+    name = "base"
+
+    def __init__(self, state, hook: Callable):
+        self.state = state
+        self.hook = hook
+        self.last_weight = float("nan")
+
+    def register(self, ddp: torch.nn.parallel.DistributedDataParallel) -> None:
+        """Install this correction's hook on a DDP model."""
+        ddp.register_comm_hook(self.state, self.hook)
+
+    def take_bytes(self) -> int:
+        """Bytes handed to collectives since the last call."""
+        return self.state.take_bytes()
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """Return the scalar to back-propagate for this batch and set the hook state.
+
+        Args:
+            per_node_loss: loss of every seed of the batch (reduction="none").
+            w: node weight of every seed, same shape.
+        """
+        raise NotImplementedError
+
+
+def _empty_loss(per_node_loss: Tensor) -> Tensor:
+    # Keeps the autograd graph (all parameters get zero gradients) so DDP's buckets fire.
+    return per_node_loss.sum() * 0.0
+
+
+class NoCorrection(Correction):
+    """Plain gradient averaging (the ablation without weighted aggregation)."""
+
+    name = "none"
+
+    def __init__(self, group=None):
+        super().__init__(PlainState(group=group), plain_allreduce_hook)
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        self.last_weight = 1.0
+        if per_node_loss.numel() == 0:
+            return _empty_loss(per_node_loss)
+        return per_node_loss.mean()
+
+
+class BatchCorrection(Correction):
+    """Batch-level minimum-distance weights: sum_i a_i g_i / sum_i a_i."""
+
+    name = "batch"
+
+    def __init__(self, group=None):
+        super().__init__(WeightedState(group=group), weighted_allreduce_hook)
+
+    def batch_weight(self, w: Tensor) -> float:
+        return float(cov.batch_weight(w))
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        a = self.batch_weight(w) if per_node_loss.numel() else 0.0
+        self.state.scale = self.state.norm = a
+        self.last_weight = a
+        if per_node_loss.numel() == 0:
+            return _empty_loss(per_node_loss)
+        return per_node_loss.mean()
+
+
+class ShrinkageCorrection(BatchCorrection):
+    """Batch weights shrunk towards a target: a' = (1 - lam) a + lam * t."""
+
+    name = "shrinkage"
+
+    def __init__(self, lam: float, target: str = "mean", group=None):
+        super().__init__(group)
+        if target not in ("mean", "one"):
+            raise ValueError(f"shrink target {target!r} must be 'mean' or 'one'")
+        self.lam = lam
+        self.target = target
+
+    def batch_weight(self, w: Tensor) -> float:
+        a = cov.batch_weight(w)
+        if self.target == "one":
+            return float(cov.shrink(a, self.lam, 1.0))
+        # The mean over workers needs one scalar all-reduce before the backward pass.
+        t = a.reshape(1).clone()
+        dist.all_reduce(t, group=self.state.group)
+        nbytes = t.numel() * t.element_size()
+        self.state.bytes_sent += nbytes
+        self.state.scalar_bytes += nbytes
+        abar = t / dist.get_world_size(self.state.group)
+        return float(cov.shrink(a, self.lam, abar[0]))
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        if per_node_loss.numel() == 0 and self.target == "mean":
+            # Still take part in the scalar all-reduce so collectives stay matched.
+            t = torch.zeros(1)
+            dist.all_reduce(t, group=self.state.group)
+            self.state.bytes_sent += t.element_size()
+            self.state.scalar_bytes += t.element_size()
+        return super().loss(per_node_loss, w)
+
+
+class NodeCorrection(Correction):
+    """Self-normalised node-level importance sampling: sum_i sum_v w_v grad l_v / sum_i sum_v w_v."""
+
+    name = "node"
+
+    def __init__(self, group=None):
+        super().__init__(WeightedState(group=group), weighted_allreduce_hook)
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        w = w.to(per_node_loss.dtype)
+        self.state.scale = 1.0
+        self.state.norm = float(w.sum())
+        self.last_weight = float(w.mean()) if w.numel() else 0.0
+        if per_node_loss.numel() == 0:
+            return _empty_loss(per_node_loss)
+        return (w * per_node_loss).sum()
+
+
+def make_correction(name: str, lam: float = 0.5, shrink_target: str = "mean", group=None) -> Correction:
+    """Build the correction named by ``grappa.correction``.
+
+    Args:
+        name: none | batch | node | shrinkage.
+        lam, shrink_target: shrinkage parameters (ignored by the others).
+        group: process group of the all-reduce (None = default).
+
+    Returns:
+        A :class:`Correction`; call ``register(ddp)`` once, then ``loss(l, w)`` every step.
+
+    Example:
+        >>> corr = make_correction("batch")                      # doctest: +SKIP
+        >>> corr.register(ddp)                                   # doctest: +SKIP
+        >>> corr.loss(F.cross_entropy(out, y, reduction="none"), w).backward()  # doctest: +SKIP
+    """
+    if name == "none":
+        return NoCorrection(group)
+    if name == "batch":
+        return BatchCorrection(group)
+    if name == "shrinkage":
+        return ShrinkageCorrection(lam, shrink_target, group)
+    if name == "node":
+        return NodeCorrection(group)
+    raise ValueError(f"unknown correction {name!r}; use none, batch, node or shrinkage")

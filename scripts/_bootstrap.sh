@@ -1,0 +1,21 @@
+# Sourced by run.sh and test.sh: make .venv (Python 3.11) and install dgl_grappa into it once.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${DGL_GRAPPA_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[bootstrap] creating $VENV with $PY" >&2
+  "$PY" -m venv "$VENV"
+fi
+# Reinstall only when setup.py changed since the last install (the stamp holds its hash).
+STAMP="$VENV/.dgl_grappa_installed"
+WANT="$(sha256sum "$ROOT/setup.py" | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  echo "[bootstrap] installing dgl_grappa and its pinned dependencies (first time: a few minutes)" >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$ROOT[test]"
+  echo "$WANT" > "$STAMP"
+fi
+export DGLBACKEND=pytorch
+export PATH="$VENV/bin:$PATH"
+cd "$ROOT"

@@ -1,0 +1,30 @@
+"""dgl_grappa: gradient-only communication for distributed GNN training, as a DGL plugin."""
+from setuptools import find_packages, setup
+
+setup(
+    name="dgl_grappa",
+    version="0.1.0",
+    description="Grappa (gradient-only communication) for DistDGL: local-only sampling, "
+                "periodic repartitioning and coverage-corrected gradient aggregation",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["dgl_grappa", "dgl_grappa.*"]),
+    install_requires=[
+        # dgl 2.1.0's GraphBolt ships libraries for torch 2.0.0-2.2.1 only, and `import dgl` loads it.
+        "torch==2.2.1",
+        "dgl==2.1.0",
+        "numpy<2",
+        # setuptools>=70 removes setuptools.extern, which dgl 2.1.0 imports.
+        "setuptools<70",
+        # torchdata>=0.8 breaks GraphBolt.
+        "torchdata==0.7.1",
+        # dgl imports these without declaring them.
+        "pandas<3.1",
+        "pydantic>=2",
+        "pyyaml",
+        "scipy",
+        "psutil",
+        "tqdm",
+        "matplotlib",
+    ],
+    extras_require={"test": ["pytest"]},
+)
