@@ -1,0 +1,54 @@
+"""Helpers shared by the loaders: one place that fixes the output contract.
+
+Every loader returns a homogeneous int64 DGLGraph whose ndata holds exactly the standard
+keys below, with fixed dtypes, so the rest of the package never has to guess.
+"""
+from __future__ import annotations
+
+import torch
+
+import dgl
+
+#: The ndata keys every loaded graph carries (and only these).
+STANDARD_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask")
+
+
+def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: torch.Tensor,
+               label: torch.Tensor, train_mask: torch.Tensor, val_mask: torch.Tensor,
+               test_mask: torch.Tensor) -> dgl.DGLGraph:
+    """Build the standard output graph.
+
+    Args:
+        src, dst: edge endpoints (any integer dtype).
+        num_nodes: number of nodes (isolated nodes are kept).
+        feat: [N, F] features, cast to float32.
+        label: [N] labels, cast to int64.
+        train_mask, val_mask, test_mask: [N] masks, cast to bool.
+
+    Returns:
+        A homogeneous DGLGraph (idtype int64) with ndata ``feat`` (float32 [N, F]),
+        ``label`` (int64 [N]) and the three bool masks.
+    """
+    g = dgl.graph((src.to(torch.int64), dst.to(torch.int64)), num_nodes=int(num_nodes),
+                  idtype=torch.int64)
+    g.ndata["feat"] = feat.to(torch.float32).contiguous()
+    g.ndata["label"] = label.to(torch.int64).contiguous()
+    g.ndata["train_mask"] = train_mask.to(torch.bool).contiguous()
+    g.ndata["val_mask"] = val_mask.to(torch.bool).contiguous()
+    g.ndata["test_mask"] = test_mask.to(torch.bool).contiguous()
+    return g
+
+
+def num_classes(g: dgl.DGLGraph) -> int:
+    """Number of label classes of a loaded graph.
+
+    Args:
+        g: a graph returned by :func:`dgl_grappa.data.load_dataset`.
+
+    Returns:
+        ``int(g.ndata["label"].max()) + 1`` (0 for a graph without nodes).
+    """
+    label = g.ndata["label"]
+    if label.numel() == 0:
+        return 0
+    return int(label.max()) + 1

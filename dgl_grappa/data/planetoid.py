@@ -1,0 +1,201 @@
+"""Cora and CiteSeer through DGL's own citation-graph loaders, strictly offline.
+
+DGL's ``CoraGraphDataset`` / ``CiteseerGraphDataset`` look for their raw files in
+``<raw_dir>/<name>_<sha1(url)[:8]>/ind.<name>.*`` where ``<name>`` is ``cora_v2`` for Cora
+(DGL renamed it) and ``citeseer`` for CiteSeer, and ``url`` is DGL's download URL (which
+itself depends on the ``DGL_REPO`` environment variable). If that folder is missing DGL
+downloads a zip; if it exists DGL never touches the network. DGL also writes its processed
+cache (``<name>_dgl_graph.bin`` / ``.pkl``) into that same folder.
+
+So we build exactly that folder under a cache directory *outside* the repository, fill it
+with symlinks to the user's original ``ind.<dataset>.*`` files in ``data.root`` (never a
+copy), and hand DGL the parent as ``raw_dir``. The cache folder is keyed by the resolved
+root path, and a stamp of the source files' sizes and mtimes forces DGL to re-process when
+the files change, so DGL's processed cache can never serve data from another root.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import dgl
+from dgl.data import CiteseerGraphDataset, CoraGraphDataset
+from dgl.data.citation_graph import CitationGraphDataset
+from dgl.data.utils import _get_dgl_url
+
+from ..config import ConfigError
+from .common import make_graph
+
+#: The eight files of the original Planetoid release (``ind.<dataset>.<suffix>``).
+PLANETOID_SUFFIXES = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
+
+# dataset -> (DGL class, the name DGL uses in folder and file names)
+_DGL_CLASSES = {
+    "cora": (CoraGraphDataset, "cora_v2"),
+    "citeseer": (CiteseerGraphDataset, "citeseer"),
+}
+
+
+def cache_root() -> Path:
+    """Base cache folder of dgl_grappa (outside the repository).
+
+    Returns:
+        ``$DGL_GRAPPA_CACHE`` if set, else ``$XDG_CACHE_HOME/dgl_grappa``, else
+        ``~/.cache/dgl_grappa``.
+    """
+    env = os.environ.get("DGL_GRAPPA_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "dgl_grappa"
+
+
+def _source_files(name: str, root: Path) -> dict[str, Path]:
+    """Map each Planetoid suffix to its file in ``root``; ConfigError if any is missing.
+
+    Both the original names (``ind.cora.x``) and DGL's (``ind.cora_v2.x``) are accepted.
+    """
+    if not root.is_dir():
+        expected = ", ".join(f"ind.{name}.{s}" for s in PLANETOID_SUFFIXES)
+        raise ConfigError(
+            f"data.root='{root}' is not a folder; {name} needs {expected} there; "
+            f"set --data.root=<folder with the Planetoid files> (or env DGL_GRAPPA_PLANETOID)")
+    dgl_name = _DGL_CLASSES[name][1]
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    for suffix in PLANETOID_SUFFIXES:
+        for stem in dict.fromkeys((name, dgl_name)):
+            p = root / f"ind.{stem}.{suffix}"
+            if p.is_file():
+                found[suffix] = p.resolve()
+                break
+        else:
+            missing.append(f"ind.{name}.{suffix}")
+    if missing:
+        raise ConfigError(
+            f"data.root='{root}' lacks {len(missing)} of the {len(PLANETOID_SUFFIXES)} {name} files "
+            f"(missing: {', '.join(missing)}); put all ind.{name}.{{{','.join(PLANETOID_SUFFIXES)}}} "
+            f"there or set --data.root to the folder that has them")
+    return found
+
+
+def _dgl_folder_name(name: str) -> str:
+    """The raw/processed folder name DGL derives for ``name`` (``<name>_<sha1(url)[:8]>``)."""
+    dgl_name = _DGL_CLASSES[name][1]
+    # Same recipe as DGLDataset._get_hash_url_suffix; the URL honours $DGL_REPO, so the
+    # suffix must be computed at load time, not hard-coded.
+    url = _get_dgl_url(CitationGraphDataset._urls[dgl_name])
+    return f"{dgl_name}_{hashlib.sha1(str(url).encode('utf-8')).hexdigest()[:8]}"
+
+
+def planetoid_cache_dir(name: str, root: str | os.PathLike) -> Path:
+    """Cache folder (``raw_dir`` for DGL) used for dataset ``name`` read from ``root``.
+
+    Args:
+        name: ``cora`` or ``citeseer``.
+        root: folder with the original ``ind.<name>.*`` files.
+
+    Returns:
+        ``<cache_root>/planetoid/<name>-<sha1(resolved root)[:16]>``; distinct roots get
+        distinct folders, so one root's processed cache is never read for another.
+    """
+    resolved = str(Path(root).expanduser().resolve())
+    key = hashlib.sha1(resolved.encode("utf-8")).hexdigest()[:16]
+    return cache_root() / "planetoid" / f"{name}-{key}"
+
+
+def _link(target: Path, link: Path) -> None:
+    """Make ``link`` a symlink to ``target``, replacing whatever is there atomically."""
+    if link.is_symlink() and os.readlink(link) == str(target):
+        return
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def _stamp(files: dict[str, Path]) -> str:
+    """Fingerprint of the source files (path, size, mtime) to detect changed data."""
+    parts = {s: [str(p), p.stat().st_size, p.stat().st_mtime_ns] for s, p in sorted(files.items())}
+    return json.dumps(parts, sort_keys=True)
+
+
+class _OfflineGuard:
+    """Mixin that turns any download attempt into an error (defence in depth).
+
+    DGL calls ``download()`` only when its raw folder is missing, which our layout rules
+    out; should a future DGL look elsewhere, this fails loudly instead of going online.
+    """
+
+    def download(self):  # noqa: D401 - DGL hook
+        raise ConfigError(
+            f"DGL wanted to download {self.name} into '{self.raw_path}' although dgl_grappa "
+            f"prepared its files offline; this DGL version uses another layout: report it")
+
+
+class _OfflineCora(_OfflineGuard, CoraGraphDataset):
+    pass
+
+
+class _OfflineCiteseer(_OfflineGuard, CiteseerGraphDataset):
+    pass
+
+
+_OFFLINE = {"cora": _OfflineCora, "citeseer": _OfflineCiteseer}
+
+
+def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
+    """Load Cora or CiteSeer from the original Planetoid files, without network access.
+
+    Args:
+        name: ``cora`` or ``citeseer``.
+        root: folder with ``ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index}``.
+
+    Returns:
+        The standard homogeneous graph (ndata feat, label, train_mask, val_mask,
+        test_mask) with DGL's public split (Cora 140/500/1000, CiteSeer 120/500/1000).
+
+    Raises:
+        ConfigError: ``root`` is not a folder or lacks some of the files.
+    """
+    if name not in _DGL_CLASSES:
+        raise ConfigError(f"data.name={name!r} is not a Planetoid dataset; use cora or citeseer")
+    root_path = Path(root).expanduser()
+    files = _source_files(name, root_path)  # raises before DGL is ever called
+
+    raw_dir = planetoid_cache_dir(name, root_path)
+    dgl_dir = raw_dir / _dgl_folder_name(name)
+    dgl_name = _DGL_CLASSES[name][1]
+    try:
+        dgl_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the dataset cache '{dgl_dir}' ({exc.strerror}); "
+            f"set env DGL_GRAPPA_CACHE to a writable folder") from None
+
+    # Several workers may load the same dataset at once: serialise linking and DGL's
+    # process/save so nobody reads a half-written processed cache.
+    with open(raw_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for suffix, src in files.items():
+            _link(src, dgl_dir / f"ind.{dgl_name}.{suffix}")
+        stamp_path = dgl_dir / "dgl_grappa_source.json"
+        stamp = _stamp(files)
+        fresh = stamp_path.is_file() and stamp_path.read_text() == stamp
+        ds = _OFFLINE[name](raw_dir=str(raw_dir), force_reload=not fresh, verbose=False)
+        if Path(ds.raw_path) != dgl_dir:  # our layout must be exactly DGL's
+            raise RuntimeError(f"DGL read {ds.raw_path}, expected {dgl_dir}")
+        if not fresh:
+            stamp_path.write_text(stamp)
+        g = ds[0]
+
+    nd = g.ndata
+    src, dst = g.edges()
+    return make_graph(src, dst, g.num_nodes(), feat=nd["feat"], label=nd["label"],
+                      train_mask=nd["train_mask"], val_mask=nd["val_mask"],
+                      test_mask=nd["test_mask"])

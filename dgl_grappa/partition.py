@@ -1,0 +1,224 @@
+"""Partitions: DGL's ``partition_graph`` on disk, their statistics, and a worker's local view.
+
+``partition`` writes DGL's standard layout (``<graph>.json`` + ``part<i>/``), so the same
+folder serves Grappa workers and real DistDGL servers. ``load_local`` gives worker r its
+part: the local graph (inner nodes, plus halo nodes as leaves with ``halo="keep"``), local
+features, labels, train ids and the global in-degrees that coverage needs. Halo features
+are read once here, from the owners' partition files, never during a training step.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import dgl
+import numpy as np
+import torch
+from torch import Tensor
+
+from .config import ConfigError, PartitionConfig
+
+log = logging.getLogger("dgl_grappa")
+
+GRAPH_NAME = "grappa"
+STATS_FILE = "grappa_partition.json"
+# Node data written into every partition; "in_degree" is the full-graph in-degree, which a
+# worker cannot count from its own edges for halo nodes.
+NODE_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask", "in_degree")
+
+
+def part_config_path(out_dir: str | Path) -> Path:
+    """The ``<graph>.json`` that DGL's loaders take, inside a partition folder."""
+    return Path(out_dir) / f"{GRAPH_NAME}.json"
+
+
+def edge_cut_stats(src: np.ndarray, dst: np.ndarray, assignment: np.ndarray, num_parts: int) -> dict:
+    """Edge-cut fraction and per-part halo share of a node assignment.
+
+    Args:
+        src, dst: edges of the full graph (dst aggregates from src).
+        assignment: part id of every node.
+        num_parts: number of parts.
+
+    Returns:
+        ``{"edge_cut": float, "inner_nodes": [...], "halo_nodes": [...], "halo_share": [...]}``
+        where the halo of part p are the distinct sources outside p of edges into p, and
+        halo_share = halo / inner.
+    """
+    ps, pd = assignment[src], assignment[dst]
+    cut = ps != pd
+    n = assignment.shape[0]
+    inner = np.bincount(assignment, minlength=num_parts)
+    # Distinct (destination part, source node) pairs of cut edges = halo nodes of each part.
+    keys = np.unique(pd[cut].astype(np.int64) * n + src[cut])
+    halo = np.bincount(keys // n, minlength=num_parts)
+    return {
+        "edge_cut": float(cut.mean()) if cut.size else 0.0,
+        "inner_nodes": inner.tolist(),
+        "halo_nodes": halo.tolist(),
+        "halo_share": [float(h) / max(int(i), 1) for h, i in zip(halo, inner)],
+    }
+
+
+def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None) -> dict:
+    """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
+
+    Args:
+        g: homogeneous graph with ndata feat, label, train/val/test_mask.
+        cfg: partition options (num_parts, method, balance_*).
+        out_dir: target folder (created; DGL's layout).
+        fingerprint: anything that identifies the input (stored so a later run can reuse it).
+
+    Returns:
+        Statistics: edge_cut, inner/halo node counts and halo_share per part, seconds,
+        and ``part_config`` (path of the json).
+
+    Example:
+        >>> stats = partition(g, cfg.partition, "runs/x/partitions/0")   # doctest: +SKIP
+        >>> stats["edge_cut"]                                            # doctest: +SKIP
+        0.05
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    g = g.clone()
+    g.ndata["in_degree"] = g.in_degrees().to(torch.int64)
+    for k in list(g.ndata.keys()):
+        if k not in NODE_KEYS:
+            del g.ndata[k]
+    balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
+    t0 = time.perf_counter()
+    # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
+    orig_nids, _ = dgl.distributed.partition_graph(
+        g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=cfg.method,
+        balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
+    seconds = time.perf_counter() - t0
+    meta = json.loads(part_config_path(out).read_text())
+    # New (shuffled) ids are contiguous per part; map them back to the original nodes.
+    new_part = np.zeros(g.num_nodes(), dtype=np.int64)
+    for p, (lo, hi) in enumerate(meta["node_map"]["_N"]):
+        new_part[lo:hi] = p
+    assignment = np.empty(g.num_nodes(), dtype=np.int64)
+    assignment[orig_nids.numpy()] = new_part
+    src, dst = (t.numpy() for t in g.edges())
+    stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
+    stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seconds": seconds,
+                  "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+                  "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
+    np.save(out / "assignment.npy", assignment)
+    (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
+    return stats
+
+
+def read_stats(out_dir: str | Path) -> dict | None:
+    """The statistics ``partition`` wrote into out_dir, or None when there are none."""
+    f = Path(out_dir) / STATS_FILE
+    if not f.is_file() or not part_config_path(out_dir).is_file():
+        return None
+    return json.loads(f.read_text())
+
+
+def format_stats(stats: dict) -> str:
+    """A short table of a partitioning for the terminal."""
+    lines = [f"{stats['method']} into {stats['num_parts']} parts: edge-cut fraction {stats['edge_cut']:.4f} "
+             f"({stats['seconds']:.2f} s)", "part  inner_nodes  halo_nodes  halo/inner"]
+    for p, (i, h, s) in enumerate(zip(stats["inner_nodes"], stats["halo_nodes"], stats["halo_share"])):
+        lines.append(f"{p:>4}  {i:>11}  {h:>10}  {s:>9.1%}")
+    return "\n".join(lines)
+
+
+@dataclass
+class LocalPartition:
+    """What a worker holds of its part; local ids index every tensor.
+
+    Attributes:
+        part_id, num_parts: which part of how many.
+        graph: local graph (inner nodes first, then halo nodes when kept), CSC format.
+        num_inner: number of inner (owned) nodes.
+        global_ids: global (shuffled) id of every local node.
+        owner: owning part of every local node.
+        feat: features of every local node (halo rows read from the owners at load time).
+        label: label of every inner node.
+        train_ids: local ids of the inner training nodes.
+        in_degree: full-graph in-degree of every local node.
+        src, dst: the local graph's edges.
+        halo_bytes_loaded: feature bytes read from other parts' files at load time.
+        load_seconds: time taken by ``load_local``.
+    """
+
+    part_id: int
+    num_parts: int
+    graph: dgl.DGLGraph
+    num_inner: int
+    global_ids: Tensor
+    owner: Tensor
+    feat: Tensor
+    label: Tensor
+    train_ids: Tensor
+    in_degree: Tensor
+    src: Tensor
+    dst: Tensor
+    halo_bytes_loaded: int
+    load_seconds: float
+
+
+def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> LocalPartition:
+    """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
+
+    Args:
+        part_config: the partitioning's json.
+        part_id: which part.
+        halo: "drop" (inner nodes only) or "keep" (1-hop halo nodes as leaves).
+
+    Returns:
+        A :class:`LocalPartition`.
+    """
+    if halo not in ("drop", "keep"):
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    t0 = time.perf_counter()
+    pg, nfeat, _, gpb, _, _, _ = dgl.distributed.load_partition(str(part_config), part_id)
+    inner = pg.ndata["inner_node"].bool()
+    num_inner = int(inner.sum())
+    # DGL puts inner nodes first; everything below relies on it.
+    if not bool(inner[:num_inner].all()):
+        raise RuntimeError(f"partition {part_id}: inner nodes are not first; unexpected partition layout")
+    node = {k.split("/", 1)[-1]: v for k, v in nfeat.items()}
+    missing = [k for k in NODE_KEYS if k not in node]
+    if missing:
+        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
+                          "`python -m dgl_grappa partition`")
+    src, dst = pg.edges()
+    gids = pg.ndata[dgl.NID]
+    owner = pg.ndata["part_id"].to(torch.int64)
+    feat, in_degree = node["feat"], node["in_degree"]
+    halo_bytes = 0
+    if halo == "drop":
+        keep = (src < num_inner) & (dst < num_inner)
+        src, dst = src[keep], dst[keep]
+        n_local = num_inner
+        gids, owner = gids[:num_inner], owner[:num_inner]
+    else:
+        n_local = pg.num_nodes()
+        halo_feat = torch.empty((n_local - num_inner, feat.shape[1]), dtype=feat.dtype)
+        halo_deg = torch.empty(n_local - num_inner, dtype=in_degree.dtype)
+        halo_owner = owner[num_inner:]
+        for p in torch.unique(halo_owner).tolist():
+            rows = (halo_owner == p).nonzero(as_tuple=True)[0]
+            other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
+            offset = int(gpb.partid2nids(p)[0])
+            idx = gids[num_inner:][rows] - offset
+            halo_feat[rows] = other["_N/feat"][idx]
+            halo_deg[rows] = other["_N/in_degree"][idx]
+            del other
+        halo_bytes = halo_feat.numel() * halo_feat.element_size()
+        feat = torch.cat([feat, halo_feat])
+        in_degree = torch.cat([in_degree, halo_deg])
+    graph = dgl.graph((src, dst), num_nodes=n_local).formats(["csc"])
+    train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
+    return LocalPartition(
+        part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,
+        global_ids=gids, owner=owner, feat=feat, label=node["label"].to(torch.int64),
+        train_ids=train_ids, in_degree=in_degree, src=src, dst=dst, halo_bytes_loaded=halo_bytes,
+        load_seconds=time.perf_counter() - t0)

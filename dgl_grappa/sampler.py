@@ -1,0 +1,118 @@
+"""Local-only sampling: seeds are the worker's own train nodes, neighbours come from its part.
+
+Sampling itself is DGL's ``NeighborSampler`` on the local graph. What DGL's DataLoader
+cannot do is give every worker the *same number* of batches when parts hold different
+numbers of train nodes; collectives would then wait on a worker that has finished. So
+``LocalBatches`` splits each epoch's shuffled seeds into exactly ``steps`` near-equal
+chunks (``steps`` agreed by all workers once, see :func:`equal_steps`).
+
+Feature reads go through :class:`LocalFeatures`, which serves resident rows from local
+memory and counts every row that would have to come from another worker.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterator
+
+import dgl
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+
+def equal_steps(num_local_seeds: int, batch_size: int, group=None) -> int:
+    """Steps per epoch that every worker takes: the max over workers of ceil(n_i / batch_size).
+
+    One integer all-reduce, done once per partitioning (not per step).
+    """
+    steps = torch.tensor([max(1, math.ceil(num_local_seeds / batch_size))], dtype=torch.int64)
+    if dist.is_initialized():
+        dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=group)
+    return int(steps[0])
+
+
+class LocalBatches:
+    """Exactly ``steps`` neighbour-sampled batches per epoch over the local graph.
+
+    Args:
+        graph: the worker's local graph (CSC format preferred).
+        seeds: local ids of the worker's train nodes (must be non-empty).
+        fanouts: neighbours per layer, input layer first (-1 = all).
+        steps: batches per epoch (the same on every worker).
+        seed: RNG seed of shuffling and sampling (make it differ per worker).
+
+    Example:
+        >>> batches = LocalBatches(lp.graph, lp.train_ids, [10, 25], steps=30, seed=1)  # doctest: +SKIP
+        >>> for input_nodes, output_nodes, blocks in batches.epoch(0): ...              # doctest: +SKIP
+    """
+
+    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, fanouts: list[int], steps: int, seed: int = 0):
+        if seeds.numel() == 0:
+            raise ValueError("this worker's part has no training nodes; use fewer parts or a balanced partitioning "
+                             "(--partition.balance_train=true)")
+        self.graph = graph
+        self.seeds = seeds
+        self.steps = steps
+        self.seed = seed
+        self.sampler = dgl.dataloading.NeighborSampler(list(fanouts))
+
+    def epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
+        """Yield (input_nodes, output_nodes, blocks) ``steps`` times; every seed at least once."""
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = self.seeds[torch.randperm(self.seeds.numel(), generator=gen)]
+        if perm.numel() < self.steps:
+            # Fewer seeds than steps: repeat them so that no batch is empty.
+            perm = perm.repeat(math.ceil(self.steps / perm.numel()))[: self.steps]
+        # DGL's sampling uses its own global RNG; seed it so a run is reproducible.
+        dgl.seed(self.seed * 7919 + epoch)
+        for chunk in torch.tensor_split(perm, self.steps):
+            input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
+            yield input_nodes, output_nodes, blocks
+
+
+class LocalFeatures:
+    """Feature rows of the local nodes, with a count of the bytes fetched from elsewhere.
+
+    Rows of nodes that are resident (inner nodes, and halo nodes whose rows were read at
+    load time) come from local memory. Any other row would have to be pulled from its
+    owner through ``fetch_remote`` (DistDGL's path); in Grappa there is none, so asking
+    for one is an error: it would mean the sampler left the partition.
+
+    Args:
+        table: [num_local, F] rows of the local nodes.
+        fetch_remote: optional callable(local_ids) -> rows for non-resident nodes.
+        resident: bool mask of rows in ``table`` that hold data (default: all).
+    """
+
+    def __init__(self, table: Tensor, fetch_remote: Callable[[Tensor], Tensor] | None = None,
+                 resident: Tensor | None = None):
+        self.table = table
+        self.fetch_remote = fetch_remote
+        self.resident = resident if resident is not None else torch.ones(table.shape[0], dtype=torch.bool)
+        self.row_bytes = table.shape[1] * table.element_size()
+        self.remote_bytes = 0
+        self.local_bytes = 0
+
+    def gather(self, ids: Tensor) -> Tensor:
+        """Rows for local ids ``ids``; remote rows are fetched and counted."""
+        if ids.numel() and int(ids.max()) >= self.table.shape[0]:
+            raise RuntimeError("a step asked for a node outside this worker's local graph")
+        here = self.resident[ids]
+        n_remote = int((~here).sum())
+        if n_remote == 0:
+            self.local_bytes += ids.numel() * self.row_bytes
+            return self.table[ids]
+        if self.fetch_remote is None:
+            raise RuntimeError(f"a step asked for {n_remote} remote feature rows, but this runtime has no remote "
+                               "path (local-only sampling must not leave the partition)")
+        out = self.table[ids].clone()
+        out[~here] = self.fetch_remote(ids[~here])
+        self.remote_bytes += n_remote * self.row_bytes
+        self.local_bytes += (ids.numel() - n_remote) * self.row_bytes
+        return out
+
+    def take_bytes(self) -> tuple[int, int]:
+        """(remote, local) bytes served since the last call; resets both."""
+        r, l = self.remote_bytes, self.local_bytes
+        self.remote_bytes = self.local_bytes = 0
+        return r, l
