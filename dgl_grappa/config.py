@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +174,39 @@ class GrappaConfig:
 
 
 @dataclass
+class ScheduleConfig:
+    """Periodic repartitioning (see dgl_grappa/scheduler.py)."""
+
+    k: int = 0
+    """Use partitioning j for epochs [j*k, (j+1)*k); 0 = never repartition."""
+    method: Literal["metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation"] = "metis-perm"
+    """How successive partitionings are made to differ (METIS itself is deterministic)."""
+    keep_last: int = 2
+    """Partition folders kept on disk (older ones are removed once no worker uses them)."""
+    seed: int = 0
+    """Seed of the perturbations."""
+
+
+@dataclass
+class NetworkConfig:
+    """Network emulation for side-by-side runs."""
+
+    bandwidth: str = ""
+    """Shape loopback in a private network namespace with tc tbf, e.g. "1gbit", "200mbit";
+    empty = no shaping."""
+
+
+@dataclass
+class DistDGLConfig:
+    """The DistDGL baseline job (real servers + trainers)."""
+
+    num_samplers: int = 0
+    """Sampler processes per trainer (DGL_NUM_SAMPLER)."""
+    base_port: int = 0
+    """First server port; 0 = pick free ports."""
+
+
+@dataclass
 class RunConfig:
     """Processes, files and limits."""
 
@@ -199,6 +233,9 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     grappa: GrappaConfig = field(default_factory=GrappaConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    distdgl: DistDGLConfig = field(default_factory=DistDGLConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
@@ -405,6 +442,12 @@ def validate(cfg: Config) -> None:
     _check(0 <= g.hops <= 6, f"grappa.hops={g.hops} must be in 0..6 (0 = model.num_layers)")
     _check(0.0 <= g.lam <= 1.0, f"grappa.lam={g.lam} must be in [0, 1]")
     _check(0.0 < g.w_min <= 1.0, f"grappa.w_min={g.w_min} must be in (0, 1]")
+    _check(cfg.schedule.k >= 0, f"schedule.k={cfg.schedule.k} must be >= 0 (0 = fixed partitions)")
+    _check(cfg.schedule.keep_last >= 1, f"schedule.keep_last={cfg.schedule.keep_last} must be >= 1")
+    bw = cfg.network.bandwidth
+    _check(bw == "" or re.fullmatch(r"[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)", bw.lower()) is not None,
+           f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
+    _check(cfg.distdgl.num_samplers >= 0, f"distdgl.num_samplers={cfg.distdgl.num_samplers} must be >= 0")
     _check(r.timeout_s > 0, f"run.timeout_s={r.timeout_s} must be > 0")
     _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
     _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")
