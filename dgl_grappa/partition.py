@@ -107,7 +107,9 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seconds": seconds,
                   "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
                   "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
+    # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
     np.save(out / "assignment.npy", assignment)
+    np.save(out / "orig_ids.npy", orig_nids.numpy())
     (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     return stats
 
@@ -215,7 +217,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
         halo_bytes = halo_feat.numel() * halo_feat.element_size()
         feat = torch.cat([feat, halo_feat])
         in_degree = torch.cat([in_degree, halo_deg])
-    graph = dgl.graph((src, dst), num_nodes=n_local).formats(["csc"])
+    # CSC for neighbour sampling; COO for full-graph edge ops (GAT's SDDMM needs COO or CSR).
+    graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     return LocalPartition(
         part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,

@@ -1,0 +1,80 @@
+"""Config tree: YAML + CLI overrides, unknown keys by name, one-line user errors."""
+import json
+from pathlib import Path
+
+import pytest
+
+from clitools import run_cli
+from dgl_grappa.config import ConfigError, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_precedence_cli_over_file_over_defaults(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("train:\n  epochs: 7\n  fanouts: [5, 6]\nmodel:\n  hidden: 32\n")
+    cfg = load_config(f, ["--train.epochs=3", "--grappa.correction", "node"])
+    assert cfg.train.epochs == 3            # CLI wins over the file
+    assert cfg.model.hidden == 32           # file wins over the default
+    assert cfg.train.fanouts == [5, 6]
+    assert cfg.grappa.correction == "node"  # "--key value" form
+    assert cfg.model.dropout == 0.5         # default
+    assert cfg.name == "c" and cfg.run.output_dir == "runs/c"
+
+
+@pytest.mark.parametrize("yaml_text,match", [
+    ("trian:\n  epochs: 3\n", "unknown config key 'trian'"),
+    ("train:\n  epochz: 3\n", "unknown config key 'train.epochz'"),
+    ("train:\n  epochs: three\n", "train.epochs='three' is not an integer"),
+    ("model:\n  name: transformer\n", "model.name='transformer' is not allowed; use one of sage, gcn, gat, gin"),
+    ("model:\n  num_layers: 3\n", "train.fanouts has 2 entries but model.num_layers=3"),
+    ("partition:\n  num_parts: 0\n", "partition.num_parts=0 must be >= 1"),
+    ("grappa:\n  lam: 1.5\n", "grappa.lam=1.5 must be in"),
+    ("train: [1, 2]\n", "train must be a mapping"),
+    ("train:\n  epochs: [\n", "not valid YAML"),
+])
+def test_bad_yaml_is_one_line_error(tmp_path, yaml_text, match):
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=match.replace("[", r"\[").replace("(", r"\(")) as e:
+        load_config(f)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("override,match", [
+    ("--train.epochz=1", "unknown config key 'train.epochz'"),
+    ("--train=1", "'train' is a section"),
+    ("--train.fanouts=[10,x]", "train.fanouts[1]='x' is not an integer"),
+    ("--run.progress=maybe", "is not a boolean"),
+    ("--train.epochs", "has no value"),
+])
+def test_bad_override(override, match):
+    with pytest.raises(ConfigError, match=match.replace("[", r"\[")):
+        load_config(None, [override])
+
+
+def test_every_shipped_config_loads():
+    configs = sorted((ROOT / "configs").glob("*.yaml"))
+    assert configs, "no configs shipped"
+    for f in configs:
+        load_config(f)
+
+
+def test_cli_user_error_exits_2_with_one_line_and_touches_nothing(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text(json.dumps({"previous": True}))
+    p = run_cli("train", "--config", "configs/default.yaml", f"--run.output_dir={out}", "--model.num_layers=9")
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "model.num_layers=9" in lines[0] and "Traceback" not in p.stderr
+    assert json.loads((out / "summary.json").read_text()) == {"previous": True}
+    assert sorted(x.name for x in out.iterdir()) == ["summary.json"]
+
+
+def test_cli_missing_files(tmp_path):
+    p = run_cli("train", "--config", str(tmp_path / "nope.yaml"))
+    assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("train", "--config", "configs/cora.yaml", f"--data.root={tmp_path}", f"--run.output_dir={tmp_path}/o")
+    assert p.returncode == 2 and str(tmp_path) in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()
