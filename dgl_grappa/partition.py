@@ -193,7 +193,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
                           "`python -m dgl_grappa partition`")
     src, dst = pg.edges()
     gids = pg.ndata[dgl.NID]
-    owner = pg.ndata["part_id"].to(torch.int64)
+    # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
+    owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
     feat, in_degree = node["feat"], node["in_degree"]
     halo_bytes = 0
     if halo == "drop":

@@ -63,3 +63,14 @@ def test_bad_halo_value(small_parts):
     from dgl_grappa.config import ConfigError
     with pytest.raises(ConfigError, match="halo"):
         load_local(small_parts[1]["part_config"], 0, "half")
+
+
+def test_single_part(small_graph, tmp_path):
+    from dgl_grappa.config import PartitionConfig
+    from dgl_grappa.partition import partition
+
+    stats = partition(small_graph, PartitionConfig(num_parts=1), tmp_path)
+    assert stats["edge_cut"] == 0.0 and stats["halo_nodes"] == [0]
+    lp = load_local(stats["part_config"], 0, "keep")
+    assert lp.num_inner == small_graph.num_nodes() and bool((lp.owner == 0).all())
+    assert lp.graph.num_edges() == small_graph.num_edges()
