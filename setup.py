@@ -26,5 +26,5 @@ setup(
         "tqdm",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "pytest-timeout"]},
 )
