@@ -65,10 +65,24 @@ def init_distributed(rank: int, world_size: int, port: int, timeout_s: float) ->
     return Identity(rank=rank, world_size=world_size, part=rank)
 
 
-def shutdown_distributed() -> None:
-    """Leave the process group if this process joined one (safe to call twice)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
+def shutdown_distributed(clean: bool = True) -> None:
+    """Leave the process group if this process joined one (safe to call twice).
+
+    Args:
+        clean: every rank reached the end normally. Then all ranks meet at a barrier first
+            (bounded by the group's timeout), so none tears down while another still talks
+            to it; after an error the group is destroyed at once.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if clean:
+        dist.barrier()
+        # torch 2.2's gloo worker thread frees the last finished work objects after the
+        # wait returns, and freeing their tensors needs the GIL; destroying the group joins
+        # that thread while holding the GIL, which deadlocked here (seen with py-spy). A
+        # short sleep releases the GIL so the worker thread can finish first.
+        time.sleep(0.2)
+    dist.destroy_process_group()
 
 
 def setup_logging(rank: int | None = None, level: int = logging.INFO) -> None:

@@ -15,10 +15,12 @@ from .launch import free_port, init_distributed, set_threads, shutdown_distribut
 def _entry(rank: int, fn: Callable, world_size: int, port: int, timeout_s: float, args: tuple) -> None:
     set_threads(1)
     init_distributed(rank, world_size, port, timeout_s)
+    clean = False
     try:
         fn(rank, world_size, *args)
+        clean = True
     finally:
-        shutdown_distributed()
+        shutdown_distributed(clean)
 
 
 def run_distributed(fn: Callable, world_size: int, *args, timeout_s: float = 120.0) -> None:
