@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from .compare import cmd_compare
 from .config import Config, ConfigError, load_config
 from .launch import WorkerFailed, free_port, setup_logging, spawn_workers
 
@@ -65,19 +66,37 @@ def cmd_partition(cfg: Config) -> int:
 def cmd_train(cfg: Config) -> int:
     from .data import load_dataset, num_classes
     from .metrics import format_bytes
+    from .netns import in_private_netns, rerun_isolated
     from .partition import format_stats
     from .trainer import train_worker
 
+    if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
+        return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
     g = load_dataset(cfg.data)
     n_classes = num_classes(g)
     out = Path(cfg.run.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stats, g = ensure_partitions(cfg, g)
+    builder = None
+    if cfg.schedule.k > 0:
+        from .repartition import start_builder
+        from .scheduler import prepare_schedule  # partitionings: <output>/partitions/<j>
+
+        # Started first: its seconds of imports overlap partitioning 0 and the workers' start.
+        builder = start_builder(cfg)
+        stats = prepare_schedule(cfg, g)
+    else:
+        stats, g = ensure_partitions(cfg, g)
     del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
     print(format_stats(stats), flush=True)
     t0 = time.perf_counter()
-    spawn_workers(train_worker, cfg.partition.num_parts,
-                  (cfg, stats["part_config"], n_classes, free_port(), str(out)), timeout_s=cfg.run.timeout_s)
+    extra = (builder.channel,) if builder is not None else ()  # rank 0 drives the builder
+    try:
+        spawn_workers(train_worker, cfg.partition.num_parts,
+                      (cfg, stats["part_config"], n_classes, free_port(), str(out), *extra),
+                      timeout_s=cfg.run.timeout_s)
+    finally:
+        if builder is not None:
+            builder.close()
     summary_path = out / "summary.json"
     summary = json.loads(summary_path.read_text())
     summary["edge_cut"] = stats["edge_cut"]
@@ -90,10 +109,14 @@ def cmd_train(cfg: Config) -> int:
           f"  per worker per epoch: gradients {format_bytes(summary['grad_bytes_per_epoch'])}, "
           f"remote features {format_bytes(summary['feature_bytes_per_epoch'])}\n"
           f"  wrote {out / 'metrics.jsonl'} and {summary_path}")
+    if "schedule" in summary:
+        sch = summary["schedule"]
+        print(f"  repartitioning ({sch['method']}, k={sch['k']}): {len(summary['switches'])} switches, "
+              f"stall {sch['stall_s_total']:.2f} s = {sch['stall_fraction']:.2%} of training time")
     return 0
 
 
-COMMANDS = {"partition": cmd_partition, "train": cmd_train}
+COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,6 +194,10 @@ class NetworkConfig:
     bandwidth: str = ""
     """Shape loopback in a private network namespace with tc tbf, e.g. "1gbit", "200mbit";
     empty = no shaping."""
+    isolate: bool = False
+    """Run ``train`` in a private network namespace (root) so that the bytes on the wire
+    are measured (summary ``wire_bytes_per_epoch``); implied by ``bandwidth`` and always
+    on in ``compare``."""
 
 
 @dataclass
@@ -204,6 +208,28 @@ class DistDGLConfig:
     """Sampler processes per trainer (DGL_NUM_SAMPLER)."""
     base_port: int = 0
     """First server port; 0 = pick free ports."""
+    startup_timeout_s: float = 180.0
+    """Bound on server start + trainer connect (DGL retries the connection every 3 s)."""
+    shutdown_timeout_s: float = 60.0
+    """Bound on the servers' exit after the last trainer finished."""
+    shm_size: str = "8g"
+    """Size limit of each machine's private /dev/shm tmpfs (the partition lives there)."""
+
+
+@dataclass
+class CompareConfig:
+    """``python -m dgl_grappa compare``: DistDGL and Grappa side by side."""
+
+    variants: list[Literal["none", "batch", "node", "shrinkage"]] = field(default_factory=lambda: ["batch"])
+    """Grappa corrections to run (one Grappa run each) after the DistDGL baseline."""
+    distdgl: bool = True
+    """Run the DistDGL baseline (the ratios are relative to it)."""
+    dropin: bool = False
+    """Also run the drop-in script with --grappa (DistDGL servers, local-only loader)."""
+    target_acc: float = 0.0
+    """Validation accuracy for time-to-accuracy; 0 = 0.98 x DistDGL's best val accuracy."""
+    script: str = ""
+    """DistDGL trainer script; empty = scripts/distdgl_train.py of this checkout."""
 
 
 @dataclass
@@ -236,6 +262,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     distdgl: DistDGLConfig = field(default_factory=DistDGLConfig)
+    compare: CompareConfig = field(default_factory=CompareConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
@@ -448,6 +475,15 @@ def validate(cfg: Config) -> None:
     _check(bw == "" or re.fullmatch(r"[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)", bw.lower()) is not None,
            f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
     _check(cfg.distdgl.num_samplers >= 0, f"distdgl.num_samplers={cfg.distdgl.num_samplers} must be >= 0")
+    _check(0 <= cfg.distdgl.base_port <= 65000, f"distdgl.base_port={cfg.distdgl.base_port} must be in 0..65000")
+    _check(cfg.distdgl.startup_timeout_s > 0 and cfg.distdgl.shutdown_timeout_s > 0,
+           "distdgl.startup_timeout_s and distdgl.shutdown_timeout_s must be > 0")
+    _check(re.fullmatch(r"[0-9]+[kmg]?", cfg.distdgl.shm_size.lower()) is not None,
+           f"distdgl.shm_size={cfg.distdgl.shm_size!r} is not a size; write e.g. 8g or 512m")
+    _check(cfg.compare.distdgl or bool(cfg.compare.variants) or cfg.compare.dropin,
+           "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
+    _check(0.0 <= cfg.compare.target_acc <= 1.0,
+           f"compare.target_acc={cfg.compare.target_acc} must be in [0, 1] (0 = automatic)")
     _check(r.timeout_s > 0, f"run.timeout_s={r.timeout_s} must be > 0")
     _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
     _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")

@@ -24,6 +24,7 @@ from .config import Config
 from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
 from .metrics import JsonlLog, median, write_json
+from .netns import WireMeter, ring_allreduce_wire_bytes, wire_per_epoch
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local
 from .reducers import make_correction
@@ -110,8 +111,39 @@ def _train_epoch(rt: LocalRuntime, ddp: DDP, corr, opt, epoch: int) -> dict:
             "grad_bytes": corr.take_bytes(), "feature_bytes": remote, "local_feature_bytes": local}
 
 
-def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str) -> None:
-    """The training loop of one worker (process group already initialised)."""
+def _switch(driver, cfg: Config, ident: Identity, epoch: int) -> LocalRuntime:
+    """Move this worker to the partitioning that starts at ``epoch`` (schedule.k > 0).
+
+    Only the data side is rebuilt (local part, coverage, sampler, equal step count); the
+    model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
+    """
+    part_config, stall = driver.agree(epoch)  # bounded wait for the background build
+    t0 = time.perf_counter()
+    rt = LocalRuntime(cfg, ident, load_local(part_config, ident.part, cfg.train.halo))
+    driver.record(rt, stall, time.perf_counter() - t0, epoch)
+    return rt
+
+
+def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
+               hooks=None, builder_channel: tuple | None = None) -> None:
+    """The training loop of one worker (process group already initialised).
+
+    Args:
+        ident: this worker.
+        cfg: the run's config.
+        part_config: json of the (first) partitioning.
+        num_classes: number of label classes.
+        out_dir: where rank 0 writes metrics.jsonl and summary.json.
+        hooks: optional object with ``epoch_start(epoch, ddp, opt, rt)`` and
+            ``epoch_end(epoch, ddp, opt, rt)``, called with exactly the objects an epoch
+            trains with (tests use it to check state across a repartition).
+        builder_channel: with schedule.k > 0, the launcher's partition builder
+            (repartition.BackgroundBuilder.channel); None = rank 0 starts its own.
+    """
+    driver = None
+    if cfg.schedule.k > 0:
+        from .repartition import RepartitionDriver  # first, so a builder starts while we load
+        driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
     torch.manual_seed(cfg.train.seed)
     lp = load_local(part_config, ident.part, cfg.train.halo)
     rt = LocalRuntime(cfg, ident, lp)
@@ -133,11 +165,26 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
              lp.graph.num_nodes(), lp.train_ids.numel(), rt.steps, rt.coverage_stats()["mean"],
              cfg.train.halo, lp.halo_bytes_loaded)
 
+    if driver is not None:
+        driver.record(rt, 0.0, lp.load_seconds)  # partitioning 0; asks for partitioning 1
+
     records = []
+    wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
+    t_loop = time.perf_counter()
     bar = tqdm(total=cfg.train.epochs, desc="train", unit="epoch", disable=not (ident.is_main and cfg.run.progress))
     for epoch in range(cfg.train.epochs):
+        if driver is not None and driver.due(epoch):
+            rt = _switch(driver, cfg, ident, epoch)
+        if hooks is not None:
+            hooks.epoch_start(epoch, ddp, opt, rt)
         ddp.train()
+        wire.start()
         rec = {"epoch": epoch, **_train_epoch(rt, ddp, corr, opt, epoch)}
+        rec["wire_bytes"] = wire.stop()
+        if hooks is not None:
+            hooks.epoch_end(epoch, ddp, opt, rt)
+        if driver is not None:
+            rec["partitioning"] = driver.current
         if eval_due(cfg, epoch):
             te = time.perf_counter()
             if ident.is_main:
@@ -151,6 +198,8 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
                             val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
             bar.update(1)
     bar.close()
+    train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in records)
+    lp = rt.lp
 
     # Per-worker figures travel once, after training (not counted in any epoch).
     mine = {"rank": ident.rank, "part": ident.part, "inner_nodes": lp.num_inner, "local_nodes": lp.graph.num_nodes(),
@@ -163,10 +212,12 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
     per_worker: list = [None] * ident.world_size
     dist.all_gather_object(per_worker, mine)
     if ident.is_main:
-        write_json(Path(out_dir) / "summary.json",
-                   build_summary(cfg, records, per_worker, rt.steps, gradient_bytes(model)))
-    # Leave together: a rank that tears down while another still talks to it can hang gloo.
-    dist.barrier()
+        summary = build_summary(cfg, records, per_worker, rt.steps, gradient_bytes(model))
+        if driver is not None:
+            summary.update(driver.summary(train_wall))
+        write_json(Path(out_dir) / "summary.json", summary)
+    if driver is not None:
+        driver.close()
 
 
 def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int) -> dict:
@@ -199,17 +250,24 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "model_grad_bytes": model_grad_bytes,
         "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
         "feature_bytes_total": sum(w["feature_bytes_total"] for w in per_worker),
+        # all workers together: measured on the job's loopback, and what the app handed over
+        "wire_bytes_per_epoch": wire_per_epoch(records),
+        "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
+        + sum(w["feature_bytes_per_epoch"] for w in per_worker),
         "workers": per_worker,
         "config": asdict(cfg),
     }
 
 
-def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str) -> None:
+def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str,
+                 builder_channel: tuple | None = None) -> None:
     """Entry point of a spawned worker: distributed setup, the loop, teardown."""
     setup_logging(rank)
     set_threads(threads_per_worker(cfg.partition.num_parts, cfg.run.num_threads))
     ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s)
+    clean = False
     try:
-        run_worker(ident, cfg, part_config, num_classes, out_dir)
+        run_worker(ident, cfg, part_config, num_classes, out_dir, builder_channel=builder_channel)
+        clean = True
     finally:
-        shutdown_distributed()
+        shutdown_distributed(clean)
