@@ -43,6 +43,9 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
+
+from .config import ConfigError
 
 ENV_NETNS = "DGL_GRAPPA_NETNS"
 """Set to "1" by the helper inside a private network namespace; :class:`WireMeter` reads
@@ -60,7 +63,7 @@ _RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit)")
 _RATE_UNIT = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
-class IsolationError(RuntimeError):
+class IsolationError(ConfigError):
     """The job cannot get the namespace it asked for (the message says why, in one line)."""
 
 
@@ -93,11 +96,16 @@ class WireMeter:
     """Loopback tx bytes over an interval, or None outside a private network namespace.
 
     Example:
-        >>> m = WireMeter(); m.start(); ...; nbytes = m.stop()   # doctest: +SKIP
+        >>> m = WireMeter(main=rank == 0); m.start(); ...; nbytes = m.stop()   # doctest: +SKIP
+
+
+    Args:
+        main: this process is the one that reads (rank 0); others get None.
+        enabled: force on / off (default: ``main`` and inside a private namespace).
     """
 
-    def __init__(self, enabled: bool | None = None):
-        self.enabled = in_private_netns() if enabled is None else enabled
+    def __init__(self, main: bool = True, enabled: bool | None = None):
+        self.enabled = (main and in_private_netns()) if enabled is None else enabled
         self._t0: int | None = None
 
     def start(self) -> None:
@@ -120,6 +128,26 @@ def wire_per_epoch(records: list[dict], key: str = "wire_bytes") -> float | None
         return None
     mid = len(xs) // 2
     return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
+
+
+def ring_allreduce_wire_bytes(payload_per_worker: list[float]) -> float:
+    """Bytes a gloo all-reduce puts on the wire, all workers together, for given payloads.
+
+    gloo all-reduces with a ring (reduce-scatter, then all-gather): each of W workers
+    sends 2 (W - 1) / W times its buffer (measured here: 1.00x the summed payload for
+    W = 2, 1.51x for W = 4). This turns the bytes a DDP hook hands to the all-reduce into
+    the application's expectation of the wire bytes.
+
+    Args:
+        payload_per_worker: bytes each worker handed to all-reduces (same count on all).
+
+    Returns:
+        Expected wire bytes (payload only, no TCP/IP headers).
+    """
+    w = len(payload_per_worker)
+    if w <= 1:
+        return 0.0
+    return float(sum(payload_per_worker)) * 2.0 * (w - 1) / w
 
 
 # ---------------------------------------------------------------------------------------
@@ -177,7 +205,9 @@ def check_isolation(*, net: bool = True, bandwidth: str = "", shm: str = "") -> 
     if p.returncode == 0:
         return None
     lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else f"the namespace check failed with status {p.returncode}"
+    if not lines:
+        return f"the namespace check failed with status {p.returncode}"
+    return lines[-1].removeprefix("dgl_grappa.netns: error: ")
 
 
 def require_isolation(*, net: bool = True, bandwidth: str = "", shm: str = "") -> None:
@@ -186,6 +216,31 @@ def require_isolation(*, net: bool = True, bandwidth: str = "", shm: str = "") -
     if why is not None:
         what = f"network.bandwidth={bandwidth}" if bandwidth else "an isolated job"
         raise IsolationError(f"{what} cannot run here: {why}")
+
+
+def rerun_isolated(command: str, cfg) -> int:
+    """Run ``python -m dgl_grappa <command>`` for ``cfg`` again, inside a private network namespace.
+
+    Used by ``train`` when network.bandwidth (or network.isolate) is set: the whole job,
+    launcher and workers, then runs on the namespace's own (shaped) loopback, and rank 0
+    measures its bytes. The child gets the fully resolved config, so it sees exactly
+    ``cfg``; its output goes to this terminal.
+
+    Returns:
+        0 (the child's failures raise).
+
+    Raises:
+        IsolationError: the namespace cannot be made here (not root, no tc).
+        dgl_grappa.launch.WorkerFailed: the child failed or ran past its bound.
+    """
+    from .distdgl import run_isolated, write_resolved_config
+
+    require_isolation(bandwidth=cfg.network.bandwidth)
+    out = Path(cfg.run.output_dir)
+    resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
+    argv = [sys.executable, "-m", "dgl_grappa", command, "--config", str(resolved)]
+    run_isolated(argv, cfg, True, cfg.run.timeout_s + 120, shm=cfg.distdgl.shm_size, label=command)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -228,6 +283,18 @@ def _mount_shm(libc, size: str) -> None:
         _fail(f"mounting a private /dev/shm failed: {os.strerror(ctypes.get_errno())}")
 
 
+def _join_mnt(libc, pid: int) -> None:
+    cwd = os.getcwd()
+    try:
+        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY)
+    except OSError as exc:
+        _fail(f"cannot open the mount namespace of process {pid}: {exc}")
+    if libc.setns(fd, _CLONE_NEWNS) != 0:
+        _fail(f"entering the mount namespace of process {pid} failed: {os.strerror(ctypes.get_errno())}")
+    os.close(fd)
+    os.chdir(cwd)  # setns resets the working directory to the namespace's root
+
+
 def _lo_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         ifr = struct.pack("16sH14x", b"lo", 0)
@@ -264,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth", default="", help="shape lo with tc tbf at this rate (e.g. 1gbit)")
     ap.add_argument("--shm", default="", help="private /dev/shm tmpfs of this size (e.g. 8g)")
     ap.add_argument("--check", action="store_true", help="make the namespaces, then exit 0 (no command)")
+    ap.add_argument("--join-mnt", type=int, default=0, metavar="PID",
+                    help="enter the mount namespace of process PID (e.g. to share its private /dev/shm)")
     args = ap.parse_args(own)
     if not cmd and not args.check:
         ap.error("no command after --")
@@ -274,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         _unshare(libc, flags)
     if args.shm:
         _mount_shm(libc, args.shm)
+    if args.join_mnt:
+        _join_mnt(libc, args.join_mnt)
     if flags & _CLONE_NEWNET:
         try:
             _lo_up()

@@ -8,6 +8,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "[bootstrap] creating $VENV with $PY" >&2
   "$PY" -m venv "$VENV"
 fi
+# network.bandwidth shapes loopback with tc (iproute2); as root with apt, install it once.
+if ! command -v tc >/dev/null 2>&1 && [ ! -x /usr/sbin/tc ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "[bootstrap] installing iproute2 (tc) for bandwidth emulation" >&2
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2; } >/dev/null 2>&1 \
+    || echo "[bootstrap] could not install iproute2; network.bandwidth will report that tc is missing" >&2
+fi
 # Reinstall only when setup.py changed since the last install (the stamp holds its hash).
 STAMP="$VENV/.dgl_grappa_installed"
 WANT="$(sha256sum "$ROOT/setup.py" | cut -d' ' -f1)"

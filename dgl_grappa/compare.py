@@ -1,0 +1,277 @@
+"""``python -m dgl_grappa compare``: DistDGL and Grappa side by side, on the same partitions.
+
+One after the other, on the partitioning of ``cfg.partition`` (made once, under
+``<output dir>/partitions/0``), with the same model, fan-outs, batch size, optimizer and
+the same global evaluation:
+
+1. ``distdgl``: the real DistDGL job (servers + trainers, remote sampling and feature
+   pulls; :mod:`dgl_grappa.distdgl`), unless ``compare.distdgl`` is false;
+2. ``grappa-<variant>``: the Grappa runtime (``python -m dgl_grappa train``) once per
+   correction in ``compare.variants``;
+3. ``distdgl-grappa``: the drop-in script with ``--grappa`` when ``compare.dropin``.
+
+Every run is its own process tree in its own network namespace (when the machine
+allows it: root), so each measures its own loopback bytes; ``network.bandwidth`` shapes
+that loopback for all runs alike. Writes ``<output dir>/compare.json``, ``report.md``
+(the table, each figure also as a ratio to DistDGL), ``accuracy_vs_time.png`` and
+``bytes_per_epoch.png``, and prints the table.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("dgl_grappa")
+
+PLOTS = ("accuracy_vs_time.png", "bytes_per_epoch.png")
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1000
+    return f"{n:.2f} GB"
+
+
+def _ratio(x: float | None, base: float | None) -> float | None:
+    if x is None or base is None or base == 0:
+        return None
+    return x / base
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.3g}x"
+
+
+def curve(records: list[dict]) -> list[tuple[float, float]]:
+    """(cumulative training seconds, val acc) at every evaluated epoch (evaluation time excluded)."""
+    out, t = [], 0.0
+    for r in records:
+        t += r["epoch_time_s"]
+        if r.get("val_acc") is not None:
+            out.append((t, r["val_acc"]))
+    return out
+
+
+def _run_grappa(cfg, out: Path, isolate: bool) -> dict:
+    from .distdgl import run_isolated, write_resolved_config
+
+    resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
+    (out / "summary.json").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "dgl_grappa", "train", "--config", str(resolved)]
+    run_isolated(argv, cfg, isolate, cfg.run.timeout_s + 120, shm=cfg.distdgl.shm_size if isolate else "",
+                 label=out.name, log_path=out / "run.log")
+    return json.loads((out / "summary.json").read_text())
+
+
+def run_compare(cfg) -> dict:
+    """Run every system of the comparison and write compare.json, report.md and the plots.
+
+    Args:
+        cfg: validated Config (the ``compare`` section says what runs).
+
+    Returns:
+        The compare.json content: ``runs`` (name -> summary fields, curve), ``baseline``,
+        ``target_acc``, ``rows`` (the table), ``isolated`` and the paths written.
+
+    Raises:
+        ConfigError / IsolationError: bad config, or bandwidth shaping impossible here.
+        JobFailed: a run failed (the others already done are kept on disk).
+    """
+    from .cli import ensure_partitions
+    from .distdgl import isolation_plan, run_distdgl
+    from .metrics import read_jsonl, write_json
+
+    out = Path(cfg.run.output_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    stats, _ = ensure_partitions(cfg)
+    part_dir = str(Path(stats["part_config"]).resolve().parent)
+    isolate = isolation_plan(cfg)
+    if not isolate:
+        log.warning("not root: runs share the host's loopback, so wire bytes are not measured (app counts only)")
+
+    def sub(name: str, **grappa):
+        return dataclasses.replace(
+            cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
+            run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
+            grappa=dataclasses.replace(cfg.grappa, **grappa))
+
+    plan = []
+    if cfg.compare.distdgl:
+        plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
+    for v in cfg.compare.variants:
+        plan.append((f"grappa-{v}", lambda c: _run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
+    if cfg.compare.dropin:
+        plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
+
+    runs: dict[str, dict] = {}
+    for i, (name, fn, kw) in enumerate(plan):
+        c = sub(name, **kw)
+        t0 = time.perf_counter()
+        print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
+        summary = fn(c)
+        records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
+        runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
+                      "records": records, "curve": curve(records), "job_wall_s": time.perf_counter() - t0}
+        s = summary
+        print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, val "
+              f"{s['val_acc']:.4f}, wire/epoch {_fmt_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
+
+    result = summarize(cfg, runs, stats, isolate)
+    write_json(out / "compare.json", result)
+    (out / "report.md").write_text(report_markdown(result))
+    plot(result, out)
+    return result
+
+
+def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
+    """The comparison table and targets from the runs' summaries and records."""
+    from .metrics import time_to_target
+
+    base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
+    base = runs[base_name]["summary"]
+    target = cfg.compare.target_acc or round(0.98 * base["best_val_acc"], 4)
+    rows = []
+    for name, r in runs.items():
+        s = r["summary"]
+        tta = time_to_target(r["records"], target)
+        b_tta = time_to_target(runs[base_name]["records"], target)
+        row = {"system": name, "epoch_time_s": s["epoch_time_s"],
+               "wire_bytes_per_epoch": s.get("wire_bytes_per_epoch"),
+               "app_bytes_per_epoch": s.get("app_bytes_per_epoch"),
+               "grad_bytes_per_epoch": s.get("grad_bytes_per_epoch"),
+               "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
+               "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
+               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s")}
+        for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
+            row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
+        row["time_to_target_ratio"] = _ratio(tta, b_tta)
+        rows.append(row)
+    c = cfg
+    return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
+            "network_bandwidth": c.network.bandwidth or None, "num_parts": c.partition.num_parts,
+            "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
+            "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
+            "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
+            "batch_size": c.train.batch_size, "rows": rows, "runs": runs,
+            "plots": list(PLOTS)}
+
+
+def format_table(result: dict, markdown: bool = False) -> str:
+    """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
+    head = ["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "val acc", "test acc",
+            f"time to val {result['target_acc']:.3f}"]
+    lines = []
+    for r in result["rows"]:
+        tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
+        lines.append([
+            r["system"],
+            f"{r['epoch_time_s']:.3f} s ({_fmt_ratio(r['epoch_time_s_ratio'])})",
+            f"{_fmt_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
+            f"{_fmt_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
+            f"{r['val_acc']:.4f} ({_fmt_ratio(r['val_acc_ratio'])})",
+            f"{r['test_acc']:.4f} ({_fmt_ratio(r['test_acc_ratio'])})",
+            f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
+        ])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(row) + " |" for row in lines]
+        return "\n".join(out)
+    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths))  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines])
+
+
+def _setting(result: dict) -> str:
+    bw = result["network_bandwidth"] or "unshaped loopback"
+    return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
+            f"parts (edge cut {result['edge_cut']:.3f}), {result['model']} x{result['num_layers']}, fan-outs "
+            f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
+
+
+def report_markdown(result: dict) -> str:
+    """report.md: setting, table, how each column is measured, plots."""
+    wire_note = ("measured: tx bytes of the loopback of the run's private network namespace, all processes, "
+                 "training epochs only (evaluation excluded), median over epochs"
+                 if result["isolated"] else "not measured (needs root for a private network namespace)")
+    return "\n".join([
+        f"# Comparison: {result['name']}", "",
+        _setting(result), "",
+        format_table(result, markdown=True), "",
+        f"Ratios in parentheses are to `{result['baseline']}`.", "",
+        "- **epoch time**: training only (no evaluation), the slowest worker, median over epochs.",
+        f"- **wire bytes/epoch**: {wire_note}.",
+        "- **app bytes/epoch**: what the application handed to the network, all workers: remote KVStore "
+        "rows (row + 8-byte id), sampling RPC payloads, and the DDP gradient payload x 2(W-1)/W (gloo's ring "
+        "all-reduce).",
+        "- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last epoch.",
+        f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or above "
+        "the target (evaluation time excluded).", "",
+        "![accuracy vs time](accuracy_vs_time.png)", "",
+        "![bytes per epoch](bytes_per_epoch.png)", "",
+    ])
+
+
+def plot(result: dict, out: Path) -> None:
+    """accuracy_vs_time.png and bytes_per_epoch.png (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, r in result["runs"].items():
+        if r["curve"]:
+            xs, ys = zip(*r["curve"])
+            ax.plot(xs, ys, marker="o", ms=3, label=name)
+    ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=f"target {result['target_acc']:.3f}")
+    ax.set_xlabel("training time (s, evaluation excluded)")
+    ax.set_ylabel("validation accuracy (whole graph)")
+    ax.set_title(f"{result['name']}: accuracy vs wall time", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[0], dpi=120)
+    plt.close(fig)
+
+    rows = result["rows"]
+    names = [r["system"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    x = range(len(rows))
+    wire = [r["wire_bytes_per_epoch"] or 0 for r in rows]
+    app = [r["app_bytes_per_epoch"] or 0 for r in rows]
+    for off, vals, label in ((-0.2, wire, "wire (measured)"), (0.2, app, "application count")):
+        bars = ax.bar([i + off for i in x], vals, width=0.4, label=label)
+        for b, v in zip(bars, vals):
+            if v > 0:
+                ax.annotate(_fmt_bytes(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names, fontsize=8)
+    if max(wire + app) > 0:
+        ax.set_yscale("log")
+    ax.set_ylabel("bytes per epoch (all workers)")
+    ax.set_title(f"{result['name']}: bytes per training epoch", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[1], dpi=120)
+    plt.close(fig)
+
+
+def cmd_compare(cfg) -> int:
+    """CLI entry: run the comparison, print the table and where everything went."""
+    result = run_compare(cfg)
+    out = Path(cfg.run.output_dir)
+    print()
+    print(_setting(result))
+    print(format_table(result))
+    print(f"ratios are to {result['baseline']}; wrote {out / 'compare.json'}, {out / 'report.md'}, "
+          + ", ".join(str(out / p) for p in PLOTS))
+    return 0
