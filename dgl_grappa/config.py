@@ -180,7 +180,8 @@ class ScheduleConfig:
     k: int = 0
     """Use partitioning j for epochs [j*k, (j+1)*k); 0 = never repartition."""
     method: Literal["metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation"] = "metis-perm"
-    """How successive partitionings are made to differ (METIS itself is deterministic)."""
+    """How successive partitionings are made to differ (METIS alone would return the same cut
+    again, up to rare tie-breaking flips, so its input is perturbed)."""
     keep_last: int = 2
     """Partition folders kept on disk (older ones are removed once no worker uses them)."""
     seed: int = 0

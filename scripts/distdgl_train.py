@@ -23,6 +23,10 @@ evaluation on rank 0, metrics.jsonl, summary.json); drop it and the script still
 """
 import argparse
 import datetime
+import random
+import time
+
+T_PROCESS = time.time()  # restart accounting: when this trainer process started
 
 import dgl_grappa.distdgl as gd  # first: gives each trainer its machine id on a one-host cluster
 
@@ -37,6 +41,40 @@ from dgl_grappa.models import build_model
 from dgl_grappa.reducers import make_correction
 
 
+def param_checksum(model):
+    """Sum of all parameters (float64): equal on both sides of a checkpoint round trip."""
+    return float(sum(p.detach().double().sum() for p in model.state_dict().values() if p.is_floating_point()))
+
+
+def save_checkpoint(path, model, optimizer, next_epoch, records):
+    """Rank 0 writes model, optimizer, next epoch, every rank's RNG states and the records."""
+    import numpy as np
+
+    rng = {"torch": th.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    states = [None] * th.distributed.get_world_size()
+    th.distributed.all_gather_object(states, rng)
+    if th.distributed.get_rank() == 0:
+        th.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": next_epoch,
+                 "rng": states, "records": records, "checksum": param_checksum(model)}, path + ".tmp")
+        import os
+        os.replace(path + ".tmp", path)
+    th.distributed.barrier()
+
+
+def load_checkpoint(path, model, optimizer):
+    """Every rank loads the same file (identical model and optimizer); its own RNG states."""
+    import numpy as np
+
+    ck = th.load(path, weights_only=False)
+    model.load_state_dict(ck["model"])
+    optimizer.load_state_dict(ck["optimizer"])
+    rng = ck["rng"][min(th.distributed.get_rank(), len(ck["rng"]) - 1)]
+    th.set_rng_state(rng["torch"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+    return ck
+
+
 def main():
     parser = argparse.ArgumentParser(description="DistDGL node classification (optionally Grappa)")
     parser.add_argument("--config", required=True, help="dgl_grappa YAML: model, fan-outs, batch, optimizer")
@@ -45,6 +83,10 @@ def main():
     parser.add_argument("--part_config", required=True, help="partition json (set by the launcher)")
     parser.add_argument("--out_dir", required=True, help="metrics.jsonl and summary.json go here")
     parser.add_argument("--grappa", action="store_true", help="local-only loader + coverage-corrected hook")
+    parser.add_argument("--start_epoch", type=int, default=0, help="first epoch to train")
+    parser.add_argument("--stop_epoch", type=int, default=None, help="train epochs [start, stop) (default: all)")
+    parser.add_argument("--checkpoint", default=None, help="rank 0 saves model/optimizer/epoch/RNG here at the end")
+    parser.add_argument("--resume", default=None, help="load this checkpoint before training")
     args, overrides = parser.parse_known_args()
     cfg = load_config(args.config, overrides)  # e.g. --grappa.correction=shrinkage
     th.manual_seed(cfg.train.seed)
@@ -75,8 +117,21 @@ def main():
     opt_cls = th.optim.Adam if cfg.train.optimizer == "adam" else th.optim.SGD
     optimizer = opt_cls(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
+    stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
+    restart = {"process_start": T_PROCESS}  # restart accounting (rank 0 writes it to restart.json)
+    if args.resume:
+        t = time.perf_counter()
+        ck = load_checkpoint(args.resume, model.module, optimizer)
+        restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
+                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"])
+        if ck["epoch"] != args.start_epoch:
+            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}")
+    if hasattr(loader, "_epoch"):
+        loader._epoch = args.start_epoch  # GrappaLoader draws its batches per epoch index
+
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl")
-    for epoch in range(cfg.train.epochs):
+    restart["init_done"] = time.time()
+    for epoch in range(args.start_epoch, stop):
         model.train()
         with model.join():  # DistNodeDataLoader may give one trainer one batch more
             for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
@@ -88,7 +143,13 @@ def main():
                 optimizer.step()
                 meter.step(loss)
         meter.end_epoch(epoch, model.module)
-    meter.finish(model.module)
+        restart.setdefault("first_epoch_start", meter.epoch_started)
+        restart["last_epoch_end"] = time.time()
+    if args.checkpoint:
+        t = time.perf_counter()
+        save_checkpoint(args.checkpoint, model.module, optimizer, stop, meter.records)
+        restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))
+    meter.finish(model.module, extra={"restart": restart} if (args.resume or args.checkpoint) else None)
 
 
 if __name__ == "__main__":
