@@ -1,4 +1,4 @@
-"""Command line: ``python -m dgl_grappa {partition,train} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,train,compare} --config C [--section.key=value ...]``.
 
 A user error (bad key, bad value, missing file) prints one line naming the problem and
 the fix, and exits with status 2; nothing in the output folder is touched before the

@@ -578,7 +578,11 @@ def _run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_arg
             "between_jobs_s": b["job_start"] - a["job_end"],       # mostly waiting for the build
             "build_wait_s": b["build_wait_s"],
             "launch_s": rb["process_start"] - b["job_start"],      # launcher + namespaces until the trainer runs
-            "trainer_init_s": rb["init_done"] - rb["process_start"],  # imports, connect, DistGraph, model, load
+            "trainer_init_s": rb["init_done"] - rb["process_start"],  # the next four together
+            "imports_s": rb["imports_done"] - rb["process_start"],
+            "connect_s": rb["connected"] - rb["imports_done"],      # servers up + RPC connect + process group
+            "distgraph_s": rb["graph_ready"] - rb["connected"],
+            "setup_s": rb["init_done"] - rb["graph_ready"],         # loader, model, checkpoint load, meter
             "checkpoint_load_s": rb["load_s"],
             "first_barrier_s": rb["first_epoch_start"] - rb["init_done"],
             "build_s": st["build_s"], "build_in_background": True,

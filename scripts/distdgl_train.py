@@ -88,6 +88,7 @@ def main():
     parser.add_argument("--checkpoint", default=None, help="rank 0 saves model/optimizer/epoch/RNG here at the end")
     parser.add_argument("--resume", default=None, help="load this checkpoint before training")
     args, overrides = parser.parse_known_args()
+    restart = {"process_start": T_PROCESS, "imports_done": time.time()}  # restart accounting (wall clock)
     cfg = load_config(args.config, overrides)  # e.g. --grappa.correction=shrinkage
     th.manual_seed(cfg.train.seed)
     th.set_num_threads(1)
@@ -95,7 +96,9 @@ def main():
     dgl.distributed.initialize(args.ip_config)
     th.distributed.init_process_group(backend="gloo",
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))
+    restart["connected"] = time.time()
     g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)
+    restart["graph_ready"] = time.time()
 
     sampler = dgl.dataloading.NeighborSampler(cfg.train.fanouts)
     correction = None
@@ -118,7 +121,6 @@ def main():
     optimizer = opt_cls(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
     stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
-    restart = {"process_start": T_PROCESS}  # restart accounting (rank 0 writes it to restart.json)
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, model.module, optimizer)

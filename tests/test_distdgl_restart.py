@@ -66,6 +66,8 @@ def test_restart_per_partitioning_resumes_the_checkpointed_model(tmp_path):
     # The parts of the restart cost fit inside it (they are consecutive, measured apart).
     parts = sw["teardown_s"] + sw["between_jobs_s"] + sw["launch_s"] + sw["trainer_init_s"] + sw["first_barrier_s"]
     assert parts == pytest.approx(sw["restart_s"], abs=0.05)
+    init = sw["imports_s"] + sw["connect_s"] + sw["distgraph_s"] + sw["setup_s"]
+    assert init == pytest.approx(sw["trainer_init_s"], abs=0.05)
 
     # The resumed model is the checkpointed one: checked against the file itself, not
     # only against what the trainer says it saved.
