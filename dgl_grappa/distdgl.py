@@ -462,6 +462,10 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
             wire bytes), True = required, False = no (not allowed with a bandwidth).
         quiet: the job's output goes to ``out_dir/<system>.log`` instead of the terminal.
 
+    With ``schedule.k > 0`` the run is one job per partitioning, each resumed from the
+    previous one's checkpoint (:func:`_run_segments`); the summary then has ``switches``
+    and ``restart_s_total``.
+
     Returns:
         The summary dict (also in ``out_dir/summary.json``).
 
@@ -943,7 +947,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{s['system']}: val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f} epoch {s['epoch_time_s']:.3f} s; "
           f"per epoch: wire {'-' if wire is None else f'{wire / 1e6:.2f} MB'}, app "
           f"{s['app_bytes_per_epoch'] / 1e6:.2f} MB, remote features/worker {s['feature_bytes_per_epoch'] / 1e6:.2f} MB; "
-          f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")
+          + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
+             f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
+          + f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")
     return 0
 
 

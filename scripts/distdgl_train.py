@@ -18,11 +18,19 @@ The script is started by the launcher (a server and a trainer per partition), wh
     python -m dgl_grappa.distdgl --config configs/default.yaml            # DistDGL
     python -m dgl_grappa.distdgl --config configs/default.yaml --grappa   # drop-in Grappa
 
+Repartitioning (``schedule.k > 0``): DGL servers cannot reload partitions, so the launcher
+runs one job per partitioning with ``--start_epoch/--stop_epoch`` (epochs [start, stop)),
+``--checkpoint PATH`` (rank 0 saves model, optimizer, next epoch, every rank's RNG states
+and the records at the end) and ``--resume PATH`` (every rank loads the same file). With
+either flag, summary.json gets a ``restart`` entry: wall-clock marks of the start-up phases,
+checkpoint save/load seconds and parameter checksums at save and after load.
+
 ``dgl_grappa.distdgl.TrainerMeter`` only measures (epoch time, bytes, wire bytes, global
 evaluation on rank 0, metrics.jsonl, summary.json); drop it and the script still trains.
 """
 import argparse
 import datetime
+import os
 import random
 import time
 
@@ -56,7 +64,6 @@ def save_checkpoint(path, model, optimizer, next_epoch, records):
     if th.distributed.get_rank() == 0:
         th.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": next_epoch,
                  "rng": states, "records": records, "checksum": param_checksum(model)}, path + ".tmp")
-        import os
         os.replace(path + ".tmp", path)
     th.distributed.barrier()
 
