@@ -68,6 +68,19 @@ class LocalRuntime:
             self.steps = 1
             self.batches = None
 
+    def epoch_inputs(self, epoch: int):
+        """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.
+
+        Mini-batch: sampled blocks, whose output rows are the seeds already (rows None).
+        Full graph: one step over the whole local graph; the seeds are rows of its output.
+        """
+        if self.batches is None:
+            lp = self.lp
+            yield lp.graph, lp.train_ids, self.features.gather(torch.arange(lp.graph.num_nodes())), lp.train_ids
+            return
+        for input_nodes, seeds, blocks in self.batches.epoch(epoch):
+            yield blocks, seeds, self.features.gather(input_nodes), None
+
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])
 
@@ -77,26 +90,14 @@ def _train_epoch(rt: LocalRuntime, ddp: DDP, corr, opt, epoch: int) -> dict:
     losses, weights = [], []
     t_sample = 0.0
     t0 = time.perf_counter()
-    if rt.batches is None:
-        ts = time.perf_counter()
-        x = rt.features.gather(torch.arange(lp.graph.num_nodes()))
-        t_sample += time.perf_counter() - ts
-        batches = [(lp.graph, lp.train_ids, x)]
-    else:
-        batches = None
-    it = iter(rt.batches.epoch(epoch)) if rt.batches is not None else iter(batches)
+    inputs = rt.epoch_inputs(epoch)
     for _ in range(rt.steps):
         ts = time.perf_counter()
-        if rt.batches is not None:
-            input_nodes, seeds, blocks = next(it)
-            x = rt.features.gather(input_nodes)
-            graph = blocks
-        else:
-            graph, seeds, x = next(it)
+        graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
         t_sample += time.perf_counter() - ts
         out = ddp(graph, x)
-        if rt.batches is None:
-            out = out[seeds]
+        if rows is not None:
+            out = out[rows]
         per_node = F.cross_entropy(out, lp.label[seeds], reduction="none")
         loss = corr.loss(per_node, rt.weights[seeds])
         opt.zero_grad(set_to_none=True)
