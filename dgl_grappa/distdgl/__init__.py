@@ -1,0 +1,52 @@
+"""The DistDGL side: a real DistDGL job (servers + trainers) on the partitions Grappa uses.
+
+Three layers, outermost first:
+
+1. :func:`run_distdgl` (the caller: ``compare``, tests, ``python -m dgl_grappa.distdgl``).
+   Makes sure the partitions exist, writes the resolved config, and runs the launcher as
+   one child process, inside a private network namespace when the machine allows it (so
+   the job's loopback bytes are measured and can be shaped, see :mod:`dgl_grappa.netns`).
+   The wait is bounded; on a timeout the whole process group and tree are killed by PID.
+2. :func:`launch` (the launcher process, ``python -m dgl_grappa.distdgl _launch``). One
+   DistDGL server and one trainer per partition ("machine"). With more than one machine
+   each machine gets its own mount namespace with a private /dev/shm tmpfs (DistDGL's
+   segment names depend only on graph and tensor names, so two servers on one host would
+   overwrite each other's), and the trainer gets its machine id from an environment
+   variable (DGL would derive it from the IP, which is 127.0.0.1 for everyone). The
+   launcher is a child subreaper, bounds every wait (startup, training, shutdown) and, on
+   any failure or at the end, kills every process it started, orphans included; the
+   tmpfs goes away with the last process of its namespace.
+3. The trainer program: ``scripts/distdgl_train.py`` (DGL's example flow, with the
+   ``--grappa`` flag), which uses :class:`TrainerMeter` for timing, byte counts, the
+   global evaluation and summary.json.
+
+Byte accounting of a trainer (:class:`TrafficCounter`, application level): every
+``rpc.fast_pull`` (KVStore pulls: rows owned by another machine x (row bytes + 8-byte id))
+and every Python RPC payload (neighbour sampling requests and responses, serialised by
+``rpc.serialize_to_payload`` / ``deserialize_from_payload``), plus the DDP gradient
+payload. Next to it, rank 0 reads the loopback counter of the job's namespace at epoch
+boundaries (``wire_bytes``: all processes together, measured).
+
+Importing this module applies the machine-id override when ``DGL_GRAPPA_MACHINE_ID`` is
+set; a trainer script must import it before ``dgl.distributed.initialize`` (DGL's sampler
+processes are spawned and re-import the script, so the override must sit at import time).
+
+Layout: :mod:`.machine_id` (the override, applied by importing this package),
+:mod:`.processes` (job tag, killing trees), :mod:`.launcher` (:func:`launch`, the server),
+:mod:`.job` (:func:`run_distdgl`, :func:`run_isolated`), :mod:`.segments` (repartitioning
+runs), :mod:`.metering` (:class:`TrainerMeter`, :class:`TrafficCounter`), :mod:`.cli`.
+"""
+# First: applies the machine-id override at import time (see above).
+from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
+
+from .cli import main
+from .job import DEFAULT_SCRIPT, isolation_plan, run_distdgl, run_isolated, script_path, write_resolved_config
+from .launcher import JobFailed, launch, log  # noqa: F401
+from .metering import TrafficCounter, TrainerMeter, num_classes
+from .processes import ENV_JOB, kill_group_and_tree, kill_tree, processes_of_job
+
+__all__ = [
+    "DEFAULT_SCRIPT", "ENV_JOB", "ENV_MACHINE_ID", "JobFailed", "TrafficCounter", "TrainerMeter",
+    "isolation_plan", "kill_group_and_tree", "kill_tree", "launch", "main", "num_classes",
+    "processes_of_job", "run_distdgl", "run_isolated", "script_path", "write_resolved_config",
+]

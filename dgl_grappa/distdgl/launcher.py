@@ -1,0 +1,190 @@
+"""The launcher (runs inside the job's network namespace): one DistDGL server and trainer per partition."""
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from ..launch import WorkerFailed
+from .machine_id import ENV_MACHINE_ID
+from .processes import ENV_JOB, _rc_text, _set_subreaper, _tail, kill_tree
+
+log = logging.getLogger("dgl_grappa")
+
+
+class JobFailed(WorkerFailed):
+    """A job failed (a process died, a wait ran past its bound); the CLI prints it in one line."""
+
+
+def _free_ports(n: int, base: int) -> list[int]:
+    from ..launch import free_port
+
+    if base:
+        return [base + 10 * i for i in range(n)]
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port()
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
+def _connected(log_path: Path) -> bool:
+    # DGL's client prints this (sic) once it is registered with every server.
+    try:
+        return "connect to server successfuly" in log_path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def _wait_exec(pid: int, marker: str, deadline: float) -> None:
+    """Wait until the namespace helper ``pid`` has exec'd its command (namespace ready)."""
+    while time.monotonic() < deadline:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            raise JobFailed(f"process {pid} ended while its namespace was being set up") from None
+        if b"dgl_grappa.netns" not in cmd and any(marker.encode() in c for c in cmd):
+            return
+        time.sleep(0.02)
+    raise JobFailed("a server's namespace was not ready in time")
+
+
+def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) -> None:
+    """Run one DistDGL job: a server and a trainer per partition, all bounded, all cleaned up.
+
+    Args:
+        cfg: the validated Config (partition.num_parts machines; distdgl.* and run.* limits).
+        part_config: the partitioning's json (the same folder Grappa trains on).
+        out_dir: logs go to ``out_dir/logs``; the trainers write metrics and summary here.
+        trainer_argv: the trainer command (e.g. ``[python, scripts/distdgl_train.py, ...]``);
+            ``--ip_config``, ``--part_config`` and ``--out_dir`` are appended.
+
+    Raises:
+        JobFailed: a process died or a bound was exceeded (the message names which, with
+            the tail of its log). Every process of the job is gone when this returns or raises.
+    """
+    from ..launch import threads_per_worker
+    from ..netns import check_isolation, isolate_argv
+
+    n = cfg.partition.num_parts
+    dd = cfg.distdgl
+    out = Path(out_dir).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    _set_subreaper()
+    # A private /dev/shm per machine: required with several machines on one host, and with
+    # one it still guarantees that a killed server leaves no segment behind.
+    why_not = check_isolation(net=False, shm=dd.shm_size)
+    isolate = why_not is None
+    if not isolate and n > 1:
+        raise JobFailed(f"{n} DistDGL machines on one host need a private /dev/shm each: {why_not}")
+    if not isolate:
+        log.warning("no private /dev/shm (%s): a killed server may leave segments in /dev/shm", why_not)
+    ports = _free_ports(n + 1, dd.base_port)
+    ip_config = out / "ip_config.txt"
+    ip_config.write_text("".join(f"127.0.0.1 {p}\n" for p in ports[:n]))
+    master_port = ports[n]
+    num_clients = n * (1 + dd.num_samplers)
+    threads = threads_per_worker(n, cfg.run.num_threads)
+    base_env = dict(os.environ)
+    base_env.setdefault(ENV_JOB, uuid.uuid4().hex)
+    base_env.update({
+        "DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": "1", "DGL_NUM_CLIENT": str(num_clients),
+        "DGL_CONF_PATH": str(Path(part_config).resolve()), "DGL_NUM_SAMPLER": str(dd.num_samplers),
+        "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1",
+    })
+    procs: dict[str, subprocess.Popen] = {}
+    files = []
+    t0 = time.monotonic()
+    startup_deadline = t0 + dd.startup_timeout_s
+    deadline = t0 + dd.startup_timeout_s + cfg.run.timeout_s
+
+    def start(name: str, argv: list[str], env: dict) -> subprocess.Popen:
+        f = open(logs / f"{name}.log", "w")
+        files.append(f)
+        p = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             cwd=os.getcwd())
+        procs[name] = p
+        return p
+
+    def fail(msg: str, name: str | None = None) -> None:
+        detail = f"\n  last lines of {logs / (name + '.log')}:\n{_tail(logs / (name + '.log'))}" if name else ""
+        raise JobFailed(msg + detail)
+
+    try:
+        servers = []
+        for i in range(n):
+            env = dict(base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1")
+            argv = [sys.executable, "-m", "dgl_grappa.distdgl", "_server"]
+            servers.append(start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv, env))
+        trainers = []
+        for i in range(n):
+            env = dict(base_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(n), RANK=str(i),
+                       OMP_NUM_THREADS=str(threads), **{ENV_MACHINE_ID: str(i)})
+            argv = list(trainer_argv) + ["--ip_config", str(ip_config), "--part_config",
+                                         str(Path(part_config).resolve()), "--out_dir", str(out)]
+            if isolate:
+                # The trainer joins its server's mount namespace: same private /dev/shm.
+                _wait_exec(servers[i].pid, "_server", startup_deadline)
+                argv = isolate_argv(argv, net=False)
+                argv.insert(argv.index("--"), "--join-mnt")
+                argv.insert(argv.index("--"), str(servers[i].pid))
+            trainers.append(start(f"trainer{i}", argv, env))
+        log.info("DistDGL: %d machines (server + trainer each%s), servers on ports %s, logs in %s", n,
+                 ", private /dev/shm" if isolate else "", ports[:n], logs)
+
+        ready_logged = False
+        while True:
+            rcs = [t.poll() for t in trainers]
+            for i, rc in enumerate(rcs):
+                if rc is not None and rc != 0:
+                    fail(f"DistDGL trainer {i} {_rc_text(rc)}; the job was stopped", f"trainer{i}")
+            if all(rc == 0 for rc in rcs):
+                break
+            for i, s in enumerate(servers):
+                # Status 0 is the normal shutdown that rank 0's exiting client asks for; it can
+                # come while the other trainers are still tearing down.
+                if s.poll() is not None and s.returncode != 0:
+                    fail(f"DistDGL server {i} {_rc_text(s.returncode)} before the trainers finished", f"server{i}")
+            now = time.monotonic()
+            ready = sum(_connected(logs / f"trainer{i}.log") for i in range(n))
+            if ready == n and not ready_logged:
+                log.info("DistDGL: all %d trainers connected after %.1f s", n, now - t0)
+                ready_logged = True
+            if ready < n and now > startup_deadline:
+                fail(f"only {ready} of {n} DistDGL trainers connected within distdgl.startup_timeout_s="
+                     f"{dd.startup_timeout_s:.0f}s", "trainer0")
+            if now > deadline:
+                fail(f"the DistDGL job ran past run.timeout_s={cfg.run.timeout_s:.0f}s (+ startup); all "
+                     "processes were killed", "trainer0")
+            time.sleep(0.2)
+        # Rank 0's client shuts the servers down at exit; give them a bounded time to go.
+        shutdown_deadline = time.monotonic() + dd.shutdown_timeout_s
+        while any(s.poll() is None for s in servers) and time.monotonic() < shutdown_deadline:
+            time.sleep(0.1)
+        late = [i for i, s in enumerate(servers) if s.poll() is None]
+        if late:
+            log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late,
+                        dd.shutdown_timeout_s)
+    finally:
+        kill_tree(os.getpid(), include_self=False)
+        for p in procs.values():
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for f in files:
+            f.close()
+
+
+def _server_main() -> None:
+    import dgl
+
+    # DGL_ROLE=server: builds a DistGraphServer from DGL_* variables and never returns.
+    dgl.distributed.initialize(os.environ["DGL_IP_CONFIG"])

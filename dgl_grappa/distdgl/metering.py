@@ -1,0 +1,267 @@
+"""Inside a trainer: byte counters, the epoch meter, evaluation and the summary."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+class TrafficCounter:
+    """Application-level bytes of one DistDGL client process (installed by patching ``rpc``).
+
+    Counts, since the last :meth:`take`:
+
+    * KVStore pulls through ``rpc.fast_pull``: ids asked for, ids owned by another machine
+      (``remote_rows``), and their bytes (row bytes + the 8-byte id), split into the
+      feature tensor (name ending in ``feat``) and everything else;
+    * Python RPC payloads: pickled bytes + tensor bytes of every request sent
+      (``serialize_to_payload``) and response received (``deserialize_from_payload``),
+      which in a training epoch is neighbour sampling on other machines;
+    * seconds spent in pulls (``fetch_s``).
+    """
+
+    _installed: "TrafficCounter | None" = None
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.pull_rows = 0
+        self.remote_rows = 0
+        self.feature_bytes = 0
+        self.other_pull_bytes = 0
+        self.rpc_sent = 0
+        self.rpc_recv = 0
+        self.fetch_s = 0.0
+
+    def take(self) -> dict:
+        """The counts since the last call, as a dict; resets them."""
+        out = {"pull_rows": self.pull_rows, "remote_rows": self.remote_rows, "feature_bytes": self.feature_bytes,
+               "other_pull_bytes": self.other_pull_bytes, "rpc_bytes": self.rpc_sent + self.rpc_recv,
+               "rpc_sent": self.rpc_sent, "rpc_recv": self.rpc_recv, "fetch_s": self.fetch_s}
+        self.reset()
+        return out
+
+    @classmethod
+    def install(cls) -> "TrafficCounter":
+        """Patch ``dgl.distributed.rpc`` once per process and return the counter."""
+        if cls._installed is not None:
+            return cls._installed
+        from dgl.distributed import rpc
+
+        counter = cls()
+        fast_pull, ser, deser = rpc.fast_pull, rpc.serialize_to_payload, rpc.deserialize_from_payload
+
+        def counted_fast_pull(name, id_tensor, part_id, service_id, machine_count, group_count, machine_id,
+                              client_id, local_data, policy):
+            t = time.perf_counter()
+            remote = int((part_id != machine_id).sum())
+            row_bytes = (local_data.numel() // max(local_data.shape[0], 1)) * local_data.element_size() \
+                if local_data.dim() else local_data.element_size()
+            out = fast_pull(name, id_tensor, part_id, service_id, machine_count, group_count, machine_id,
+                            client_id, local_data, policy)
+            counter.pull_rows += int(id_tensor.numel())
+            counter.remote_rows += remote
+            nbytes = remote * (row_bytes + 8)
+            if str(name).endswith("feat"):
+                counter.feature_bytes += nbytes
+            else:
+                counter.other_pull_bytes += nbytes
+            counter.fetch_s += time.perf_counter() - t
+            return out
+
+        def counted_ser(serializable):
+            data, tensors = ser(serializable)
+            counter.rpc_sent += len(data) + sum(t.numel() * t.element_size() for t in tensors)
+            return data, tensors
+
+        def counted_deser(c, data, tensors):
+            counter.rpc_recv += len(data) + sum(t.numel() * t.element_size() for t in tensors)
+            return deser(c, data, tensors)
+
+        rpc.fast_pull = counted_fast_pull
+        rpc.serialize_to_payload = counted_ser
+        rpc.deserialize_from_payload = counted_deser
+        cls._installed = counter
+        return counter
+
+
+def num_classes(g) -> int:
+    """Number of label classes of a DistGraph: max label over all machines + 1 (one all-reduce)."""
+    import torch
+    import torch.distributed as dist
+
+    local = g.ndata["label"].local_partition
+    m = torch.tensor([int(local.max()) if local.numel() else -1], dtype=torch.int64)
+    dist.all_reduce(m, op=dist.ReduceOp.MAX)
+    return int(m[0]) + 1
+
+
+class TrainerMeter:
+    """Everything a DistDGL trainer script needs besides training itself.
+
+    Per epoch: training time (from a barrier to the end of this rank's last step),
+    sampling and pull time, the gradient, feature and RPC bytes of this rank, and on
+    rank 0 the loopback bytes of the whole job (read before the starting barrier and
+    after the closing one, evaluation excluded). Rank 0 also evaluates the model on the
+    whole graph (``dgl_grappa.data.load_dataset``, full neighbourhoods, timed apart) and
+    writes ``metrics.jsonl`` and ``summary.json``.
+
+    Args:
+        cfg: the Config (model, train, data, grappa sections).
+        g: the DistGraph.
+        out_dir: output folder (rank 0 writes there).
+        correction: the Grappa correction whose hook counts gradient bytes, or None for
+            plain DDP (then bytes = steps x parameter bytes, which is what DDP all-reduces).
+        system: "distdgl" or "distdgl-grappa" (the summary's ``system``).
+
+    Example (the loop of scripts/distdgl_train.py):
+        >>> for epoch in range(cfg.train.epochs):                      # doctest: +SKIP
+        ...     with model.join():
+        ...         for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
+        ...             ...; meter.step(loss)
+        ...     meter.end_epoch(epoch, model.module)
+        >>> meter.finish(model.module)                                 # doctest: +SKIP
+    """
+
+    def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl"):
+        import torch.distributed as dist
+
+        from ..metrics import JsonlLog
+        from ..netns import WireMeter
+
+        self.cfg, self.g, self.out = cfg, g, Path(out_dir)
+        self.correction = correction
+        self.system = system
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.traffic = TrafficCounter.install()
+        self.wire = WireMeter(main=self.rank == 0)
+        self.records: list[dict] = []
+        self._cur: dict = {}
+        self._losses: list[float] = []
+        self.eval_graph, self.mlog = None, None
+        if self.rank == 0:
+            from ..data import load_dataset
+
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.eval_graph = load_dataset(cfg.data)
+            self.mlog = JsonlLog(self.out / "metrics.jsonl")
+
+    def epoch(self, loader, epoch: int):
+        """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches)."""
+        import torch.distributed as dist
+
+        self.wire.start()      # rank 0, before the barrier: nobody can send before it
+        dist.barrier()
+        self.traffic.take()    # drop whatever happened between epochs
+        if self.correction is not None:
+            self.correction.take_bytes()
+        self._losses = []
+        steps, sample_s = 0, 0.0
+        self.epoch_started = time.time()  # wall clock (restart accounting across processes)
+        t0 = time.perf_counter()
+        it = iter(loader)
+        while True:
+            ts = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            sample_s += time.perf_counter() - ts
+            steps += 1
+            yield batch
+        t = time.perf_counter() - t0
+        traffic = self.traffic.take()
+        self._cur = {"epoch": epoch, "epoch_time_s": t, "steps": steps, "sample_s": sample_s, **traffic,
+                     "compute_s": t - sample_s - traffic["fetch_s"]}
+
+    def step(self, loss) -> None:
+        """Record one step's loss (optional)."""
+        self._losses.append(float(loss))
+
+    def end_epoch(self, epoch: int, model) -> dict:
+        """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record."""
+        import torch.distributed as dist
+
+        from ..models import gradient_bytes
+        from ..netns import ring_allreduce_wire_bytes
+        from ..trainer import eval_due, evaluate
+
+        cur = self._cur
+        cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
+                             else cur["steps"] * gradient_bytes(model))
+        cur["loss"] = sum(self._losses) / len(self._losses) if self._losses else float("nan")
+        dist.barrier()         # every rank has finished its steps (uneven ones included)
+        wire = self.wire.stop()
+        everyone: list = [None] * self.world
+        dist.all_gather_object(everyone, cur)
+        rec = dict(cur, epoch_time_s=max(w["epoch_time_s"] for w in everyone),
+                   epoch_time_s_rank0=cur["epoch_time_s"], wire_bytes=wire)
+        for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes"):
+            rec[f"{k}_all"] = sum(w[k] for w in everyone)
+        rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
+                            + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
+        if eval_due(self.cfg, epoch):
+            te = time.perf_counter()
+            if self.rank == 0:
+                rec.update({f"{k}_acc": v for k, v in evaluate(model, self.eval_graph).items()})
+            dist.barrier()
+            rec["eval_time_s"] = time.perf_counter() - te
+        self.records.append(rec)
+        if self.rank == 0:
+            self.mlog.write(rec)
+            acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
+            print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
+                  f"{rec['feature_bytes_all'] / 1e6:.2f} MB, wire "
+                  f"{'-' if wire is None else f'{wire / 1e6:.2f} MB'}{acc}", flush=True)
+        return rec
+
+    def finish(self, model, extra: dict | None = None) -> dict | None:
+        """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
+        import torch.distributed as dist
+
+        from ..metrics import median, write_json
+        from ..models import gradient_bytes
+        from ..netns import wire_per_epoch
+
+        mine = {"rank": self.rank, "epoch_time_s": median([r["epoch_time_s_rank0"] for r in self.records]),
+                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),
+                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in self.records]),
+                "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in self.records]),
+                "remote_rows_total": sum(r["remote_rows"] for r in self.records),
+                "pull_rows_total": sum(r["pull_rows"] for r in self.records),
+                "steps_per_epoch": median([r["steps"] for r in self.records])}
+        per_worker: list = [None] * self.world
+        dist.all_gather_object(per_worker, mine)
+        if self.rank != 0:
+            return None
+        recs = self.records
+        # A segment of a restarted run may end before any evaluation was due.
+        final = next((r for r in reversed(recs) if "val_acc" in r), {"val_acc": None, "test_acc": None})
+        c = self.cfg
+        summary = {
+            "system": self.system, "name": c.name, "dataset": c.data.name, "model": c.model.name,
+            "num_layers": c.model.num_layers, "num_parts": self.world, "partition_method": c.partition.method,
+            "mode": "minibatch", "halo": "drop" if self.system != "distdgl" else "remote",
+            "correction": c.grappa.correction if self.correction is not None else "none (DDP)",
+            "hops": c.hops, "epochs": len(recs), "steps_per_epoch": max(w["steps_per_epoch"] for w in per_worker),
+            "epoch_time_s": max(w["epoch_time_s"] for w in per_worker),
+            "epoch_time_s_rank0": per_worker[0]["epoch_time_s"],
+            "val_acc": final["val_acc"], "test_acc": final["test_acc"],
+            "best_val_acc": max((r["val_acc"] for r in recs if "val_acc" in r), default=None),
+            "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in recs),
+            "train_time_s": sum(r["epoch_time_s"] for r in recs),
+            "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
+            "model_grad_bytes": gradient_bytes(model),
+            "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
+            "rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
+            "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
+            "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
+            "wire_bytes_per_epoch": wire_per_epoch(recs),
+            "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
+            "network_bandwidth": c.network.bandwidth or None,
+            "workers": per_worker,
+            "config": __import__("dataclasses").asdict(c),
+            **(extra or {}),
+        }
+        write_json(self.out / "summary.json", summary)
+        return summary

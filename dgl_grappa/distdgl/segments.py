@@ -1,0 +1,135 @@
+"""Repartitioning with DistDGL: one job per partitioning (segment), resumed from a checkpoint; merged summary."""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from .job import _run_job
+
+log = logging.getLogger("dgl_grappa")
+
+
+def _run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
+                  quiet: bool) -> dict:
+    """Repartitioning with DistDGL: one job per partitioning, resumed from a checkpoint.
+
+    DGL servers cannot reload partitions, so segment j (epochs [j*k, min((j+1)*k, epochs)))
+    is a fresh job (servers + trainers) on partitioning j that resumes from the checkpoint
+    segment j-1's rank 0 wrote at its end (model, optimizer, next epoch, RNG states).
+    Partitioning 0 is built synchronously; partitioning j+1 is built by a
+    :class:`~dgl_grappa.repartition.BackgroundBuilder` process while segment j trains
+    (it competes with the job for the CPUs). Each segment writes into ``out/segments/<j>``;
+    the run's metrics.jsonl and summary.json merge them and add ``switches`` (restart
+    cost and its parts per switch) and ``restart_s_total``.
+    """
+    import dataclasses
+
+    from ..data import load_dataset
+    from ..metrics import read_jsonl, write_json
+    from ..repartition import start_builder
+    from ..scheduler import num_partitionings, partition_root, prepare_schedule, remove_old
+
+    k, epochs = cfg.schedule.k, cfg.train.epochs
+    n_seg = num_partitionings(epochs, k)
+    root = partition_root(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)
+    stats = [prepare_schedule(cfg, load_dataset(cfg.data))]  # partitioning 0: synchronous
+    builder = start_builder(cfg)
+    segs: list[dict] = []
+    try:
+        for j in range(n_seg):
+            seg_out = out / "segments" / str(j)
+            seg = {"index": j, "out": seg_out}
+            if j > 0:
+                t = time.time()
+                st = builder.wait(j, cfg.run.collective_timeout_s)
+                seg["build_wait_s"] = time.time() - t
+                stats.append(st)
+                remove_old(root, j, cfg.schedule.keep_last)
+            if builder is not None and j + 1 < n_seg:
+                builder.request(j + 1)  # built while segment j trains
+            start, stop = j * k, min((j + 1) * k, epochs)
+            args = list(extra_args or []) + ["--start_epoch", str(start), "--stop_epoch", str(stop)]
+            if j > 0:
+                args += ["--resume", str(segs[-1]["checkpoint"])]
+            if j + 1 < n_seg:
+                seg["checkpoint"] = seg_out / "checkpoint.pt"
+                args += ["--checkpoint", str(seg["checkpoint"])]
+            seg_cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
+                cfg.partition, out_dir=str(Path(stats[j]["part_config"]).resolve().parent)),
+                run=dataclasses.replace(cfg.run, output_dir=str(seg_out)))
+            log.info("DistDGL segment %d/%d: epochs [%d, %d) on partitioning %d", j + 1, n_seg, start, stop, j)
+            seg["job_start"] = time.time()
+            seg["summary"] = _run_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns,
+                                      quiet=quiet)
+            seg["job_end"] = time.time()
+            seg["records"] = read_jsonl(seg_out / "metrics.jsonl")
+            segs.append(seg)
+    finally:
+        if builder is not None:
+            builder.close()
+    switches = []
+    for j in range(1, n_seg):
+        a, b = segs[j - 1], segs[j]
+        ra, rb = a["summary"]["restart"], b["summary"]["restart"]
+        st = stats[j]
+        switches.append({
+            "epoch": j * k, "partitioning": j,
+            # End of segment j-1's last epoch -> start of segment j's first epoch.
+            "restart_s": rb["first_epoch_start"] - ra["last_epoch_end"],
+            "checkpoint_save_s": ra["save_s"],
+            "teardown_s": a["job_end"] - ra["last_epoch_end"],     # save + summary + trainer/server exit
+            "between_jobs_s": b["job_start"] - a["job_end"],       # mostly waiting for the build
+            "build_wait_s": b["build_wait_s"],
+            "launch_s": rb["process_start"] - b["job_start"],      # launcher + namespaces until the trainer runs
+            "trainer_init_s": rb["init_done"] - rb["process_start"],  # the next four together
+            "imports_s": rb["imports_done"] - rb["process_start"],
+            "connect_s": rb["connected"] - rb["imports_done"],      # servers up + RPC connect + process group
+            "distgraph_s": rb["graph_ready"] - rb["connected"],
+            "setup_s": rb["init_done"] - rb["graph_ready"],         # loader, model, checkpoint load, meter
+            "checkpoint_load_s": rb["load_s"],
+            "first_barrier_s": rb["first_epoch_start"] - rb["init_done"],
+            "build_s": st["build_s"], "build_in_background": True,
+            "overlap_prev": st.get("overlap_prev"), "edge_cut": st["edge_cut"],
+            "checksum_saved": ra["checksum_saved"], "checksum_loaded": rb["checksum_loaded"],
+        })
+    summary = _merge_segment_summaries(segs)
+    train_s = summary["train_time_s"]
+    total = sum(s["restart_s"] for s in switches)
+    summary.update({"edge_cut": sum(s["edge_cut"] for s in stats) / len(stats),
+                    "edge_cuts": [s["edge_cut"] for s in stats], "schedule": dataclasses.asdict(cfg.schedule),
+                    "segments": n_seg, "switches": switches, "restart_s_total": total,
+                    "restart_fraction_of_train": total / train_s if train_s else None,
+                    "config": dataclasses.asdict(cfg)})
+    summary.pop("restart", None)
+    with (out / "metrics.jsonl").open("w") as f:
+        for seg in segs:
+            for r in seg["records"]:
+                f.write(json.dumps(dict(r, partitioning=seg["index"])) + "\n")
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def _merge_segment_summaries(segs: list[dict]) -> dict:
+    """One summary for a run made of segments (per-epoch figures: median over segments)."""
+    from ..metrics import median
+    from ..netns import wire_per_epoch
+
+    sums = [s["summary"] for s in segs]
+    recs = [r for s in segs for r in s["records"]]
+    merged = dict(sums[-1])  # last segment: final accuracy, names, model
+    for key in ("epoch_time_s", "epoch_time_s_rank0", "grad_bytes_per_epoch", "feature_bytes_per_epoch",
+                "rpc_bytes_per_epoch"):
+        merged[key] = median([s[key] for s in sums])
+    for key in ("epochs", "eval_time_s", "train_time_s", "remote_rows_total", "pull_rows_total"):
+        merged[key] = sum(s[key] for s in sums)
+    merged["steps_per_epoch"] = max(s["steps_per_epoch"] for s in sums)
+    vals = [s["best_val_acc"] for s in sums if s.get("best_val_acc") is not None]
+    merged["best_val_acc"] = max(vals) if vals else None
+    merged["wire_bytes_per_epoch"] = wire_per_epoch(recs)
+    merged["app_bytes_per_epoch"] = wire_per_epoch(recs, "app_bytes")
+    merged["workers"] = [s["workers"] for s in sums]  # per segment
+    return merged
