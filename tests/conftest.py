@@ -22,3 +22,15 @@ def small_parts(small_graph, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("parts")
     return small_graph, partition(small_graph, PartitionConfig(num_parts=2, method="metis"), out)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a skip is a failure: CI runs as root on the reference machine, with the
+    Planetoid files beside the checkout, so a skip there would hide a broken set-up."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and os.environ.get("CI") == "true" and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped under CI=true (CI must be able to run every test): {reason}"
