@@ -7,7 +7,6 @@ whole config has been validated and the data loaded.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
@@ -16,46 +15,14 @@ from pathlib import Path
 
 from .compare import cmd_compare
 from .config import Config, ConfigError, load_config
-from .launch import WorkerFailed, free_port, setup_logging, spawn_workers
+from .launch import free_port, setup_logging, spawn_workers
+from .procs import JobFailed
 
 log = logging.getLogger("dgl_grappa")
 
 
-def partition_dir(cfg: Config) -> Path:
-    """Where this run's partitioning lives (issue: <output dir>/partitions/<j>/)."""
-    return Path(cfg.partition.out_dir) if cfg.partition.out_dir else Path(cfg.run.output_dir) / "partitions" / "0"
-
-
-def _fingerprint(cfg: Config) -> dict:
-    part = dataclasses.asdict(cfg.partition)
-    part.pop("out_dir")
-    return {"data": dataclasses.asdict(cfg.data), "partition": part}
-
-
-def ensure_partitions(cfg: Config, g=None) -> tuple[dict, object]:
-    """Partition the configured graph unless an identical partitioning already exists.
-
-    Returns:
-        (partition statistics, the graph or None when it was not needed).
-    """
-    from .data import load_dataset
-    from .partition import partition, read_stats
-
-    out = partition_dir(cfg)
-    fp = _fingerprint(cfg)
-    stats = read_stats(out)
-    if stats is not None and stats.get("fingerprint") == json.loads(json.dumps(fp)):
-        log.info("reusing the partitioning in %s", out)
-        return stats, g
-    if g is None:
-        g = load_dataset(cfg.data)
-    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", g.num_nodes(), g.num_edges(),
-             cfg.partition.num_parts, cfg.partition.method, out)
-    return partition(g, cfg.partition, out, fingerprint=fp), g
-
-
 def cmd_partition(cfg: Config) -> int:
-    from .partition import format_stats
+    from .partition import ensure_partitions, format_stats
 
     stats, _ = ensure_partitions(cfg)
     print(format_stats(stats))
@@ -66,8 +33,9 @@ def cmd_partition(cfg: Config) -> int:
 def cmd_train(cfg: Config) -> int:
     from .data import load_dataset, num_classes
     from .metrics import format_bytes
-    from .netns import in_private_netns, rerun_isolated
-    from .partition import format_stats
+    from .netns import in_private_netns
+    from .partition import ensure_partitions, format_stats
+    from .procs import rerun_isolated
     from .trainer import train_worker
 
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
@@ -131,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 2
-    except WorkerFailed as exc:
+    except JobFailed as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -25,19 +25,11 @@ import sys
 import time
 from pathlib import Path
 
+from .metrics import format_bytes
+
 log = logging.getLogger("dgl_grappa")
 
 PLOTS = ("accuracy_vs_time.png", "bytes_per_epoch.png")
-
-
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1000
-    return f"{n:.2f} GB"
 
 
 def _ratio(x: float | None, base: float | None) -> float | None:
@@ -61,7 +53,8 @@ def curve(records: list[dict]) -> list[tuple[float, float]]:
 
 
 def _run_grappa(cfg, out: Path, isolate: bool) -> dict:
-    from .distdgl import run_isolated, write_resolved_config
+    from .config import write_resolved_config
+    from .procs import run_isolated
 
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
@@ -85,9 +78,10 @@ def run_compare(cfg) -> dict:
         ConfigError / IsolationError: bad config, or bandwidth shaping impossible here.
         JobFailed: a run failed (the others already done are kept on disk).
     """
-    from .cli import ensure_partitions
-    from .distdgl import isolation_plan, run_distdgl
+    from .partition import ensure_partitions
+    from .distdgl import run_distdgl
     from .metrics import read_jsonl, write_json
+    from .procs import isolation_plan
 
     out = Path(cfg.run.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -122,7 +116,7 @@ def run_compare(cfg) -> dict:
                       "records": records, "curve": curve(records), "job_wall_s": time.perf_counter() - t0}
         s = summary
         print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, val "
-              f"{s['val_acc']:.4f}, wire/epoch {_fmt_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
+              f"{s['val_acc']:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
 
     result = summarize(cfg, runs, stats, isolate)
     write_json(out / "compare.json", result)
@@ -174,8 +168,8 @@ def format_table(result: dict, markdown: bool = False) -> str:
         lines.append([
             r["system"],
             f"{r['epoch_time_s']:.3f} s ({_fmt_ratio(r['epoch_time_s_ratio'])})",
-            f"{_fmt_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
-            f"{_fmt_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
+            f"{format_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
+            f"{format_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
             f"{r['val_acc']:.4f} ({_fmt_ratio(r['val_acc_ratio'])})",
             f"{r['test_acc']:.4f} ({_fmt_ratio(r['test_acc_ratio'])})",
             f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
@@ -251,7 +245,7 @@ def plot(result: dict, out: Path) -> None:
         bars = ax.bar([i + off for i in x], vals, width=0.4, label=label)
         for b, v in zip(bars, vals):
             if v > 0:
-                ax.annotate(_fmt_bytes(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
+                ax.annotate(format_bytes(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(list(x))
     ax.set_xticklabels(names, fontsize=8)
     if max(wire + app) > 0:

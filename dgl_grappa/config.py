@@ -27,6 +27,10 @@ class ConfigError(ValueError):
     """A user error in the configuration (bad key, bad value, missing file)."""
 
 
+TC_RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit)")
+"""A ``tc`` rate (``network.bandwidth``): a number and a unit, e.g. 1gbit, 200mbit, 500kbit."""
+
+
 def _default_planetoid_root() -> str:
     # The shared data folder sits next to the checkout; users point elsewhere with
     # DGL_GRAPPA_PLANETOID or data.root.
@@ -473,7 +477,7 @@ def validate(cfg: Config) -> None:
     _check(cfg.schedule.k >= 0, f"schedule.k={cfg.schedule.k} must be >= 0 (0 = fixed partitions)")
     _check(cfg.schedule.keep_last >= 1, f"schedule.keep_last={cfg.schedule.keep_last} must be >= 1")
     bw = cfg.network.bandwidth
-    _check(bw == "" or re.fullmatch(r"[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)", bw.lower()) is not None,
+    _check(bw == "" or TC_RATE.fullmatch(bw.lower()) is not None,
            f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
     _check(cfg.distdgl.num_samplers >= 0, f"distdgl.num_samplers={cfg.distdgl.num_samplers} must be >= 0")
     _check(0 <= cfg.distdgl.base_port <= 65000, f"distdgl.base_port={cfg.distdgl.base_port} must be in 0..65000")
@@ -494,3 +498,18 @@ def validate(cfg: Config) -> None:
 def to_dict(cfg: Config) -> dict:
     """Plain-dict view of a config (for logs and summary files)."""
     return dataclasses.asdict(cfg)
+
+
+def write_resolved_config(cfg: Config, path: Path) -> Path:
+    """Write the whole (validated) config to YAML so that child processes see exactly it.
+
+    Args:
+        cfg: the config to hand on.
+        path: the YAML file to write (its folder is created).
+
+    Returns:
+        ``path``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    return path

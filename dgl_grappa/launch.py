@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .procs import JobFailed
+
 log = logging.getLogger("dgl_grappa")
 
 
@@ -103,7 +105,7 @@ def threads_per_worker(nprocs: int, requested: int = 0) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, nprocs))
 
 
-class WorkerFailed(RuntimeError):
+class WorkerFailed(JobFailed):
     """A spawned worker raised, died, or the job ran past its deadline."""
 
 

@@ -1,10 +1,31 @@
-"""Run records: the per-epoch JSONL log, the summary, and small statistics helpers."""
+"""Measurement, written once for every system: the epoch clock, bytes on the wire, run records.
+
+* **Epoch time** (:class:`EpochClock`, :func:`epoch_summary`). An epoch is timed from a
+  barrier at its start to the end of its slowest worker, evaluation excluded: every
+  worker starts its clock right after the barrier, stops it after its last step, and one
+  MAX all-reduce of that float (after the timed region) gives the epoch's time. A run's
+  ``epoch_time_s`` is the median of those per-epoch maxima over its epochs, its
+  ``train_time_s`` their sum; a run made of several jobs (DistDGL restart segments)
+  concatenates their epoch records and applies the same rule. Grappa's trainer, the
+  DistDGL trainer and the segment merge all use these two, so their times compare.
+* **Wire bytes** (:class:`WireMeter`): loopback tx bytes of the job's private network
+  namespace (see :mod:`dgl_grappa.netns`), read by rank 0 around the same window; the
+  application's own expectation of them for an all-reduce is
+  :func:`ring_allreduce_wire_bytes`.
+* **Records**: the per-epoch JSONL log, JSON files, small statistics and formatting.
+"""
 from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .netns import in_private_netns
 
 
 class JsonlLog:
@@ -37,6 +58,86 @@ def median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 
 
+# ---------------------------------------------------------------------------------------
+# Epoch time
+# ---------------------------------------------------------------------------------------
+
+class EpochClock:
+    """The epoch clock of every system: from a barrier at the epoch's start to its slowest worker's end.
+
+    Every worker calls :meth:`start` (a barrier, then the clock starts), runs its steps,
+    calls :meth:`stop` (its own seconds) and then :meth:`slowest` (one MAX all-reduce of
+    that float, after the timed region; it also marks the point where every worker has
+    finished its steps, so a wire window closed after it holds all of the epoch's traffic).
+
+    Args:
+        group: process group (None = the default one; without a process group the
+            barrier and the all-reduce are skipped).
+
+    Example:
+        >>> clock.start(); ...train...; mine = clock.stop(); epoch_s = clock.slowest(mine)  # doctest: +SKIP
+    """
+
+    def __init__(self, group=None):
+        self.group = group
+        self._t0: float | None = None
+
+    def _distributed(self) -> bool:
+        return dist.is_available() and dist.is_initialized()
+
+    def start(self) -> None:
+        """Barrier, then start this worker's clock."""
+        if self._distributed():
+            dist.barrier(group=self.group)
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        """Seconds since :meth:`start` on this worker (call right after its last step)."""
+        if self._t0 is None:
+            raise RuntimeError("EpochClock.stop() without start()")
+        t, self._t0 = time.perf_counter() - self._t0, None
+        return t
+
+    def slowest(self, mine: float) -> float:
+        """The epoch's time: the maximum of every worker's :meth:`stop` (a collective)."""
+        if not self._distributed():
+            return mine
+        t = torch.tensor([mine], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
+        return float(t[0])
+
+
+def epoch_summary(records: list[dict]) -> dict:
+    """The summary fields every system derives from its epoch records, by one rule.
+
+    Args:
+        records: one per epoch, in order, each with ``epoch_time_s`` (the epoch's slowest
+            worker, :class:`EpochClock`), ``worker_epoch_time_s`` (rank 0's own), and
+            after an evaluation ``val_acc`` / ``test_acc`` / ``eval_time_s``. Records of
+            several jobs (restart segments) are simply concatenated.
+
+    Returns:
+        ``epochs``; ``epoch_time_s`` (median over epochs of the per-epoch maxima);
+        ``epoch_time_s_rank0`` (median of rank 0's own); ``train_time_s`` (sum of the
+        per-epoch maxima); ``eval_time_s`` (sum); ``val_acc`` / ``test_acc`` of the last
+        evaluation and ``best_val_acc`` (None when no epoch was evaluated);
+        ``wire_bytes_per_epoch`` (median of the measured epochs, or None).
+    """
+    evals = [r for r in records if r.get("val_acc") is not None]
+    final = evals[-1] if evals else {}
+    return {
+        "epochs": len(records),
+        "epoch_time_s": median([r["epoch_time_s"] for r in records]),
+        "epoch_time_s_rank0": median([r["worker_epoch_time_s"] for r in records]),
+        "train_time_s": sum(r["epoch_time_s"] for r in records),
+        "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in records),
+        "val_acc": final.get("val_acc"),
+        "test_acc": final.get("test_acc"),
+        "best_val_acc": max((r["val_acc"] for r in evals), default=None),
+        "wire_bytes_per_epoch": wire_per_epoch(records),
+    }
+
+
 def time_to_target(records: list[dict], target: float, key: str = "val_acc") -> float | None:
     """Training seconds (evaluation excluded) until ``key`` first reached ``target``, or None."""
     elapsed = 0.0
@@ -47,9 +148,86 @@ def time_to_target(records: list[dict], target: float, key: str = "val_acc") -> 
     return None
 
 
-def format_bytes(n: float) -> str:
+# ---------------------------------------------------------------------------------------
+# Bytes on the wire
+# ---------------------------------------------------------------------------------------
+
+def lo_bytes() -> tuple[int, int]:
+    """(rx_bytes, tx_bytes) of ``lo`` in the calling process's network namespace.
+
+    Returns:
+        Two ints. On loopback every packet is counted once as tx and once as rx, so tx
+        alone is the number of bytes put on the wire (IP + TCP headers included).
+    """
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == "lo":
+                fields = rest.split()
+                return int(fields[0]), int(fields[8])
+    raise RuntimeError("no 'lo' interface in /proc/self/net/dev")
+
+
+class WireMeter:
+    """Loopback tx bytes over an interval, or None outside a private network namespace.
+
+    Example:
+        >>> m = WireMeter(main=rank == 0); m.start(); ...; nbytes = m.stop()   # doctest: +SKIP
+
+    Args:
+        main: this process is the one that reads (rank 0); others get None.
+        enabled: force on / off (default: ``main`` and inside a private namespace).
+    """
+
+    def __init__(self, main: bool = True, enabled: bool | None = None):
+        self.enabled = (main and in_private_netns()) if enabled is None else enabled
+        self._t0: int | None = None
+
+    def start(self) -> None:
+        """Remember the counter now (rank 0, before the epoch's starting barrier: nobody sends before it)."""
+        self._t0 = lo_bytes()[1] if self.enabled else None
+
+    def stop(self) -> int | None:
+        """Bytes sent since :meth:`start` (all processes of the namespace), or None."""
+        if not self.enabled or self._t0 is None:
+            return None
+        n = lo_bytes()[1] - self._t0
+        self._t0 = None
+        return n
+
+
+def wire_per_epoch(records: list[dict], key: str = "wire_bytes") -> float | None:
+    """Median over epochs of ``key`` (None when no epoch has a measurement)."""
+    xs = [r[key] for r in records if r.get(key) is not None]
+    return median(xs) if xs else None
+
+
+def ring_allreduce_wire_bytes(payload_per_worker: list[float]) -> float:
+    """Bytes a gloo all-reduce puts on the wire, all workers together, for given payloads.
+
+    gloo all-reduces with a ring (reduce-scatter, then all-gather): each of W workers
+    sends 2 (W - 1) / W times its buffer (measured here: 1.00x the summed payload for
+    W = 2, 1.51x for W = 4). This turns the bytes a DDP hook hands to the all-reduce into
+    the application's expectation of the wire bytes.
+
+    Args:
+        payload_per_worker: bytes each worker handed to all-reduces (same count on all).
+
+    Returns:
+        Expected wire bytes (payload only, no TCP/IP headers).
+    """
+    w = len(payload_per_worker)
+    if w <= 1:
+        return 0.0
+    return float(sum(payload_per_worker)) * 2.0 * (w - 1) / w
+
+
+def format_bytes(n: float | None) -> str:
+    """A byte count for people: "812 B", "14.85 MB" (decimal units); None gives "-"."""
+    if n is None:
+        return "-"
     for unit in ("B", "KB", "MB", "GB"):
         if abs(n) < 1000 or unit == "GB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1000
-    return f"{n:.1f} GB"
+    return f"{n:.2f} GB"

@@ -1,12 +1,14 @@
-"""Private namespaces for one job: measured loopback bytes, shaped bandwidth, private /dev/shm.
+"""Private namespaces for one job: a loopback of its own, shaped bandwidth, private /dev/shm.
 
-Why namespaces:
+This module makes namespaces and checks that they can be made; the counters read inside
+them are :mod:`dgl_grappa.metrics` (:class:`~dgl_grappa.metrics.WireMeter`), and running a
+command in them, bounded, is :mod:`dgl_grappa.procs`. Why namespaces:
 
 * **Bytes on the wire.** In a private network namespace the job's loopback carries the
   job's traffic and nothing else, so the interface counter (``/proc/self/net/dev``, which
   always shows the *reader's* namespace, unlike ``/sys/class/net`` which shows the
   namespace that mounted sysfs) is an exact measurement of what the job put on the
-  network. Rank 0 reads it at epoch boundaries (:class:`WireMeter`).
+  network. Rank 0 reads it at epoch boundaries (:class:`dgl_grappa.metrics.WireMeter`).
 * **Bandwidth emulation.** The namespace's ``lo`` can be shaped with ``tc qdisc ... tbf``
   without touching the host's loopback (other jobs on the machine are unaffected).
 * **Private /dev/shm.** DistDGL names its shared-memory segments after the graph and the
@@ -36,19 +38,17 @@ import ctypes
 import ctypes.util
 import fcntl
 import os
-import re
 import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
-from pathlib import Path
 
-from .config import ConfigError
+from .config import TC_RATE, ConfigError
 
 ENV_NETNS = "DGL_GRAPPA_NETNS"
-"""Set to "1" by the helper inside a private network namespace; :class:`WireMeter` reads
+"""Set to "1" by the helper inside a private network namespace; the wire meter reads
 the counters only then (in the host namespace they would include everybody's traffic)."""
 
 EXIT_ISOLATION = 97
@@ -59,7 +59,6 @@ _CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
 _PR_SET_PDEATHSIG = 1
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
-_RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit)")
 _RATE_UNIT = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
 
@@ -67,87 +66,9 @@ class IsolationError(ConfigError):
     """The job cannot get the namespace it asked for (the message says why, in one line)."""
 
 
-# ---------------------------------------------------------------------------------------
-# Counters (used inside the job)
-# ---------------------------------------------------------------------------------------
-
-def lo_bytes() -> tuple[int, int]:
-    """(rx_bytes, tx_bytes) of ``lo`` in the calling process's network namespace.
-
-    Returns:
-        Two ints. On loopback every packet is counted once as tx and once as rx, so tx
-        alone is the number of bytes put on the wire (IP + TCP headers included).
-    """
-    with open("/proc/self/net/dev") as f:
-        for line in f:
-            name, _, rest = line.partition(":")
-            if name.strip() == "lo":
-                fields = rest.split()
-                return int(fields[0]), int(fields[8])
-    raise RuntimeError("no 'lo' interface in /proc/self/net/dev")
-
-
 def in_private_netns() -> bool:
     """True inside a network namespace made by this module's helper."""
     return os.environ.get(ENV_NETNS) == "1"
-
-
-class WireMeter:
-    """Loopback tx bytes over an interval, or None outside a private network namespace.
-
-    Example:
-        >>> m = WireMeter(main=rank == 0); m.start(); ...; nbytes = m.stop()   # doctest: +SKIP
-
-
-    Args:
-        main: this process is the one that reads (rank 0); others get None.
-        enabled: force on / off (default: ``main`` and inside a private namespace).
-    """
-
-    def __init__(self, main: bool = True, enabled: bool | None = None):
-        self.enabled = (main and in_private_netns()) if enabled is None else enabled
-        self._t0: int | None = None
-
-    def start(self) -> None:
-        """Remember the counter now (call right before the training steps of an epoch)."""
-        self._t0 = lo_bytes()[1] if self.enabled else None
-
-    def stop(self) -> int | None:
-        """Bytes sent since :meth:`start` (all processes of the namespace), or None."""
-        if not self.enabled or self._t0 is None:
-            return None
-        n = lo_bytes()[1] - self._t0
-        self._t0 = None
-        return n
-
-
-def wire_per_epoch(records: list[dict], key: str = "wire_bytes") -> float | None:
-    """Median over epochs of ``key`` (None when no epoch has a measurement)."""
-    xs = sorted(r[key] for r in records if r.get(key) is not None)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2.0
-
-
-def ring_allreduce_wire_bytes(payload_per_worker: list[float]) -> float:
-    """Bytes a gloo all-reduce puts on the wire, all workers together, for given payloads.
-
-    gloo all-reduces with a ring (reduce-scatter, then all-gather): each of W workers
-    sends 2 (W - 1) / W times its buffer (measured here: 1.00x the summed payload for
-    W = 2, 1.51x for W = 4). This turns the bytes a DDP hook hands to the all-reduce into
-    the application's expectation of the wire bytes.
-
-    Args:
-        payload_per_worker: bytes each worker handed to all-reduces (same count on all).
-
-    Returns:
-        Expected wire bytes (payload only, no TCP/IP headers).
-    """
-    w = len(payload_per_worker)
-    if w <= 1:
-        return 0.0
-    return float(sum(payload_per_worker)) * 2.0 * (w - 1) / w
 
 
 # ---------------------------------------------------------------------------------------
@@ -160,7 +81,7 @@ def rate_bits(rate: str) -> float:
     Raises:
         ValueError: not of the form <number><bit|kbit|mbit|gbit>.
     """
-    m = _RATE.fullmatch(rate.strip().lower())
+    m = TC_RATE.fullmatch(rate.strip().lower())
     if not m:
         raise ValueError(f"{rate!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
     return float(m.group(1)) * _RATE_UNIT[m.group(2)]
@@ -216,31 +137,6 @@ def require_isolation(*, net: bool = True, bandwidth: str = "", shm: str = "") -
     if why is not None:
         what = f"network.bandwidth={bandwidth}" if bandwidth else "an isolated job"
         raise IsolationError(f"{what} cannot run here: {why}")
-
-
-def rerun_isolated(command: str, cfg) -> int:
-    """Run ``python -m dgl_grappa <command>`` for ``cfg`` again, inside a private network namespace.
-
-    Used by ``train`` when network.bandwidth (or network.isolate) is set: the whole job,
-    launcher and workers, then runs on the namespace's own (shaped) loopback, and rank 0
-    measures its bytes. The child gets the fully resolved config, so it sees exactly
-    ``cfg``; its output goes to this terminal.
-
-    Returns:
-        0 (the child's failures raise).
-
-    Raises:
-        IsolationError: the namespace cannot be made here (not root, no tc).
-        dgl_grappa.launch.WorkerFailed: the child failed or ran past its bound.
-    """
-    from .distdgl import run_isolated, write_resolved_config
-
-    require_isolation(bandwidth=cfg.network.bandwidth)
-    out = Path(cfg.run.output_dir)
-    resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
-    argv = [sys.executable, "-m", "dgl_grappa", command, "--config", str(resolved)]
-    run_isolated(argv, cfg, True, cfg.run.timeout_s + 120, shm=cfg.distdgl.shm_size, label=command)
-    return 0
 
 
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ are read once here, from the owners' partition files, never during a training st
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .config import ConfigError, PartitionConfig
+from .config import Config, ConfigError, PartitionConfig
 
 log = logging.getLogger("dgl_grappa")
 
@@ -129,6 +130,45 @@ def format_stats(stats: dict) -> str:
     for p, (i, h, s) in enumerate(zip(stats["inner_nodes"], stats["halo_nodes"], stats["halo_share"])):
         lines.append(f"{p:>4}  {i:>11}  {h:>10}  {s:>9.1%}")
     return "\n".join(lines)
+
+
+def partition_dir(cfg: Config) -> Path:
+    """Where this run's partitioning lives (issue: <output dir>/partitions/<j>/)."""
+    return Path(cfg.partition.out_dir) if cfg.partition.out_dir else Path(cfg.run.output_dir) / "partitions" / "0"
+
+
+def _fingerprint(cfg: Config) -> dict:
+    part = dataclasses.asdict(cfg.partition)
+    part.pop("out_dir")
+    return {"data": dataclasses.asdict(cfg.data), "partition": part}
+
+
+def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict, dgl.DGLGraph | None]:
+    """Partition the configured graph unless an identical partitioning already exists.
+
+    The partitioning is reused when its recorded fingerprint (the data and partition
+    settings) equals this config's; otherwise the graph is loaded (unless given) and cut.
+
+    Args:
+        cfg: the run's config (``data``, ``partition``, ``run.output_dir``).
+        g: the graph, when the caller has loaded it already.
+
+    Returns:
+        (partition statistics, the graph or None when it was not needed).
+    """
+    from .data import load_dataset
+
+    out = partition_dir(cfg)
+    fp = _fingerprint(cfg)
+    stats = read_stats(out)
+    if stats is not None and stats.get("fingerprint") == json.loads(json.dumps(fp)):
+        log.info("reusing the partitioning in %s", out)
+        return stats, g
+    if g is None:
+        g = load_dataset(cfg.data)
+    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", g.num_nodes(), g.num_edges(),
+             cfg.partition.num_parts, cfg.partition.method, out)
+    return partition(g, cfg.partition, out, fingerprint=fp), g
 
 
 @dataclass

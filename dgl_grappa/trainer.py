@@ -21,32 +21,16 @@ from tqdm import tqdm
 
 from . import coverage as cov
 from .config import Config
+from .evaluation import GlobalEvaluator
 from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
-from .metrics import JsonlLog, median, write_json
-from .netns import WireMeter, ring_allreduce_wire_bytes, wire_per_epoch
+from .metrics import JsonlLog, WireMeter, median, ring_allreduce_wire_bytes, wire_per_epoch, write_json
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local
 from .reducers import make_correction
 from .sampler import LocalBatches, LocalFeatures, equal_steps
 
 log = logging.getLogger("dgl_grappa")
-
-
-@torch.no_grad()
-def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
-    """Accuracy on the val and test masks of the whole graph, full neighbourhoods."""
-    was_training = model.training
-    model.eval()
-    pred = model(g, g.ndata["feat"]).argmax(-1)
-    model.train(was_training)
-    correct = pred == g.ndata["label"]
-    return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
-
-
-def eval_due(cfg: Config, epoch: int) -> bool:
-    last = epoch == cfg.train.epochs - 1
-    return last or (cfg.train.eval_every > 0 and (epoch + 1) % cfg.train.eval_every == 0)
 
 
 class LocalRuntime:
@@ -155,10 +139,9 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
     opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
     opt = opt_cls(ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
-    eval_graph, mlog = None, None
+    evaluator = GlobalEvaluator(cfg, ident.is_main)
+    mlog = None
     if ident.is_main:
-        from .data import load_dataset  # only rank 0 needs the whole graph (evaluation)
-        eval_graph = load_dataset(cfg.data)
         mlog = JsonlLog(Path(out_dir) / "metrics.jsonl")
         log.info("config: %s", asdict(cfg))
     log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
@@ -186,12 +169,7 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
             hooks.epoch_end(epoch, ddp, opt, rt)
         if driver is not None:
             rec["partitioning"] = driver.current
-        if eval_due(cfg, epoch):
-            te = time.perf_counter()
-            if ident.is_main:
-                rec.update({f"{k}_acc": v for k, v in evaluate(model, eval_graph).items()})
-            dist.barrier()  # the others wait (bounded by the collective timeout) while rank 0 evaluates
-            rec["eval_time_s"] = time.perf_counter() - te
+        rec.update(evaluator.after_epoch(model, epoch))
         records.append(rec)
         if ident.is_main:
             mlog.write(rec)

@@ -22,8 +22,10 @@ import pytest
 
 from dgl_grappa import cli
 from dgl_grappa.config import load_config
-from dgl_grappa.distdgl import ENV_JOB, JobFailed, processes_of_job, run_distdgl
-from dgl_grappa.netns import check_isolation, isolate_argv, rate_bits, ring_allreduce_wire_bytes
+from dgl_grappa.distdgl import run_distdgl
+from dgl_grappa.metrics import ring_allreduce_wire_bytes
+from dgl_grappa.netns import check_isolation, isolate_argv, rate_bits
+from dgl_grappa.procs import ENV_JOB, JobFailed, processes_of_job
 
 ROOT = Path(__file__).resolve().parent.parent
 WHY_NOT = check_isolation(net=True, shm="64m")
@@ -197,7 +199,7 @@ def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
     assert "tbf" in shown.stdout and "200Mbit" in shown.stdout
     # The counter sees exactly the job's traffic: 2 MB through a TCP socket on lo.
     code = ("import socket,threading\n"
-            "from dgl_grappa.netns import lo_bytes\n"
+            "from dgl_grappa.metrics import lo_bytes\n"
             "srv=socket.create_server(('127.0.0.1',0)); port=srv.getsockname()[1]\n"
             "def sink():\n"
             "    c,_=srv.accept()\n"

@@ -32,21 +32,22 @@ set; a trainer script must import it before ``dgl.distributed.initialize`` (DGL'
 processes are spawned and re-import the script, so the override must sit at import time).
 
 Layout: :mod:`.machine_id` (the override, applied by importing this package),
-:mod:`.processes` (job tag, killing trees), :mod:`.launcher` (:func:`launch`, the server),
-:mod:`.job` (:func:`run_distdgl`, :func:`run_isolated`), :mod:`.segments` (repartitioning
-runs), :mod:`.metering` (:class:`TrainerMeter`, :class:`TrafficCounter`), :mod:`.cli`.
+:mod:`.launcher` (:func:`launch`, the server), :mod:`.run` (:func:`run_distdgl`), :mod:`.job`
+(one job), :mod:`.segments` (one job per partitioning, merged), :mod:`.metering` (:class:`TrainerMeter`,
+:class:`TrafficCounter`), :mod:`.cli`. Running a command bounded in its namespaces and
+killing process trees is :mod:`dgl_grappa.procs` (nothing DistDGL-specific).
 """
 # First: applies the machine-id override at import time (see above).
 from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
 
+from ..procs import JobFailed
 from .cli import main
-from .job import DEFAULT_SCRIPT, isolation_plan, run_distdgl, run_isolated, script_path, write_resolved_config
-from .launcher import JobFailed, launch, log  # noqa: F401
+from .job import DEFAULT_SCRIPT, script_path
+from .launcher import launch, log  # noqa: F401
 from .metering import TrafficCounter, TrainerMeter, num_classes
-from .processes import ENV_JOB, kill_group_and_tree, kill_tree, processes_of_job
+from .run import run_distdgl
 
 __all__ = [
-    "DEFAULT_SCRIPT", "ENV_JOB", "ENV_MACHINE_ID", "JobFailed", "TrafficCounter", "TrainerMeter",
-    "isolation_plan", "kill_group_and_tree", "kill_tree", "launch", "main", "num_classes",
-    "processes_of_job", "run_distdgl", "run_isolated", "script_path", "write_resolved_config",
+    "DEFAULT_SCRIPT", "ENV_MACHINE_ID", "JobFailed", "TrafficCounter", "TrainerMeter", "launch", "main",
+    "num_classes", "run_distdgl", "script_path",
 ]

@@ -6,8 +6,9 @@ import signal
 import sys
 from pathlib import Path
 
-from .job import run_distdgl
-from .launcher import JobFailed, _server_main, launch
+from ..procs import JobFailed
+from .run import run_distdgl
+from .launcher import _server_main, launch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     from ..config import ConfigError, load_config
     from ..launch import setup_logging
+    from ..metrics import format_bytes
     from ..netns import IsolationError
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -51,10 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, IsolationError, JobFailed) as exc:
         print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
-    wire = s.get("wire_bytes_per_epoch")
     print(f"{s['system']}: val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f} epoch {s['epoch_time_s']:.3f} s; "
-          f"per epoch: wire {'-' if wire is None else f'{wire / 1e6:.2f} MB'}, app "
-          f"{s['app_bytes_per_epoch'] / 1e6:.2f} MB, remote features/worker {s['feature_bytes_per_epoch'] / 1e6:.2f} MB; "
+          f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
+          f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker {format_bytes(s['feature_bytes_per_epoch'])}; "
           + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
              f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
           + f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")

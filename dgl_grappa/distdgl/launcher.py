@@ -9,15 +9,10 @@ import time
 import uuid
 from pathlib import Path
 
-from ..launch import WorkerFailed
+from ..procs import ENV_JOB, JobFailed, kill_tree, rc_text, set_subreaper, tail
 from .machine_id import ENV_MACHINE_ID
-from .processes import ENV_JOB, _rc_text, _set_subreaper, _tail, kill_tree
 
 log = logging.getLogger("dgl_grappa")
-
-
-class JobFailed(WorkerFailed):
-    """A job failed (a process died, a wait ran past its bound); the CLI prints it in one line."""
 
 
 def _free_ports(n: int, base: int) -> list[int]:
@@ -76,7 +71,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
     out = Path(out_dir).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    _set_subreaper()
+    set_subreaper()
     # A private /dev/shm per machine: required with several machines on one host, and with
     # one it still guarantees that a killed server leaves no segment behind.
     why_not = check_isolation(net=False, shm=dd.shm_size)
@@ -113,7 +108,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         return p
 
     def fail(msg: str, name: str | None = None) -> None:
-        detail = f"\n  last lines of {logs / (name + '.log')}:\n{_tail(logs / (name + '.log'))}" if name else ""
+        detail = f"\n  last lines of {logs / (name + '.log')}:\n{tail(logs / (name + '.log'))}" if name else ""
         raise JobFailed(msg + detail)
 
     try:
@@ -144,14 +139,14 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
             rcs = [t.poll() for t in trainers]
             for i, rc in enumerate(rcs):
                 if rc is not None and rc != 0:
-                    fail(f"DistDGL trainer {i} {_rc_text(rc)}; the job was stopped", f"trainer{i}")
+                    fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
             if all(rc == 0 for rc in rcs):
                 break
             for i, s in enumerate(servers):
                 # Status 0 is the normal shutdown that rank 0's exiting client asks for; it can
                 # come while the other trainers are still tearing down.
                 if s.poll() is not None and s.returncode != 0:
-                    fail(f"DistDGL server {i} {_rc_text(s.returncode)} before the trainers finished", f"server{i}")
+                    fail(f"DistDGL server {i} {rc_text(s.returncode)} before the trainers finished", f"server{i}")
             now = time.monotonic()
             ready = sum(_connected(logs / f"trainer{i}.log") for i in range(n))
             if ready == n and not ready_logged:

@@ -126,8 +126,8 @@ class TrainerMeter:
     def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl"):
         import torch.distributed as dist
 
-        from ..metrics import JsonlLog
-        from ..netns import WireMeter
+        from ..evaluation import GlobalEvaluator
+        from ..metrics import JsonlLog, WireMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
@@ -138,12 +138,10 @@ class TrainerMeter:
         self.records: list[dict] = []
         self._cur: dict = {}
         self._losses: list[float] = []
-        self.eval_graph, self.mlog = None, None
+        self.evaluator = GlobalEvaluator(cfg, self.rank == 0)
+        self.mlog = None
         if self.rank == 0:
-            from ..data import load_dataset
-
             self.out.mkdir(parents=True, exist_ok=True)
-            self.eval_graph = load_dataset(cfg.data)
             self.mlog = JsonlLog(self.out / "metrics.jsonl")
 
     def epoch(self, loader, epoch: int):
@@ -182,9 +180,8 @@ class TrainerMeter:
         """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record."""
         import torch.distributed as dist
 
+        from ..metrics import format_bytes, ring_allreduce_wire_bytes
         from ..models import gradient_bytes
-        from ..netns import ring_allreduce_wire_bytes
-        from ..trainer import eval_due, evaluate
 
         cur = self._cur
         cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
@@ -200,28 +197,21 @@ class TrainerMeter:
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
         rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
                             + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
-        if eval_due(self.cfg, epoch):
-            te = time.perf_counter()
-            if self.rank == 0:
-                rec.update({f"{k}_acc": v for k, v in evaluate(model, self.eval_graph).items()})
-            dist.barrier()
-            rec["eval_time_s"] = time.perf_counter() - te
+        rec.update(self.evaluator.after_epoch(model, epoch))
         self.records.append(rec)
         if self.rank == 0:
             self.mlog.write(rec)
             acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
             print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
-                  f"{rec['feature_bytes_all'] / 1e6:.2f} MB, wire "
-                  f"{'-' if wire is None else f'{wire / 1e6:.2f} MB'}{acc}", flush=True)
+                  f"{format_bytes(rec['feature_bytes_all'])}, wire {format_bytes(wire)}{acc}", flush=True)
         return rec
 
     def finish(self, model, extra: dict | None = None) -> dict | None:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
         import torch.distributed as dist
 
-        from ..metrics import median, write_json
+        from ..metrics import median, wire_per_epoch, write_json
         from ..models import gradient_bytes
-        from ..netns import wire_per_epoch
 
         mine = {"rank": self.rank, "epoch_time_s": median([r["epoch_time_s_rank0"] for r in self.records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),

@@ -6,12 +6,12 @@ import logging
 import time
 from pathlib import Path
 
-from .job import _run_job
+from .job import run_job
 
 log = logging.getLogger("dgl_grappa")
 
 
-def _run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
+def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
                   quiet: bool) -> dict:
     """Repartitioning with DistDGL: one job per partitioning, resumed from a checkpoint.
 
@@ -63,7 +63,7 @@ def _run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_arg
                 run=dataclasses.replace(cfg.run, output_dir=str(seg_out)))
             log.info("DistDGL segment %d/%d: epochs [%d, %d) on partitioning %d", j + 1, n_seg, start, stop, j)
             seg["job_start"] = time.time()
-            seg["summary"] = _run_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns,
+            seg["summary"] = run_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns,
                                       quiet=quiet)
             seg["job_end"] = time.time()
             seg["records"] = read_jsonl(seg_out / "metrics.jsonl")
@@ -115,8 +115,7 @@ def _run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_arg
 
 def _merge_segment_summaries(segs: list[dict]) -> dict:
     """One summary for a run made of segments (per-epoch figures: median over segments)."""
-    from ..metrics import median
-    from ..netns import wire_per_epoch
+    from ..metrics import median, wire_per_epoch
 
     sums = [s["summary"] for s in segs]
     recs = [r for s in segs for r in s["records"]]

@@ -1,0 +1,49 @@
+"""The DistDGL side's entry point: :func:`run_distdgl`, one job or one job per partitioning."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from ..partition import ensure_partitions
+from ..procs import isolation_plan
+from .job import run_job
+from .segments import run_segments
+
+
+def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False, script: str | None = None,
+                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False) -> dict:
+    """Run the DistDGL job (baseline, or the drop-in script with ``--grappa``) and return its summary.
+
+    Args:
+        cfg: validated Config; the partitions of ``cfg.partition`` are made if missing.
+        out_dir: where logs, metrics.jsonl and summary.json go (default: run.output_dir).
+        grappa: pass ``--grappa`` to the trainer script (local-only loader + corrected hook).
+        script: trainer script (default: compare.script or scripts/distdgl_train.py).
+        extra_args: more arguments for the script (e.g. config overrides).
+        isolate: private network namespace: None = when possible (needed to measure
+            wire bytes), True = required, False = no (not allowed with a bandwidth).
+        quiet: the job's output goes to ``out_dir/<system>.log`` instead of the terminal.
+
+    With ``schedule.k > 0`` the run is one job per partitioning, each resumed from the
+    previous one's checkpoint (:func:`~dgl_grappa.distdgl.segments.run_segments`); the summary then has ``switches``
+    and ``restart_s_total``.
+
+    Returns:
+        The summary dict (also in ``out_dir/summary.json``).
+
+    Raises:
+        JobFailed, IsolationError, ConfigError.
+    """
+    out = Path(out_dir or cfg.run.output_dir).resolve()
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
+    in_ns = isolation_plan(cfg, isolate)
+    if cfg.schedule.k > 0:
+        return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
+    stats, _ = ensure_partitions(cfg)
+    cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
+        cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
+    summary = run_job(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
+    summary["edge_cut"] = stats["edge_cut"]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary

@@ -1,0 +1,78 @@
+"""Global evaluation, the same for every system: rank 0's model on the whole graph, timed apart.
+
+Evaluation is not training: it reads the whole graph with full neighbourhoods (no
+sampling, no partitions), runs on rank 0 only while the other workers wait at a barrier,
+and its seconds are reported next to the epoch time, never inside it. Grappa's trainer and
+the DistDGL trainer use this one module, so their accuracies are measured alike.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.distributed as dist
+
+from .config import Config
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
+    """Accuracy on the val and test masks of the whole graph, full neighbourhoods.
+
+    Args:
+        model: the GNN (called as ``model(g, feat)``); its train/eval mode is restored.
+        g: the whole graph with ndata feat, label, val_mask, test_mask.
+
+    Returns:
+        ``{"val": accuracy, "test": accuracy}``.
+    """
+    was_training = model.training
+    model.eval()
+    pred = model(g, g.ndata["feat"]).argmax(-1)
+    model.train(was_training)
+    correct = pred == g.ndata["label"]
+    return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
+
+
+def eval_due(cfg: Config, epoch: int) -> bool:
+    """Whether epoch ``epoch`` ends with a global evaluation (every ``train.eval_every``, and the last)."""
+    last = epoch == cfg.train.epochs - 1
+    return last or (cfg.train.eval_every > 0 and (epoch + 1) % cfg.train.eval_every == 0)
+
+
+class GlobalEvaluator:
+    """Rank 0 evaluates on the whole graph when an evaluation is due; the others wait for it.
+
+    Args:
+        cfg: the run's config (``data`` says which graph, ``train.eval_every`` when).
+        is_main: this process is rank 0 (the only one that loads the whole graph).
+
+    Example:
+        >>> ev = GlobalEvaluator(cfg, rank == 0)           # doctest: +SKIP
+        >>> rec.update(ev.after_epoch(model, epoch))       # {} when no evaluation is due
+    """
+
+    def __init__(self, cfg: Config, is_main: bool):
+        self.cfg = cfg
+        self.graph = None
+        if is_main:
+            from .data import load_dataset  # only rank 0 needs the whole graph
+
+            self.graph = load_dataset(cfg.data)
+
+    def after_epoch(self, model: torch.nn.Module, epoch: int) -> dict:
+        """Evaluate after ``epoch`` if due (a collective: every worker must call it).
+
+        Returns:
+            ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0,
+            ``val_acc`` and ``test_acc``.
+        """
+        if not eval_due(self.cfg, epoch):
+            return {}
+        t0 = time.perf_counter()
+        out = {}
+        if self.graph is not None:
+            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph).items()}
+        dist.barrier()  # the others wait (bounded by the collective timeout) while rank 0 evaluates
+        out["eval_time_s"] = time.perf_counter() - t0
+        return out

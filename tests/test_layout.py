@@ -1,0 +1,209 @@
+"""Package layout: imports run one way (config -> data/partition -> method core -> runtimes -> compare/CLI).
+
+The import graph is read from the source with ``ast``: module-level and function-level
+imports alike (a function-level import closes a loop as surely as a top-level one, only
+later), relative imports resolved, and an import of ``a.b.c`` counted as an import of
+the packages ``a.b`` too (Python runs their ``__init__`` first, so their re-exports are
+imports of whoever imports the submodule). A loop is a strongly connected component of
+more than one module (Tarjan).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dgl_grappa"
+
+
+def _module_name(path: Path, top: Path) -> str:
+    parts = path.relative_to(top.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _ancestors(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_graph(package_dir: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (anywhere in its body).
+
+    Args:
+        package_dir: folder of a top-level package (holds ``__init__.py``).
+
+    Returns:
+        An edge set per module of the package (dotted names, packages by their own name).
+    """
+    files = {_module_name(f, package_dir): f for f in package_dir.rglob("*.py")}
+    edges: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        # The package a relative import starts from: the module's own for an __init__.
+        here = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = here.split(".")
+                    pkg = pkg[: len(pkg) - node.level + 1]
+                    base = ".".join(pkg + ([base] if base else []))
+                # "from pkg import name": name may be a submodule or an attribute.
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in files:
+                    t = t.rpartition(".")[0]
+                if not t:
+                    continue  # outside the package
+                # Importing a.b.c runs a.b's __init__ first, unless a.b is already one of
+                # this module's own enclosing packages (those are initialising already).
+                mine = set(_ancestors(mod))
+                for u in _ancestors(t) + [t]:
+                    if u != mod and u not in mine:
+                        edges[mod].add(u)
+    return edges
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+# The direction, as layers: a module may import its own layer or lower ones, never higher.
+# A new module must be placed here (the test names it otherwise).
+LAYERS = {
+    0: ["config"],
+    1: ["netns", "procs", "launch", "metrics", "testing"],            # processes, namespaces, measurement
+    2: ["data", "partition", "scheduler"],                           # graphs and partitionings
+    3: ["coverage", "sampler", "reducers", "models", "evaluation"],  # the method core
+    4: ["repartition", "dropin"],                                    # runtime parts both sides use
+    5: ["trainer", "distdgl"],                                       # the two runtimes
+    6: ["compare", "cli", "__main__"],                               # side by side, command line
+}
+# Layers whose members stand side by side: none imports another (the DistDGL baseline
+# does not lean on Grappa's trainer, nor the trainer on DistDGL).
+SIDE_BY_SIDE = {5}
+
+
+def _place(mod: str) -> tuple[int, str] | tuple[None, None]:
+    """(layer, top-level name inside the package) of a module."""
+    rel = mod.split(".", 1)[1] if "." in mod else ""
+    for layer, names in LAYERS.items():
+        for n in names:
+            if rel == n or rel.startswith(n + "."):
+                return layer, n
+    return None, None
+
+
+def _layer(mod: str) -> int | None:
+    return _place(mod)[0]
+
+
+def against_the_direction(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a higher layer, or between two side-by-side members of one layer."""
+    out = []
+    for m, targets in edges.items():
+        (lm, nm) = _place(m)
+        for t in targets:
+            (lt, nt) = _place(t)
+            if lm is None or lt is None:
+                continue
+            if lt > lm or (lt == lm and lm in SIDE_BY_SIDE and nt != nm):
+                out.append(f"{m} (layer {lm}) imports {t} (layer {lt})")
+    return sorted(out)
+
+
+def test_imports_run_one_way():
+    edges = import_graph(PACKAGE)
+    unplaced = sorted(m for m in edges if m != "dgl_grappa" and _layer(m) is None)
+    assert unplaced == [], f"place these modules in LAYERS: {unplaced}"
+    wrong = against_the_direction(edges)
+    assert wrong == [], "imports against the direction:\n" + "\n".join(wrong)
+
+
+def test_the_direction_check_flags_an_upward_and_a_sideways_import():
+    edges = {"dgl_grappa.coverage": {"dgl_grappa.trainer"},                # core -> runtime
+             "dgl_grappa.distdgl.metering": {"dgl_grappa.trainer", "dgl_grappa.evaluation"},
+             "dgl_grappa.trainer": {"dgl_grappa.evaluation"}}
+    assert against_the_direction(edges) == [
+        "dgl_grappa.coverage (layer 3) imports dgl_grappa.trainer (layer 5)",
+        "dgl_grappa.distdgl.metering (layer 5) imports dgl_grappa.trainer (layer 5)"]
+
+
+def test_the_package_has_no_import_cycle():
+    cycles = import_cycles(import_graph(PACKAGE))
+    assert cycles == [], "modules that import each other (directly or through others): " + "; ".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root / "pkg"
+
+
+def test_the_checker_finds_a_loop_through_a_function_level_import(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from .b import f\n",
+        "pkg/b.py": "def f():\n    from . import c\n",
+        "pkg/c.py": "import pkg.a\n",
+        "pkg/d.py": "from .a import f\n",  # imports into the loop, not part of it
+    })
+    assert import_cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_the_checker_counts_init_reexports_and_resolves_parent_relative_imports(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "def helper():\n    from .side.x import g\n",
+        "pkg/side/__init__.py": "from .y import h\n",        # re-export: side -> side.y
+        "pkg/side/x.py": "g = 1\n",
+        "pkg/side/y.py": "from ..core import helper\n",     # y -> core -> side (its __init__) -> y
+    })
+    assert import_cycles(import_graph(pkg)) == [["pkg.core", "pkg.side", "pkg.side.y"]]
+
+
+def test_the_checker_does_not_count_a_package_importing_its_own_submodules(tmp_path):
+    pkg = _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "from .cli import main\n",
+        "pkg/sub/cli.py": "from .job import run\n",
+        "pkg/sub/job.py": "def run():\n    pass\n",
+    })
+    assert import_cycles(import_graph(pkg)) == []
