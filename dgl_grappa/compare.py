@@ -79,10 +79,14 @@ def run_compare(cfg) -> dict:
         JobFailed: a run failed (the others already done are kept on disk).
     """
     from .partition import ensure_partitions
+    from .config import ConfigError, dropin_problem
     from .distdgl import run_distdgl
     from .metrics import read_jsonl, write_json
     from .procs import isolation_plan
 
+    why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
+    if why is not None:
+        raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
     out = Path(cfg.run.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stats, _ = ensure_partitions(cfg)
@@ -200,7 +204,10 @@ def report_markdown(result: dict) -> str:
         _setting(result), "",
         format_table(result, markdown=True), "",
         f"Ratios in parentheses are to `{result['baseline']}`.", "",
-        "- **epoch time**: training only (no evaluation), the slowest worker, median over epochs.",
+        "- **epoch time**: one definition for every system (`dgl_grappa.metrics.EpochClock`): an epoch is "
+        "timed from a barrier at its start to the end of its slowest worker, evaluation excluded; the column is "
+        "the median of those per-epoch times over the epochs, and training time (time to target) is their sum. "
+        "A DistDGL run restarted per partitioning concatenates its segments' epochs and applies the same rule.",
         f"- **wire bytes/epoch**: {wire_note}.",
         "- **app bytes/epoch**: what the application handed to the network, all workers: remote KVStore "
         "rows (row + 8-byte id), sampling RPC payloads, and the DDP gradient payload x 2(W-1)/W (gloo's ring "

@@ -234,7 +234,7 @@ class CompareConfig:
     target_acc: float = 0.0
     """Validation accuracy for time-to-accuracy; 0 = 0.98 x DistDGL's best val accuracy."""
     script: str = ""
-    """DistDGL trainer script; empty = scripts/distdgl_train.py of this checkout."""
+    """DistDGL trainer script of your own; empty = the package's trainer (python -m dgl_grappa.distdgl.train)."""
 
 
 @dataclass
@@ -493,6 +493,25 @@ def validate(cfg: Config) -> None:
     _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
     _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")
     _check(bool(r.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")
+
+
+def dropin_problem(correction: str, halo: str) -> str | None:
+    """Why the drop-in loader (DistDGL ``--grappa``) cannot run these settings, or None.
+
+    Args:
+        correction: ``grappa.correction``.
+        halo: ``train.halo``.
+
+    Returns:
+        A one-line message naming the setting and the fix, or None when the drop-in can run.
+    """
+    if correction == "node":
+        return ("grappa.correction=node weights the loss itself, so it is not a drop-in; use "
+                "--grappa.correction=batch, shrinkage or none with the drop-in loader")
+    if halo != "drop":
+        return (f"train.halo={halo} is not available to the drop-in loader: the script reads features through "
+                "the DistGraph, so halo rows would be pulled from their owners every step; use --train.halo=drop")
+    return None
 
 
 def to_dict(cfg: Config) -> dict:

@@ -89,6 +89,21 @@ def node_weights(cov: Tensor, w_min: float) -> Tensor:
     return cov.clamp(min=w_min, max=1.0)
 
 
+def partition_weights(src: Tensor, dst: Tensor, num_nodes: int, deg_global: Tensor, hops: int,
+                      self_loops: bool, w_min: float) -> tuple[Tensor, Tensor]:
+    """Coverage and node weights of every node of a worker's local graph (every runtime uses this).
+
+    Args:
+        src, dst, num_nodes, deg_global, hops, self_loops: as for :func:`coverage`.
+        w_min: lower clamp of the weights (see :func:`node_weights`).
+
+    Returns:
+        (coverage c_hops, weights clamp(c_hops, w_min, 1)), both float32 [num_nodes].
+    """
+    c = coverage(src, dst, num_nodes, deg_global.to(torch.int64), hops, self_loops)
+    return c, node_weights(c, w_min)
+
+
 def batch_weight(w: Tensor) -> Tensor:
     """Batch-level weight a_i: the value minimising sum_v (a - w_v)^2, i.e. the mean of w."""
     if w.numel() == 0:

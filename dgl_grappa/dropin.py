@@ -7,17 +7,26 @@ graph structure the co-located server put in shared memory: inner nodes first, t
 replaces ``DistNodeDataLoader``:
 
 * seeds are this machine's own training nodes; neighbours are sampled with the script's
-  own ``NeighborSampler`` on the inner-node subgraph (halo dropped), so every node of a
-  batch is owned by this machine;
+  own ``NeighborSampler`` on the inner-node subgraph (halo dropped: ``train.halo=keep``
+  would make the script pull halo rows from their owners every step, so it is refused),
+  so every node of a batch is owned by this machine;
 * it yields ``(input_nodes, seeds, blocks)`` like DistNodeDataLoader, with **global** node
   ids, so the script's ``g.ndata["feat"][input_nodes]`` keeps working and every row it
   asks for is served from this machine's memory: no remote pull;
 * every worker takes the same number of steps per epoch (one all-reduce, once), so no
-  collective waits on a finished worker;
+  collective waits on a finished worker (and the script must not wrap the loop in
+  ``model.join()``: a joined rank would run the hook on zero buckets with stale state);
 * before yielding a batch it sets the batch weight of the coverage-corrected
   communication hook (``correction.register(ddp)``): the script's loss stays the plain
   mean cross-entropy. The node-level variant needs a weighted loss and is therefore not a
   drop-in (use ``batch``, ``shrinkage`` or ``none``).
+
+The method is the native runtime's, not a copy: the local graph is
+:func:`dgl_grappa.partition.local_graph`, the weights :func:`dgl_grappa.coverage.partition_weights`,
+the batches :class:`dgl_grappa.sampler.LocalBatches`, and the hook state is set by
+:meth:`Correction.prime <dgl_grappa.reducers.Correction.prime>`, which the native
+``Correction.loss`` calls too. :class:`PartitionLoader` is that core, fed with plain
+tensors; :class:`GrappaLoader` only reads them from a DistGraph.
 
 Example (the two changes to a DistDGL script):
     >>> corr = make_correction("batch")                                         # doctest: +SKIP
@@ -33,101 +42,121 @@ import torch
 from torch import Tensor
 
 from . import coverage as cov
-from .reducers.correction import BatchCorrection, Correction, NodeCorrection
+from .config import dropin_problem
+from .partition import local_graph
+from .reducers.correction import Correction
 from .sampler import LocalBatches, equal_steps
 
 log = logging.getLogger("dgl_grappa")
 
 
-def _local_edges(lp: dgl.DGLGraph) -> tuple[Tensor, Tensor]:
-    # The shared-memory partition may only allow CSC; derive (src, dst) from it then.
-    if "coo" in lp.formats()["created"] or "coo" in lp.formats().get("not created", []):
-        return lp.edges()
-    indptr, indices, _ = lp.adj_tensors("csc")
-    dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr[1:] - indptr[:-1])
-    return indices, dst
+def _refuse(correction: Correction | None, halo: str) -> None:
+    why = dropin_problem(correction.name if correction is not None else "none", halo)
+    if why is not None:
+        raise ValueError(why)
 
 
-class GrappaLoader:
-    """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``.
+class PartitionLoader:
+    """Local-only, coverage-weighted batches of one partition, from plain tensors (the drop-in's core).
 
     Args:
-        g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
-        sampler: the script's ``dgl.dataloading.NeighborSampler`` (or anything with
+        graph: the part's graph in DGL's layout: inner nodes first, then the 1-hop halo
+            (``dgl.distributed.load_partition``'s graph, or a DistGraph's ``local_partition``).
+        inner: bool mask of the inner (owned) nodes of ``graph``.
+        global_ids: global id of every node of ``graph``.
+        train_mask: training mask of the inner nodes (local id order).
+        in_degree: full-graph in-degree of the inner nodes (local id order).
+        sampler: a ``dgl.dataloading.NeighborSampler`` (or anything with
             ``sample(graph, seeds)``), used on the local graph.
-        batch_size: seeds per batch on the machine with the most training nodes; the
-            others use smaller batches so that every machine takes the same number of steps.
+        batch_size: seeds per batch on the part with the most training nodes; the others
+            use smaller batches so that every part takes the same number of steps.
         correction: a :class:`~dgl_grappa.reducers.Correction` (none, batch, shrinkage)
-            whose hook state is set before every batch; None = plain averaging.
+            primed before every batch; None = plain averaging.
         hops: hops of the coverage recurrence (usually the model's number of layers).
         w_min: lower clamp of the node weights.
         self_loops: count a self-loop in both degrees.
         seed: seed of shuffling and sampling (the rank is added).
-        train_key, degree_key: node-data keys of the training mask and of the full-graph
-            in-degree (written by ``python -m dgl_grappa partition``; without it the
-            degrees are asked from the servers once, here).
+        halo: ``train.halo``; only "drop" (see the module docstring).
 
     Attributes:
-        weights: node weight of every inner node (local id order).
-        offset: global id of the first inner node (global = local + offset).
+        graph: the local (inner-node) graph batches are sampled from.
+        global_ids: global id of every node of ``graph``.
+        coverage, weights: coverage and node weight of every node of ``graph``.
+        train_ids: local ids of the training seeds.
         steps: batches per epoch.
+
+    Iterating yields ``(input_nodes, seeds, blocks)`` with global ids, like
+    ``DistNodeDataLoader``; each iteration is the next epoch (see :meth:`set_epoch`).
     """
 
-    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
-                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, train_key: str = "train_mask",
-                 degree_key: str = "in_degree"):
-        if isinstance(correction, NodeCorrection):
-            raise ValueError("the node-level correction weights the loss itself, so it is not a drop-in; use "
-                             "--grappa.correction=batch, shrinkage or none with the drop-in loader")
-        lp = g.local_partition
-        if lp is None:
-            raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
-                               "drop-in loader needs co-located servers and trainers")
-        inner = lp.ndata["inner_node"].bool()
-        n_inner = int(inner.sum())
-        if not bool(inner[:n_inner].all()):
-            raise RuntimeError("unexpected partition layout: inner nodes are not first")
-        gids = lp.ndata[dgl.NID][:n_inner]
-        self.offset = int(gids[0]) if n_inner else 0
-        if n_inner and not torch.equal(gids, torch.arange(self.offset, self.offset + n_inner, dtype=gids.dtype)):
-            raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
-                               "dgl.distributed.partition_graph (reshuffled ids)")
-        src, dst = _local_edges(lp)
-        keep = (src < n_inner) & (dst < n_inner)  # halo dropped: every sampled node is owned here
-        src, dst = src[keep], dst[keep]
-        self.graph = dgl.graph((src, dst), num_nodes=n_inner).formats(["csc"])
-        train = g.ndata[train_key].local_partition[:n_inner].bool()
-        self.train_ids = train.nonzero(as_tuple=True)[0]
-        if degree_key in g.ndata:
-            deg = g.ndata[degree_key].local_partition[:n_inner]
-        else:
-            log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
-            deg = g.in_degrees(torch.arange(self.offset, self.offset + n_inner))
-        c = cov.coverage(src, dst, n_inner, deg.to(torch.int64), hops, self_loops)
-        self.coverage = c
-        self.weights = cov.node_weights(c, w_min)
+    def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
+                 in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
+                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop"):
+        _refuse(correction, halo)
+        self.halo = halo
+        self.graph, n_inner, src, dst = local_graph(graph, inner, halo)
+        self.global_ids = global_ids[:n_inner]
+        self.train_ids = train_mask[:n_inner].bool().nonzero(as_tuple=True)[0]
+        self.coverage, self.weights = cov.partition_weights(src, dst, n_inner, in_degree[:n_inner], hops,
+                                                            self_loops, w_min)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
-        self.batches = LocalBatches(self.graph, self.train_ids, list(getattr(sampler, "fanouts", [])) or [-1],
-                                    self.steps, seed=seed * 1000 + rank)
-        self.batches.sampler = sampler  # the script's own sampler, on the local graph
+        self.batches = LocalBatches(self.graph, self.train_ids, sampler, self.steps, seed=seed * 1000 + rank)
         self.correction = correction
         self._epoch = 0
 
     def __len__(self) -> int:
         return self.steps
 
-    def _prime(self, w: Tensor) -> None:
-        corr = self.correction
-        if isinstance(corr, BatchCorrection):  # batch and shrinkage: one scalar per batch
-            a = corr.batch_weight(w) if w.numel() else 0.0
-            corr.state.scale = corr.state.norm = a
-            corr.last_weight = a
-        elif corr is not None:
-            corr.last_weight = 1.0
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the next iteration's batches as epoch ``epoch`` (e.g. when resuming at that epoch).
+
+        Without it, each iteration is the epoch after the previous one, starting at 0.
+        """
+        self._epoch = epoch
 
     def __iter__(self):
         epoch, self._epoch = self._epoch, self._epoch + 1
         for input_nodes, seeds, blocks in self.batches.epoch(epoch):
-            self._prime(self.weights[seeds])
-            yield input_nodes + self.offset, seeds + self.offset, blocks
+            if self.correction is not None:
+                self.correction.prime(self.weights[seeds])
+            yield self.global_ids[input_nodes], self.global_ids[seeds], blocks
+
+
+class GrappaLoader(PartitionLoader):
+    """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`PartitionLoader` over a DistGraph.
+
+    Args:
+        g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
+        sampler, batch_size, correction, hops, w_min, self_loops, seed, halo: as for
+            :class:`PartitionLoader`.
+        train_key, degree_key: node-data keys of the training mask and of the full-graph
+            in-degree (written by ``python -m dgl_grappa partition``; without it the
+            degrees are asked from the servers once, here).
+    """
+
+    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
+                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 train_key: str = "train_mask", degree_key: str = "in_degree"):
+        _refuse(correction, halo)  # before anything is asked from the servers
+        lp = g.local_partition
+        if lp is None:
+            raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
+                               "drop-in loader needs co-located servers and trainers")
+        inner = lp.ndata["inner_node"].bool()
+        n_inner = int(inner.sum())
+        gids = lp.ndata[dgl.NID]
+        # The node data's local rows (``.local_partition``) are the inner nodes in global id
+        # order; they line up with the local ids only for one contiguous range.
+        first = int(gids[0]) if n_inner else 0
+        if n_inner and not torch.equal(gids[:n_inner], torch.arange(first, first + n_inner, dtype=gids.dtype)):
+            raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
+                               "dgl.distributed.partition_graph (reshuffled ids)")
+        train = g.ndata[train_key].local_partition[:n_inner]
+        if degree_key in g.ndata:
+            deg = g.ndata[degree_key].local_partition[:n_inner]
+        else:
+            log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
+            deg = g.in_degrees(gids[:n_inner])
+        super().__init__(lp, inner, gids, train, deg, sampler, batch_size, correction, hops=hops, w_min=w_min,
+                         self_loops=self_loops, seed=seed, halo=halo)

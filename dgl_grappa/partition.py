@@ -171,6 +171,51 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     return partition(g, cfg.partition, out, fingerprint=fp), g
 
 
+def _edges(pg: dgl.DGLGraph) -> tuple[Tensor, Tensor]:
+    # A DistDGL server's shared-memory partition may allow CSC only; derive (src, dst) from it then.
+    formats = pg.formats()
+    if "coo" in formats["created"] or "coo" in formats.get("not created", []):
+        return pg.edges()
+    indptr, indices, _ = pg.adj_tensors("csc")
+    dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr[1:] - indptr[:-1])
+    return indices, dst
+
+
+def local_graph(pg: dgl.DGLGraph, inner: Tensor, halo: str = "drop") -> tuple[dgl.DGLGraph, int, Tensor, Tensor]:
+    """The graph a worker trains on, from its part of a DGL partitioning (every runtime uses this).
+
+    Args:
+        pg: the part's graph as DGL stores it: inner nodes first, then the 1-hop halo
+            (``load_partition``'s graph, or a DistGraph's ``local_partition``).
+        inner: bool mask of the inner (owned) nodes of ``pg``.
+        halo: "drop" (inner nodes and the edges among them only) or "keep" (halo nodes
+            stay, as leaves: the part's edges all point to inner nodes).
+
+    Returns:
+        (graph, number of inner nodes, src, dst): the local graph (COO for full-graph
+        edge ops, CSC for neighbour sampling), its node count's inner share, and its edges.
+
+    Raises:
+        RuntimeError: the inner nodes are not first (not DGL's layout).
+    """
+    if halo not in ("drop", "keep"):
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    inner = inner.bool()
+    num_inner = int(inner.sum())
+    # DGL puts inner nodes first; local ids of the inner nodes index their node data.
+    if not bool(inner[:num_inner].all()):
+        raise RuntimeError("unexpected partition layout: inner nodes are not first")
+    src, dst = _edges(pg)
+    n_local = pg.num_nodes()
+    if halo == "drop":
+        keep = (src < num_inner) & (dst < num_inner)
+        src, dst = src[keep], dst[keep]
+        n_local = num_inner
+    # CSC for neighbour sampling; COO for full-graph edge ops (GAT's SDDMM needs COO or CSR).
+    graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+    return graph, num_inner, src, dst
+
+
 @dataclass
 class LocalPartition:
     """What a worker holds of its part; local ids index every tensor.
@@ -217,33 +262,23 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
     Returns:
         A :class:`LocalPartition`.
     """
-    if halo not in ("drop", "keep"):
-        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
     t0 = time.perf_counter()
     pg, nfeat, _, gpb, _, _, _ = dgl.distributed.load_partition(str(part_config), part_id)
-    inner = pg.ndata["inner_node"].bool()
-    num_inner = int(inner.sum())
-    # DGL puts inner nodes first; everything below relies on it.
-    if not bool(inner[:num_inner].all()):
-        raise RuntimeError(f"partition {part_id}: inner nodes are not first; unexpected partition layout")
     node = {k.split("/", 1)[-1]: v for k, v in nfeat.items()}
     missing = [k for k in NODE_KEYS if k not in node]
     if missing:
         raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
                           "`python -m dgl_grappa partition`")
-    src, dst = pg.edges()
+    graph, num_inner, src, dst = local_graph(pg, pg.ndata["inner_node"], halo)
     gids = pg.ndata[dgl.NID]
     # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
     owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
     feat, in_degree = node["feat"], node["in_degree"]
     halo_bytes = 0
+    n_local = graph.num_nodes()
     if halo == "drop":
-        keep = (src < num_inner) & (dst < num_inner)
-        src, dst = src[keep], dst[keep]
-        n_local = num_inner
         gids, owner = gids[:num_inner], owner[:num_inner]
     else:
-        n_local = pg.num_nodes()
         halo_feat = torch.empty((n_local - num_inner, feat.shape[1]), dtype=feat.dtype)
         halo_deg = torch.empty(n_local - num_inner, dtype=in_degree.dtype)
         halo_owner = owner[num_inner:]
@@ -258,8 +293,6 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
         halo_bytes = halo_feat.numel() * halo_feat.element_size()
         feat = torch.cat([feat, halo_feat])
         in_degree = torch.cat([in_degree, halo_deg])
-    # CSC for neighbour sampling; COO for full-graph edge ops (GAT's SDDMM needs COO or CSR).
-    graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     return LocalPartition(
         part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,

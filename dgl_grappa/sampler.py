@@ -37,16 +37,18 @@ class LocalBatches:
     Args:
         graph: the worker's local graph (CSC format preferred).
         seeds: local ids of the worker's train nodes (must be non-empty).
-        fanouts: neighbours per layer, input layer first (-1 = all).
+        sampler: a DGL block sampler (``dgl.dataloading.NeighborSampler(fanouts)``, or the
+            user's own: anything with ``sample(graph, seeds)``), applied to ``graph``.
         steps: batches per epoch (the same on every worker).
         seed: RNG seed of shuffling and sampling (make it differ per worker).
 
     Example:
-        >>> batches = LocalBatches(lp.graph, lp.train_ids, [10, 25], steps=30, seed=1)  # doctest: +SKIP
-        >>> for input_nodes, output_nodes, blocks in batches.epoch(0): ...              # doctest: +SKIP
+        >>> sampler = dgl.dataloading.NeighborSampler([10, 25])                          # doctest: +SKIP
+        >>> batches = LocalBatches(lp.graph, lp.train_ids, sampler, steps=30, seed=1)    # doctest: +SKIP
+        >>> for input_nodes, output_nodes, blocks in batches.epoch(0): ...               # doctest: +SKIP
     """
 
-    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, fanouts: list[int], steps: int, seed: int = 0):
+    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0):
         if seeds.numel() == 0:
             raise ValueError("this worker's part has no training nodes; use fewer parts or a balanced partitioning "
                              "(--partition.balance_train=true)")
@@ -54,7 +56,7 @@ class LocalBatches:
         self.seeds = seeds
         self.steps = steps
         self.seed = seed
-        self.sampler = dgl.dataloading.NeighborSampler(list(fanouts))
+        self.sampler = sampler
 
     def epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
         """Yield (input_nodes, output_nodes, blocks) ``steps`` times; every seed at least once."""

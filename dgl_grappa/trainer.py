@@ -1,10 +1,11 @@
 """Gradient-only training: each worker trains on its own partition; only gradients travel.
 
-``train_worker`` is the body of one spawned worker: it loads its part with
-``dgl.distributed.load_partition`` (no servers), computes the coverage of its nodes once,
-wraps the model in DDP with the coverage-corrected communication hook, and runs the same
-number of steps as every other worker. Rank 0 evaluates the model on the whole graph
-with full neighbourhoods (not training: timed apart) and writes metrics and the summary.
+``train_worker`` is the body of one spawned worker; it runs a :class:`Trainer`, which
+loads its part with ``dgl.distributed.load_partition`` (no servers), computes the coverage
+of its nodes once (:class:`LocalRuntime`, the data side), wraps the model in DDP with the
+coverage-corrected communication hook, and runs the same number of steps as every other
+worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not
+training: timed apart, :mod:`dgl_grappa.evaluation`) and writes metrics and the summary.
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import dgl
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
@@ -24,7 +27,7 @@ from .config import Config
 from .evaluation import GlobalEvaluator
 from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
-from .metrics import JsonlLog, WireMeter, median, ring_allreduce_wire_bytes, wire_per_epoch, write_json
+from .metrics import EpochClock, JsonlLog, WireMeter, epoch_summary, median, ring_allreduce_wire_bytes, write_json
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local
 from .reducers import make_correction
@@ -38,14 +41,13 @@ class LocalRuntime:
 
     def __init__(self, cfg: Config, ident: Identity, lp: LocalPartition):
         self.lp = lp
-        c = cov.coverage(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree, cfg.hops, cfg.grappa.self_loops)
-        self.coverage = c
-        self.weights = cov.node_weights(c, cfg.grappa.w_min)
+        self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
+                                                            cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
         self.features = LocalFeatures(lp.feat)
         if cfg.train.mode == "minibatch":
             self.steps = equal_steps(lp.train_ids.numel(), cfg.train.batch_size)
-            self.batches = LocalBatches(lp.graph, lp.train_ids, cfg.train.fanouts, self.steps,
-                                        seed=cfg.train.seed * 1000 + ident.rank)
+            self.batches = LocalBatches(lp.graph, lp.train_ids, dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+                                        self.steps, seed=cfg.train.seed * 1000 + ident.rank)
         else:
             if lp.train_ids.numel() == 0:
                 raise ValueError("this worker's part has no training nodes; use fewer parts")
@@ -69,52 +71,19 @@ class LocalRuntime:
         return cov.summarize(self.coverage[self.lp.train_ids])
 
 
-def _train_epoch(rt: LocalRuntime, ddp: DDP, corr, opt, epoch: int) -> dict:
-    lp = rt.lp
-    losses, weights = [], []
-    t_sample = 0.0
-    t0 = time.perf_counter()
-    inputs = rt.epoch_inputs(epoch)
-    for _ in range(rt.steps):
-        ts = time.perf_counter()
-        graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
-        t_sample += time.perf_counter() - ts
-        out = ddp(graph, x)
-        if rows is not None:
-            out = out[rows]
-        per_node = F.cross_entropy(out, lp.label[seeds], reduction="none")
-        loss = corr.loss(per_node, rt.weights[seeds])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(per_node.mean()))
-        weights.append(corr.last_weight)
-    epoch_time = time.perf_counter() - t0
-    remote, local = rt.features.take_bytes()
-    return {"epoch_time_s": epoch_time, "sample_s": t_sample, "compute_s": epoch_time - t_sample,
-            "loss": sum(losses) / len(losses), "mean_batch_weight": sum(weights) / len(weights),
-            "grad_bytes": corr.take_bytes(), "feature_bytes": remote, "local_feature_bytes": local}
+class Trainer:
+    """One worker's gradient-only training: model, DDP hook, optimizer and the epoch loop.
 
-
-def _switch(driver, cfg: Config, ident: Identity, epoch: int) -> LocalRuntime:
-    """Move this worker to the partitioning that starts at ``epoch`` (schedule.k > 0).
-
-    Only the data side is rebuilt (local part, coverage, sampler, equal step count); the
-    model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
-    """
-    part_config, stall = driver.agree(epoch)  # bounded wait for the background build
-    t0 = time.perf_counter()
-    rt = LocalRuntime(cfg, ident, load_local(part_config, ident.part, cfg.train.halo))
-    driver.record(rt, stall, time.perf_counter() - t0, epoch)
-    return rt
-
-
-def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-               hooks=None, builder_channel: tuple | None = None) -> None:
-    """The training loop of one worker (process group already initialised).
+    The parts, torchtitan-style: :meth:`train_step` (one batch), :meth:`train_epoch` (the
+    steps of one epoch, timed by :class:`~dgl_grappa.metrics.EpochClock`), :meth:`evaluate`
+    (the global evaluation when due), :meth:`fit` (every epoch, then the summary),
+    :meth:`state_dict` and :meth:`close` (teardown, the repartition driver included; safe
+    twice). The data side of the current partitioning is a separate object,
+    :class:`LocalRuntime` in :attr:`rt`, swapped at repartitioning boundaries while the
+    model, its DDP wrapper, the reducer and the optimizer carry over.
 
     Args:
-        ident: this worker.
+        ident: this worker (process group already initialised).
         cfg: the run's config.
         part_config: json of the (first) partitioning.
         num_classes: number of label classes.
@@ -124,85 +93,206 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
             trains with (tests use it to check state across a repartition).
         builder_channel: with schedule.k > 0, the launcher's partition builder
             (repartition.BackgroundBuilder.channel); None = rank 0 starts its own.
+
+    Example:
+        >>> trainer = Trainer(ident, cfg, part_config, num_classes, out_dir)   # doctest: +SKIP
+        >>> try:
+        ...     summary = trainer.fit()
+        ... finally:
+        ...     trainer.close()
     """
-    driver = None
-    if cfg.schedule.k > 0:
-        from .repartition import RepartitionDriver  # first, so a builder starts while we load
-        driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
-    torch.manual_seed(cfg.train.seed)
-    lp = load_local(part_config, ident.part, cfg.train.halo)
-    rt = LocalRuntime(cfg, ident, lp)
-    model = build_model(cfg.model, lp.feat.shape[1], num_classes)
-    ddp = DDP(model)  # broadcasts rank 0's parameters: every worker starts from the same model
-    corr = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-    corr.register(ddp)
-    opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
-    opt = opt_cls(ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
-    evaluator = GlobalEvaluator(cfg, ident.is_main)
-    mlog = None
-    if ident.is_main:
-        mlog = JsonlLog(Path(out_dir) / "metrics.jsonl")
-        log.info("config: %s", asdict(cfg))
-    log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-             "train coverage mean %.3f, halo %s (%d bytes read at load)", ident.part, lp.num_inner,
-             lp.graph.num_nodes(), lp.train_ids.numel(), rt.steps, rt.coverage_stats()["mean"],
-             cfg.train.halo, lp.halo_bytes_loaded)
+    def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
+                 hooks=None, builder_channel: tuple | None = None):
+        self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
+        self.driver = None
+        self.bar = None
+        self.records: list[dict] = []
+        self.epoch = 0  # the next epoch to train
+        try:
+            if cfg.schedule.k > 0:
+                from .repartition import RepartitionDriver  # first, so a builder starts while we load
+                self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
+            torch.manual_seed(cfg.train.seed)
+            lp = load_local(part_config, ident.part, cfg.train.halo)
+            self.rt = LocalRuntime(cfg, ident, lp)
+            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes)
+            self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
+            self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
+            self.correction.register(self.ddp)
+            opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
+            self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            self.evaluator = GlobalEvaluator(cfg, ident.is_main)
+            self.clock = EpochClock()
+            self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
+            self.mlog = JsonlLog(self.out_dir / "metrics.jsonl") if ident.is_main else None
+            if ident.is_main:
+                log.info("config: %s", asdict(cfg))
+            log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
+                     "train coverage mean %.3f, halo %s (%d bytes read at load)", ident.part, lp.num_inner,
+                     lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
+                     cfg.train.halo, lp.halo_bytes_loaded)
+            if self.driver is not None:
+                self.driver.record(self.rt, 0.0, lp.load_seconds)  # partitioning 0; asks for partitioning 1
+        except BaseException:
+            self.close()
+            raise
 
-    if driver is not None:
-        driver.record(rt, 0.0, lp.load_seconds)  # partitioning 0; asks for partitioning 1
+    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None) -> tuple[float, float]:
+        """One step: forward, the corrected loss (which primes the hook), backward, update.
 
-    records = []
-    wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
-    t_loop = time.perf_counter()
-    bar = tqdm(total=cfg.train.epochs, desc="train", unit="epoch", disable=not (ident.is_main and cfg.run.progress))
-    for epoch in range(cfg.train.epochs):
-        if driver is not None and driver.due(epoch):
-            rt = _switch(driver, cfg, ident, epoch)
-        if hooks is not None:
-            hooks.epoch_start(epoch, ddp, opt, rt)
-        ddp.train()
-        wire.start()
-        rec = {"epoch": epoch, **_train_epoch(rt, ddp, corr, opt, epoch)}
-        rec["wire_bytes"] = wire.stop()
-        if hooks is not None:
-            hooks.epoch_end(epoch, ddp, opt, rt)
-        if driver is not None:
-            rec["partitioning"] = driver.current
-        rec.update(evaluator.after_epoch(model, epoch))
-        records.append(rec)
-        if ident.is_main:
-            mlog.write(rec)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
-                            val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
-            bar.update(1)
-    bar.close()
-    train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in records)
-    lp = rt.lp
+        Args:
+            graph: sampled blocks, or the whole local graph (full-graph mode).
+            seeds: local ids of the batch's training nodes.
+            x: input features.
+            rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
 
-    # Per-worker figures travel once, after training (not counted in any epoch).
-    mine = {"rank": ident.rank, "part": ident.part, "inner_nodes": lp.num_inner, "local_nodes": lp.graph.num_nodes(),
-            "train_seeds": int(lp.train_ids.numel()), "load_s": lp.load_seconds,
-            "halo_bytes_loaded": lp.halo_bytes_loaded, "coverage_train": rt.coverage_stats(),
-            "epoch_time_s": median([r["epoch_time_s"] for r in records]),
-            "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
-            "feature_bytes_per_epoch": median([r["feature_bytes"] for r in records]),
-            "feature_bytes_total": sum(r["feature_bytes"] for r in records)}
-    per_worker: list = [None] * ident.world_size
-    dist.all_gather_object(per_worker, mine)
-    if ident.is_main:
-        summary = build_summary(cfg, records, per_worker, rt.steps, gradient_bytes(model))
-        if driver is not None:
-            summary.update(driver.summary(train_wall))
-        write_json(Path(out_dir) / "summary.json", summary)
-    if driver is not None:
-        driver.close()
+        Returns:
+            (mean loss of the batch, its batch weight).
+        """
+        out = self.ddp(graph, x)
+        if rows is not None:
+            out = out[rows]
+        per_node = F.cross_entropy(out, self.rt.lp.label[seeds], reduction="none")
+        loss = self.correction.loss(per_node, self.rt.weights[seeds])
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(per_node.mean()), self.correction.last_weight
+
+    def train_epoch(self, epoch: int) -> dict:
+        """Train one epoch (switching partitionings first when one starts here); its record.
+
+        The record's ``epoch_time_s`` is the epoch's slowest worker, measured by
+        :class:`~dgl_grappa.metrics.EpochClock` (the same clock as the DistDGL trainer's);
+        ``worker_epoch_time_s`` is this worker's own; ``wire_bytes`` (rank 0, in a private
+        network namespace) the loopback bytes of that window.
+        """
+        if self.driver is not None and self.driver.due(epoch):
+            self._switch(epoch)
+        if self.hooks is not None:
+            self.hooks.epoch_start(epoch, self.ddp, self.optimizer, self.rt)
+        self.ddp.train()
+        rt = self.rt
+        losses, weights = [], []
+        t_sample = 0.0
+        inputs = rt.epoch_inputs(epoch)
+        self.wire.start()   # rank 0, before the barrier: nobody sends before it
+        self.clock.start()  # the barrier
+        for _ in range(rt.steps):
+            ts = time.perf_counter()
+            graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
+            t_sample += time.perf_counter() - ts
+            loss, weight = self.train_step(graph, seeds, x, rows)
+            losses.append(loss)
+            weights.append(weight)
+        mine = self.clock.stop()
+        # After the timed region; also the point where every worker has finished its steps.
+        slowest = self.clock.slowest(mine)
+        wire = self.wire.stop()
+        remote, local = rt.features.take_bytes()
+        rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine, "sample_s": t_sample,
+               "compute_s": mine - t_sample, "loss": sum(losses) / len(losses),
+               "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
+               "feature_bytes": remote, "local_feature_bytes": local, "wire_bytes": wire}
+        if self.hooks is not None:
+            self.hooks.epoch_end(epoch, self.ddp, self.optimizer, rt)
+        if self.driver is not None:
+            rec["partitioning"] = self.driver.current
+        self.epoch = epoch + 1
+        return rec
+
+    def evaluate(self, epoch: int) -> dict:
+        """The global evaluation after ``epoch`` when due (a collective; rank 0 evaluates), else {}."""
+        return self.evaluator.after_epoch(self.model, epoch)
+
+    def fit(self) -> dict | None:
+        """Train every remaining epoch, log each, and write the summary.
+
+        Returns:
+            summary.json's content on rank 0, None on the other ranks.
+        """
+        cfg, ident = self.cfg, self.ident
+        self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
+                        disable=not (ident.is_main and cfg.run.progress))
+        t_loop = time.perf_counter()
+        for epoch in range(self.epoch, cfg.train.epochs):
+            rec = self.train_epoch(epoch)
+            rec.update(self.evaluate(epoch))
+            self.records.append(rec)
+            if ident.is_main:
+                self.mlog.write(rec)
+                self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
+                                     val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
+                self.bar.update(1)
+        self.bar.close()
+        train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in self.records)
+        return self.summary(train_wall)
+
+    def summary(self, train_wall_s: float) -> dict | None:
+        """Gather the per-worker figures (once, after training) and, on rank 0, write summary.json.
+
+        Args:
+            train_wall_s: wall time of the epoch loop without evaluation (epochs + switches).
+        """
+        lp, rt, records = self.rt.lp, self.rt, self.records
+        mine = {"rank": self.ident.rank, "part": self.ident.part, "inner_nodes": lp.num_inner,
+                "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
+                "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
+                "coverage_train": rt.coverage_stats(),
+                "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
+                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
+                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in records]),
+                "feature_bytes_total": sum(r["feature_bytes"] for r in records)}
+        per_worker: list = [None] * self.ident.world_size
+        dist.all_gather_object(per_worker, mine)
+        if not self.ident.is_main:
+            return None
+        summary = build_summary(self.cfg, records, per_worker, rt.steps, gradient_bytes(self.model))
+        if self.driver is not None:
+            summary.update(self.driver.summary(train_wall_s))
+        write_json(self.out_dir / "summary.json", summary)
+        return summary
+
+    def state_dict(self) -> dict:
+        """What a checkpoint holds: model, optimizer and the next epoch to train."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch}
+
+    def close(self) -> None:
+        """Teardown: the progress bar and the repartition driver (its builder). Safe twice."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        if self.driver is not None:
+            self.driver.close()
+
+    def _switch(self, epoch: int) -> None:
+        """Move this worker to the partitioning that starts at ``epoch`` (schedule.k > 0).
+
+        Only the data side is rebuilt (local part, coverage, sampler, equal step count); the
+        model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
+        """
+        part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
+        t0 = time.perf_counter()
+        self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
+        self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
+
+
+def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
+               hooks=None, builder_channel: tuple | None = None) -> None:
+    """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
+
+    Args: as for :class:`Trainer`.
+    """
+    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel)
+    try:
+        trainer.fit()
+    finally:
+        trainer.close()
 
 
 def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int) -> dict:
     """The run's summary.json (see the README for every field)."""
-    final = next(r for r in reversed(records) if "val_acc" in r)
-    evals = [r for r in records if "val_acc" in r]
     return {
         "system": "grappa",
         "name": cfg.name,
@@ -215,22 +305,15 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "halo": cfg.train.halo,
         "correction": cfg.grappa.correction,
         "hops": cfg.hops,
-        "epochs": cfg.train.epochs,
         "steps_per_epoch": steps,
-        # an epoch lasts as long as its slowest worker: median over epochs of the max over workers
-        "epoch_time_s": max(w["epoch_time_s"] for w in per_worker),
-        "epoch_time_s_rank0": median([r["epoch_time_s"] for r in records]),
-        "val_acc": final["val_acc"],
-        "test_acc": final["test_acc"],
-        "best_val_acc": max(r["val_acc"] for r in evals),
-        "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in records),
-        "train_time_s": sum(r["epoch_time_s"] for r in records),
+        # epochs, epoch/train/eval time (one clock and one rule for every system: the median
+        # over epochs of each epoch's slowest worker), accuracies and wire bytes
+        **epoch_summary(records),
         "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
         "model_grad_bytes": model_grad_bytes,
         "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
         "feature_bytes_total": sum(w["feature_bytes_total"] for w in per_worker),
-        # all workers together: measured on the job's loopback, and what the app handed over
-        "wire_bytes_per_epoch": wire_per_epoch(records),
+        # all workers together: what the app handed over (wire bytes: measured, above)
         "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
         + sum(w["feature_bytes_per_epoch"] for w in per_worker),
         "workers": per_worker,

@@ -10,6 +10,10 @@ more than one module (Tarjan).
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,3 +211,26 @@ def test_the_checker_does_not_count_a_package_importing_its_own_submodules(tmp_p
         "pkg/sub/job.py": "def run():\n    pass\n",
     })
     assert import_cycles(import_graph(pkg)) == []
+
+
+def test_the_wheel_ships_the_distdgl_trainer(tmp_path):
+    """A normal (non-editable) install must be able to run the DistDGL baseline: the trainer is a module.
+
+    Built the way ``pip install .`` builds it (in an isolated build environment: the venv's
+    setuptools < 70, which dgl 2.1 needs, has no bdist_wheel without the ``wheel`` package).
+    """
+    from dgl_grappa.distdgl.job import TRAINER_MODULE
+
+    src = tmp_path / "src"  # a copy, so the build leaves no build/ folder in the checkout
+    shutil.copytree(PACKAGE, src / "dgl_grappa", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "setup.py", src)
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
+                        "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("dgl_grappa-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    trainer = TRAINER_MODULE.replace(".", "/") + ".py"
+    assert trainer in names, sorted(n for n in names if n.startswith("dgl_grappa/distdgl/"))
+    # ... and everything it is started through: the launcher's and the trainer's entry points.
+    assert {"dgl_grappa/distdgl/__main__.py", "dgl_grappa/netns.py", "dgl_grappa/procs.py"} <= names
+    assert not any(n.startswith(("scripts/", "tests/")) for n in names)

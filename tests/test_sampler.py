@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from dgl.dataloading import NeighborSampler
 
 from dgl_grappa.partition import load_local
 from dgl_grappa.sampler import LocalBatches, LocalFeatures, equal_steps
@@ -17,7 +18,7 @@ def test_halo_drop_never_leaves_the_partition(small_parts):
     for part in range(2):
         lp = load_local(stats["part_config"], part, "drop")
         feats = LocalFeatures(lp.feat)
-        batches = LocalBatches(lp.graph, lp.train_ids, [5, 10], steps=4, seed=part)
+        batches = LocalBatches(lp.graph, lp.train_ids, NeighborSampler([5, 10]), steps=4, seed=part)
         seen = []
         for epoch in range(2):
             for input_nodes, seeds, blocks in batches.epoch(epoch):
@@ -36,7 +37,7 @@ def test_halo_drop_never_leaves_the_partition(small_parts):
 def test_halo_keep_samples_halo_nodes_as_leaves(small_parts):
     _, stats = small_parts
     lp = load_local(stats["part_config"], 0, "keep")
-    batches = LocalBatches(lp.graph, lp.train_ids, [-1, -1], steps=2, seed=0)
+    batches = LocalBatches(lp.graph, lp.train_ids, NeighborSampler([-1, -1]), steps=2, seed=0)
     halo_seen = False
     for input_nodes, seeds, blocks in batches.epoch(0):
         assert bool((seeds < lp.num_inner).all())
@@ -62,10 +63,10 @@ def test_exact_step_count_with_fewer_seeds_than_steps(small_parts):
     _, stats = small_parts
     lp = load_local(stats["part_config"], 0, "drop")
     few = lp.train_ids[:3]
-    batches = list(LocalBatches(lp.graph, few, [5, 5], steps=7, seed=0).epoch(0))
+    batches = list(LocalBatches(lp.graph, few, NeighborSampler([5, 5]), steps=7, seed=0).epoch(0))
     assert len(batches) == 7 and all(b[1].numel() >= 1 for b in batches)
     with pytest.raises(ValueError, match="no training nodes"):
-        LocalBatches(lp.graph, few[:0], [5, 5], steps=1)
+        LocalBatches(lp.graph, few[:0], NeighborSampler([5, 5]), steps=1)
 
 
 def _equal_steps_worker(rank, world_size):

@@ -1,5 +1,6 @@
 """End-to-end gradient-only training through the real CLI (spawned gloo workers)."""
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def _model_bytes(in_feats, classes, **model):
 @needs_cora
 @pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
 def test_cora_two_workers(tmp_path, mode):
-    s = train(tmp_path, f"--train.mode={mode}", config="configs/cora.yaml")
+    s = train(tmp_path, f"--train.mode={mode}", "--train.eval_every=7", config="configs/cora.yaml")
     assert s["system"] == "grappa" and s["num_parts"] == 2 and s["mode"] == mode
     assert s["test_acc"] >= 0.75, s["test_acc"]
     assert s["feature_bytes_per_epoch"] == 0
@@ -34,7 +35,17 @@ def test_cora_two_workers(tmp_path, mode):
     assert s["steps_per_epoch"] == (3 if mode == "minibatch" else 1)
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert len(records) == s["epochs"] and all(r["grad_bytes"] == s["grad_bytes_per_epoch"] for r in records)
-    assert sum("test_acc" in r for r in records) == s["epochs"] // 10
+    # Evaluated every 7th epoch and after the last one, whatever the config file says.
+    last = s["epochs"] - 1
+    assert [r["epoch"] for r in records if "test_acc" in r] == [e for e in range(s["epochs"]) if (e + 1) % 7 == 0
+                                                                or e == last]
+    assert s["epochs"] % 7 != 0  # so the last epoch is an evaluation of its own
+    # One clock for every system: each epoch lasts as long as its slowest worker (from a
+    # barrier at its start); the run's epoch time is the median of those, its training time the sum.
+    times = [r["epoch_time_s"] for r in records]
+    assert all(r["epoch_time_s"] >= r["worker_epoch_time_s"] > 0 for r in records)
+    assert s["epoch_time_s"] == statistics.median(times) and s["train_time_s"] == pytest.approx(sum(times))
+    assert s["epoch_time_s"] >= max(w["epoch_time_s"] for w in s["workers"])  # >= every worker's own median
 
 
 # bytes every step adds to the gradient: none = 0, batch/node = 1 float in the bucket,

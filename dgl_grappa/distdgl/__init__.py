@@ -16,9 +16,10 @@ Three layers, outermost first:
    launcher is a child subreaper, bounds every wait (startup, training, shutdown) and, on
    any failure or at the end, kills every process it started, orphans included; the
    tmpfs goes away with the last process of its namespace.
-3. The trainer program: ``scripts/distdgl_train.py`` (DGL's example flow, with the
-   ``--grappa`` flag), which uses :class:`TrainerMeter` for timing, byte counts, the
-   global evaluation and summary.json.
+3. The trainer program: :mod:`dgl_grappa.distdgl.train` (``python -m
+   dgl_grappa.distdgl.train``; DGL's example flow, with the ``--grappa`` flag), which uses
+   :class:`TrainerMeter` for timing, byte counts, the global evaluation and summary.json.
+   ``compare.script`` runs a script of the user's own instead.
 
 Byte accounting of a trainer (:class:`TrafficCounter`, application level): every
 ``rpc.fast_pull`` (KVStore pulls: rows owned by another machine x (row bytes + 8-byte id))
@@ -42,12 +43,12 @@ from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
 
 from ..procs import JobFailed
 from .cli import main
-from .job import DEFAULT_SCRIPT, script_path
+from .job import TRAINER_MODULE, trainer_command
 from .launcher import launch, log  # noqa: F401
 from .metering import TrafficCounter, TrainerMeter, num_classes
 from .run import run_distdgl
 
 __all__ = [
-    "DEFAULT_SCRIPT", "ENV_MACHINE_ID", "JobFailed", "TrafficCounter", "TrainerMeter", "launch", "main",
-    "num_classes", "run_distdgl", "script_path",
+    "ENV_MACHINE_ID", "JobFailed", "TRAINER_MODULE", "TrafficCounter", "TrainerMeter", "launch", "main",
+    "num_classes", "run_distdgl", "trainer_command",
 ]

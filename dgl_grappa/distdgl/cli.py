@@ -14,13 +14,14 @@ from .launcher import _server_main, launch
 def main(argv: list[str] | None = None) -> int:
     """``python -m dgl_grappa.distdgl --config C [--grappa] [--section.key=value ...]``.
 
-    Runs the DistDGL job (servers + trainers, scripts/distdgl_train.py) on the config's
+    Runs the DistDGL job (servers + trainers, ``python -m dgl_grappa.distdgl.train``) on the config's
     partitions and prints its summary line. ``_launch`` and ``_server`` are internal.
     """
     from ..config import ConfigError, load_config
     from ..launch import setup_logging
     from ..metrics import format_bytes
     from ..netns import IsolationError
+    from ..partition import part_config_path
 
     argv = list(sys.argv[1:] if argv is None else argv)
     setup_logging(None)
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(a.config)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in launch()
         try:
-            launch(cfg, str(Path(cfg.partition.out_dir) / "grappa.json"), a.out, argv[i + 1:])
+            launch(cfg, str(part_config_path(cfg.partition.out_dir)), a.out, argv[i + 1:])
         except JobFailed as exc:
             print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr, flush=True)
             return 1
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                                  description="run the DistDGL job (servers + trainers) on the config's partitions")
     ap.add_argument("--config", default=None, help="YAML config")
     ap.add_argument("--grappa", action="store_true", help="drop-in Grappa: local-only loader + corrected hook")
-    ap.add_argument("--script", default=None, help="trainer script (default: scripts/distdgl_train.py)")
+    ap.add_argument("--script", default=None, help="trainer script of your own (default: compare.script, else python -m dgl_grappa.distdgl.train)")
     a, rest = ap.parse_known_args(argv)
     try:
         cfg = load_config(a.config, rest)

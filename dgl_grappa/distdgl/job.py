@@ -8,18 +8,34 @@ from pathlib import Path
 from ..config import write_resolved_config
 from ..procs import JobFailed, run_isolated
 
-DEFAULT_SCRIPT = Path(__file__).resolve().parent.parent.parent / "scripts" / "distdgl_train.py"
+TRAINER_MODULE = "dgl_grappa.distdgl.train"
+"""The DistDGL trainer shipped inside the package (``python -m dgl_grappa.distdgl.train``), so
+that an installed dgl_grappa (not only a checkout) can run the baseline."""
 
 
-def script_path(cfg) -> Path:
-    """The trainer script: compare.script, or this checkout's scripts/distdgl_train.py."""
+def trainer_command(cfg, script: str | None = None) -> list[str]:
+    """The command that starts one DistDGL trainer (the launcher appends its cluster arguments).
+
+    Args:
+        cfg: the run's config (``compare.script`` names a script of the user's own).
+        script: a trainer script that overrides ``compare.script``.
+
+    Returns:
+        ``[python, script]``, or ``[python, -m, dgl_grappa.distdgl.train]`` when no script is set.
+
+    Raises:
+        ConfigError: the script does not exist.
+    """
     from ..config import ConfigError
 
-    p = Path(cfg.compare.script) if cfg.compare.script else DEFAULT_SCRIPT
+    chosen = script or cfg.compare.script
+    if not chosen:
+        return [sys.executable, "-m", TRAINER_MODULE]
+    p = Path(chosen)
     if not p.is_file():
-        raise ConfigError(f"DistDGL trainer script {p} does not exist; set --compare.script=<path to "
-                          "scripts/distdgl_train.py or your own DistDGL script>")
-    return p
+        raise ConfigError(f"DistDGL trainer script {p} does not exist; set --compare.script=<path to your own "
+                          f"DistDGL script>, or leave it empty for the package's trainer ({TRAINER_MODULE})")
+    return [sys.executable, str(p.resolve())]
 
 
 def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
@@ -30,7 +46,7 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
         cfg: the job's config (its partitioning folder in ``partition.out_dir``).
         out: the job's output folder (logs, metrics.jsonl, summary.json).
         grappa: pass ``--grappa`` to the trainer (the drop-in).
-        script: trainer script, or None for ``compare.script`` / the package's trainer.
+        script: trainer script, or None for ``compare.script`` / the package's trainer module.
         extra_args: more trainer arguments.
         in_ns: run in a private network namespace (see :func:`dgl_grappa.procs.run_isolated`).
         quiet: the job's output goes to ``out/<label>.log``.
@@ -43,8 +59,7 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
     """
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
-    trainer = [sys.executable, str(Path(script).resolve() if script else script_path(cfg).resolve()),
-               "--config", str(resolved)] + (["--grappa"] if grappa else []) + list(extra_args or [])
+    trainer = trainer_command(cfg, script) + ["--config", str(resolved)] + (["--grappa"] if grappa else []) + list(extra_args or [])
     argv = [sys.executable, "-m", "dgl_grappa.distdgl", "_launch", "--config", str(resolved), "--out", str(out),
             "--"] + trainer
     bound = cfg.distdgl.startup_timeout_s + cfg.run.timeout_s + cfg.distdgl.shutdown_timeout_s + 60

@@ -56,7 +56,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         cfg: the validated Config (partition.num_parts machines; distdgl.* and run.* limits).
         part_config: the partitioning's json (the same folder Grappa trains on).
         out_dir: logs go to ``out_dir/logs``; the trainers write metrics and summary here.
-        trainer_argv: the trainer command (e.g. ``[python, scripts/distdgl_train.py, ...]``);
+        trainer_argv: the trainer command (e.g. ``[python, -m, dgl_grappa.distdgl.train, ...]``);
             ``--ip_config``, ``--part_config`` and ``--out_dir`` are appended.
 
     Raises:

@@ -1,6 +1,7 @@
 """Inside a trainer: byte counters, the epoch meter, evaluation and the summary."""
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -99,12 +100,13 @@ def num_classes(g) -> int:
 class TrainerMeter:
     """Everything a DistDGL trainer script needs besides training itself.
 
-    Per epoch: training time (from a barrier to the end of this rank's last step),
-    sampling and pull time, the gradient, feature and RPC bytes of this rank, and on
-    rank 0 the loopback bytes of the whole job (read before the starting barrier and
-    after the closing one, evaluation excluded). Rank 0 also evaluates the model on the
-    whole graph (``dgl_grappa.data.load_dataset``, full neighbourhoods, timed apart) and
-    writes ``metrics.jsonl`` and ``summary.json``.
+    Per epoch: training time by the same clock as Grappa's trainer
+    (:class:`dgl_grappa.metrics.EpochClock`: from a barrier at the start to the end of the
+    slowest rank's last step), sampling and pull time, the gradient, feature and RPC bytes
+    of this rank, and on rank 0 the loopback bytes of the whole job (read before the
+    starting barrier and after every rank has finished, evaluation excluded). Rank 0 also
+    evaluates the model on the whole graph (:class:`dgl_grappa.evaluation.GlobalEvaluator`,
+    timed apart) and writes ``metrics.jsonl`` and ``summary.json``.
 
     Args:
         cfg: the Config (model, train, data, grappa sections).
@@ -113,25 +115,29 @@ class TrainerMeter:
         correction: the Grappa correction whose hook counts gradient bytes, or None for
             plain DDP (then bytes = steps x parameter bytes, which is what DDP all-reduces).
         system: "distdgl" or "distdgl-grappa" (the summary's ``system``).
+        mode: what the script trains ("minibatch"), for the summary.
+        halo: where the neighbours of a batch come from, for the summary: "remote"
+            (DistDGL pulls them from their owners) or the drop-in loader's ``halo``.
 
-    Example (the loop of scripts/distdgl_train.py):
+    Example (the loop of :mod:`dgl_grappa.distdgl.train`):
         >>> for epoch in range(cfg.train.epochs):                      # doctest: +SKIP
-        ...     with model.join():
-        ...         for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
-        ...             ...; meter.step(loss)
+        ...     for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
+        ...         ...; meter.step(loss)
         ...     meter.end_epoch(epoch, model.module)
         >>> meter.finish(model.module)                                 # doctest: +SKIP
     """
 
-    def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl"):
+    def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
+                 mode: str = "minibatch", halo: str = "remote"):
         import torch.distributed as dist
 
         from ..evaluation import GlobalEvaluator
-        from ..metrics import JsonlLog, WireMeter
+        from ..metrics import EpochClock, JsonlLog, WireMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
-        self.system = system
+        self.system, self.mode, self.halo = system, mode, halo
+        self.clock = EpochClock()
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.traffic = TrafficCounter.install()
         self.wire = WireMeter(main=self.rank == 0)
@@ -146,17 +152,14 @@ class TrainerMeter:
 
     def epoch(self, loader, epoch: int):
         """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches)."""
-        import torch.distributed as dist
-
         self.wire.start()      # rank 0, before the barrier: nobody can send before it
-        dist.barrier()
+        self.clock.start()     # the barrier
         self.traffic.take()    # drop whatever happened between epochs
         if self.correction is not None:
             self.correction.take_bytes()
         self._losses = []
         steps, sample_s = 0, 0.0
         self.epoch_started = time.time()  # wall clock (restart accounting across processes)
-        t0 = time.perf_counter()
         it = iter(loader)
         while True:
             ts = time.perf_counter()
@@ -167,9 +170,9 @@ class TrainerMeter:
             sample_s += time.perf_counter() - ts
             steps += 1
             yield batch
-        t = time.perf_counter() - t0
+        t = self.clock.stop()
         traffic = self.traffic.take()
-        self._cur = {"epoch": epoch, "epoch_time_s": t, "steps": steps, "sample_s": sample_s, **traffic,
+        self._cur = {"epoch": epoch, "worker_epoch_time_s": t, "steps": steps, "sample_s": sample_s, **traffic,
                      "compute_s": t - sample_s - traffic["fetch_s"]}
 
     def step(self, loss) -> None:
@@ -187,12 +190,12 @@ class TrainerMeter:
         cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
                              else cur["steps"] * gradient_bytes(model))
         cur["loss"] = sum(self._losses) / len(self._losses) if self._losses else float("nan")
-        dist.barrier()         # every rank has finished its steps (uneven ones included)
+        # Also the point where every rank has finished its steps (uneven ones included).
+        slowest = self.clock.slowest(cur["worker_epoch_time_s"])
         wire = self.wire.stop()
         everyone: list = [None] * self.world
         dist.all_gather_object(everyone, cur)
-        rec = dict(cur, epoch_time_s=max(w["epoch_time_s"] for w in everyone),
-                   epoch_time_s_rank0=cur["epoch_time_s"], wire_bytes=wire)
+        rec = dict(cur, epoch_time_s=slowest, wire_bytes=wire)
         for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes"):
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
         rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
@@ -210,10 +213,10 @@ class TrainerMeter:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
         import torch.distributed as dist
 
-        from ..metrics import median, wire_per_epoch, write_json
+        from ..metrics import epoch_summary, median, wire_per_epoch, write_json
         from ..models import gradient_bytes
 
-        mine = {"rank": self.rank, "epoch_time_s": median([r["epoch_time_s_rank0"] for r in self.records]),
+        mine = {"rank": self.rank, "epoch_time_s": median([r["worker_epoch_time_s"] for r in self.records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),
                 "feature_bytes_per_epoch": median([r["feature_bytes"] for r in self.records]),
                 "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in self.records]),
@@ -225,32 +228,26 @@ class TrainerMeter:
         if self.rank != 0:
             return None
         recs = self.records
-        # A segment of a restarted run may end before any evaluation was due.
-        final = next((r for r in reversed(recs) if "val_acc" in r), {"val_acc": None, "test_acc": None})
         c = self.cfg
         summary = {
             "system": self.system, "name": c.name, "dataset": c.data.name, "model": c.model.name,
             "num_layers": c.model.num_layers, "num_parts": self.world, "partition_method": c.partition.method,
-            "mode": "minibatch", "halo": "drop" if self.system != "distdgl" else "remote",
+            "mode": self.mode, "halo": self.halo,
             "correction": c.grappa.correction if self.correction is not None else "none (DDP)",
-            "hops": c.hops, "epochs": len(recs), "steps_per_epoch": max(w["steps_per_epoch"] for w in per_worker),
-            "epoch_time_s": max(w["epoch_time_s"] for w in per_worker),
-            "epoch_time_s_rank0": per_worker[0]["epoch_time_s"],
-            "val_acc": final["val_acc"], "test_acc": final["test_acc"],
-            "best_val_acc": max((r["val_acc"] for r in recs if "val_acc" in r), default=None),
-            "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in recs),
-            "train_time_s": sum(r["epoch_time_s"] for r in recs),
+            "hops": c.hops, "steps_per_epoch": max(w["steps_per_epoch"] for w in per_worker),
+            # epochs, epoch/train/eval time, accuracies (None when a restart segment ended
+            # before any evaluation was due) and wire bytes: one rule for every system
+            **epoch_summary(recs),
             "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
             "model_grad_bytes": gradient_bytes(model),
             "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
             "rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
             "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
             "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
-            "wire_bytes_per_epoch": wire_per_epoch(recs),
             "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
             "network_bandwidth": c.network.bandwidth or None,
             "workers": per_worker,
-            "config": __import__("dataclasses").asdict(c),
+            "config": dataclasses.asdict(c),
             **(extra or {}),
         }
         write_json(self.out / "summary.json", summary)

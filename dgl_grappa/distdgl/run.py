@@ -5,6 +5,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..config import ConfigError, dropin_problem
 from ..partition import ensure_partitions
 from ..procs import isolation_plan
 from .job import run_job
@@ -19,7 +20,7 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         cfg: validated Config; the partitions of ``cfg.partition`` are made if missing.
         out_dir: where logs, metrics.jsonl and summary.json go (default: run.output_dir).
         grappa: pass ``--grappa`` to the trainer script (local-only loader + corrected hook).
-        script: trainer script (default: compare.script or scripts/distdgl_train.py).
+        script: trainer script (default: compare.script, else the package's trainer module).
         extra_args: more arguments for the script (e.g. config overrides).
         isolate: private network namespace: None = when possible (needed to measure
             wire bytes), True = required, False = no (not allowed with a bandwidth).
@@ -35,6 +36,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     Raises:
         JobFailed, IsolationError, ConfigError.
     """
+    why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if grappa else None
+    if why is not None:
+        raise ConfigError(why)  # here, before servers start, rather than in every trainer
     out = Path(out_dir or cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)

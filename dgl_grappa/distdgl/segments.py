@@ -114,21 +114,24 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
 
 
 def _merge_segment_summaries(segs: list[dict]) -> dict:
-    """One summary for a run made of segments (per-epoch figures: median over segments)."""
-    from ..metrics import median, wire_per_epoch
+    """One summary for a run made of segments.
+
+    Epoch times, accuracies and wire bytes follow the rule of every single run
+    (:func:`dgl_grappa.metrics.epoch_summary` over the concatenated epoch records: the
+    median of per-epoch maxima, not a median of the segments' medians); the per-worker byte
+    figures, which the records do not hold for every worker, are the median over segments.
+    """
+    from ..metrics import epoch_summary, median, wire_per_epoch
 
     sums = [s["summary"] for s in segs]
     recs = [r for s in segs for r in s["records"]]
-    merged = dict(sums[-1])  # last segment: final accuracy, names, model
-    for key in ("epoch_time_s", "epoch_time_s_rank0", "grad_bytes_per_epoch", "feature_bytes_per_epoch",
-                "rpc_bytes_per_epoch"):
+    merged = dict(sums[-1])  # last segment: names, model, settings
+    for key in ("grad_bytes_per_epoch", "feature_bytes_per_epoch", "rpc_bytes_per_epoch"):
         merged[key] = median([s[key] for s in sums])
-    for key in ("epochs", "eval_time_s", "train_time_s", "remote_rows_total", "pull_rows_total"):
+    for key in ("remote_rows_total", "pull_rows_total"):
         merged[key] = sum(s[key] for s in sums)
     merged["steps_per_epoch"] = max(s["steps_per_epoch"] for s in sums)
-    vals = [s["best_val_acc"] for s in sums if s.get("best_val_acc") is not None]
-    merged["best_val_acc"] = max(vals) if vals else None
-    merged["wire_bytes_per_epoch"] = wire_per_epoch(recs)
+    merged.update(epoch_summary(recs))
     merged["app_bytes_per_epoch"] = wire_per_epoch(recs, "app_bytes")
     merged["workers"] = [s["workers"] for s in sums]  # per segment
     return merged

@@ -29,12 +29,18 @@ from .weighted import WeightedState, weighted_allreduce_hook
 
 
 class Correction:
-    """Base class: owns a hook state; ``loss`` forms the batch loss and primes the state.
+    """Base class: owns a hook state; ``prime`` sets it for a batch, ``loss`` forms the batch loss.
+
+    Every runtime drives a correction the same way: the native trainer through
+    :meth:`loss` (which primes), the drop-in loader through :meth:`prime` alone (the
+    script's loss stays its own plain mean). Either way every worker primes once per step,
+    so collectives a variant makes while priming (shrinkage towards the mean) stay matched.
 
     Attributes:
         name: the variant's config name.
         state: the DDP comm-hook state (has ``bytes_sent`` and ``take_bytes()``).
         hook: the DDP comm-hook function.
+        last_weight: the batch weight of the last primed batch (for logs).
     """
 
     name = "base"
@@ -52,19 +58,29 @@ class Correction:
         """Bytes handed to collectives since the last call."""
         return self.state.take_bytes()
 
-    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:  # pragma: no cover - abstract
-        """Return the scalar to back-propagate for this batch and set the hook state.
+    def prime(self, w: Tensor) -> None:  # pragma: no cover - abstract
+        """Set the hook state for the next backward pass of a batch with node weights ``w``.
+
+        Args:
+            w: node weight of every seed of the batch (may be empty).
+        """
+        raise NotImplementedError
+
+    def _batch_loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        return per_node_loss.mean()
+
+    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        """Prime the hook state and return the scalar to back-propagate for this batch.
 
         Args:
             per_node_loss: loss of every seed of the batch (reduction="none").
             w: node weight of every seed, same shape.
         """
-        raise NotImplementedError
-
-
-def _empty_loss(per_node_loss: Tensor) -> Tensor:
-    # Keeps the autograd graph (all parameters get zero gradients) so DDP's buckets fire.
-    return per_node_loss.sum() * 0.0
+        self.prime(w)
+        if per_node_loss.numel() == 0:
+            # Keeps the autograd graph (all parameters get zero gradients) so DDP's buckets fire.
+            return per_node_loss.sum() * 0.0
+        return self._batch_loss(per_node_loss, w)
 
 
 class NoCorrection(Correction):
@@ -75,11 +91,8 @@ class NoCorrection(Correction):
     def __init__(self, group=None):
         super().__init__(PlainState(group=group), plain_allreduce_hook)
 
-    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+    def prime(self, w: Tensor) -> None:
         self.last_weight = 1.0
-        if per_node_loss.numel() == 0:
-            return _empty_loss(per_node_loss)
-        return per_node_loss.mean()
 
 
 class BatchCorrection(Correction):
@@ -91,15 +104,15 @@ class BatchCorrection(Correction):
         super().__init__(WeightedState(group=group), weighted_allreduce_hook)
 
     def batch_weight(self, w: Tensor) -> float:
+        """a_i of a batch with node weights ``w``."""
         return float(cov.batch_weight(w))
 
-    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
-        a = self.batch_weight(w) if per_node_loss.numel() else 0.0
+    def prime(self, w: Tensor) -> None:
+        a = self.batch_weight(w)
+        if w.numel() == 0:
+            a = 0.0  # an empty batch adds nothing to the denominator
         self.state.scale = self.state.norm = a
         self.last_weight = a
-        if per_node_loss.numel() == 0:
-            return _empty_loss(per_node_loss)
-        return per_node_loss.mean()
 
 
 class ShrinkageCorrection(BatchCorrection):
@@ -118,7 +131,8 @@ class ShrinkageCorrection(BatchCorrection):
         a = cov.batch_weight(w)
         if self.target == "one":
             return float(cov.shrink(a, self.lam, 1.0))
-        # The mean over workers needs one scalar all-reduce before the backward pass.
+        # The mean over workers needs one scalar all-reduce before the backward pass; every
+        # worker makes it for every batch, an empty one included, so collectives stay matched.
         t = a.reshape(1).clone()
         dist.all_reduce(t, group=self.state.group)
         nbytes = t.numel() * t.element_size()
@@ -126,15 +140,6 @@ class ShrinkageCorrection(BatchCorrection):
         self.state.scalar_bytes += nbytes
         abar = t / dist.get_world_size(self.state.group)
         return float(cov.shrink(a, self.lam, abar[0]))
-
-    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
-        if per_node_loss.numel() == 0 and self.target == "mean":
-            # Still take part in the scalar all-reduce so collectives stay matched.
-            t = torch.zeros(1)
-            dist.all_reduce(t, group=self.state.group)
-            self.state.bytes_sent += t.element_size()
-            self.state.scalar_bytes += t.element_size()
-        return super().loss(per_node_loss, w)
 
 
 class NodeCorrection(Correction):
@@ -145,14 +150,13 @@ class NodeCorrection(Correction):
     def __init__(self, group=None):
         super().__init__(WeightedState(group=group), weighted_allreduce_hook)
 
-    def loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
-        w = w.to(per_node_loss.dtype)
+    def prime(self, w: Tensor) -> None:
         self.state.scale = 1.0
-        self.state.norm = float(w.sum())
+        self.state.norm = float(w.to(torch.float32).sum())
         self.last_weight = float(w.mean()) if w.numel() else 0.0
-        if per_node_loss.numel() == 0:
-            return _empty_loss(per_node_loss)
-        return (w * per_node_loss).sum()
+
+    def _batch_loss(self, per_node_loss: Tensor, w: Tensor) -> Tensor:
+        return (w.to(per_node_loss.dtype) * per_node_loss).sum()
 
 
 def make_correction(name: str, lam: float = 0.5, shrink_target: str = "mean", group=None) -> Correction:
@@ -164,7 +168,8 @@ def make_correction(name: str, lam: float = 0.5, shrink_target: str = "mean", gr
         group: process group of the all-reduce (None = default).
 
     Returns:
-        A :class:`Correction`; call ``register(ddp)`` once, then ``loss(l, w)`` every step.
+        A :class:`Correction`; call ``register(ddp)`` once, then ``loss(l, w)`` (or, with a
+        loss of your own, ``prime(w)``) every step.
 
     Example:
         >>> corr = make_correction("batch")                      # doctest: +SKIP
