@@ -1,5 +1,8 @@
 """Config tree: YAML + CLI overrides, unknown keys by name, one-line user errors."""
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,21 @@ def test_cli_missing_files(tmp_path):
     p = run_cli("train", "--config", "configs/cora.yaml", f"--data.root={tmp_path}", f"--run.output_dir={tmp_path}/o")
     assert p.returncode == 2 and str(tmp_path) in p.stderr and "Traceback" not in p.stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("setting,named", [("--train.halo=keep", "train.halo=keep"),
+                                           ("--grappa.correction=node", "grappa.correction=node")])
+def test_dropin_settings_it_cannot_run_are_refused_before_any_run(tmp_path, setting, named):
+    # compare with the drop-in, and the DistDGL job with --grappa: one line, status 2, nothing run.
+    p = run_cli("compare", "--config", "configs/default.yaml", f"--run.output_dir={tmp_path}/c",
+                "--compare.dropin=true", setting)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and named in lines[0], p.stderr
+    assert not (tmp_path / "c").exists()
+    env = dict(os.environ, DGLBACKEND="pytorch")
+    p = subprocess.run([sys.executable, "-m", "dgl_grappa.distdgl", "--config", "configs/default.yaml", "--grappa",
+                        f"--run.output_dir={tmp_path}/d", setting], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and named in lines[0], p.stderr
+    assert not (tmp_path / "d").exists()
