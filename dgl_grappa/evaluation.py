@@ -49,7 +49,7 @@ class GlobalEvaluator:
 
     Example:
         >>> ev = GlobalEvaluator(cfg, rank == 0)           # doctest: +SKIP
-        >>> rec.update(ev.after_epoch(model, epoch))       # {} when no evaluation is due
+        >>> rec.update(ev.after_epoch(model, epoch))       # doctest: +SKIP
     """
 
     def __init__(self, cfg: Config, is_main: bool):

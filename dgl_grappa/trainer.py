@@ -37,7 +37,17 @@ log = logging.getLogger("dgl_grappa")
 
 
 class LocalRuntime:
-    """Everything a worker derives from one loaded partition (rebuilt when it changes)."""
+    """The data side of one partitioning on one worker: coverage, weights, batches, feature reads.
+
+    Rebuilt at every repartitioning boundary, while the :class:`Trainer`'s model, DDP
+    wrapper, reducer and optimizer carry over. Coverage, weights and batches come from the
+    same functions the drop-in loader uses (:mod:`dgl_grappa.dropin`).
+
+    Args:
+        cfg: the run's config (``train.mode``, batch size, fan-outs, ``grappa``).
+        ident: this worker (its rank seeds the sampling).
+        lp: the loaded part (:func:`dgl_grappa.partition.load_local`).
+    """
 
     def __init__(self, cfg: Config, ident: Identity, lp: LocalPartition):
         self.lp = lp
@@ -96,7 +106,7 @@ class Trainer:
 
     Example:
         >>> trainer = Trainer(ident, cfg, part_config, num_classes, out_dir)   # doctest: +SKIP
-        >>> try:
+        >>> try:                                                               # doctest: +SKIP
         ...     summary = trainer.fit()
         ... finally:
         ...     trainer.close()
