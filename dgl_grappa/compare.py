@@ -197,7 +197,8 @@ def _setting(result: dict) -> str:
 def report_markdown(result: dict) -> str:
     """report.md: setting, table, how each column is measured, plots."""
     wire_note = ("measured: tx bytes of the loopback of the run's private network namespace, all processes, "
-                 "training epochs only (evaluation excluded), median over epochs"
+                 "training epochs only (evaluation excluded; the epoch clock's window, so its barrier and 8-byte "
+                 "max all-reduce are in it), median over epochs"
                  if result["isolated"] else "not measured (needs root for a private network namespace)")
     return "\n".join([
         f"# Comparison: {result['name']}", "",
