@@ -152,7 +152,9 @@ def _owner_alive(job: str) -> bool:
 
     try:
         pid, started = (STATE_DIR / job / "owner").read_text().split()
-        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 1.0
+        owner = psutil.Process(int(pid))
+        # Same PID and start time (not a reused PID), and not a zombie waiting to be reaped.
+        return abs(owner.create_time() - float(started)) < 1.0 and owner.status() != psutil.STATUS_ZOMBIE
     except (OSError, ValueError, psutil.Error):
         return False
 
