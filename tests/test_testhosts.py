@@ -261,9 +261,11 @@ def test_gloo_allreduce_across_three_hosts():
             assert a["tx_bytes"] - b["tx_bytes"] > 4000, (a, b)  # each host sent its share of the ring
 
 
-def test_shell_quoting_through_a_host():
-    from tests.test_cluster import NASTY
+NASTY = ["it's", 'say "hi"', "$HOME", "`id`", "a;b", "x y", "", "*", "new\nline", "--flag", "é"]
 
+
+def test_shell_quoting_through_a_host():
+    # the ssh path's shell string, run by sh inside a host: argv, env and cwd arrive intact
     with TestHosts(1) as hosts:
         code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['ODD'], os.getcwd()]))"
         argv = remote_argv(Remote("netns", prefixes=(tuple(hosts[0].prefix()),)), 0, hosts[0].address,
