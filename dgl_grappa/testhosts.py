@@ -4,13 +4,16 @@ Layout of one job (``<job>`` is a fresh 6-hex-digit id)::
 
     netns dgh-<job>            job-private: bridge br0 (no address) + one port h<i> per host
       |-- veth h<i> <-> eth0 --  netns dgh-<job>-h<i>: eth0 = 10.77.0.<i+1>/24, lo, no route out
-                                 + a persistent mount namespace with a private /dev/shm and
-                                   a sysfs of its own network namespace
+                                 + a persistent mount namespace: private /dev/shm, a sysfs of
+                                   its own network namespace, an /etc/hosts naming all hosts
+                                 + a UTS namespace: hostname h<i>
 
 The bridge lives in a namespace of its own, so the hosts reach each other and nothing
 else (no default route, no address outside the subnet, no interface in the machine's
 namespace). Each host's mount namespace gives DistDGL's shared-memory segments, which are
-named after the graph and tensor only, a /dev/shm of their own.
+named after the graph and tensor only, a /dev/shm of their own. As on a real cluster, a
+host's name resolves to its own address (gloo binds to whatever the hostname resolves to;
+with the machine's name, 127.0.0.1, a cross-host rendezvous fails).
 
 Links (:meth:`TestHosts.shape`): per host, a ``tc tbf`` on both ends of its veth (host
 end = upload, bridge end = download), so every host has its own full-duplex NIC; or, with
@@ -54,8 +57,8 @@ from .netns import IsolationError, rate_bits
 NAME_PREFIX = "dgh-"
 """Network namespaces of test hosts are named ``dgh-<job>`` (bridge) and ``dgh-<job>-h<i>``."""
 STATE_DIR = Path("/run/dgl_grappa/testhosts")
-"""``<job>/owner`` (pid and start time of the owning process) and ``<job>/h<i>.mnt``
-(persistent mount namespaces). A private bind mount, as mount-namespace files require."""
+"""``<job>/owner`` (pid and start time of the owning process), ``<job>/h<i>.mnt`` and
+``<job>/h<i>.uts`` (persistent mount and UTS namespaces), ``<job>/hosts`` (their /etc/hosts). A private bind mount, as mount-namespace files require."""
 NETNS_DIR = Path("/run/netns")
 _TIMEOUT_S = 30.0
 _JOB_RE = re.compile(re.escape(NAME_PREFIX) + r"([0-9a-f]+)(?:-h[0-9]+)?$")
@@ -177,7 +180,7 @@ def _teardown(job: str) -> None:
     """
     names = [n for n in _list_netns() if n == NAME_PREFIX + job or n.startswith(f"{NAME_PREFIX}{job}-")]
     jobdir = STATE_DIR / job
-    mnts = sorted(jobdir.glob("h*.mnt")) if jobdir.is_dir() else []
+    mnts = sorted(jobdir.glob("h*.mnt")) + sorted(jobdir.glob("h*.uts")) if jobdir.is_dir() else []
     inodes = {i for i in [_ns_inode(NETNS_DIR / n) for n in names] + [_ns_inode(m) for m in mnts] if i}
     # The namespaces live on while any process is inside: kill them first (ours, by PID).
     deadline = time.monotonic() + 10.0
@@ -285,11 +288,13 @@ class Host:
         index: position in the job (0-based).
         address: its IPv4 address on the job's bridge.
         netns: name of its network namespace (``ip -n <netns> ...``).
-        mnt: file that pins its mount namespace (private /dev/shm).
+        mnt: file that pins its mount namespace (private /dev/shm); ``mnt.with_suffix(".uts")``
+            pins its UTS namespace (hostname).
     """
 
     index: int
     address: str
+    name: str
     netns: str
     mnt: Path
     _procs: list = field(default_factory=list, repr=False)
@@ -305,7 +310,8 @@ class Host:
         Example:
             >>> subprocess.run(hosts[0].prefix() + ["ip", "addr"], timeout=10)  # doctest: +SKIP
         """
-        return ["nsenter", f"--net={NETNS_DIR / self.netns}", f"--mount={self.mnt}", "--wd=.", "--"]
+        return ["nsenter", f"--net={NETNS_DIR / self.netns}", f"--mount={self.mnt}",
+                f"--uts={self.mnt.with_suffix('.uts')}", "--wd=.", "--"]
 
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
         """Start ``argv`` inside this host; it is killed when the hosts are torn down.
@@ -394,8 +400,10 @@ class TestHosts:
             # The owner record comes first: a crash from here on leaves a sweepable job.
             (jobdir / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}\n")
             addrs = list(self.subnet.hosts())[: self.n]
-            self.hosts = [Host(i, str(addrs[i]), f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
+            self.hosts = [Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
                           for i in range(self.n)]
+            (jobdir / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n"
+                                          + "".join(f"{h.address} {h.name}\n" for h in self.hosts))
             _batch(None, "ip", [f"netns add {self.jobns}"] + [f"netns add {h.netns}" for h in self.hosts])
             lines = ["link set lo up", "link add br0 type bridge", "link set br0 up"]
             for h in self.hosts:
@@ -417,10 +425,13 @@ class TestHosts:
         # inside the host's network namespace, so its fresh sysfs shows the host's
         # interfaces. The copies of /run/netns and of our state dir are detached in it: a
         # host must not pin the other hosts' namespaces.
+        uts = h.mnt.with_suffix(".uts")
         h.mnt.touch()
+        uts.touch()
         script = (f"mount -t tmpfs -o size={self.shm_size},mode=1777 tmpfs /dev/shm && "
-                  f"mount -t sysfs sysfs /sys && {{ umount -R -l {STATE_DIR} {NETNS_DIR} 2>/dev/null; true; }}")
-        _run(["nsenter", f"--net={NETNS_DIR / h.netns}", "unshare", f"--mount={h.mnt}",
+                  f"mount -t sysfs sysfs /sys && mount --bind {h.mnt.parent / 'hosts'} /etc/hosts && "
+                  f"hostname {h.name} && {{ umount -R -l {STATE_DIR} {NETNS_DIR} 2>/dev/null; true; }}")
+        _run(["nsenter", f"--net={NETNS_DIR / h.netns}", "unshare", f"--mount={h.mnt}", f"--uts={uts}",
               "--propagation", "private", "sh", "-c", script])
 
     def close(self) -> None:

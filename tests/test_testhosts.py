@@ -7,6 +7,7 @@ taken in the same test.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -110,8 +111,6 @@ def _alive(pid):
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_hosts_reach_each_other_and_nothing_else(n):
-    import socket
-
     # A listener in the machine's own namespace: no host may reach it, under any address.
     outside = socket.socket()
     outside.bind(("0.0.0.0", 0))
@@ -147,6 +146,12 @@ def test_each_host_has_its_own_dev_shm():
         # sysfs of the host's own namespace: tools that read /sys/class/net see its interfaces
         assert hosts[1].run(["ls", "/sys/class/net"], timeout=10, capture_output=True, text=True).stdout.split() \
             == ["eth0", "lo"]
+        # its own hostname, resolving to its own address; the other hosts resolve by name too
+        code = "import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()), " \
+               "socket.gethostbyname('h0'))"
+        out = hosts[1].run([PY, "-c", code], timeout=10, capture_output=True, text=True, check=True).stdout.split()
+        assert out == ["h1", hosts[1].address, hosts[0].address]
+        assert socket.gethostname() != "h1" and "h1" not in Path("/etc/hosts").read_text().split()
 
 
 # --- links -------------------------------------------------------------------------------
@@ -238,8 +243,8 @@ def test_bad_rate_is_one_line_error():
 
 def test_gloo_allreduce_across_three_hosts():
     with TestHosts(3, bandwidth="1gbit") as hosts:
-        remote = Remote("netns", prefixes=tuple(tuple(h.prefix()) for h in hosts),
-                        env={"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"})
+        # No GLOO_SOCKET_IFNAME: as on real machines, each host's name resolves to its address.
+        remote = Remote("netns", prefixes=tuple(tuple(h.prefix()) for h in hosts), env={"OMP_NUM_THREADS": "1"})
         before = hosts.wire_bytes()
         procs = []
         for h in hosts:
