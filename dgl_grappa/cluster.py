@@ -420,7 +420,8 @@ def shell_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd
     words = list(argv)
     if env:
         for k in env:
-            _check(bool(_ENV_NAME.fullmatch(k)), f"environment variable name {k!r} is invalid; use [A-Za-z_][A-Za-z0-9_]*")
+            _check(bool(_ENV_NAME.fullmatch(k)),
+                   f"environment variable name {k!r} is invalid; use [A-Za-z_][A-Za-z0-9_]*")
         words = ["env"] + [f"{k}={v}" for k, v in env.items()] + words
     cmd = "exec " + shlex.join(words)
     return f"cd {shlex.quote(cwd)} && {cmd}" if cwd else cmd

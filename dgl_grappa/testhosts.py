@@ -58,7 +58,8 @@ NAME_PREFIX = "dgh-"
 """Network namespaces of test hosts are named ``dgh-<job>`` (bridge) and ``dgh-<job>-h<i>``."""
 STATE_DIR = Path("/run/dgl_grappa/testhosts")
 """``<job>/owner`` (pid and start time of the owning process), ``<job>/h<i>.mnt`` and
-``<job>/h<i>.uts`` (persistent mount and UTS namespaces), ``<job>/hosts`` (their /etc/hosts). A private bind mount, as mount-namespace files require."""
+``<job>/h<i>.uts`` (persistent mount and UTS namespaces), ``<job>/hosts`` (their /etc/hosts).
+A private bind mount, as mount-namespace files require."""
 NETNS_DIR = Path("/run/netns")
 _TIMEOUT_S = 30.0
 _JOB_RE = re.compile(re.escape(NAME_PREFIX) + r"([0-9a-f]+)(?:-h[0-9]+)?$")
@@ -287,6 +288,7 @@ class Host:
     Attributes:
         index: position in the job (0-based).
         address: its IPv4 address on the job's bridge.
+        name: its hostname inside it ("h<i>"; every host's /etc/hosts resolves all of them).
         netns: name of its network namespace (``ip -n <netns> ...``).
         mnt: file that pins its mount namespace (private /dev/shm); ``mnt.with_suffix(".uts")``
             pins its UTS namespace (hostname).
