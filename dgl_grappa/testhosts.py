@@ -38,6 +38,8 @@ Command line: ``python -m dgl_grappa.testhosts -n 3 --bandwidth 1gbit -- CMD ...
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import ipaddress
 import json
 import os
@@ -205,7 +207,22 @@ def _teardown(job: str) -> None:
     _release_dirs()
 
 
+@contextlib.contextmanager
+def _dirs_lock():
+    # Jobs of several processes set up and release the shared dirs; one at a time, or two
+    # could stack bind mounts, or one could unmount the dir another just made.
+    Path("/run/lock").mkdir(parents=True, exist_ok=True)
+    with open("/run/lock/dgl_grappa-testhosts.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def _release_dirs() -> None:
+    with _dirs_lock():
+        _release_dirs_locked()
+
+
+def _release_dirs_locked() -> None:
     # Leave nothing behind once no job is left: our state dir's bind mount, and /run/netns
     # when no named namespace is left (a non-empty or busy one is someone else's: kept).
     if STATE_DIR.is_dir() and not any(STATE_DIR.iterdir()):
@@ -394,13 +411,14 @@ class TestHosts:
         _install_exit_handlers()
         _LIVE.add(self)
         try:
-            _ensure_state_dir()
-            jobdir = STATE_DIR / self.job
-            jobdir.mkdir()
             import psutil
 
-            # The owner record comes first: a crash from here on leaves a sweepable job.
-            (jobdir / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}\n")
+            jobdir = STATE_DIR / self.job
+            with _dirs_lock():
+                _ensure_state_dir()
+                jobdir.mkdir()
+                # The owner record comes first: a crash from here on leaves a sweepable job.
+                (jobdir / "owner").write_text(f"{os.getpid()} {psutil.Process().create_time()}\n")
             addrs = list(self.subnet.hosts())[: self.n]
             self.hosts = [Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
                           for i in range(self.n)]
