@@ -1,0 +1,231 @@
+"""cluster.py: ip_config parsing, torchrun/Slurm identities, placement, remote command quoting."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dgl_grappa.cluster import (IpConfigEntry, Remote, WorkerIdentity, expand_nodelist, expand_tasks_per_node,
+                                format_ip_config, parse_ip_config, place_workers, read_ip_config, remote_argv,
+                                shell_command, torchrun_env, worker_identity)
+from dgl_grappa.config import ConfigError
+
+# --- ip_config ---------------------------------------------------------------------------
+
+
+def test_ip_config_lines_ports_comments():
+    text = "# two machines\n\n10.0.0.1 30050   # head\n  10.0.0.2\nnode-3.cluster 40000\n::1 30060\n"
+    assert parse_ip_config(text) == [IpConfigEntry("10.0.0.1", 30050), IpConfigEntry("10.0.0.2", None),
+                                     IpConfigEntry("node-3.cluster", 40000), IpConfigEntry("::1", 30060)]
+
+
+def test_ip_config_same_ip_different_ports_is_fine_but_duplicates_are_not():
+    assert len(parse_ip_config("127.0.0.1 30050\n127.0.0.1 30060\n")) == 2
+    # no port = DGL's default 30050, so this repeats line 1
+    with pytest.raises(ConfigError, match=r"line 2: 127.0.0.1 port 30050 repeats line 1"):
+        parse_ip_config("127.0.0.1 30050\n127.0.0.1\n")
+
+
+@pytest.mark.parametrize("text, match", [
+    ("10.0.0.1 30050 2\n", r"ip_config line 1: .* has 3 fields"),
+    ("10.0.0.1\n10.0.0.2 port\n", r"line 2: port 'port' must be a number"),
+    ("10.0.0.1 70000\n", r"port '70000' must be a number between 1 and 65535"),
+    ("bad_host!\n", r"neither an IP address nor a host name"),
+    ("# only a comment\n\n", r"no machine listed"),
+])
+def test_ip_config_junk_is_one_line_error(text, match):
+    with pytest.raises(ConfigError, match=match) as e:
+        parse_ip_config(text)
+    assert "\n" not in str(e.value)
+
+
+def test_ip_config_file_roundtrip_is_dgl_clean(tmp_path):
+    p = tmp_path / "ip_config.txt"
+    p.write_text("# c\n10.0.0.1\n10.0.0.2 30060\n")
+    entries = read_ip_config(p)
+    text = format_ip_config(entries)
+    # DGL's own reader accepts no comments or blank lines and needs explicit structure
+    assert text == "10.0.0.1 30050\n10.0.0.2 30060\n"
+    assert parse_ip_config(text) == [IpConfigEntry("10.0.0.1", 30050), IpConfigEntry("10.0.0.2", 30060)]
+    with pytest.raises(ConfigError, match="cannot read ip_config"):
+        read_ip_config(tmp_path / "missing.txt")
+
+
+# --- Slurm lists -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, hosts", [
+    ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
+    ("node[01-03,07],gpu5", ["node01", "node02", "node03", "node07", "gpu5"]),
+    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+    ("a[8-11]", ["a8", "a9", "a10", "a11"]),
+    ("n[098-101]", ["n098", "n099", "n100", "n101"]),
+    ("single", ["single"]),
+    ("x[1],y", ["x1", "y"]),
+])
+def test_expand_nodelist(text, hosts):
+    assert expand_nodelist(text) == hosts
+
+
+@pytest.mark.parametrize("text", ["node[1-3", "node1-3]", "node[3-1]", "node[a-b]", "a,,b", "n[[1]]"])
+def test_expand_nodelist_rejects_junk(text):
+    with pytest.raises(ConfigError, match="host list"):
+        expand_nodelist(text)
+
+
+def test_expand_tasks_per_node():
+    assert expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert expand_tasks_per_node("4") == [4]
+    with pytest.raises(ConfigError, match="SLURM_TASKS_PER_NODE"):
+        expand_tasks_per_node("2(3)")
+
+
+# --- identities --------------------------------------------------------------------------
+
+TORCHRUN = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1",
+            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29510"}
+
+
+def test_torchrun_identity_and_roundtrip():
+    ident = worker_identity(TORCHRUN)
+    assert ident == WorkerIdentity(5, 8, 1, 4, 1, "10.0.0.1", 29510, "torchrun")
+    assert worker_identity(torchrun_env(ident)) == ident
+
+
+def test_torchrun_host_index_without_group_rank():
+    env = {k: v for k, v in TORCHRUN.items() if k != "GROUP_RANK"}
+    assert worker_identity(env).host_index == 1  # 5 // 4
+    # hand-set environment (the DistDGL recipe): one worker per host
+    bare = {"RANK": "3", "WORLD_SIZE": "4", "MASTER_ADDR": "h0", "MASTER_PORT": "29500"}
+    ident = worker_identity(bare)
+    assert (ident.host_index, ident.local_rank, ident.local_world_size) == (3, 0, 1)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"RANK": "8"}, r"RANK=8 must be in \[0, WORLD_SIZE=8\)"),
+    ({"RANK": "x"}, r"RANK='x' is not an integer"),
+    ({"WORLD_SIZE": None}, r"WORLD_SIZE is not set"),
+    ({"MASTER_ADDR": None}, r"MASTER_ADDR is not set"),
+    ({"MASTER_PORT": "0"}, r"MASTER_PORT=0 must be between"),
+    ({"LOCAL_RANK": "4"}, r"LOCAL_RANK=4 must be in \[0, LOCAL_WORLD_SIZE=4\)"),
+    ({"LOCAL_WORLD_SIZE": None}, r"LOCAL_RANK is set but LOCAL_WORLD_SIZE is not"),
+    ({"LOCAL_WORLD_SIZE": "9"}, r"LOCAL_WORLD_SIZE=9 must be in \[1, WORLD_SIZE=8\]"),
+    ({"RANK": "0", "LOCAL_RANK": "1"}, r"LOCAL_RANK=1 exceeds RANK=0"),
+])
+def test_torchrun_inconsistent(change, match):
+    env = dict(TORCHRUN)
+    for k, v in change.items():
+        if v is None:
+            env.pop(k)
+        else:
+            env[k] = v
+    with pytest.raises(ConfigError, match=match):
+        worker_identity(env)
+
+
+SLURM = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
+         "SLURM_NODELIST": "node[01-03,07]", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_JOB_ID": "123456"}
+
+
+def test_slurm_identity():
+    ident = worker_identity(SLURM)
+    assert ident == WorkerIdentity(5, 7, 1, 2, 2, "node01", 20000 + 123456 % 10000, "slurm")
+    # explicit MASTER_* win; SLURMD_NODENAME stands in for SLURM_NODEID
+    env = {k: v for k, v in SLURM.items() if k != "SLURM_NODEID"}
+    ident = worker_identity({**env, "SLURMD_NODENAME": "node07", "SLURM_PROCID": "6", "SLURM_LOCALID": "0",
+                             "MASTER_ADDR": "10.1.1.1", "MASTER_PORT": "29999"})
+    assert (ident.host_index, ident.local_world_size, ident.master_addr, ident.master_port) == (3, 1, "10.1.1.1",
+                                                                                               29999)
+
+
+def test_torchrun_wins_over_slurm():
+    assert worker_identity({**SLURM, **TORCHRUN}).source == "torchrun"
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"SLURM_PROCID": "7"}, r"SLURM_PROCID=7 must be in \[0, SLURM_NTASKS=7\)"),
+    ({"SLURM_NODEID": "4"}, r"SLURM_NODEID=4 but SLURM_NODELIST has 4 hosts"),
+    ({"SLURM_TASKS_PER_NODE": "2(x4)"}, r"adds up to 8, SLURM_NTASKS=7"),
+    ({"SLURM_TASKS_PER_NODE": "2(x2),3"}, r"gives 3 hosts, SLURM_NODELIST 4"),
+    ({"SLURM_LOCALID": "2"}, r"SLURM_LOCALID=2 must be in \[0, 2\)"),
+    ({"SLURM_NODELIST": None}, r"SLURM_NODELIST is not set"),
+    ({"SLURM_NTASKS": None}, r"SLURM_NTASKS is not set"),
+])
+def test_slurm_inconsistent(change, match):
+    env = dict(SLURM)
+    for k, v in change.items():
+        if v is None:
+            env.pop(k)
+        else:
+            env[k] = v
+    with pytest.raises(ConfigError, match=match):
+        worker_identity(env)
+
+
+def test_no_environment():
+    with pytest.raises(ConfigError, match="no torchrun or Slurm environment"):
+        worker_identity({"HOME": "/root"})
+
+
+# --- placement ---------------------------------------------------------------------------
+
+
+def test_placement_host_by_host():
+    slots = place_workers(5, ["a", "b", "c"], workers_per_host=2)
+    assert [(s.rank, s.host_index, s.host, s.local_rank) for s in slots] == [
+        (0, 0, "a", 0), (1, 0, "a", 1), (2, 1, "b", 0), (3, 1, "b", 1), (4, 2, "c", 0)]
+    assert [s.host for s in place_workers(2, ["a", "b"])] == ["a", "b"]
+
+
+def test_placement_errors():
+    with pytest.raises(ConfigError, match=r"5 workers do not fit on 2 hosts x 2 per host; .*workers_per_host=3"):
+        place_workers(5, ["a", "b"], 2)
+    with pytest.raises(ConfigError, match="no hosts"):
+        place_workers(1, [])
+    with pytest.raises(ConfigError, match="workers_per_host=0"):
+        place_workers(1, ["a"], 0)
+
+
+# --- remote commands ---------------------------------------------------------------------
+
+NASTY = ["it's", 'say "hi"', "$HOME", "`id`", "a;b", "x y", "", "*", "new\nline", "--flag", "é"]
+
+
+def test_ssh_argv():
+    r = Remote("ssh", user="alice", port=2222, identity_file="/keys/id ed", ssh_options=("-o", "ConnectTimeout=5"),
+               env={"NCCL_DEBUG": "WARN"})
+    argv = remote_argv(r, 1, "10.0.0.2", ["python", "-m", "dgl_grappa", "worker"], env={"RANK": "1"}, cwd="/w d")
+    assert argv[:9] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", "/keys/id ed", "-o", "ConnectTimeout=5"]
+    assert argv[9] == "alice@10.0.0.2"
+    assert argv[10] == "cd '/w d' && exec env NCCL_DEBUG=WARN RANK=1 python -m dgl_grappa worker"
+    assert len(argv) == 11  # ssh sends ONE string to the remote shell: the whole command
+    assert remote_argv(Remote("ssh"), 0, "h", ["true"])[-2:] == ["h", "exec true"]
+
+
+def test_remote_kinds_share_the_shell_string():
+    script = shell_command(["echo", "x"], {"A": "1"}, "/tmp")
+    assert remote_argv(Remote("ssh"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp")[-1] == script
+    assert remote_argv(Remote("netns", prefixes=(("nsenter", "--net=/x", "--"),)), 0, "h", ["echo", "x"],
+                       {"A": "1"}, "/tmp") == ["nsenter", "--net=/x", "--", "sh", "-c", script]
+    assert remote_argv(Remote("none"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp") == ["sh", "-c", script]
+
+
+def test_remote_errors():
+    with pytest.raises(ConfigError, match="launch.remote='rsh' is unknown"):
+        remote_argv(Remote("rsh"), 0, "h", ["true"])
+    with pytest.raises(ConfigError, match="host 2 has no namespace prefix"):
+        remote_argv(Remote("netns", prefixes=(("a",), ("b",))), 2, "h", ["true"])
+    with pytest.raises(ConfigError, match="environment variable name 'A B' is invalid"):
+        shell_command(["true"], {"A B": "1"})
+
+
+def test_shell_string_roundtrips_through_a_real_shell(tmp_path):
+    # The string ssh would send, executed by sh (what the remote login shell does): argv,
+    # environment and working directory arrive unchanged, whatever their characters.
+    d = tmp_path / "dir with 'quote'"
+    d.mkdir()
+    code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['ODD'], os.getcwd()]))"
+    argv = remote_argv(Remote("none"), 0, "", [sys.executable, "-c", code, *NASTY], env={"ODD": "; rm -rf $X '\""},
+                       cwd=str(d))
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    assert json.loads(out) == [NASTY, "; rm -rf $X '\"", str(d)]
