@@ -208,6 +208,52 @@ class BigGraph:
             test_mask=torch.from_numpy(self.mask("test_mask")))
 
 
+def write_arrays(out_dir: str | Path, src: np.ndarray, dst: np.ndarray, *, feat: np.ndarray, label: np.ndarray,
+                 split: np.ndarray, chunk_edges: int = 4_000_000) -> BigGraph:
+    """Store an in-memory graph in the on-disk format of :func:`generate_big`.
+
+    For graphs that are not generated here (any direction, no symmetry required), so that
+    :mod:`dgl_grappa.bigpart` can partition them; the arrays must fit in memory.
+
+    Args:
+        out_dir: output folder.
+        src, dst: int [E] edges (edge id = position).
+        feat: float [N, F] features.
+        label: int [N] labels.
+        split: int8 [N] 0 train, 1 val, 2 test.
+        chunk_edges: edges per chunk file.
+
+    Returns:
+        A :class:`BigGraph` over ``out_dir``.
+
+    Example:
+        >>> g = write_arrays("/tmp/g", np.array([0, 1]), np.array([1, 2]), feat=np.zeros((3, 4)),
+        ...                  label=np.zeros(3, dtype=np.int64), split=np.zeros(3, dtype=np.int8))  # doctest: +SKIP
+    """
+    out = Path(out_dir)
+    (out / "edges").mkdir(parents=True, exist_ok=True)
+    n, f_dim = int(feat.shape[0]), int(feat.shape[1])
+    edtype = _edge_dtype(n)
+    chunks = []
+    for i, a in enumerate(range(0, max(len(src), 1), chunk_edges)):
+        name = f"{i:05d}"
+        np.save(out / "edges" / f"src_{name}.npy", np.asarray(src[a:a + chunk_edges]).astype(edtype))
+        np.save(out / "edges" / f"dst_{name}.npy", np.asarray(dst[a:a + chunk_edges]).astype(edtype))
+        chunks.append({"src": f"edges/src_{name}.npy", "dst": f"edges/dst_{name}.npy",
+                       "num_edges": int(len(src[a:a + chunk_edges]))})
+    np.save(out / "feat.npy", np.asarray(feat, dtype=np.float32))
+    np.save(out / "label.npy", np.asarray(label, dtype=np.int64))
+    np.save(out / "block.npy", np.asarray(label, dtype=np.int64))
+    np.save(out / "split.npy", np.asarray(split, dtype=np.int8))
+    in_degree = np.bincount(np.asarray(dst, dtype=np.int64), minlength=n).astype(np.int64)
+    np.save(out / "in_degree.npy", in_degree)
+    meta = {"format": FORMAT, "num_nodes": n, "num_edges": int(len(src)), "num_pairs": None, "feat_dim": f_dim,
+            "num_classes": int(np.max(label)) + 1 if n else 0, "edge_dtype": edtype.name,
+            "max_degree": int(in_degree.max()) if n else 0, "config": None, "chunks": chunks}
+    (out / META).write_text(json.dumps(meta, indent=1))
+    return BigGraph(out)
+
+
 def _sbm_context(cfg: SyntheticConfig, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
     """Blocks and degree propensities, arranged for :func:`.synthetic._draw_edges`."""
     n, k = int(cfg.num_nodes), int(cfg.num_communities)
@@ -395,4 +441,4 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
     return BigGraph(out)
 
 
-__all__ = ["BigGraph", "FORMAT", "generate_big"]
+__all__ = ["BigGraph", "FORMAT", "generate_big", "write_arrays"]
