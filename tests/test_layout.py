@@ -110,8 +110,8 @@ def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 # A new module must be placed here (the test names it otherwise).
 LAYERS = {
     0: ["config"],
-    1: ["netns", "procs", "launch", "metrics", "testing"],            # processes, namespaces, measurement
-    2: ["data", "partition", "scheduler"],                           # graphs and partitionings
+    1: ["netns", "procs", "launch", "metrics", "testing", "cluster", "testhosts", "capacity"],  # processes, hosts, measurement
+    2: ["data", "partition", "bigpart", "scheduler"],                # graphs and partitionings
     3: ["coverage", "sampler", "reducers", "models", "evaluation"],  # the method core
     4: ["repartition", "dropin"],                                    # runtime parts both sides use
     5: ["trainer", "distdgl"],                                       # the two runtimes
