@@ -238,6 +238,43 @@ class CompareConfig:
 
 
 @dataclass
+class LaunchConfig:
+    """Where and how the workers start, and what happens when one dies.
+
+    One section for every starter: the built-in launcher (this machine, ssh hosts or the
+    project's namespace test hosts) and external starters (torchrun, Slurm), which own
+    their restarts themselves (workers then resume from the newest checkpoint on start).
+    """
+
+    hosts: list[str] = field(default_factory=list)
+    """Addresses of the machines, one worker group each; empty = this machine only."""
+    ip_config: str = ""
+    """DGL's ip_config.txt (one "IP [port]" per line), instead of ``hosts``."""
+    workers_per_host: int = 0
+    """Workers (partitions) per machine; 0 = num_parts / number of hosts."""
+    remote: Literal["none", "ssh", "netns"] = "none"
+    """How a command reaches another host: none (this machine), ssh, or netns (the
+    project's test hosts, see dgl_grappa/testhosts.py)."""
+    ssh_user: str = ""
+    """ssh user name; empty = ssh's default."""
+    ssh_port: int = 22
+    """ssh port."""
+    ssh_identity: str = ""
+    """ssh identity file; empty = ssh's default."""
+    ssh_options: list[str] = field(default_factory=list)
+    """Extra ssh options, e.g. [StrictHostKeyChecking=no]."""
+    env: list[str] = field(default_factory=list)
+    """Extra KEY=VALUE environment for remote workers (e.g. GLOO_SOCKET_IFNAME=eth0)."""
+    master_port: int = 0
+    """Port of the rendezvous on the first host; 0 = a free port."""
+    copy_partitions: bool = False
+    """Copy each host's partitions to it before the start (storage not shared)."""
+    max_restarts: int = 0
+    """Restart the whole worker group from the last checkpoint this many times after a
+    worker dies (torchrun's semantics); 0 = a dead worker ends the job."""
+
+
+@dataclass
 class RunConfig:
     """Processes, files and limits."""
 
@@ -268,6 +305,7 @@ class Config:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     distdgl: DistDGLConfig = field(default_factory=DistDGLConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
