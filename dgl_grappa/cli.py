@@ -1,4 +1,4 @@
-"""Command line: ``python -m dgl_grappa {partition,train,compare} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,train,compare,bench} --config C [--section.key=value ...]``.
 
 A user error (bad key, bad value, missing file) prints one line naming the problem and
 the fix, and exits with status 2; nothing in the output folder is touched before the
@@ -84,7 +84,8 @@ def cmd_train(cfg: Config) -> int:
     return 0
 
 
-COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare}
+COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare, "bench": None}
+"""``bench`` takes the raw overrides (dgl_grappa.bench.cmd_bench): it routes them itself."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     setup_logging(None)
     try:
+        if args.command == "bench":
+            from .bench import cmd_bench
+
+            return cmd_bench(args.config, rest)
         cfg = load_config(args.config, rest)
         return COMMANDS[args.command](cfg)
     except ConfigError as exc:

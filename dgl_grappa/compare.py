@@ -52,7 +52,12 @@ def curve(records: list[dict]) -> list[tuple[float, float]]:
     return out
 
 
-def _run_grappa(cfg, out: Path, isolate: bool) -> dict:
+def run_grappa(cfg, out: Path, isolate: bool) -> dict:
+    """One Grappa job (``python -m dgl_grappa train`` on ``cfg``, in its namespaces); its summary.json.
+
+    Raises:
+        JobFailed: the job failed (its log is ``out/run.log``).
+    """
     from .config import write_resolved_config
     from .procs import run_isolated
 
@@ -105,7 +110,7 @@ def run_compare(cfg) -> dict:
     if cfg.compare.distdgl:
         plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
     for v in cfg.compare.variants:
-        plan.append((f"grappa-{v}", lambda c: _run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
+        plan.append((f"grappa-{v}", lambda c: run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
     if cfg.compare.dropin:
         plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
 

@@ -111,6 +111,13 @@ class PartitionConfig:
     """Ask METIS to balance the training nodes across parts."""
     out_dir: str = ""
     """Where ``partition`` writes; empty = ``<run.output_dir>/partitions/0``."""
+    seed: int = 0
+    """Seed of the partitioner's random draws. ``random`` draws every node's part with DGL's
+    own RNG (``dgl.random.choice`` inside ``partition_graph``), which ``dgl.seed(seed)``
+    seeds right before the call: the same seed gives the same parts for a given DGL build
+    and thread count (DGL seeds each thread's pcg32 stream by thread order). METIS ignores
+    it (DGL's METIS is deterministic: the same input gives the same cut), so it is not part
+    of a METIS partitioning's fingerprint and METIS partitionings are shared across seeds."""
 
 
 @dataclass
@@ -275,6 +282,56 @@ class LaunchConfig:
 
 
 @dataclass
+class BenchConfig:
+    """``python -m dgl_grappa bench``: a matrix of cells, every system of a cell on one partitioning.
+
+    A cell is one point of the product datasets x partitions x parts x models x layers x
+    bandwidths x seeds (an empty axis = the base config's value). Axis overrides on the
+    command line select what runs now; the report always covers the matrix of the file.
+    See dgl_grappa/bench.py.
+    """
+
+    datasets: list[str] = field(default_factory=list)
+    """Base config files, one per dataset (e.g. configs/bench/cora.yaml): every setting
+    that is not an axis (hyper-parameters, epochs, timeouts) comes from there."""
+    partitions: list[str] = field(default_factory=list)
+    """partition.method values; empty = the base config's."""
+    parts: list[int] = field(default_factory=list)
+    """partition.num_parts values; empty = the base config's."""
+    models: list[str] = field(default_factory=list)
+    """model.name values; empty = the base config's."""
+    layers: list[int] = field(default_factory=list)
+    """model.num_layers values; empty = the base config's."""
+    fanouts: list[str] = field(default_factory=list)
+    """Entry i = train.fanouts for i+1 layers, comma-separated, e.g. ["10", "10,25",
+    "10,15,25"]; empty (or no entry for a depth) = the base config's when its depth matches."""
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """Each seed sets train.seed and partition.seed (partition, initialisation, sampling)."""
+    bandwidths: list[str] = field(default_factory=lambda: [""])
+    """network.bandwidth values ("" or "unshaped" = no shaping, e.g. 1gbit, 200mbit)."""
+    systems: list[str] = field(default_factory=lambda: ["distdgl", "grappa"])
+    """"NAME" or "NAME: --a.b=v --c.d=w" (quote it in YAML). NAME distdgl = the DistDGL
+    baseline (the reference of every ratio), distdgl-grappa = the drop-in script with
+    --grappa, any other name = a Grappa train run; the overrides apply to that system only
+    and may not touch what the systems of a cell share (data, partition, network, run.output_dir)."""
+    overrides: list[str] = field(default_factory=list)
+    """--a.b=v overrides applied to every cell (before the axes), e.g. ["--train.epochs=5"];
+    non-bench overrides given on the bench command line are appended here."""
+    out_dir: str = ""
+    """Where cells/<cell>.json, runs/<cell>/<system>/ and partitions/<hash>/ go; empty = run.output_dir."""
+    report: str = ""
+    """Markdown report regenerated from the cell JSON files (plots in a folder beside it,
+    named after it); empty = <out_dir>/report.md."""
+    report_kind: Literal["accuracy", "speed"] = "accuracy"
+    """accuracy: mean/std over seeds and paired differences to DistDGL with a 95 % interval;
+    speed: epoch-time, bytes and floor ratios per cell, accuracy next to speed."""
+    report_only: bool = False
+    """Regenerate the report from the JSON files without running anything."""
+    preamble: str = ""
+    """Markdown file put at the top of the report (hand-written text kept across regenerations)."""
+
+
+@dataclass
 class RunConfig:
     """Processes, files and limits."""
 
@@ -306,6 +363,7 @@ class Config:
     distdgl: DistDGLConfig = field(default_factory=DistDGLConfig)
     compare: CompareConfig = field(default_factory=CompareConfig)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
@@ -366,6 +424,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
+        if isinstance(value, dict):  # YAML reads an unquoted "name: value" list entry as a mapping
+            raise ConfigError(f"{key}={value!r} is not a string; quote it, e.g. \"name: --a.b=v\"")
         raise ConfigError(f"{key}={value!r} is not a string")
     raise TypeError(f"unsupported config type {tp} for {key}")  # programming error
 

@@ -69,7 +69,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
 
     Args:
         g: homogeneous graph with ndata feat, label, train/val/test_mask.
-        cfg: partition options (num_parts, method, balance_*).
+        cfg: partition options (num_parts, method, balance_*, seed).
         out_dir: target folder (created; DGL's layout).
         fingerprint: anything that identifies the input (stored so a later run can reuse it).
 
@@ -91,6 +91,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
     t0 = time.perf_counter()
+    dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
     # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
     orig_nids, _ = dgl.distributed.partition_graph(
         g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=cfg.method,
@@ -105,7 +106,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     assignment[orig_nids.numpy()] = new_part
     src, dst = (t.numpy() for t in g.edges())
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
-    stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seconds": seconds,
+    stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
                   "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
                   "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
     # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
@@ -137,9 +138,20 @@ def partition_dir(cfg: Config) -> Path:
     return Path(cfg.partition.out_dir) if cfg.partition.out_dir else Path(cfg.run.output_dir) / "partitions" / "0"
 
 
-def _fingerprint(cfg: Config) -> dict:
+SEEDLESS_METHODS = ("metis",)
+"""Partition methods that draw nothing at random: ``partition.seed`` leaves them unchanged."""
+
+
+def partition_fingerprint(cfg: Config) -> dict:
+    """What identifies a partitioning: the data and partition settings (not where it is written).
+
+    ``partition.seed`` is left out for :data:`SEEDLESS_METHODS`, so that runs which differ
+    only in the seed share one METIS partitioning.
+    """
     part = dataclasses.asdict(cfg.partition)
     part.pop("out_dir")
+    if part["method"] in SEEDLESS_METHODS:
+        part.pop("seed")
     return {"data": dataclasses.asdict(cfg.data), "partition": part}
 
 
@@ -159,7 +171,7 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     from .data import load_dataset
 
     out = partition_dir(cfg)
-    fp = _fingerprint(cfg)
+    fp = partition_fingerprint(cfg)
     stats = read_stats(out)
     if stats is not None and stats.get("fingerprint") == json.loads(json.dumps(fp)):
         log.info("reusing the partitioning in %s", out)

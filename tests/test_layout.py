@@ -115,7 +115,7 @@ LAYERS = {
     3: ["coverage", "sampler", "reducers", "models", "evaluation"],  # the method core
     4: ["repartition", "dropin"],                                    # runtime parts both sides use
     5: ["trainer", "distdgl"],                                       # the two runtimes
-    6: ["compare", "cli", "__main__"],                               # side by side, command line
+    6: ["compare", "bench", "bench_report", "cli", "__main__"],      # side by side, benchmarks, command line
 }
 # Layers whose members stand side by side: none imports another (the DistDGL baseline
 # does not lean on Grappa's trainer, nor the trainer on DistDGL).
