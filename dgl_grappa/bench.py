@@ -660,7 +660,8 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
 
     ``--bench.*`` arguments set the bench section; every other ``--a.b=v`` is appended to
     ``bench.overrides`` (it applies to every cell). Overrides of :data:`SELECT_KEYS` select
-    what runs; the report's matrix leaves them out.
+    what runs; the report's matrix leaves them out. A bare system name on the command line
+    (``--bench.systems=[grappa-old]``) means the file's system of that name.
 
     Returns:
         (run config, matrix config, overrides from the bench file's other sections).
@@ -675,6 +676,9 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     plan_cfg = load_config(path, [a for a in bench_args if a not in select])
     for c in (run_cfg, plan_cfg):
         c.bench.overrides = list(c.bench.overrides) + other
+    # A bare name on the command line selects the file's system of that name (with its overrides).
+    defined = {parse_system(e).name: e for e in plan_cfg.bench.systems}
+    run_cfg.bench.systems = [defined.get(e.strip(), e) if ":" not in e else e for e in run_cfg.bench.systems]
     data = yaml.safe_load(Path(path).read_text()) or {}
     file_overrides = flatten_sections({k: v for k, v in data.items() if k not in ("name", "bench")})
     return run_cfg, plan_cfg, file_overrides

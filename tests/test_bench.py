@@ -1,0 +1,351 @@
+"""The benchmark harness: statistics and reports on hand-made cells, the matrix expansion,
+partition.seed, and one tiny real sweep (DistDGL + Grappa + a failing system) that resumes."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dgl_grappa import bench_report as br
+from clitools import run_cli
+from dgl_grappa.bench import config_changes, derive_metrics, expand, load_bench, parse_system
+from dgl_grappa.config import ConfigError, PartitionConfig, load_config
+
+# ---------------------------------------------------------------------------------------
+# Hand-made cells
+# ---------------------------------------------------------------------------------------
+
+
+def _cell(seed, layers, accs, *, dataset="syn", partition="random", parts=4, model="sage", bw="", bytes_=None,
+          epoch=None, floor=None, status=None):
+    """A cell JSON as the bench writes it, with only what the reports read."""
+    axes = {"dataset": dataset, "dataset_config": f"configs/bench/{dataset}.yaml", "data_name": "synthetic",
+            "partition": partition, "parts": parts, "model": model, "layers": layers, "fanouts": [10] * layers,
+            "bandwidth": bw, "seed": seed}
+    systems = {}
+    for name, acc in accs.items():
+        m = {"test_acc": acc, "bytes_per_epoch_amortised": (bytes_ or {}).get(name, 1000.0),
+             "epoch_time_s": (epoch or {}).get(name, 1.0), "train_time_s": 10 * (epoch or {}).get(name, 1.0),
+             "edge_cut": 0.75}
+        if floor and name in floor:
+            m["floor_epoch_s"] = floor[name]
+        systems[name] = {"status": (status or {}).get(name, "ok"), "metrics": m, "reason": "boom"}
+    cid = f"{dataset}-{partition}-p{parts}-{model}-l{layers}-{bw or 'unshaped'}-s{seed}"
+    return {"cell_id": cid, "axes": axes, "systems": systems, "config": {"train": {"epochs": 3}},
+            "partition": {"num_nodes": 100}}
+
+
+def test_t_interval_matches_scipy():
+    from scipy import stats
+
+    xs = [0.5, -1.2, 2.0, 0.1]
+    m, lo, hi = br.t_interval(xs)
+    ref = stats.t.interval(0.95, len(xs) - 1, loc=np.mean(xs), scale=stats.sem(xs))
+    assert m == pytest.approx(np.mean(xs))
+    assert (lo, hi) == pytest.approx(ref)
+    assert br.t_interval([1.5]) == (1.5, None, None)
+    assert br.t_interval([]) == (None, None, None)
+
+
+def test_accuracy_rows_paired_differences_and_goal_marks():
+    cells = []
+    for s, (b, g2, g3) in enumerate([(0.80, 0.795, 0.795), (0.82, 0.81, 0.815), (0.81, 0.80, 0.80)]):
+        cells.append(_cell(s, 2, {"distdgl": b, "grappa": g2}, bytes_={"distdgl": 1e6, "grappa": 1e4}))
+        cells.append(_cell(s, 3, {"distdgl": b, "grappa": g3}, bytes_={"distdgl": 1e6, "grappa": 2e5}))
+    rows = br.accuracy_rows(cells)
+    assert [(r["layers"], r["system"]) for r in rows] == [(2, "distdgl"), (2, "grappa"), (3, "distdgl"), (3, "grappa")]
+    g2, g3 = rows[1], rows[3]
+    d2 = [(0.795 - 0.80) * 100, (0.81 - 0.82) * 100, (0.80 - 0.81) * 100]
+    assert (g2["diff_mean"], g2["diff_lo"], g2["diff_hi"]) == pytest.approx(br.t_interval(d2))
+    assert g2["seeds"] == g2["paired"] == 3 and g2["acc_std"] == pytest.approx(np.std([0.795, 0.81, 0.80], ddof=1))
+    assert g2["met"] is True            # -0.83 points >= -1 at 2 layers
+    assert g3["met"] is False           # -0.67 points < 0 at 3 layers
+    assert g2["bytes_ratio"] == pytest.approx(0.01) and rows[0]["met"] is None
+    md = br.accuracy_table(rows)
+    assert "| syn | random | 4 | sage | 2 | grappa | 3 |" in md and "**not met**" in md and "(reference)" in md
+    goals = br.accuracy_goals(rows)
+    assert goals[0]["met"] is False and "1 of 2 rows met" in goals[0]["figure"]
+    assert goals[1]["met"] is False and "0.2000" in goals[1]["figure"]      # 2e5 / 1e6 on the synthetic graph
+    assert goals[2]["met"] is None
+
+
+def test_a_seed_without_its_distdgl_run_is_not_paired():
+    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.7}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.9},
+                                                                 status={"distdgl": "failed"})]
+    (base, g) = br.accuracy_rows(cells)
+    assert base["seeds"] == 1 and g["seeds"] == 2 and g["paired"] == 1
+    assert g["diff_mean"] == pytest.approx(-10.0) and g["diff_lo"] is None
+
+
+def test_coverage_counts_done_partial_failed_stale_and_outside():
+    plan_cells = {}
+    for s in range(4):
+        c = _cell(s, 2, {})
+        plan_cells[c["cell_id"]] = {"axes": c["axes"], "systems": ["distdgl", "grappa"]}
+    plan = {"cells": plan_cells, "axes": {"dataset": ["syn"], "partition": ["random"], "parts": [4],
+                                          "model": ["sage"], "layers": [2], "bandwidth": [""], "seed": [0, 1, 2, 3]}}
+    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}),                                   # done
+             _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"grappa": "failed"}),     # partial, 1 failed
+             _cell(2, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"distdgl": "stale"}),     # partial, 1 stale
+             _cell(0, 2, {"distdgl": 0.8}, model="gcn")]                                    # outside the matrix
+    cov = br.coverage(cells, plan)
+    assert (cov["cells_total"], cov["cells_done"], cov["cells_partial"]) == (4, 1, 2)
+    assert (cov["runs_total"], cov["runs_ok"], cov["runs_failed"], cov["runs_stale"]) == (8, 4, 1, 1)
+    assert cov["outside"] == ["syn-random-p4-gcn-l2-unshaped-s0"]
+    assert cov["axes"]["seed"] == {"configured": [0, 1, 2, 3], "done": [0]}
+    assert cov["failed"] == [("syn-random-p4-sage-l2-unshaped-s1", "grappa", "boom")]
+    text = br.coverage_text(cov)
+    assert "**1 of 4**" in text and "failed 1" in text and "outside this matrix" in text
+    # the tables show only cells of the matrix, and only finished runs
+    rows = br.accuracy_rows(cells, plan)
+    assert {r["model"] for r in rows} == {"sage"}
+    assert next(r for r in rows if r["system"] == "distdgl")["seeds"] == 2
+
+
+def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when_measured():
+    cells = [_cell(0, 2, {"distdgl": 0.80, "grappa": 0.77}, bw="1gbit", epoch={"distdgl": 2.0, "grappa": 0.4},
+                   bytes_={"distdgl": 4e6, "grappa": 5e4}),
+             _cell(0, 3, {"distdgl": 0.80, "grappa": 0.80}, bw="1gbit", epoch={"distdgl": 3.0, "grappa": 0.5})]
+    rows = br.speed_rows(cells)
+    g2, g3 = rows[1], rows[3]
+    assert g2["speedup"] == pytest.approx(5.0) and g2["bytes_ratio"] == pytest.approx(5e4 / 4e6)
+    assert g2["loses_accuracy"] is True and g3["loses_accuracy"] is False
+    md = br.speed_table(rows)
+    assert "**loses accuracy** (-3.00 points)" in md and "epoch / floor" not in md
+    goals = br.speed_goals(rows)
+    assert goals[0]["met"] is True and "mean 6.00x" in goals[0]["figure"] and "1 rows that lose" in goals[0]["figure"]
+    assert goals[1]["met"] is False and goals[3]["met"] is None
+    cells[1]["systems"]["grappa"]["metrics"]["floor_epoch_s"] = 0.4
+    rows = br.speed_rows(cells)
+    assert rows[3]["floor_ratio"] == pytest.approx(1.25) and rows[1]["floor_ratio"] is None
+    assert "epoch / floor" in br.speed_table(rows)
+    assert br.speed_goals(rows)[3]["met"] is False
+
+
+@pytest.mark.parametrize("kind", ["accuracy", "speed"])
+def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
+    cells = [_cell(s, layers, {"distdgl": 0.8, "grappa": 0.79 + s / 100}) for s in range(2) for layers in (2, 3)]
+    path = tmp_path / "docs" / "acc.md"
+    (tmp_path / "docs" / "acc").mkdir(parents=True)
+    (tmp_path / "docs" / "acc" / "speedup.png").write_text("stale")       # an old plot of ours goes
+    (tmp_path / "docs" / "acc" / "mine.txt").write_text("kept")           # other files stay
+    br.write_report(kind, cells, None, path, command="python -m dgl_grappa bench --config X",
+                    regenerate="python -m dgl_grappa bench --config X --bench.report_only=true", preamble="Hand text.")
+    text = path.read_text()
+    assert text.startswith("<!-- Generated by `python -m dgl_grappa bench --config X --bench.report_only=true`")
+    assert "Hand text." in text and "Matrix: `python -m dgl_grappa bench --config X`" in text
+    assert "**4 of 4**" in text
+    pngs = sorted(p.name for p in (tmp_path / "docs" / "acc").glob("*.png"))
+    assert pngs and all(f"(acc/{p})" in text for p in pngs)
+    assert (tmp_path / "docs" / "acc" / "mine.txt").exists()
+    if kind == "accuracy":
+        assert pngs == ["acc_vs_bytes_syn.png", "acc_vs_layers_syn_p4.png"]
+    else:
+        assert pngs == ["acc_vs_time.png", "bytes_per_epoch.png", "speedup.png"]
+
+
+def test_derive_metrics_amortises_one_time_bytes():
+    s = {"epochs": 4, "wire_bytes_per_epoch": 1000.0, "app_bytes_per_epoch": 900.0, "test_acc": 0.5,
+         "workers": [{"halo_bytes_loaded": 200}, {"halo_bytes_loaded": 200}], "config": {"x": 1},
+         "schedule": {"stall_fraction": 0.01}, "floor_epoch_s": 0.3}
+    m = derive_metrics(s)
+    assert m["one_time_bytes"] == 400 and m["bytes_per_epoch_amortised"] == 1100.0
+    assert m["app_bytes_per_epoch_amortised"] == 1000.0 and m["bytes_source"] == "wire"
+    assert m["stall_fraction"] == 0.01 and m["floor_epoch_s"] == 0.3 and "config" not in m and "workers" not in m
+    m = derive_metrics(dict(s, one_time_bytes_total=4000, wire_bytes_per_epoch=None))
+    assert m["one_time_bytes"] == 4000 and m["bytes_per_epoch_amortised"] == 1900.0 and m["bytes_source"] == "app"
+
+
+def test_config_changes_ignore_new_keys_at_their_default():
+    default = {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}}
+    old = {"train": {"epochs": 10, "gone": 1}, "grappa": {"correction": "batch"}}
+    assert config_changes(old, {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}},
+                          default) == []
+    assert config_changes(old, {"train": {"epochs": 20, "new_knob": True}, "grappa": {"correction": "none"}},
+                          default) == ["train.epochs: 10 -> 20", "train.new_knob: (absent) -> True",
+                                       "grappa.correction: 'batch' -> 'none'"]
+
+
+# ---------------------------------------------------------------------------------------
+# The matrix
+# ---------------------------------------------------------------------------------------
+
+BASE = """
+name: tiny
+data:
+  name: synthetic
+  synthetic: {preset: hard, num_nodes: 2000, avg_degree: 8}
+partition: {num_parts: 2, method: random}
+model: {name: sage, num_layers: 2, hidden: 16}
+train: {epochs: 2, batch_size: 400, fanouts: [5, 10], eval_every: 1}
+run: {timeout_s: 240, collective_timeout_s: 60}
+"""
+
+
+def _write_bench(tmp_path: Path, bench: str, extra: str = "") -> Path:
+    (tmp_path / "base.yaml").write_text(BASE)
+    (tmp_path / "bench.yaml").write_text(f"name: tinybench\n{extra}bench:\n" + "".join(
+        f"  {line}\n" for line in bench.strip().splitlines()) + f"  out_dir: {tmp_path / 'out'}\n"
+        f"  report: {tmp_path / 'report.md'}\n")
+    return tmp_path / "bench.yaml"
+
+
+def test_expand_axes_fanouts_systems_and_shared_partitions(tmp_path):
+    path = _write_bench(tmp_path, f"""
+datasets: [{tmp_path / 'base.yaml'}]
+partitions: [random, metis]
+models: [sage, gcn]
+layers: [2, 3]
+fanouts: ["4", "4,6", "4,6,8"]
+seeds: [0, 1]
+bandwidths: ["", 1gbit]
+systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
+""", extra="train: {epochs: 3}\n")
+    run_cfg, plan_cfg, file_ov = load_bench(str(path), ["--bench.seeds=[1]", "--model.hidden=8"])
+    assert file_ov == ["--train.epochs=3"] and run_cfg.bench.overrides == ["--model.hidden=8"]
+    matrix, selected = expand(plan_cfg, tmp_path / "out", file_ov), expand(run_cfg, tmp_path / "out", file_ov)
+    assert len(matrix) == 2 * 2 * 2 * 2 * 2 and len(selected) == 16
+    assert {c.axes["seed"] for c in selected} == {1}
+    c = next(c for c in matrix if c.cell_id == "base-random-p2-gcn-l3-1gbit-s0")
+    d, g = c.systems["distdgl"].cfg, c.systems["g-none"].cfg
+    assert d.train.fanouts == g.train.fanouts == [4, 6, 8] and d.network.bandwidth == "1gbit"
+    assert (d.train.seed, d.partition.seed, d.model.name, d.train.epochs, d.model.hidden) == (0, 0, "gcn", 3, 8)
+    assert (d.grappa.correction, d.train.lr, g.grappa.correction, g.train.lr) == ("batch", 0.003, "none", 0.01)
+    assert d.partition.out_dir == g.partition.out_dir == str(c.partition_dir.resolve())
+    assert d.run.output_dir != g.run.output_dir
+
+    def pdir(**axes):
+        return {c.partition_dir for c in matrix if all(c.axes[k] == v for k, v in axes.items())}
+
+    # one partitioning per (partitioner, seed) for random, one for METIS whatever the seed
+    assert len(pdir(partition="random")) == 2 and len(pdir(partition="metis")) == 1
+    assert pdir(partition="random", seed=0, model="sage") == pdir(partition="random", seed=0, model="gcn")
+
+
+def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
+    def err(bench: str, args=()):
+        path = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\n" + bench)
+        with pytest.raises(ConfigError) as e:
+            r, _, fo = load_bench(str(path), list(args))
+            expand(r, tmp_path / "out", fo)
+        return str(e.value)
+
+    assert "partition, network" in err('systems: ["g: --partition.method=metis"]')
+    assert "unknown config key 'grappa.nope'" in err('systems: ["g: --grappa.nope=1"]')
+    assert "quote it" in err("systems: [distdgl, g: --grappa.lam=0.1]")
+    assert "has a name twice" in err("systems: [grappa, grappa]")
+    assert "no fan-outs for 3 layers" in err("layers: [3]")
+    assert "needs 2" in err('fanouts: ["5", "5"]')
+    assert "partition.method='kway'" in err("partitions: [kway]")
+    assert "unknown config key 'bench.nope'" in err("", ["--bench.nope=1"])
+    assert parse_system("distdgl").kind == "distdgl" and parse_system("distdgl-grappa").kind == "distdgl-grappa"
+    assert parse_system("x: --train.halo=keep").overrides == ["--train.halo=keep"]
+    p = run_cli("bench", "--config", str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'nope.yaml'}]")))
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nope.yaml does not exist" in p.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# partition.seed
+# ---------------------------------------------------------------------------------------
+
+def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
+    from dgl_grappa.config import DataConfig, SyntheticConfig
+    from dgl_grappa.data import load_dataset
+    from dgl_grappa.partition import partition, partition_fingerprint
+
+    # generator seed 0 and partition seed 0: DGL's RNG is not the generator's, so the parts are
+    # not the planted blocks (their cut would be ~0.1, a random 4-way cut is ~0.75)
+    g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=3000, seed=0)))
+    got = {}
+    for i, (method, seed) in enumerate([("random", 0), ("random", 0), ("random", 1), ("metis", 0), ("metis", 1)]):
+        stats = partition(g, PartitionConfig(num_parts=4, method=method, seed=seed), tmp_path / str(i))
+        got.setdefault((method, seed), []).append((np.load(tmp_path / str(i) / "assignment.npy"), stats["edge_cut"]))
+    (a, cut), (b, _) = got[("random", 0)]
+    assert np.array_equal(a, b) and cut > 0.6
+    assert (got[("random", 1)][0][0] != a).mean() > 0.5
+    assert np.array_equal(got[("metis", 0)][0][0], got[("metis", 1)][0][0])
+
+    def fp(method, seed):
+        return partition_fingerprint(load_config(None, [f"--partition.method={method}", f"--partition.seed={seed}"]))
+
+    assert fp("random", 0) != fp("random", 1) and fp("metis", 0) == fp("metis", 1)
+
+
+# ---------------------------------------------------------------------------------------
+# A tiny real sweep
+# ---------------------------------------------------------------------------------------
+
+def _needs_ns():
+    from dgl_grappa.netns import check_isolation
+
+    why = check_isolation(net=True, shm="64m")
+    if why is not None:
+        pytest.skip(f"private namespaces unavailable (DistDGL runs need them): {why}")
+
+
+def test_tiny_sweep_writes_cells_skips_done_ones_and_records_a_failure(tmp_path):
+    """Matrix: 2 cells (sage, gcn) on one random partitioning x {distdgl, grappa, broken}.
+
+    1. the sage cell: DistDGL and Grappa succeed, "broken" (a 1 s job limit) fails, the sweep goes on;
+    2. the sage cell again: only broken runs again (and fails), the others are not touched;
+    3. Grappa on the gcn cell: it reuses the partitioning;
+    4. Grappa on both cells: both are done, skipped, nothing rewritten;
+    5. the report alone.
+    """
+    _needs_ns()
+    path = _write_bench(tmp_path, f"""
+datasets: [{tmp_path / 'base.yaml'}]
+models: [sage, gcn]
+systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
+""")
+    out = tmp_path / "out"
+    sage, gcn = out / "cells" / "base-random-p2-sage-l2-unshaped-s0.json", out / "cells" / "base-random-p2-gcn-l2-unshaped-s0.json"
+    p = run_cli("bench", "--config", str(path), "--bench.models=[sage]", timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr           # a run failed: status 1, after the others ran
+    doc = json.loads(sage.read_text())
+    s = doc["systems"]
+    assert (s["distdgl"]["status"], s["grappa"]["status"], s["broken"]["status"]) == ("ok", "ok", "failed")
+    assert "run.timeout_s=1" in s["broken"]["reason"] and Path(s["broken"]["log"]).is_file()
+    for name in ("distdgl", "grappa"):
+        m = s[name]["metrics"]
+        assert 0 <= m["test_acc"] <= 1 and m["epochs"] == 2 and len(s[name]["records"]) == 2
+        assert m["bytes_per_epoch_amortised"] > 0 and m["edge_cut"] == pytest.approx(doc["partition"]["edge_cut"])
+        assert s[name]["config"]["partition"]["seed"] == 0 and s[name]["fingerprint"]
+    assert s["grappa"]["metrics"]["wire_bytes_per_epoch"] < s["distdgl"]["metrics"]["wire_bytes_per_epoch"]
+    assert doc["axes"]["model"] == "sage" and not gcn.exists()
+    assert "ETA" in p.stdout and "FAILED" in p.stdout
+    report = (tmp_path / "report.md").read_text()
+    assert "**0 of 2**" in report and "| base | random | 2 | sage | 2 | grappa | 1 |" in report
+
+    logs = {n: Path(s[n]["log"]) for n in s}
+    mtimes = {n: logs[n].stat().st_mtime_ns for n in logs}
+    p = run_cli("bench", "--config", str(path), "--bench.models=[sage]", timeout=600)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "(1 runs)" in p.stdout and "broken: runs again (failed before)" in p.stdout
+    s2 = json.loads(sage.read_text())["systems"]
+    assert s2["distdgl"] == s["distdgl"] and s2["grappa"] == s["grappa"] and s2["broken"]["status"] == "failed"
+    assert {n: logs[n].stat().st_mtime_ns != mtimes[n] for n in logs} == {"distdgl": False, "grappa": False,
+                                                                          "broken": True}
+
+    p = run_cli("bench", "--config", str(path), "--bench.models=[gcn]", "--bench.systems=[grappa]", timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "partitioning" not in p.stdout                   # one partitioning for both cells
+    g = json.loads(gcn.read_text())
+    assert list(g["systems"]) == ["grappa"] and g["systems"]["grappa"]["status"] == "ok"
+    assert g["partition"]["dir"] == doc["partition"]["dir"] and g["partition"]["reused"] is True
+
+    before = {f: f.read_bytes() for f in (sage, gcn)}
+    mtimes = {n: logs[n].stat().st_mtime_ns for n in logs}
+    p = run_cli("bench", "--config", str(path), "--bench.systems=[grappa]")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout and "skip base-random-p2-gcn-l2-unshaped-s0" in p.stdout
+    assert "bench: 0 runs" in p.stdout
+    assert {f: f.read_bytes() for f in before} == before and {n: logs[n].stat().st_mtime_ns for n in logs} == mtimes
+
+    (tmp_path / "report.md").unlink()
+    p = run_cli("bench", "--config", str(path), "--bench.report_only=true", "--bench.report_kind=speed")
+    assert p.returncode == 0, p.stdout + p.stderr
+    report = (tmp_path / "report.md").read_text()
+    assert "# Speed" in report and "runs ok 3 of 6" in report and "(report/speedup.png)" in report
