@@ -12,7 +12,9 @@ non-bench ``--a.b=v`` given on the bench command line); the axes (``partition.me
 ``partition.num_parts``, ``model.name``, ``model.num_layers``, ``train.fanouts`` from
 ``bench.fanouts``, ``network.bandwidth``, ``train.seed`` and ``partition.seed`` from the
 seed); then each system's own overrides. A seed therefore varies the partitioning (for a
-seeded method), the initialisation and the sampling; the graph stays the same.
+seeded method), the initialisation and the sampling; the graph stays the same. (A system
+with ``schedule.k > 0`` repartitions: its partitionings, the first included, are then its
+scheduler's builds, not the cell's shared one.)
 
 Files under ``bench.out_dir``:
 

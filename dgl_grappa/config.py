@@ -463,7 +463,11 @@ def _set_dotted(cfg: Config, dotted: str, raw: str) -> None:
         if i == len(parts) - 1:
             if dataclasses.is_dataclass(tp):
                 raise ConfigError(f"'{full}' is a section; set one of its keys, e.g. --{full}.<key>=value")
-            value = yaml.safe_load(raw) if raw.strip() else raw
+            try:
+                value = yaml.safe_load(raw) if raw.strip() else raw
+            except yaml.YAMLError:
+                raise ConfigError(f"--{full}={raw} cannot be read as a YAML value; write e.g. a list as "
+                                  f"[a, b] and quote empty strings: [\"\", b]") from None
             if tp is str and not isinstance(value, str):
                 value = raw  # keep strings verbatim ("001" stays "001")
             setattr(obj, part, _coerce(full, value, tp))
