@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ..procs import JobFailed
+from ..procs import EXIT_USER_ERROR, JobFailed
 from .run import run_distdgl
 from .launcher import _server_main, launch
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
             launch(cfg, str(part_config_path(cfg.partition.out_dir)), a.out, argv[i + 1:])
         except JobFailed as exc:
             print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr, flush=True)
-            return 1
+            return EXIT_USER_ERROR if exc.user_error else 1
         return 0
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa.distdgl",
                                  description="run the DistDGL job (servers + trainers) on the config's partitions")
