@@ -405,6 +405,10 @@ def load_checkpoint(path: str | Path, fp: dict | None = None) -> dict:
         data = pt.read_bytes()
         ck = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to parse is a corrupt file
+        if "Weights only load failed" in str(exc):
+            raise CheckpointError(f"checkpoint {pt} holds objects other than tensors and plain containers, and "
+                                  "loading it could run code, so it is refused; resume from a file written by "
+                                  "dgl_grappa") from None
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"checkpoint {pt} is corrupt or not a checkpoint ({first}); resume from another "
                               "file or start afresh") from None

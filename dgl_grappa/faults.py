@@ -15,7 +15,8 @@ workers, the DistDGL launcher and its trainers inherit the variable, so a test (
 
 Optional keys: ``"signal"`` (default ``"SIGKILL"``) or ``"exit"`` (an exit status
 instead of a signal), and ``"once"``: a file created when the fault fires; while it exists
-the fault does not fire again (so the restarted job runs through).
+the fault does not fire again (so the restarted job runs through). A JSON list holds
+several faults (each with its own ``once`` file).
 """
 from __future__ import annotations
 
@@ -32,29 +33,32 @@ POINTS = ("step", "switch", "checkpoint")
 log = logging.getLogger("dgl_grappa")
 
 
-def _spec() -> dict | None:
+def _specs() -> list[dict]:
     raw = os.environ.get(ENV_FAULT)
     if not raw:
-        return None
-    spec = json.loads(raw)
-    if spec.get("point") not in POINTS:
-        raise ValueError(f"{ENV_FAULT}: point {spec.get('point')!r} is not one of {', '.join(POINTS)}")
-    return spec
+        return []
+    specs = json.loads(raw)
+    specs = specs if isinstance(specs, list) else [specs]
+    for spec in specs:
+        if spec.get("point") not in POINTS:
+            raise ValueError(f"{ENV_FAULT}: point {spec.get('point')!r} is not one of {', '.join(POINTS)}")
+    return specs
 
 
 def hit(point: str, **where: int) -> None:
-    """Fire the configured fault if it names ``point`` and every coordinate in ``where`` matches.
+    """Fire a configured fault that names ``point`` and whose coordinates all match ``where``.
 
     Args:
         point: one of :data:`POINTS`.
         where: this place's coordinates (``rank``, ``epoch``, ``step``); a key the fault
             does not name matches anything.
     """
-    spec = _spec()
-    if spec is None or spec["point"] != point:
-        return
-    if any(k in spec and spec[k] != v for k, v in where.items()):
-        return
+    for spec in _specs():
+        if spec["point"] == point and not any(k in spec and spec[k] != v for k, v in where.items()):
+            _fire(spec, point, where)
+
+
+def _fire(spec: dict, point: str, where: dict) -> None:
     once = spec.get("once")
     if once:
         try:

@@ -30,13 +30,16 @@ log = logging.getLogger("dgl_grappa")
 
 @contextlib.contextmanager
 def removed_on_user_error(path: Path):
-    """Remove ``path`` again if it did not exist before and a ConfigError leaves the block."""
-    existed = path.exists()
+    """Remove ``path`` (and the parents created for it) again if a ConfigError leaves the block."""
+    top = None
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        top, p = p, p.parent
     try:
         yield
     except ConfigError:
-        if not existed and path.exists():
-            shutil.rmtree(path, ignore_errors=True)
+        if top is not None and top.exists():
+            shutil.rmtree(top, ignore_errors=True)
         raise
 
 

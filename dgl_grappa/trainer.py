@@ -71,7 +71,8 @@ class LocalRuntime:
             self.batches = None
         if n_seeds == 0:
             log.warning("part %d has no training nodes: it takes the %d agreed steps per epoch with weight 0 (the "
-                        "average is over the %d workers that have seeds)", lp.part_id, self.steps, self.contributors)
+                        "average is over the %d of %d workers that have seeds)", lp.part_id, self.steps,
+                        self.contributors, ident.world_size)
 
     def epoch_inputs(self, epoch: int):
         """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.

@@ -14,6 +14,9 @@ from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
 
+FAILURE_FILE = "launch_failure.txt"
+"""In a job's output folder: the first line of the launcher's error when the job failed."""
+
 
 def _free_ports(n: int, base: int) -> list[int]:
     from ..launch import free_port

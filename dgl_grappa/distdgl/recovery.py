@@ -18,10 +18,16 @@ from ..config import ConfigError
 from ..procs import JobFailed
 from ..restarts import RestartBudget
 from .job import run_job
+from .launcher import FAILURE_FILE
 
 
-def failure_reason(exc: JobFailed) -> str:
-    """One line out of a failed job's message: the launcher's own error line when there is one."""
+def failure_reason(exc: JobFailed, out: Path | None = None) -> str:
+    """One line out of a failed job: the launcher's own error line when there is one."""
+    f = out / FAILURE_FILE if out is not None else None
+    if f is not None and f.is_file():
+        text = f.read_text().strip()
+        if text:
+            return text
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     for ln in lines:
         if "dgl_grappa.distdgl: error: " in ln:
@@ -67,6 +73,7 @@ def run_resumable_job(cfg, out: Path, *, grappa: bool, script: str | None, extra
         if resume:
             args += ["--resume", str(resume)]
         t0 = time.time()
+        (out / FAILURE_FILE).unlink(missing_ok=True)
         try:
             summary = run_job(cfg, out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns, quiet=quiet)
         except JobFailed as exc:
@@ -77,7 +84,7 @@ def run_resumable_job(cfg, out: Path, *, grappa: bool, script: str | None, extra
             point = store.newest_valid(fp) if store is not None else None  # corrupt newest: falls back
             if point is not None and point.epoch >= segment_start:
                 start, resume = point.epoch, point.path
-            budget.restart(failure_reason(exc), resume, start, **where)
+            budget.restart(failure_reason(exc, out), resume, start, **where)
             continue
         if timing is not None:
             timing.update(job_start=t0, job_end=time.time())
