@@ -176,6 +176,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        done += os.write(fd, view[done:])
+
+
 def atomic_write(path: Path, data: bytes, fault_epoch: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically: a temporary file, fsync, rename, fsync of the folder.
 
@@ -191,12 +197,10 @@ def atomic_write(path: Path, data: bytes, fault_epoch: int | None = None) -> Non
         try:
             view = memoryview(data)
             half = len(view) // 2
-            done = 0
-            while done < len(view):
-                if fault_epoch is not None and done >= half:
-                    faults.hit("checkpoint", epoch=fault_epoch)  # a writer killed half-way
-                    fault_epoch = None
-                done += os.write(fd, view[done:])
+            _write_all(fd, view[:half])
+            if fault_epoch is not None:
+                faults.hit("checkpoint", epoch=fault_epoch)  # tests: the writer is killed half-way
+            _write_all(fd, view[half:])
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -79,9 +79,6 @@ def prepare_partitions(cfg: Config, g, start_epoch: int, fresh: bool) -> dict:
         from .scheduler import partitioning_index, prepare_schedule, resume_schedule
 
         if fresh:
-            from .partition import check_partitionable
-
-            check_partitionable(g.num_nodes(), cfg.partition.num_parts)  # before old partitionings are cleared
             return prepare_schedule(cfg, g)
         return resume_schedule(cfg, partitioning_index(start_epoch, cfg.schedule.k), g)
     from .partition import ensure_partitions

@@ -421,6 +421,9 @@ def prepare_schedule(cfg: Config, g: dgl.DGLGraph) -> dict:
     Returns:
         Partitioning 0's statistics (``part_config`` is what the workers load first).
     """
+    from .partition import check_partitionable
+
+    check_partitionable(g.num_nodes(), cfg.partition.num_parts)  # before an earlier run's partitionings go
     root = partition_root(cfg.run.output_dir)
     if cfg.partition.out_dir:
         log.warning("partition.out_dir=%s is ignored with schedule.k>0: partitionings go to %s/<j>",
