@@ -102,6 +102,8 @@ def run_compare(cfg) -> dict:
         return dataclasses.replace(
             cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
             run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
+            # each run its own checkpoints (<its output>/checkpoints): they must not clear each other's
+            checkpoint=dataclasses.replace(cfg.checkpoint, dir="", resume=""),
             grappa=dataclasses.replace(cfg.grappa, **grappa))
 
     plan = []

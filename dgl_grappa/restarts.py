@@ -36,13 +36,15 @@ class RestartBudget:
     def left(self) -> int:
         return self.max_restarts - len(self.taken)
 
-    def restart(self, reason: str, resume_path: str | None, epoch: int, **extra) -> dict | None:
+    def restart(self, reason: str, resume_path: str | None, epoch: int, action: str | None = None,
+                **extra) -> dict | None:
         """Take one restart if any is left: log it and record it.
 
         Args:
             reason: one line, why the previous attempt ended (e.g. "worker 1 was killed by SIGKILL").
             resume_path: the checkpoint the next attempt starts from (None: from the beginning).
             epoch: the epoch it starts at.
+            action: what the restart does, when it is not a resume (e.g. "building partitioning 1 again").
             extra: more fields for the record (e.g. the segment).
 
         Returns:
@@ -54,6 +56,6 @@ class RestartBudget:
                "at": time.time(), **extra}
         self.taken.append(rec)
         where = f"checkpoint {resume_path} (epoch {epoch})" if resume_path else "the beginning (no checkpoint yet)"
-        log.warning("restart %d/%d of the %s: %s; resuming from %s", rec["restart"], self.max_restarts, self.label,
-                    reason, where)
+        log.warning("restart %d/%d of the %s: %s; %s", rec["restart"], self.max_restarts, self.label, reason,
+                    action or f"resuming from {where}")
         return rec

@@ -88,7 +88,7 @@ def _job_children(pid: int) -> list:
             continue
         if "resource_tracker" in cmd:
             continue
-        if "spawn_main" in cmd or "dgl_grappa.distdgl.train" in cmd or "_server" in cmd:
+        if "spawn_main" in cmd or "dgl_grappa.distdgl.train" in cmd or "_server" in cmd or "_launch" in cmd:
             out.append(p)
     return out
 

@@ -31,7 +31,7 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     from ..checkpoint import CheckpointStore, checkpoint_dir, fingerprint
     from ..data import load_dataset
     from ..metrics import read_jsonl, write_json
-    from ..repartition import start_builder
+    from ..repartition import BuildError, start_builder
     from ..restarts import RestartBudget
     from ..scheduler import num_partitionings, partition_root, prepare_schedule, remove_old
     from .recovery import run_resumable_job
@@ -49,13 +49,28 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     budget = RestartBudget(cfg.launch.max_restarts, "DistDGL job")
     builder = start_builder(cfg)
     segs: list[dict] = []
+
+    def start_of(j: int) -> int:
+        return j * k
+
     try:
         for j in range(n_seg):
             seg_out = out / "segments" / str(j)
             seg = {"index": j, "out": seg_out}
             if j > 0:
                 t = time.time()
-                st = builder.wait(j, cfg.run.collective_timeout_s)
+                try:
+                    st = builder.wait(j, cfg.run.collective_timeout_s)
+                except BuildError:
+                    if budget.left <= 0 or builder.alive():
+                        raise
+                    # The builder process died: a new one builds partitioning j (counts as a restart).
+                    budget.restart(f"the partition builder (pid {builder.pid}) died", None, start_of(j), segment=j,
+                                   action=f"building partitioning {j} again")
+                    builder.close()
+                    builder = start_builder(cfg)
+                    builder.request(j)
+                    st = builder.wait(j, cfg.run.collective_timeout_s)
                 seg["build_wait_s"] = time.time() - t
                 stats.append(st)
                 remove_old(root, j, cfg.schedule.keep_last)
