@@ -76,11 +76,11 @@ def prepare_partitions(cfg: Config, g, start_epoch: int, fresh: bool) -> dict:
         fresh: a new run (old partitionings are cleared) rather than a resumed one.
     """
     if cfg.schedule.k > 0:
-        from .scheduler import partitioning_index, prepare_schedule, resume_schedule
+        from .scheduler import prepare_schedule, resume_partitioning, resume_schedule
 
         if fresh:
             return prepare_schedule(cfg, g)
-        return resume_schedule(cfg, partitioning_index(start_epoch, cfg.schedule.k), g)
+        return resume_schedule(cfg, resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k), g)
     from .partition import ensure_partitions
 
     stats, _ = ensure_partitions(cfg, g)
@@ -92,9 +92,10 @@ def _builder(cfg: Config, start_epoch: int):
     if cfg.schedule.k <= 0:
         return None
     from .repartition import start_builder
-    from .scheduler import num_partitionings, partitioning_index
+    from .scheduler import num_partitionings, resume_partitioning
 
-    if partitioning_index(start_epoch, cfg.schedule.k) + 1 >= num_partitionings(cfg.train.epochs, cfg.schedule.k):
+    if resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k) + 1 >= num_partitionings(cfg.train.epochs,
+                                                                                                 cfg.schedule.k):
         return None
     return start_builder(cfg)
 
@@ -148,7 +149,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     budget = RestartBudget(cfg.launch.max_restarts, "Grappa job")
     resume = point.path if point is not None else ""
     part_config = stats["part_config"]
-    first_stats = stats
+    first_stats, first_point = stats, point
     t0 = time.perf_counter()
     while True:
         if builder is None:
@@ -169,9 +170,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
             budget.restart(exc.reason, point.path if point is not None else None, start)
             resume = point.path if point is not None else ""
             if cfg.schedule.k > 0:
-                from .scheduler import partitioning_index, resume_schedule
-
-                part_config = resume_schedule(cfg, partitioning_index(start, cfg.schedule.k))["part_config"]
+                part_config = prepare_partitions(cfg, None, start, fresh=False)["part_config"]
         finally:
             if builder is not None:
                 builder.close()
@@ -181,7 +180,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     summary["edge_cut"] = first_stats["edge_cut"]
     summary["job_wall_s"] = time.perf_counter() - t0
     summary["restarts"] = budget.taken
-    if point is not None and not budget.taken:
-        summary["resumed_from"] = {"path": point.path, "epoch": point.epoch}
+    if first_point is not None:
+        summary["resumed_from"] = {"path": first_point.path, "epoch": first_point.epoch}
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary, first_stats

@@ -35,7 +35,7 @@ from . import coverage as cov
 from .config import Config
 from .partition import STATS_FILE, part_config_path
 from .scheduler import (AssignmentSpec, LocalityTracker, build_partitioning, is_switch_epoch,
-                        num_partitionings, partition_root, partitioning_index, remove_old)
+                        num_partitionings, partition_root, partitioning_index, remove_old, resume_partitioning)
 
 log = logging.getLogger("dgl_grappa")
 
@@ -231,7 +231,7 @@ class RepartitionDriver:
         self.k = cfg.schedule.k
         self.root = partition_root(out_dir)
         self.count = num_partitionings(cfg.train.epochs, self.k)
-        self.current = partitioning_index(start_epoch, self.k)  # > 0 when resuming
+        self.current = resume_partitioning(start_epoch, cfg.train.epochs, self.k)  # > 0 when resuming
         self.resumed = start_epoch > 0
         self.wait_bound_s = 0.8 * cfg.run.collective_timeout_s
         self.switches: list[dict] = []

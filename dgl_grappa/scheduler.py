@@ -75,6 +75,11 @@ def partitioning_index(epoch: int, k: int) -> int:
     return 0 if k <= 0 else epoch // k
 
 
+def resume_partitioning(epoch: int, epochs: int, k: int) -> int:
+    """The partitioning a run resumed at ``epoch`` loads first (the last one when nothing is left to train)."""
+    return partitioning_index(min(epoch, max(epochs - 1, 0)), k)
+
+
 def num_partitionings(epochs: int, k: int) -> int:
     """How many partitionings a run of ``epochs`` epochs uses (1 when k == 0 or k >= epochs)."""
     return 1 if k <= 0 else max(1, math.ceil(epochs / k))
