@@ -15,61 +15,37 @@ from pathlib import Path
 
 from .compare import cmd_compare
 from .config import Config, ConfigError, load_config
-from .launch import free_port, setup_logging, spawn_workers
+from .launch import setup_logging
 from .procs import JobFailed
 
 log = logging.getLogger("dgl_grappa")
 
 
 def cmd_partition(cfg: Config) -> int:
-    from .partition import ensure_partitions, format_stats
+    from .config import check_output_dir
+    from .native import removed_on_user_error
+    from .partition import ensure_partitions, format_stats, partition_dir
 
-    stats, _ = ensure_partitions(cfg)
+    check_output_dir(partition_dir(cfg), "partition.out_dir" if cfg.partition.out_dir else "run.output_dir")
+    with removed_on_user_error(Path(cfg.run.output_dir)):
+        stats, _ = ensure_partitions(cfg)
     print(format_stats(stats))
     print(f"partition config: {stats['part_config']}")
     return 0
 
 
 def cmd_train(cfg: Config) -> int:
-    from .data import load_dataset, num_classes
     from .metrics import format_bytes
+    from .native import check_inputs, run_native
     from .netns import in_private_netns
-    from .partition import ensure_partitions, format_stats
     from .procs import rerun_isolated
-    from .trainer import train_worker
 
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
+        check_inputs(cfg)  # one-line errors here, not from inside the namespace
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
-    g = load_dataset(cfg.data)
-    n_classes = num_classes(g)
+    summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
     out = Path(cfg.run.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    builder = None
-    if cfg.schedule.k > 0:
-        from .repartition import start_builder
-        from .scheduler import prepare_schedule  # partitionings: <output>/partitions/<j>
-
-        # Started first: its seconds of imports overlap partitioning 0 and the workers' start.
-        builder = start_builder(cfg)
-        stats = prepare_schedule(cfg, g)
-    else:
-        stats, g = ensure_partitions(cfg, g)
-    del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
-    print(format_stats(stats), flush=True)
-    t0 = time.perf_counter()
-    extra = (builder.channel,) if builder is not None else ()  # rank 0 drives the builder
-    try:
-        spawn_workers(train_worker, cfg.partition.num_parts,
-                      (cfg, stats["part_config"], n_classes, free_port(), str(out), *extra),
-                      timeout_s=cfg.run.timeout_s)
-    finally:
-        if builder is not None:
-            builder.close()
     summary_path = out / "summary.json"
-    summary = json.loads(summary_path.read_text())
-    summary["edge_cut"] = stats["edge_cut"]
-    summary["job_wall_s"] = time.perf_counter() - t0
-    summary_path.write_text(json.dumps(summary, indent=1))
     print(f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
           f"{summary['num_parts']} workers, {summary['mode']}, correction={summary['correction']}\n"
           f"  val acc {summary['val_acc']:.4f}  test acc {summary['test_acc']:.4f}  "
@@ -77,6 +53,9 @@ def cmd_train(cfg: Config) -> int:
           f"  per worker per epoch: gradients {format_bytes(summary['grad_bytes_per_epoch'])}, "
           f"remote features {format_bytes(summary['feature_bytes_per_epoch'])}\n"
           f"  wrote {out / 'metrics.jsonl'} and {summary_path}")
+    for r in summary.get("restarts", []):
+        print(f"  restart {r['restart']}: {r['reason']}; resumed from "
+              f"{r['resumed_from'] or 'the beginning'} (epoch {r['epoch']})")
     if "schedule" in summary:
         sch = summary["schedule"]
         print(f"  repartitioning ({sch['method']}, k={sch['k']}): {len(summary['switches'])} switches, "
@@ -92,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dgl_grappa", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=sorted(COMMANDS), help="what to do")
     parser.add_argument("--config", default=None, help="YAML config (default: built-in defaults)")
+    parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="PATH|auto",
+                        help="train: continue from a checkpoint file, or (no value, or auto) from the newest intact "
+                             "checkpoint in checkpoint.dir; same as --checkpoint.resume=...")
     args, rest = parser.parse_known_args(argv)
     setup_logging(None)
     try:
@@ -99,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bench import cmd_bench
 
             return cmd_bench(args.config, rest)
+        if args.resume is not None:
+            if args.command != "train":
+                raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
+            rest = rest + [f"--checkpoint.resume={args.resume}"]
         cfg = load_config(args.config, rest)
         return COMMANDS[args.command](cfg)
     except ConfigError as exc:

@@ -92,6 +92,9 @@ def run_compare(cfg) -> dict:
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
     if why is not None:
         raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
+    from .config import check_output_dir
+
+    check_output_dir(cfg.run.output_dir, "run.output_dir")
     out = Path(cfg.run.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stats, _ = ensure_partitions(cfg)
@@ -104,6 +107,8 @@ def run_compare(cfg) -> dict:
         return dataclasses.replace(
             cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
             run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
+            # each run its own checkpoints (<its output>/checkpoints): they must not clear each other's
+            checkpoint=dataclasses.replace(cfg.checkpoint, dir="", resume=""),
             grappa=dataclasses.replace(cfg.grappa, **grappa))
 
     plan = []

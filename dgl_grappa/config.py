@@ -332,15 +332,37 @@ class BenchConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """Checkpoints (see dgl_grappa/checkpoint.py): what resume and recovery start from."""
+
+    every: int = 1
+    """Write a checkpoint every this many epochs; 0 = only at repartition boundaries and at
+    the end (both are always written)."""
+    keep_last: int = 2
+    """Complete checkpoints kept (the newest ones); older ones are removed once a newer one
+    is complete."""
+    dir: str = ""
+    """Where checkpoints go; empty = ``<run.output_dir>/checkpoints``."""
+    resume: str = ""
+    """Start from a checkpoint: "" (no), "auto" (the newest valid one in ``dir``; a fresh
+    start when there is none) or the path of a checkpoint file. ``train --resume [PATH]``
+    sets it."""
+
+
+@dataclass
 class RunConfig:
     """Processes, files and limits."""
 
     output_dir: str = "runs/default"
     """Where metrics.jsonl, summary.json and partitions go."""
     timeout_s: float = 1800.0
-    """Whole job limit; workers are killed past it."""
+    """Limit of one attempt of the job (its workers are killed past it); with
+    launch.max_restarts = R the whole job is bounded by (R + 1) x timeout_s."""
     collective_timeout_s: float = 300.0
     """Bound on every collective (gloo timeout)."""
+    eval_timeout_s: float = 1800.0
+    """Bound on the other workers' wait for rank 0's own work between epochs (the global
+    evaluation on the whole graph, writing a checkpoint): a barrier on a group of its own."""
     num_threads: int = 0
     """Torch threads per worker; 0 = cores / workers (at least 1)."""
     progress: bool = True
@@ -364,6 +386,7 @@ class Config:
     compare: CompareConfig = field(default_factory=CompareConfig)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     @property
@@ -593,8 +616,50 @@ def validate(cfg: Config) -> None:
            f"compare.target_acc={cfg.compare.target_acc} must be in [0, 1] (0 = automatic)")
     _check(r.timeout_s > 0, f"run.timeout_s={r.timeout_s} must be > 0")
     _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
+    _check(r.eval_timeout_s > 0, f"run.eval_timeout_s={r.eval_timeout_s} must be > 0")
+    ck = cfg.checkpoint
+    _check(ck.every >= 0, f"checkpoint.every={ck.every} must be >= 0 (0 = only at repartition boundaries and the end)")
+    _check(ck.keep_last >= 1, f"checkpoint.keep_last={ck.keep_last} must be >= 1")
+    _check(cfg.launch.max_restarts >= 0, f"launch.max_restarts={cfg.launch.max_restarts} must be >= 0")
     _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")
     _check(bool(r.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")
+
+
+def check_output_dir(path: str | os.PathLike, key: str) -> None:
+    """Raise a one-line ConfigError unless folder ``path`` exists or can be created, and is writable.
+
+    Nothing is left behind: folders created for the test (and a probe file) are removed.
+
+    Args:
+        path: the folder.
+        key: the setting that names it (for the message), e.g. ``run.output_dir``.
+    """
+    import errno
+    import tempfile
+
+    target = Path(path).absolute()
+    missing = []
+    p = target
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    if not p.is_dir():
+        raise ConfigError(f"{key}={path} cannot be created: {p} is a file, not a folder; choose another folder")
+    try:
+        for d in reversed(missing):
+            d.mkdir()
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        why = "no space left" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"{key}={path} cannot be created or written ({why}); choose a writable folder, "
+                          f"e.g. --{key}=runs/<name>") from None
+    finally:
+        for d in missing:  # deepest first
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
 
 def dropin_problem(correction: str, halo: str) -> str | None:

@@ -45,7 +45,7 @@ from . import coverage as cov
 from .config import dropin_problem
 from .partition import local_graph
 from .reducers.correction import Correction
-from .sampler import LocalBatches, equal_steps
+from .sampler import LocalBatches, equal_steps, seeded_workers
 
 log = logging.getLogger("dgl_grappa")
 
@@ -97,6 +97,12 @@ class PartitionLoader:
         self.graph, n_inner, src, dst = local_graph(graph, inner, halo)
         self.global_ids = global_ids[:n_inner]
         self.train_ids = train_mask[:n_inner].bool().nonzero(as_tuple=True)[0]
+        # The script's own loss takes the seeds' labels, so a step without seeds cannot be made
+        # weight 0 here: every machine needs training nodes (agreed first, so no trainer waits).
+        if seeded_workers(self.train_ids.numel()) < (torch.distributed.get_world_size()
+                                                      if torch.distributed.is_initialized() else 1):
+            raise ValueError("a machine's partition has no training nodes, and the drop-in loader needs some on "
+                             "every machine; use fewer parts or --partition.balance_train=true")
         self.coverage, self.weights = cov.partition_weights(src, dst, n_inner, in_degree[:n_inner], hops,
                                                             self_loops, w_min)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0

@@ -2,11 +2,15 @@
 
 Evaluation is not training: it reads the whole graph with full neighbourhoods (no
 sampling, no partitions), runs on rank 0 only while the other workers wait at a barrier,
-and its seconds are reported next to the epoch time, never inside it. Grappa's trainer and
+and its seconds are reported next to the epoch time, never inside it. That barrier is on a
+gloo group of its own, bounded by ``run.eval_timeout_s`` (a whole-graph evaluation may take
+longer than ``run.collective_timeout_s``, the bound of the training collectives); the
+trainers wait on the same group while rank 0 writes a checkpoint. Grappa's trainer and
 the DistDGL trainer use this one module, so their accuracies are measured alike.
 """
 from __future__ import annotations
 
+import datetime
 import time
 
 import torch
@@ -55,10 +59,29 @@ class GlobalEvaluator:
     def __init__(self, cfg: Config, is_main: bool):
         self.cfg = cfg
         self.graph = None
+        self.group = None
+        if dist.is_available() and dist.is_initialized():
+            # A collective: every rank constructs its evaluator at the same point.
+            self.group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=cfg.run.eval_timeout_s))
         if is_main:
             from .data import load_dataset  # only rank 0 needs the whole graph
 
             self.graph = load_dataset(cfg.data)
+
+    def wait_for_rank0(self, obj=None):
+        """Every rank: wait (at most ``run.eval_timeout_s``) until rank 0 is done with work of its own.
+
+        Args:
+            obj: rank 0's outcome to hand to everyone (ignored on the other ranks).
+
+        Returns:
+            Rank 0's ``obj``.
+        """
+        if self.group is None:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
 
     def after_epoch(self, model: torch.nn.Module, epoch: int) -> dict:
         """Evaluate after ``epoch`` if due (a collective: every worker must call it).
@@ -73,6 +96,7 @@ class GlobalEvaluator:
         out = {}
         if self.graph is not None:
             out = {f"{k}_acc": v for k, v in evaluate(model, self.graph).items()}
-        dist.barrier()  # the others wait (bounded by the collective timeout) while rank 0 evaluates
+        if self.group is not None:
+            dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates
         out["eval_time_s"] = time.perf_counter() - t0
         return out

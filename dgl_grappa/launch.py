@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import multiprocessing.connection as mp_connection
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -105,23 +107,58 @@ def threads_per_worker(nprocs: int, requested: int = 0) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, nprocs))
 
 
+class UserError(Exception):
+    """Raised by a spawned worker for a user error (one line, e.g. a checkpoint that cannot be
+    written): the launcher reports its message alone and does not restart the job."""
+
+
 class WorkerFailed(JobFailed):
-    """A spawned worker raised, died, or the job ran past its deadline."""
+    """A spawned worker raised, died, or the job ran past its deadline.
+
+    Attributes:
+        rank: the first worker that failed (None: the deadline passed).
+        exit_code: its exit status (negative: killed by that signal), None if it raised.
+        timed_out: the job ran past its deadline (not a worker's death).
+        user_error: the one-line message of a worker's :class:`UserError`, else None.
+    """
+
+    def __init__(self, msg: str, rank: int | None = None, exit_code: int | None = None, timed_out: bool = False,
+                 user_error: str | None = None):
+        super().__init__(msg)
+        self.rank, self.exit_code, self.timed_out, self.user_error = rank, exit_code, timed_out, user_error
+
+    @property
+    def reason(self) -> str:
+        """One line: which worker, how ("worker 1 was killed by SIGKILL")."""
+        if self.timed_out or self.rank is None:
+            return str(self).splitlines()[0]
+        if self.exit_code is None:
+            lines = [ln for ln in str(self).splitlines() if ln.strip()]
+            return f"worker {self.rank} raised {lines[-1].strip() if lines else 'an exception'}"
+        from .procs import rc_text
+
+        return f"worker {self.rank} {rc_text(self.exit_code)}"
 
 
-def _kill_all(ctx: Any) -> None:
-    for p in ctx.processes:
+def _kill_all(processes: list, timeout_s: float = 10.0) -> None:
+    """SIGKILL every live process of the group by PID; reap each, waiting at most ``timeout_s`` in all."""
+    for p in processes:
         if p.is_alive():
             try:
                 os.kill(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    for p in ctx.processes:
-        p.join(timeout=10)
+    deadline = time.monotonic() + timeout_s
+    for p in processes:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll_s: float = 1.0) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes and wait, at most timeout_s.
+
+    The first worker that dies (any signal, any non-zero status) or raises ends the wait:
+    the others are SIGKILLed by PID at once (a survivor would otherwise block in its next
+    collective until the gloo timeout), and every join is bounded.
 
     Args:
         fn: a top-level (picklable) function.
@@ -134,21 +171,44 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
             or the deadline passed. The other workers are killed first.
     """
     ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="spawn")
+    procs = ctx.processes
     deadline = time.monotonic() + timeout_s
     try:
         while True:
-            try:
-                if ctx.join(timeout=poll_s):
-                    return
-            except mp.ProcessRaisedException as exc:
-                raise WorkerFailed(f"worker {exc.error_index} failed:\n{exc}") from None
-            except mp.ProcessExitedException as exc:
-                raise WorkerFailed(f"worker {exc.error_index} exited with code {exc.exit_code}") from None
+            mp_connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=poll_s)
+            for i, p in enumerate(procs):
+                if p.exitcode is None or p.exitcode == 0:
+                    continue
+                _kill_all(procs)
+                queue = ctx.error_queues[i]
+                if not queue.empty():
+                    trace = queue.get()
+                    last = [ln for ln in trace.splitlines() if ln.strip()][-1:] or [""]
+                    marker = f"{UserError.__module__}.{UserError.__name__}: "
+                    user = last[0][len(marker):] if last[0].startswith(marker) else None
+                    raise WorkerFailed(user or f"worker {i} failed:\n{trace}", rank=i, user_error=user)
+                from .procs import rc_text
+
+                raise WorkerFailed(f"worker {i} {rc_text(p.exitcode)}", rank=i, exit_code=p.exitcode)
+            if all(p.exitcode == 0 for p in procs):
+                return
             if time.monotonic() > deadline:
                 raise WorkerFailed(f"the job ran past run.timeout_s={timeout_s:.0f}s; all workers were killed "
-                                   "(raise --run.timeout_s if the job is just slow)")
+                                   "(raise --run.timeout_s if the job is just slow)", timed_out=True)
     finally:
-        _kill_all(ctx)
+        _kill_all(procs)
+
+
+def check_port_free(port: int, key: str, host: str = "127.0.0.1") -> None:
+    """Raise a one-line ConfigError when ``port`` cannot be bound on ``host`` (``key`` names the setting)."""
+    from .config import ConfigError
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"{key}={port}: port {port} on {host} is already in use ({exc.strerror}); pick another "
+                              f"port, or {key}=0 for a free one") from None
 
 
 def set_threads(n: int) -> None:

@@ -90,12 +90,19 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         if k not in NODE_KEYS:
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
+    check_partitionable(g.num_nodes(), cfg.num_parts)
     t0 = time.perf_counter()
     dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
     # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
-    orig_nids, _ = dgl.distributed.partition_graph(
-        g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=cfg.method,
-        balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
+    try:
+        orig_nids, _ = dgl.distributed.partition_graph(
+            g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=cfg.method,
+            balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
+    except dgl.DGLError as exc:
+        log.debug("partition_graph failed: %s", exc)
+        raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
+                          f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
+                          f"e.g. --partition.num_parts={max(1, cfg.num_parts // 2)}") from None
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     # New (shuffled) ids are contiguous per part; map them back to the original nodes.
@@ -106,14 +113,69 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     assignment[orig_nids.numpy()] = new_part
     src, dst = (t.numpy() for t in g.edges())
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
+    train = g.ndata["train_mask"].numpy().astype(bool)
     stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
                   "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+                  "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
                   "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
     # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
     np.save(out / "assignment.npy", assignment)
     np.save(out / "orig_ids.npy", orig_nids.numpy())
+    stats["files"] = file_manifest(out)
     (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     return stats
+
+
+def check_partitionable(num_nodes: int, num_parts: int) -> None:
+    """Raise a one-line ConfigError when a graph of ``num_nodes`` nodes cannot have ``num_parts`` parts."""
+    if num_parts > num_nodes:
+        raise ConfigError(f"partition.num_parts={num_parts} is more than the graph's {num_nodes} nodes; use at most "
+                          f"{num_nodes} parts (better far fewer: every part needs training nodes)")
+
+
+def file_manifest(out_dir: str | Path) -> dict[str, list]:
+    """``{relative path: [bytes, sha256]}`` of every file of a partition folder (its stats file excepted).
+
+    Stored in the stats, so that a reused folder is checked file by file
+    (:func:`folder_problem`) instead of trusting whatever is on disk.
+    """
+    out = Path(out_dir)
+    manifest = {}
+    for f in sorted(out.rglob("*")):
+        if f.is_file() and f.name != STATS_FILE and not f.name.startswith("."):
+            manifest[str(f.relative_to(out))] = [f.stat().st_size, _sha256(f)]
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def folder_problem(out_dir: str | Path, stats: dict) -> str | None:
+    """What is wrong with a partition folder against its recorded manifest, or None when it is intact.
+
+    Sizes first (a truncated file is found without reading it), then the sha256 of each file.
+    """
+    out = Path(out_dir)
+    manifest = stats.get("files")
+    if not manifest:
+        return "it has no file manifest (written by an older version)"
+    for rel, (size, _) in manifest.items():
+        f = out / rel
+        if not f.is_file():
+            return f"{f} is missing"
+        if f.stat().st_size != size:
+            return f"{f} is {f.stat().st_size} bytes, {size} were written (truncated or replaced)"
+    for rel, (_, digest) in manifest.items():
+        if _sha256(out / rel) != digest:
+            return f"{out / rel} has changed since it was written (sha256 differs)"
+    return None
 
 
 def read_stats(out_dir: str | Path) -> dict | None:
@@ -152,7 +214,26 @@ def partition_fingerprint(cfg: Config) -> dict:
     part.pop("out_dir")
     if part["method"] in SEEDLESS_METHODS:
         part.pop("seed")
-    return {"data": dataclasses.asdict(cfg.data), "partition": part}
+    data = dataclasses.asdict(cfg.data)
+    if cfg.data.name == "dgl":  # the same path may hold another graph later
+        try:
+            st = Path(cfg.data.path).stat()
+            data["file"] = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            pass
+    return {"data": data, "partition": part}
+
+
+def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, "<unset>"), b.get(key, "<unset>")
+        if isinstance(x, dict) and isinstance(y, dict):
+            d = _first_difference(x, y, f"{prefix}{key}.")
+            if d:
+                return d
+        elif x != y:
+            return f"{prefix}{key}={x!r} there, {y!r} here"
+    return ""
 
 
 def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict, dgl.DGLGraph | None]:
@@ -171,13 +252,25 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     from .data import load_dataset
 
     out = partition_dir(cfg)
-    fp = partition_fingerprint(cfg)
+    fp = json.loads(json.dumps(partition_fingerprint(cfg)))
     stats = read_stats(out)
-    if stats is not None and stats.get("fingerprint") == json.loads(json.dumps(fp)):
-        log.info("reusing the partitioning in %s", out)
-        return stats, g
+    chosen = bool(cfg.partition.out_dir)  # a folder the user named, not one inside this run's output
+    if stats is not None and stats.get("fingerprint") == fp:
+        why = folder_problem(out, stats)
+        if why is None:
+            log.info("reusing the partitioning in %s", out)
+            return stats, g
+        log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
+    elif stats is not None and chosen:
+        raise ConfigError(f"partition.out_dir={out} holds a partitioning of another graph or settings "
+                          f"({_first_difference(stats.get('fingerprint') or {}, fp)}); point --partition.out_dir at "
+                          "a new folder, or remove that one")
+    elif chosen and out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"partition.out_dir={out} is not empty and holds no dgl_grappa partitioning; point "
+                          "--partition.out_dir at a new or empty folder")
     if g is None:
         g = load_dataset(cfg.data)
+    check_partitionable(g.num_nodes(), cfg.partition.num_parts)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", g.num_nodes(), g.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out)
     return partition(g, cfg.partition, out, fingerprint=fp), g

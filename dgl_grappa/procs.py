@@ -20,8 +20,21 @@ ENV_JOB = "DGL_GRAPPA_JOB"
 nothing outlived the job."""
 
 
+EXIT_USER_ERROR = 3
+"""Exit status of a process that stopped on a user error and printed it as its last line
+(e.g. a checkpoint that cannot be written): a restart would not help."""
+
+
 class JobFailed(RuntimeError):
-    """A job failed (a process died, a wait ran past its bound); the CLI prints it in one line."""
+    """A job failed (a process died, a wait ran past its bound); the CLI prints it in one line.
+
+    Attributes:
+        user_error: the job ended on a user error (:data:`EXIT_USER_ERROR`); the message is that line.
+    """
+
+    def __init__(self, msg: str, user_error: bool = False):
+        super().__init__(msg)
+        self.user_error = user_error
 
 
 def kill_tree(pid: int, include_self: bool = True, timeout_s: float = 10.0) -> int:
@@ -205,10 +218,12 @@ def run_isolated(argv: list[str], cfg, isolate: bool, timeout_s: float, *, shm: 
             sink.close()
     if rc != 0:
         if log_path is None:
-            raise JobFailed(f"{label} {rc_text(rc)}")
+            raise JobFailed(f"{label} {rc_text(rc)}", user_error=rc == EXIT_USER_ERROR)
         lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
         if rc == EXIT_ISOLATION and lines:
             raise JobFailed(lines[-1])
+        if rc == EXIT_USER_ERROR and lines:
+            raise JobFailed(lines[-1].split("error: ", 1)[-1], user_error=True)
         tail_text = "\n".join("    " + ln for ln in lines[-20:])
         raise JobFailed(f"{label} {rc_text(rc)} (full log: {log_path}):\n{tail_text}")
 

@@ -33,11 +33,15 @@ import torch.multiprocessing as mp
 
 from . import coverage as cov
 from .config import Config
-from .partition import STATS_FILE
+from .partition import STATS_FILE, part_config_path
 from .scheduler import (AssignmentSpec, LocalityTracker, build_partitioning, is_switch_epoch,
-                        num_partitionings, partition_root, partitioning_index, remove_old)
+                        num_partitionings, partition_root, partitioning_index, remove_old, resume_partitioning)
 
 log = logging.getLogger("dgl_grappa")
+
+EVER_LOCAL_FILE = "ever_local.npy"
+"""In partitioning j's folder: which edges were local in partitionings 0..j (bit-packed), so
+that a resumed run's builder continues the ``ever_local_edges`` statistic."""
 
 
 class BuildError(RuntimeError):
@@ -82,9 +86,14 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
         try:
             if prev is None:  # first request: j-1 is the active partitioning, still on disk
                 prev = np.load(Path(root) / str(j - 1) / "assignment.npy")
+                ever = Path(root) / str(j - 1) / EVER_LOCAL_FILE
+                if ever.is_file():  # a resumed run: the edges ever local before the restart
+                    tracker.ever = np.unpackbits(np.load(ever), count=tracker.ever.shape[0]).astype(bool)
                 tracker.add(prev)
             stats, prev = build_partitioning(g, spec, j, root, prev)
             stats["ever_local_edges"] = tracker.add(prev)
+            np.save(Path(root) / str(j) / EVER_LOCAL_FILE, np.packbits(tracker.ever))
+            (Path(root) / str(j) / STATS_FILE).write_text(json.dumps(stats, indent=1))
             results.put(("done", j, stats))
         except Exception:  # noqa: BLE001
             results.put(("error", j, traceback.format_exc()))
@@ -216,19 +225,21 @@ class RepartitionDriver:
             makes rank 0 start and own one.
     """
 
-    def __init__(self, cfg: Config, ident, out_dir: str | Path, builder_channel: tuple | None = None):
+    def __init__(self, cfg: Config, ident, out_dir: str | Path, builder_channel: tuple | None = None,
+                 start_epoch: int = 0):
         self.cfg, self.ident = cfg, ident
         self.k = cfg.schedule.k
         self.root = partition_root(out_dir)
         self.count = num_partitionings(cfg.train.epochs, self.k)
-        self.current = 0
+        self.current = resume_partitioning(start_epoch, cfg.train.epochs, self.k)  # > 0 when resuming
+        self.resumed = start_epoch > 0
         self.wait_bound_s = 0.8 * cfg.run.collective_timeout_s
         self.switches: list[dict] = []
         self.initial: dict = {}
         self._pending: dict = {}
         self.builder: BuilderClient | None = None
         self.builder_startup_s: float | None = None
-        if ident.is_main and self.count > 1:
+        if ident.is_main and self.current + 1 < self.count:
             # Partitioning 1 is requested by record() of partitioning 0, right after this.
             if builder_channel is not None:
                 self.builder = BuilderClient(builder_channel)
@@ -236,8 +247,22 @@ class RepartitionDriver:
                 self.builder = BackgroundBuilder(cfg, self.root, Path(out_dir) / "builder.log")
 
     def due(self, epoch: int) -> bool:
-        """True when ``epoch`` starts a new partitioning."""
-        return is_switch_epoch(epoch, self.k)
+        """True when ``epoch`` starts a partitioning that this worker has not loaded yet."""
+        return is_switch_epoch(epoch, self.k) and partitioning_index(epoch, self.k) != self.current
+
+    def part_config(self, j: int | None = None) -> str:
+        """The json of partitioning ``j`` (default: the current one)."""
+        return str(part_config_path(self.root / str(self.current if j is None else j)))
+
+    def state_dict(self) -> dict:
+        """What a checkpoint keeps of the schedule: position, switch records, what was asked of the builder."""
+        return {"k": self.k, "current": self.current, "initial": self.initial, "switches": self.switches,
+                "requested": sorted(self.builder.requested) if self.builder is not None else []}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore the records of a checkpoint (the position comes from the resumed epoch)."""
+        self.initial = dict(state.get("initial") or {})
+        self.switches = [s for s in state.get("switches", []) if s.get("index", 0) <= self.current]
 
     def agree(self, epoch: int) -> tuple[str, float]:
         """Every worker: the next partitioning's json once it is ready, and the stall (s)."""
@@ -288,10 +313,20 @@ class RepartitionDriver:
                "stall_s": max(s for s, _, _ in gathered), "load_s": max(l for _, l, _ in gathered),
                "load_s_per_worker": [l for _, l, _ in gathered],
                "coverage_train": cov.summarize(all_cov)}
-        if epoch is None:  # partitioning 0, built by the launcher before the workers started
-            stats = json.loads((self.root / "0" / STATS_FILE).read_text())
+        if epoch is None:  # the first partitioning, built by the launcher before the workers started
+            stats = json.loads((self.root / str(self.current) / STATS_FILE).read_text())
             rec.update({"build_s": stats.get("build_s"), "edge_cut": stats["edge_cut"]})
-            self.initial = rec
+            if not self.resumed:
+                self.initial = rec
+            else:
+                log.info("resumed on partitioning %d (edge cut %.4f)", self.current, stats["edge_cut"])
+                if self.current > 0 and not any(s["index"] == self.current for s in self.switches):
+                    # The switch itself happened in the attempt that died after its checkpoint:
+                    # record it from this load (no stall: the folder was on disk already).
+                    rec.update({"epoch": self.current * self.k, "resumed": True, "build_s": stats.get("build_s"),
+                                "overlap_prev": stats.get("overlap_prev"), "part_config": stats.get("part_config"),
+                                "ever_local_edges": stats.get("ever_local_edges")})
+                    self.switches.append(rec)
         else:
             b = self._pending
             rec.update({"build_s": b["build_s"], "overlap_prev": b.get("overlap_prev"),

@@ -31,6 +31,18 @@ def equal_steps(num_local_seeds: int, batch_size: int, group=None) -> int:
     return int(steps[0])
 
 
+def seeded_workers(num_local_seeds: int, group=None) -> int:
+    """How many workers have at least one training seed (one integer all-reduce, once per partitioning).
+
+    A worker without seeds still takes every agreed step (so no collective waits on it),
+    with weight 0; plain averaging then divides by this count instead of the world size.
+    """
+    n = torch.tensor([1 if num_local_seeds > 0 else 0], dtype=torch.int64)
+    if dist.is_initialized():
+        dist.all_reduce(n, group=group)
+    return int(n[0])
+
+
 class LocalBatches:
     """Exactly ``steps`` neighbour-sampled batches per epoch over the local graph.
 
@@ -42,6 +54,11 @@ class LocalBatches:
         steps: batches per epoch (the same on every worker).
         seed: RNG seed of shuffling and sampling (make it differ per worker).
 
+    A worker whose part has no training nodes (``seeds`` empty) still yields ``steps``
+    batches, so that its collectives stay matched: blocks sampled around one placeholder
+    node (local node 0) with an empty ``output_nodes``; the trainer takes the step with
+    weight 0 (the blocks' output rows beyond ``len(output_nodes)`` are not trained on).
+
     Example:
         >>> sampler = dgl.dataloading.NeighborSampler([10, 25])                          # doctest: +SKIP
         >>> batches = LocalBatches(lp.graph, lp.train_ids, sampler, steps=30, seed=1)    # doctest: +SKIP
@@ -49,9 +66,8 @@ class LocalBatches:
     """
 
     def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0):
-        if seeds.numel() == 0:
-            raise ValueError("this worker's part has no training nodes; use fewer parts or a balanced partitioning "
-                             "(--partition.balance_train=true)")
+        if seeds.numel() == 0 and graph.num_nodes() == 0:
+            raise ValueError("this worker's part has no nodes; use fewer parts")
         self.graph = graph
         self.seeds = seeds
         self.steps = steps
@@ -60,7 +76,10 @@ class LocalBatches:
 
     def epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
         """Yield (input_nodes, output_nodes, blocks) ``steps`` times; every seed at least once."""
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        if self.seeds.numel() == 0:
+            yield from self._placeholder_epoch(epoch)
+            return
+        gen = torch.Generator().manual_seed(self.seeds_rng_seed(epoch))
         perm = self.seeds[torch.randperm(self.seeds.numel(), generator=gen)]
         if perm.numel() < self.steps:
             # Fewer seeds than steps: repeat them so that no batch is empty.
@@ -70,6 +89,17 @@ class LocalBatches:
         for chunk in torch.tensor_split(perm, self.steps):
             input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
             yield input_nodes, output_nodes, blocks
+
+    def seeds_rng_seed(self, epoch: int) -> int:
+        """Seed of epoch ``epoch``'s shuffle: a function of (seed, epoch) only, so a resumed run redraws it."""
+        return self.seed * 1_000_003 + epoch
+
+    def _placeholder_epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
+        dgl.seed(self.seed * 7919 + epoch)
+        chunk = torch.zeros(1, dtype=self.graph.idtype)
+        for _ in range(self.steps):
+            input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
+            yield input_nodes, output_nodes[:0], blocks
 
 
 class LocalFeatures:

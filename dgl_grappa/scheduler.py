@@ -75,6 +75,11 @@ def partitioning_index(epoch: int, k: int) -> int:
     return 0 if k <= 0 else epoch // k
 
 
+def resume_partitioning(epoch: int, epochs: int, k: int) -> int:
+    """The partitioning a run resumed at ``epoch`` loads first (the last one when nothing is left to train)."""
+    return partitioning_index(min(epoch, max(epochs - 1, 0)), k)
+
+
 def num_partitionings(epochs: int, k: int) -> int:
     """How many partitionings a run of ``epochs`` epochs uses (1 when k == 0 or k >= epochs)."""
     return 1 if k <= 0 else max(1, math.ceil(epochs / k))
@@ -371,12 +376,59 @@ def build_partitioning(g: dgl.DGLGraph, spec: AssignmentSpec, j: int, root: str 
     return stats, assignment
 
 
+def resume_schedule(cfg: Config, j: int, g: dgl.DGLGraph | None = None) -> dict:
+    """Launcher side of a resumed run: partitioning ``j`` intact on disk; its statistics.
+
+    The folder is checked file by file against its manifest; a missing or broken one is
+    built again (an assignment is a function of the graph, the method, the seed and ``j``:
+    exactly for ``random`` and ``chunk-rotation``, up to DGL's rare METIS flips for the
+    METIS methods). Half-built folders and partitionings after ``j`` (an abandoned future,
+    or one the builder would write again) are removed.
+
+    Args:
+        cfg: the run's config.
+        j: the partitioning the resumed epoch trains on.
+        g: the graph, if loaded already (loaded only when a build is needed).
+    """
+    from .data import load_dataset
+    from .partition import folder_problem, read_stats
+
+    root = partition_root(cfg.run.output_dir)
+    if root.is_dir():
+        for path in root.glob(".building-*"):
+            shutil.rmtree(path, ignore_errors=True)
+    for i, path in partitioning_dirs(root).items():
+        if i > j:
+            shutil.rmtree(path, ignore_errors=True)
+    spec = AssignmentSpec.from_config(cfg)
+    final = root / str(j)
+    stats = read_stats(final)
+    expected = {"schedule_method": spec.method, "seed": spec.seed, "index": j, "num_parts": spec.num_parts}
+    if stats is not None and stats.get("fingerprint") == expected:
+        why = folder_problem(final, stats)
+        if why is None:
+            log.info("resuming on partitioning %d in %s", j, final)
+            return stats
+        log.warning("partitioning %d in %s is broken: %s; building it again", j, final, why)
+    else:
+        log.info("partitioning %d is not on disk; building it again", j)
+    if g is None:
+        g = load_dataset(cfg.data)
+    prev_file = root / str(j - 1) / "assignment.npy"
+    prev = np.load(prev_file) if j > 0 and prev_file.is_file() else None
+    stats, _ = build_partitioning(g, spec, j, root, prev)
+    return stats
+
+
 def prepare_schedule(cfg: Config, g: dgl.DGLGraph) -> dict:
     """Launcher side, before the workers start: clear old partitionings, build partitioning 0.
 
     Returns:
         Partitioning 0's statistics (``part_config`` is what the workers load first).
     """
+    from .partition import check_partitionable
+
+    check_partitionable(g.num_nodes(), cfg.partition.num_parts)  # before an earlier run's partitionings go
     root = partition_root(cfg.run.output_dir)
     if cfg.partition.out_dir:
         log.warning("partition.out_dir=%s is ignored with schedule.k>0: partitionings go to %s/<j>",

@@ -23,15 +23,18 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from . import coverage as cov
-from .config import Config
+from . import faults
+from .checkpoint import (CheckpointError, CheckpointStore, checkpoint_dir, fingerprint, load_checkpoint,
+                         resolve_resume, rng_state, set_rng_state)
+from .config import Config, ConfigError
 from .evaluation import GlobalEvaluator
-from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
+from .launch import (Identity, UserError, init_distributed, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
 from .metrics import EpochClock, JsonlLog, WireMeter, epoch_summary, median, ring_allreduce_wire_bytes, write_json
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local
 from .reducers import make_correction
-from .sampler import LocalBatches, LocalFeatures, equal_steps
+from .sampler import LocalBatches, LocalFeatures, equal_steps, seeded_workers
 
 log = logging.getLogger("dgl_grappa")
 
@@ -54,15 +57,22 @@ class LocalRuntime:
         self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
                                                             cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
         self.features = LocalFeatures(lp.feat)
+        n_seeds = lp.train_ids.numel()
+        # Workers without training seeds take every agreed step with weight 0 (see LocalBatches).
+        self.contributors = seeded_workers(n_seeds)
+        if self.contributors == 0:
+            raise ConfigError("no partition holds a training node (train_mask is empty); give the graph training nodes")
         if cfg.train.mode == "minibatch":
-            self.steps = equal_steps(lp.train_ids.numel(), cfg.train.batch_size)
+            self.steps = equal_steps(n_seeds, cfg.train.batch_size)
             self.batches = LocalBatches(lp.graph, lp.train_ids, dgl.dataloading.NeighborSampler(cfg.train.fanouts),
                                         self.steps, seed=cfg.train.seed * 1000 + ident.rank)
         else:
-            if lp.train_ids.numel() == 0:
-                raise ValueError("this worker's part has no training nodes; use fewer parts")
             self.steps = 1
             self.batches = None
+        if n_seeds == 0:
+            log.warning("part %d has no training nodes: it takes the %d agreed steps per epoch with weight 0 (the "
+                        "average is over the %d of %d workers that have seeds)", lp.part_id, self.steps,
+                        self.contributors, ident.world_size)
 
     def epoch_inputs(self, epoch: int):
         """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.
@@ -113,16 +123,28 @@ class Trainer:
     """
 
     def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-                 hooks=None, builder_channel: tuple | None = None):
+                 hooks=None, builder_channel: tuple | None = None, resume: str | None = None):
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
         self.driver = None
         self.bar = None
         self.records: list[dict] = []
         self.epoch = 0  # the next epoch to train
+        self.step = 0   # training steps taken so far
+        self.resumed_from: str | None = None
+        self.store = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last)
+        self.fingerprint = fingerprint(cfg)
         try:
+            # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
+            self.evaluator = GlobalEvaluator(cfg, ident.is_main)
+            ck = self._agree_resume(cfg.checkpoint.resume if resume is None else resume)
+            start = int(ck["epoch"]) if ck is not None else 0
             if cfg.schedule.k > 0:
                 from .repartition import RepartitionDriver  # first, so a builder starts while we load
-                self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
+                self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel, start_epoch=start)
+                if ck is not None and "schedule" in ck:
+                    self.driver.load_state_dict(ck["schedule"])
+                if start > 0:
+                    part_config = self._resume_partitioning()
             torch.manual_seed(cfg.train.seed)
             lp = load_local(part_config, ident.part, cfg.train.halo)
             self.rt = LocalRuntime(cfg, ident, lp)
@@ -130,9 +152,9 @@ class Trainer:
             self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             self.correction.register(self.ddp)
+            self.correction.set_contributors(self.rt.contributors)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-            self.evaluator = GlobalEvaluator(cfg, ident.is_main)
             self.clock = EpochClock()
             self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
             self.mlog = JsonlLog(self.out_dir / "metrics.jsonl") if ident.is_main else None
@@ -143,7 +165,9 @@ class Trainer:
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
                      cfg.train.halo, lp.halo_bytes_loaded)
             if self.driver is not None:
-                self.driver.record(self.rt, 0.0, lp.load_seconds)  # partitioning 0; asks for partitioning 1
+                self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
+            if ck is not None:
+                self.load_state_dict(ck)  # last: nothing after it may draw from the restored RNGs
         except BaseException:
             self.close()
             raise
@@ -161,8 +185,9 @@ class Trainer:
             (mean loss of the batch, its batch weight).
         """
         out = self.ddp(graph, x)
-        if rows is not None:
-            out = out[rows]
+        # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
+        # a placeholder, whose row is not trained on: the step counts with weight 0.
+        out = out[rows] if rows is not None else out[: seeds.numel()]
         per_node = F.cross_entropy(out, self.rt.lp.label[seeds], reduction="none")
         loss = self.correction.loss(per_node, self.rt.weights[seeds])
         self.optimizer.zero_grad(set_to_none=True)
@@ -189,7 +214,8 @@ class Trainer:
         inputs = rt.epoch_inputs(epoch)
         self.wire.start()   # rank 0, before the barrier: nobody sends before it
         self.clock.start()  # the barrier
-        for _ in range(rt.steps):
+        for step in range(rt.steps):
+            faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
             ts = time.perf_counter()
             graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
             t_sample += time.perf_counter() - ts
@@ -210,6 +236,7 @@ class Trainer:
         if self.driver is not None:
             rec["partitioning"] = self.driver.current
         self.epoch = epoch + 1
+        self.step += rt.steps
         return rec
 
     def evaluate(self, epoch: int) -> dict:
@@ -226,6 +253,7 @@ class Trainer:
         self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
                         disable=not (ident.is_main and cfg.run.progress))
         t_loop = time.perf_counter()
+        restored = len(self.records)
         for epoch in range(self.epoch, cfg.train.epochs):
             rec = self.train_epoch(epoch)
             rec.update(self.evaluate(epoch))
@@ -235,9 +263,105 @@ class Trainer:
                 self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
                                      val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
                 self.bar.update(1)
+            if self.checkpoint_due(epoch):
+                self.save_checkpoint()
         self.bar.close()
-        train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in self.records)
+        train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in self.records[restored:])
         return self.summary(train_wall)
+
+    def checkpoint_due(self, epoch: int) -> bool:
+        """Whether a checkpoint follows ``epoch``: every ``checkpoint.every`` epochs, before a
+        repartition boundary and after the last epoch."""
+        nxt = epoch + 1
+        every = self.cfg.checkpoint.every
+        boundary = self.cfg.schedule.k > 0 and nxt % self.cfg.schedule.k == 0
+        return nxt == self.cfg.train.epochs or boundary or (every > 0 and nxt % every == 0)
+
+    def save_checkpoint(self) -> str | None:
+        """Write a checkpoint of the state after the last trained epoch (a collective; rank 0 writes).
+
+        Every rank's RNG states and records are gathered to rank 0, which writes the file
+        atomically (:class:`~dgl_grappa.checkpoint.CheckpointStore`); the others wait on the
+        evaluation group (bounded by ``run.eval_timeout_s``) for the outcome.
+
+        Returns:
+            The checkpoint's path.
+
+        Raises:
+            CheckpointError: on every rank, when rank 0 could not write it (disk full, ...).
+        """
+        mine = {"rng": rng_state(), "records": self.records}
+        gathered = [None] * self.ident.world_size if self.ident.is_main else None
+        dist.gather_object(mine, gathered, dst=0)
+        outcome = None
+        if self.ident.is_main:
+            state = self.state_dict()
+            state["ranks"] = gathered
+            try:
+                outcome = ("ok", str(self.store.save(state, self.epoch, self.fingerprint, self.step)))
+            except CheckpointError as exc:
+                outcome = ("error", str(exc))
+        status, body = self.evaluator.wait_for_rank0(outcome)
+        if status != "ok":
+            raise CheckpointError(body)
+        if self.ident.is_main:
+            log.info("checkpoint after epoch %d (step %d): %s", self.epoch - 1, self.step, body)
+        return body
+
+    def _agree_resume(self, resume: str) -> dict | None:
+        """Every rank: the checkpoint to resume from (rank 0 chooses; ``resume`` = "", "auto" or a file).
+
+        Rank 0 picks the checkpoint (the newest intact one for "auto", with a log line for
+        every corrupt one it passes) and tells the others; every rank then reads that file.
+        A rank that cannot read it (storage not shared) gets its bytes from rank 0.
+        """
+        choice = None
+        if self.ident.is_main and resume:  # reads and hashes files: the others wait on the evaluation group
+            try:
+                point = resolve_resume(self.cfg, resume, self.out_dir)
+                choice = ("ok", point.path if point is not None else None)
+            except CheckpointError as exc:
+                choice = ("error", str(exc))
+        choice = self.evaluator.wait_for_rank0(choice)
+        if choice is None:
+            return None
+        status, path = choice
+        if status != "ok":
+            raise CheckpointError(path)
+        if path is None:
+            if self.ident.is_main:
+                log.info("resume=auto: no checkpoint in %s; starting from epoch 0", self.store.root)
+            return None
+        ck, why = None, None
+        try:
+            ck = load_checkpoint(path, self.fingerprint)
+        except CheckpointError as exc:
+            why = str(exc)
+        ok = torch.tensor([0 if ck is None else 1])
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if int(ok[0]) == 0:  # somebody cannot read the file: rank 0 sends it
+            if self.ident.is_main and ck is None:
+                raise CheckpointError(why)
+            data = [Path(path).read_bytes() if self.ident.is_main else None]
+            dist.broadcast_object_list(data, src=0)
+            if ck is None:
+                import io
+
+                ck = torch.load(io.BytesIO(data[0]), map_location="cpu", weights_only=True)
+        self.resumed_from = path
+        return ck
+
+    def _resume_partitioning(self) -> str:
+        """The json of the partitioning a resumed run starts on (rank 0 rebuilds it when missing)."""
+        j = self.driver.current
+        if self.ident.is_main:
+            from .scheduler import resume_schedule
+
+            # Started by the launcher, this is a check (the launcher ensured it already); started
+            # by an external starter (torchrun, Slurm), rank 0 builds it here when missing.
+            resume_schedule(self.cfg, j)
+        self.evaluator.wait_for_rank0()  # bounded by run.eval_timeout_s
+        return self.driver.part_config(j)
 
     def summary(self, train_wall_s: float) -> dict | None:
         """Gather the per-worker figures (once, after training) and, on rank 0, write summary.json.
@@ -265,8 +389,38 @@ class Trainer:
         return summary
 
     def state_dict(self) -> dict:
-        """What a checkpoint holds: model, optimizer and the next epoch to train."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch}
+        """What a checkpoint holds besides every rank's RNG states and records (added by
+        :meth:`save_checkpoint`): model, optimizer, next epoch, steps taken, and the schedule's
+        position and records (which partitioning trained last, which comes next, the switches)."""
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
+                 "step": self.step}
+        if self.driver is not None:
+            from .scheduler import partitioning_index
+
+            state["schedule"] = dict(self.driver.state_dict(),
+                                     next=partitioning_index(self.epoch, self.cfg.schedule.k))
+        return state
+
+    def load_state_dict(self, ck: dict) -> None:
+        """Continue from checkpoint ``ck``: model, optimizer, position, records and this rank's RNG states
+        (the schedule's records were restored with the repartition driver).
+
+        Call it last in the set-up: the RNG states are the ones the checkpointed run had
+        when it was about to train epoch ``ck["epoch"]``.
+        """
+        self.model.load_state_dict(ck["model"])
+        self.optimizer.load_state_dict(ck["optimizer"])
+        self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0))
+        ranks = ck.get("ranks") or []
+        mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
+        if mine is not None:
+            self.records = [dict(r) for r in mine["records"] if r["epoch"] < self.epoch]
+            set_rng_state(mine["rng"])
+        if self.mlog is not None:
+            for rec in self.records:  # metrics.jsonl restarts with the epochs the checkpoint covers
+                self.mlog.write(rec)
+        if self.ident.is_main:
+            log.info("resumed from %s: epoch %d, step %d", self.resumed_from, self.epoch, self.step)
 
     def close(self) -> None:
         """Teardown: the progress bar and the repartition driver (its builder). Safe twice."""
@@ -284,21 +438,34 @@ class Trainer:
         """
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         t0 = time.perf_counter()
+        faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
         self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
+        self.correction.set_contributors(self.rt.contributors)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-               hooks=None, builder_channel: tuple | None = None) -> None:
+               hooks=None, builder_channel: tuple | None = None, resume: str | None = None) -> dict | None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
-    Args: as for :class:`Trainer`.
+    This is also the entry of a worker that an external starter (torchrun, Slurm) started:
+    call it with ``resume="auto"`` and a restarted worker continues from the newest intact
+    checkpoint of the run (every rank must use the same ``resume``; rank 0 chooses the
+    file, and with ``schedule.k > 0`` makes sure the partitioning of the resumed epoch is
+    on disk, building it when missing).
+
+    Args: as for :class:`Trainer`; ``resume``: "" (fresh), "auto", a checkpoint file, or None
+        (``checkpoint.resume``).
+
+    Returns:
+        summary.json's content on rank 0, None on the other ranks.
     """
-    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel)
+    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume)
     try:
-        trainer.fit()
+        summary = trainer.fit()
     finally:
         trainer.close()
+    return summary
 
 
 def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int) -> dict:
@@ -332,14 +499,21 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
 
 
 def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str,
-                 builder_channel: tuple | None = None) -> None:
-    """Entry point of a spawned worker: distributed setup, the loop, teardown."""
+                 builder_channel: tuple | None = None, resume: str | None = None) -> None:
+    """Entry point of a spawned worker: distributed setup, the loop, teardown.
+
+    A user error (ConfigError, e.g. a checkpoint that cannot be written) leaves as
+    :class:`~dgl_grappa.launch.UserError`, which the launcher reports in one line and does
+    not retry.
+    """
     setup_logging(rank)
     set_threads(threads_per_worker(cfg.partition.num_parts, cfg.run.num_threads))
     ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s)
     clean = False
     try:
-        run_worker(ident, cfg, part_config, num_classes, out_dir, builder_channel=builder_channel)
+        run_worker(ident, cfg, part_config, num_classes, out_dir, builder_channel=builder_channel, resume=resume)
         clean = True
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
     finally:
         shutdown_distributed(clean)

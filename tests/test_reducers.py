@@ -140,3 +140,43 @@ def test_empty_batch_has_zero_weight():
 def test_unknown_correction():
     with pytest.raises(ValueError, match="unknown correction"):
         make_correction("median")
+
+
+def _seedless_worker(rank, world_size):
+    # Rank 2 has no training seeds at all (its part holds none): it takes the step with
+    # weight 0, and every variant's result is the one of the two workers that have seeds.
+    g = [_local_mean_grads(r) for r in range(2)]
+    x_all = [_data(r) for r in range(2)]
+    a = [float(w.mean()) for _, _, w in x_all]
+    for name, kw in [("none", {}), ("batch", {}), ("node", {}), ("shrinkage", {"lam": 0.4, "shrink_target": "mean"})]:
+        model = _model()
+        ddp = DDP(model)
+        corr = make_correction(name, **kw)
+        corr.register(ddp)
+        corr.set_contributors(2)  # what LocalRuntime agrees once per partitioning (sampler.seeded_workers)
+        x, y, w = _data(rank)
+        if rank == 2:
+            x, y, w = x[:1], y[:0], w[:0]  # a placeholder row goes through the model, no seed is trained on
+        out = ddp(x)[: y.numel()]
+        corr.loss(F.cross_entropy(out, y, reduction="none"), w).backward()
+        got = _grads(model)
+        if name == "none":
+            expected = [(g[0][k] + g[1][k]) / 2 for k in range(len(got))]
+        elif name == "node":
+            num = []
+            for r in range(2):  # sum_v w_v grad l_v per worker, by hand
+                m = _model()
+                xr, yr, wr = _data(r)
+                (wr * F.cross_entropy(m(xr), yr, reduction="none")).sum().backward()
+                num.append(_grads(m))
+            total = sum(float(xw[2].sum()) for xw in x_all)
+            expected = [(num[0][k] + num[1][k]) / total for k in range(len(got))]
+        else:
+            s = a if name == "batch" else [(1 - 0.4) * ar + 0.4 * (sum(a) / 2) for ar in a]
+            expected = [(s[0] * g[0][k] + s[1] * g[1][k]) / sum(s) for k in range(len(got))]
+        for gk, ek in zip(got, expected):
+            torch.testing.assert_close(gk, ek, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_worker_without_seeds_does_not_bias_the_average():
+    run_distributed(_seedless_worker, 3)

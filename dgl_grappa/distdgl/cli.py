@@ -6,9 +6,9 @@ import signal
 import sys
 from pathlib import Path
 
-from ..procs import JobFailed
+from ..procs import EXIT_USER_ERROR, JobFailed
 from .run import run_distdgl
-from .launcher import _server_main, launch
+from .launcher import FAILURE_FILE, _server_main, launch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
             launch(cfg, str(part_config_path(cfg.partition.out_dir)), a.out, argv[i + 1:])
         except JobFailed as exc:
             print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr, flush=True)
-            return 1
+            # Its first line, for the caller's restart log (the launcher's output may go to a terminal).
+            (Path(a.out) / FAILURE_FILE).write_text(str(exc).splitlines()[0] + "\n")
+            return EXIT_USER_ERROR if exc.user_error else 1
         return 0
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa.distdgl",
                                  description="run the DistDGL job (servers + trainers) on the config's partitions")

@@ -9,10 +9,13 @@ import time
 import uuid
 from pathlib import Path
 
-from ..procs import ENV_JOB, JobFailed, kill_tree, rc_text, set_subreaper, tail
+from ..procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, kill_tree, rc_text, set_subreaper, tail
 from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
+
+FAILURE_FILE = "launch_failure.txt"
+"""In a job's output folder: the first line of the launcher's error when the job failed."""
 
 
 def _free_ports(n: int, base: int) -> list[int]:
@@ -138,6 +141,10 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         while True:
             rcs = [t.poll() for t in trainers]
             for i, rc in enumerate(rcs):
+                if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix
+                    lines = [ln for ln in tail(logs / f"trainer{i}.log", 5).splitlines() if "error: " in ln]
+                    raise JobFailed(lines[-1].split("error: ", 1)[-1] if lines else f"DistDGL trainer {i} stopped "
+                                    "on a user error", user_error=True)
                 if rc is not None and rc != 0:
                     fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
             if all(rc == 0 for rc in rcs):

@@ -150,6 +150,13 @@ class TrainerMeter:
             self.out.mkdir(parents=True, exist_ok=True)
             self.mlog = JsonlLog(self.out / "metrics.jsonl")
 
+    def preload(self, records: list[dict]) -> None:
+        """Take the records of epochs trained before a restart (from a checkpoint) as this job's own."""
+        for rec in records:
+            self.records.append(dict(rec))
+            if self.mlog is not None:
+                self.mlog.write(rec)
+
     def epoch(self, loader, epoch: int):
         """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches)."""
         self.wire.start()      # rank 0, before the barrier: nobody can send before it

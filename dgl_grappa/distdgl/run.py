@@ -8,7 +8,6 @@ from pathlib import Path
 from ..config import ConfigError, dropin_problem
 from ..partition import ensure_partitions
 from ..procs import isolation_plan
-from .job import run_job
 from .segments import run_segments
 
 
@@ -39,15 +38,45 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if grappa else None
     if why is not None:
         raise ConfigError(why)  # here, before servers start, rather than in every trainer
+    from ..config import check_output_dir
+
+    check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
     out = Path(out_dir or cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)
+    if cfg.launch.master_port:
+        from ..launch import check_port_free
+
+        check_port_free(cfg.launch.master_port, "launch.master_port")
+    if cfg.distdgl.base_port and not in_ns:  # inside a private namespace every port is free
+        from ..launch import check_port_free
+
+        for i in range(cfg.partition.num_parts + 1):
+            check_port_free(cfg.distdgl.base_port + 10 * i, "distdgl.base_port")
     if cfg.schedule.k > 0:
+        if cfg.checkpoint.resume:
+            raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
+                              "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
+    from ..checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
+    from ..restarts import RestartBudget
+    from .recovery import run_resumable_job, supports_checkpoints
+
+    point = resolve_resume(cfg, out_dir=out)
     stats, _ = ensure_partitions(cfg)
+    if grappa and 0 in stats.get("train_nodes", []):
+        raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
+                          "loader needs some on every machine; use fewer parts or --partition.balance_train=true")
     cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
         cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
-    summary = run_job(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
+    ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
+    if ckdir is not None and point is None:
+        CheckpointStore(ckdir).clear()  # a fresh run: checkpoints of an earlier one must not be resumed
+    budget = RestartBudget(cfg.launch.max_restarts, "DistDGL job")
+    summary = run_resumable_job(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns,
+                                quiet=quiet, start=point.epoch if point else 0, stop=cfg.train.epochs, segment_start=0,
+                                resume=point.path if point else None, budget=budget, ckdir=ckdir)
     summary["edge_cut"] = stats["edge_cut"]
+    summary["restarts"] = budget.taken
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -6,7 +6,7 @@ import logging
 import time
 from pathlib import Path
 
-from .job import run_job
+from ..procs import JobFailed
 
 log = logging.getLogger("dgl_grappa")
 
@@ -17,7 +17,9 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
 
     DGL servers cannot reload partitions, so segment j (epochs [j*k, min((j+1)*k, epochs)))
     is a fresh job (servers + trainers) on partitioning j that resumes from the checkpoint
-    segment j-1's rank 0 wrote at its end (model, optimizer, next epoch, RNG states).
+    segment j-1's rank 0 wrote at its end (model, optimizer, next epoch, RNG states), in the
+    run's checkpoint folder. A segment whose trainer dies is restarted from the newest
+    checkpoint (``launch.max_restarts`` in the whole run; listed in ``restarts``).
     Partitioning 0 is built synchronously; partitioning j+1 is built by a
     :class:`~dgl_grappa.repartition.BackgroundBuilder` process while segment j trains
     (it competes with the job for the CPUs). Each segment writes into ``out/segments/<j>``;
@@ -26,10 +28,13 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     """
     import dataclasses
 
+    from ..checkpoint import CheckpointStore, checkpoint_dir, fingerprint
     from ..data import load_dataset
     from ..metrics import read_jsonl, write_json
-    from ..repartition import start_builder
+    from ..repartition import BuildError, start_builder
+    from ..restarts import RestartBudget
     from ..scheduler import num_partitionings, partition_root, prepare_schedule, remove_old
+    from .recovery import run_resumable_job
 
     k, epochs = cfg.schedule.k, cfg.train.epochs
     n_seg = num_partitionings(epochs, k)
@@ -37,35 +42,54 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").unlink(missing_ok=True)
     stats = [prepare_schedule(cfg, load_dataset(cfg.data))]  # partitioning 0: synchronous
+    # The segments' checkpoints (boundaries, every checkpoint.every epochs): one store for the run.
+    store = CheckpointStore(checkpoint_dir(cfg, out), cfg.checkpoint.keep_last)
+    store.clear()
+    fp = fingerprint(cfg)
+    budget = RestartBudget(cfg.launch.max_restarts, "DistDGL job")
     builder = start_builder(cfg)
     segs: list[dict] = []
+
+    def start_of(j: int) -> int:
+        return j * k
+
     try:
         for j in range(n_seg):
             seg_out = out / "segments" / str(j)
             seg = {"index": j, "out": seg_out}
             if j > 0:
                 t = time.time()
-                st = builder.wait(j, cfg.run.collective_timeout_s)
+                try:
+                    st = builder.wait(j, cfg.run.collective_timeout_s)
+                except BuildError:
+                    if budget.left <= 0 or builder.alive():
+                        raise
+                    # The builder process died: a new one builds partitioning j (counts as a restart).
+                    budget.restart(f"the partition builder (pid {builder.pid}) died", None, start_of(j), segment=j,
+                                   action=f"building partitioning {j} again")
+                    builder.close()
+                    builder = start_builder(cfg)
+                    builder.request(j)
+                    st = builder.wait(j, cfg.run.collective_timeout_s)
                 seg["build_wait_s"] = time.time() - t
                 stats.append(st)
                 remove_old(root, j, cfg.schedule.keep_last)
             if builder is not None and j + 1 < n_seg:
                 builder.request(j + 1)  # built while segment j trains
             start, stop = j * k, min((j + 1) * k, epochs)
-            args = list(extra_args or []) + ["--start_epoch", str(start), "--stop_epoch", str(stop)]
-            if j > 0:
-                args += ["--resume", str(segs[-1]["checkpoint"])]
-            if j + 1 < n_seg:
-                seg["checkpoint"] = seg_out / "checkpoint.pt"
-                args += ["--checkpoint", str(seg["checkpoint"])]
+            resume = None
+            if j > 0:  # the checkpoint segment j-1 wrote after its last epoch
+                point = store.newest_valid(fp)
+                if point is None or point.epoch != start:
+                    raise JobFailed(f"DistDGL segment {j}: no intact checkpoint at epoch {start} in {store.root}")
+                resume = point.path
             seg_cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
                 cfg.partition, out_dir=str(Path(stats[j]["part_config"]).resolve().parent)),
                 run=dataclasses.replace(cfg.run, output_dir=str(seg_out)))
             log.info("DistDGL segment %d/%d: epochs [%d, %d) on partitioning %d", j + 1, n_seg, start, stop, j)
-            seg["job_start"] = time.time()
-            seg["summary"] = run_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns,
-                                      quiet=quiet)
-            seg["job_end"] = time.time()
+            seg["summary"] = run_resumable_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=extra_args,
+                                               in_ns=in_ns, quiet=quiet, start=start, stop=stop, segment_start=start,
+                                               resume=resume, budget=budget, ckdir=store.root, timing=seg, segment=j)
             seg["records"] = read_jsonl(seg_out / "metrics.jsonl")
             segs.append(seg)
     finally:
@@ -101,7 +125,7 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     total = sum(s["restart_s"] for s in switches)
     summary.update({"edge_cut": sum(s["edge_cut"] for s in stats) / len(stats),
                     "edge_cuts": [s["edge_cut"] for s in stats], "schedule": dataclasses.asdict(cfg.schedule),
-                    "segments": n_seg, "switches": switches, "restart_s_total": total,
+                    "segments": n_seg, "switches": switches, "restart_s_total": total, "restarts": budget.taken,
                     "restart_fraction_of_train": total / train_s if train_s else None,
                     "config": dataclasses.asdict(cfg)})
     summary.pop("restart", None)

@@ -24,12 +24,18 @@ The trainer is started by the launcher (a server and a trainer per partition), w
     python -m dgl_grappa.distdgl --config configs/default.yaml            # DistDGL
     python -m dgl_grappa.distdgl --config configs/default.yaml --grappa   # drop-in Grappa
 
-Repartitioning (``schedule.k > 0``): DGL servers cannot reload partitions, so the launcher
-runs one job per partitioning with ``--start_epoch/--stop_epoch`` (epochs [start, stop)),
-``--checkpoint PATH`` (rank 0 saves model, optimizer, next epoch, every rank's RNG states
-and the records at the end) and ``--resume PATH`` (every rank loads the same file). With
-either flag, summary.json gets a ``restart`` entry: wall-clock marks of the start-up phases,
-checkpoint save/load seconds and parameter checksums at save and after load.
+Checkpoints and restarts: with ``--checkpoint_dir DIR`` rank 0 writes a checkpoint
+(:mod:`dgl_grappa.checkpoint`: atomic, loaded with ``weights_only=True``; model, optimizer,
+next epoch, every rank's RNG states and records) every ``checkpoint.every`` epochs and after
+the job's last epoch; ``--resume PATH`` makes every rank load it before training. The
+launcher uses both to restart a job whose trainer died (``launch.max_restarts``) and, with
+repartitioning (``schedule.k > 0``: DGL servers cannot reload partitions), to run one job
+per partitioning with ``--start_epoch/--stop_epoch`` (epochs [start, stop)). With either
+flag, summary.json gets a ``restart`` entry: wall-clock marks of the start-up phases,
+checkpoint save/load seconds and parameter checksums at save and after load. What a resume
+reproduces: model, optimizer and the trainers' RNG streams (shuffling, dropout); not the
+servers' sampling RNG, so a resumed DistDGL run is another sample of the same training,
+not a bitwise copy.
 
 ``dgl_grappa.distdgl.TrainerMeter`` only measures (epoch time, bytes, wire bytes, global
 evaluation on rank 0, metrics.jsonl, summary.json); drop it and the script still trains.
@@ -38,7 +44,6 @@ import argparse
 import contextlib
 import datetime
 import os
-import random
 import time
 
 # Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
@@ -49,6 +54,8 @@ import dgl
 import torch as th
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from dgl_grappa import faults
 
 from dgl_grappa.config import load_config
 from dgl_grappa.dropin import GrappaLoader
@@ -63,35 +70,49 @@ def param_checksum(model):
     return float(sum(p.detach().double().sum() for p in model.state_dict().values() if p.is_floating_point()))
 
 
-def save_checkpoint(path, model, optimizer, next_epoch, records):
-    """Rank 0 writes model, optimizer, next epoch, every rank's RNG states and the records."""
-    import numpy as np
+def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
+    """Rank 0 writes model, optimizer, next epoch, every rank's RNG states and records (a collective).
 
-    rng = {"torch": th.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
-    states = [None] * th.distributed.get_world_size()
-    th.distributed.all_gather_object(states, rng)
-    if th.distributed.get_rank() == 0:
-        th.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": next_epoch,
-                 "rng": states, "records": records, "checksum": param_checksum(model)}, path + ".tmp")
-        os.replace(path + ".tmp", path)
-    th.distributed.barrier()
+    The others wait for the outcome on the evaluation group (bounded by run.eval_timeout_s);
+    a write that fails (disk full, ...) raises CheckpointError on every rank.
+    """
+    from dgl_grappa.checkpoint import CheckpointError, fingerprint, rng_state
+
+    mine = {"rng": rng_state(), "records": records}
+    rank = th.distributed.get_rank()
+    states = [None] * th.distributed.get_world_size() if rank == 0 else None
+    th.distributed.gather_object(mine, states, dst=0)
+    outcome = None
+    if rank == 0:
+        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "ranks": states,
+                 "records": records, "checksum": param_checksum(model),
+                 "schedule": {"k": cfg.schedule.k, "next": next_epoch // cfg.schedule.k if cfg.schedule.k else 0}}
+        try:
+            path = store.save(state, next_epoch, fingerprint(cfg), step=sum(r.get("steps", 0) for r in records))
+            outcome = ("ok", str(path))
+        except CheckpointError as exc:
+            outcome = ("error", str(exc))
+    status, body = meter.evaluator.wait_for_rank0(outcome)
+    if status != "ok":
+        raise CheckpointError(body)
+    return body
 
 
-def load_checkpoint(path, model, optimizer):
-    """Every rank loads the same file (identical model and optimizer); its own RNG states."""
-    import numpy as np
+def load_checkpoint(path, cfg, model, optimizer):
+    """Every rank loads the same file (identical model and optimizer) and its own RNG states; never runs code from it."""
+    from dgl_grappa.checkpoint import fingerprint, load_checkpoint as read, set_rng_state
 
-    ck = th.load(path, weights_only=False)
+    ck = read(path, fingerprint(cfg))
     model.load_state_dict(ck["model"])
     optimizer.load_state_dict(ck["optimizer"])
-    rng = ck["rng"][min(th.distributed.get_rank(), len(ck["rng"]) - 1)]
-    th.set_rng_state(rng["torch"])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["python"])
+    ranks = ck["ranks"]
+    mine = ranks[min(th.distributed.get_rank(), len(ranks) - 1)]
+    set_rng_state(mine["rng"])
+    ck["my_records"] = list(mine["records"])
     return ck
 
 
-def main():
+def train():
     parser = argparse.ArgumentParser(description="DistDGL node classification (optionally Grappa)")
     parser.add_argument("--config", required=True, help="dgl_grappa YAML: model, fan-outs, batch, optimizer")
     parser.add_argument("--graph_name", default=GRAPH_NAME, help="graph name in the partition config")
@@ -101,8 +122,12 @@ def main():
     parser.add_argument("--grappa", action="store_true", help="local-only loader + coverage-corrected hook")
     parser.add_argument("--start_epoch", type=int, default=0, help="first epoch to train")
     parser.add_argument("--stop_epoch", type=int, default=None, help="train epochs [start, stop) (default: all)")
-    parser.add_argument("--checkpoint", default=None, help="rank 0 saves model/optimizer/epoch/RNG here at the end")
+    parser.add_argument("--checkpoint_dir", default=None,
+                        help="rank 0 writes checkpoints here every checkpoint.every epochs and after the last one")
     parser.add_argument("--resume", default=None, help="load this checkpoint before training")
+    parser.add_argument("--segment_start", type=int, default=None,
+                        help="first epoch this job's metrics and summary cover (default: --start_epoch); a job "
+                             "resumed inside its segment takes the records since then from the checkpoint")
     args, overrides = parser.parse_known_args()
     # Restart accounting (wall clock): the process start includes the interpreter and every import.
     restart = {"process_start": process_start_time(), "imports_done": time.time()}
@@ -138,15 +163,28 @@ def main():
     optimizer = opt_cls(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 
     stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
-    if args.resume:
-        t = time.perf_counter()
-        ck = load_checkpoint(args.resume, model.module, optimizer)
-        restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
-                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"])
-        if ck["epoch"] != args.start_epoch:
-            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}")
+    seg_start = args.start_epoch if args.segment_start is None else args.segment_start
+    prior, mine = [], []  # this rank's records before this job's segment, and inside it (from a checkpoint)
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"))
+    if args.resume:
+        t = time.perf_counter()
+        ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
+        restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
+                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"], resumed_from=args.resume)
+        if ck["epoch"] != args.start_epoch:
+            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}")
+        prior = [r for r in ck["my_records"] if r["epoch"] < seg_start]
+        meter.preload([r for r in ck["my_records"] if seg_start <= r["epoch"] < ck["epoch"]])
+        k = cfg.schedule.k
+        if k > 0 and args.start_epoch > 0 and args.start_epoch % k == 0:
+            # tests: a trainer dies in the middle of a repartition switch (the restarted segment's start)
+            faults.hit("switch", rank=th.distributed.get_rank(), epoch=args.start_epoch)
+    store = None
+    if args.checkpoint_dir:
+        from dgl_grappa.checkpoint import CheckpointStore
+
+        store = CheckpointStore(args.checkpoint_dir, cfg.checkpoint.keep_last)
     restart["init_done"] = time.time()
     for epoch in range(args.start_epoch, stop):
         model.train()
@@ -158,6 +196,7 @@ def main():
         steps = 0
         with contextlib.nullcontext() if args.grappa else model.join():
             for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
+                faults.hit("step", rank=th.distributed.get_rank(), epoch=epoch, step=steps)  # tests: a trainer dies
                 x = g.ndata["feat"][input_nodes]
                 y = g.ndata["label"][seeds].long()
                 loss = F.cross_entropy(model(blocks, x), y)
@@ -171,11 +210,28 @@ def main():
         meter.end_epoch(epoch, model.module)
         restart.setdefault("first_epoch_start", meter.epoch_started)
         restart["last_epoch_end"] = time.time()
-    if args.checkpoint:
-        t = time.perf_counter()
-        save_checkpoint(args.checkpoint, model.module, optimizer, stop, meter.records)
-        restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))
-    meter.finish(model.module, extra={"restart": restart} if (args.resume or args.checkpoint) else None)
+        every = cfg.checkpoint.every
+        if store is not None and (epoch + 1 == stop or (every > 0 and (epoch + 1) % every == 0)):
+            t = time.perf_counter()
+            save_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter)
+            restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))
+    if store is not None and args.start_epoch >= stop:  # nothing left to train: the checkpoint stands as it is
+        restart.update(save_s=0.0, checksum_saved=param_checksum(model.module))
+    restart.setdefault("first_epoch_start", restart["init_done"])
+    restart.setdefault("last_epoch_end", time.time())
+    meter.finish(model.module, extra={"restart": restart} if (args.resume or store is not None) else None)
+
+
+def main():
+    """Run the trainer; a user error (e.g. a checkpoint that cannot be written) is one line and EXIT_USER_ERROR."""
+    from dgl_grappa.config import ConfigError
+    from dgl_grappa.procs import EXIT_USER_ERROR
+
+    try:
+        train()
+    except ConfigError as exc:
+        print(f"dgl_grappa.distdgl.train: error: {exc}", flush=True)
+        os._exit(EXIT_USER_ERROR)  # no atexit client barrier: the other trainers stop on the same error
 
 
 if __name__ == "__main__":

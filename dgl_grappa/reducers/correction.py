@@ -49,6 +49,7 @@ class Correction:
         self.state = state
         self.hook = hook
         self.last_weight = float("nan")
+        self.contributors: int | None = None  # None = every worker of the group has seeds
 
     def register(self, ddp: torch.nn.parallel.DistributedDataParallel) -> None:
         """Install this correction's hook on a DDP model."""
@@ -57,6 +58,14 @@ class Correction:
     def take_bytes(self) -> int:
         """Bytes handed to collectives since the last call."""
         return self.state.take_bytes()
+
+    def set_contributors(self, n: int) -> None:
+        """How many workers have training seeds (the others take every step with weight 0).
+
+        Only averages over workers need it (``none``'s mean, ``shrinkage``'s mean target):
+        the weighted variants give an empty batch weight 0 in numerator and denominator.
+        """
+        self.contributors = n
 
     def prime(self, w: Tensor) -> None:  # pragma: no cover - abstract
         """Set the hook state for the next backward pass of a batch with node weights ``w``.
@@ -91,8 +100,12 @@ class NoCorrection(Correction):
     def __init__(self, group=None):
         super().__init__(PlainState(group=group), plain_allreduce_hook)
 
+    def set_contributors(self, n: int) -> None:
+        super().set_contributors(n)
+        self.state.contributors = n  # the mean is over the workers that had seeds
+
     def prime(self, w: Tensor) -> None:
-        self.last_weight = 1.0
+        self.last_weight = 1.0 if w.numel() else 0.0
 
 
 class BatchCorrection(Correction):
@@ -128,17 +141,18 @@ class ShrinkageCorrection(BatchCorrection):
         self.target = target
 
     def batch_weight(self, w: Tensor) -> float:
-        a = cov.batch_weight(w)
+        a = cov.batch_weight(w) if w.numel() else torch.zeros((), dtype=torch.float32)
         if self.target == "one":
             return float(cov.shrink(a, self.lam, 1.0))
         # The mean over workers needs one scalar all-reduce before the backward pass; every
-        # worker makes it for every batch, an empty one included, so collectives stay matched.
+        # worker makes it for every batch, an empty one included (adding 0), so collectives
+        # stay matched; the mean is over the workers that have seeds.
         t = a.reshape(1).clone()
         dist.all_reduce(t, group=self.state.group)
         nbytes = t.numel() * t.element_size()
         self.state.bytes_sent += nbytes
         self.state.scalar_bytes += nbytes
-        abar = t / dist.get_world_size(self.state.group)
+        abar = t / (self.contributors or dist.get_world_size(self.state.group))
         return float(cov.shrink(a, self.lam, abar[0]))
 
 

@@ -17,10 +17,14 @@ class PlainState:
     Attributes:
         group: process group of the all-reduce (None = the default group).
         bytes_sent: bytes handed to the all-reduce since the last :meth:`take_bytes`.
+        contributors: workers whose gradients count: a worker without training seeds sends
+            zeros, and the mean is over the others (None = the whole group).
     """
 
     group: "dist.ProcessGroup | None" = None
     bytes_sent: int = field(default=0)
+    contributors: int | None = None
+    """Workers whose gradients count (those with training seeds); None = all of the group."""
 
     def take_bytes(self) -> int:
         """Return the byte count and reset it (called once per epoch)."""
@@ -36,6 +40,6 @@ def plain_allreduce_hook(state: PlainState, bucket: dist.GradBucket) -> torch.fu
     """
     tensor = bucket.buffer()
     state.bytes_sent += tensor.numel() * tensor.element_size()
-    tensor.div_(dist.get_world_size(state.group))
+    tensor.div_(state.contributors or dist.get_world_size(state.group))
     fut = dist.all_reduce(tensor, group=state.group, async_op=True).get_future()
     return fut.then(lambda f: f.value()[0])

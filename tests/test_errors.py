@@ -1,0 +1,353 @@
+"""Every bad input of docs/errors.md, in one parametrised test, against the table's exact message.
+
+Each case is a row of docs/errors.md (id, what is wrong, exit status, the message). The
+test runs the real command line (in this process, so that most cases cost no interpreter
+start; the disk-full case in a private mount namespace), and checks:
+
+* the exit status of the row;
+* for an error (status != 0): exactly one line on stderr starts with ``dgl_grappa: error:``,
+  it is the last line, its text is the row's message (``{...}`` in the table stands for a
+  value that varies, such as the case's folder or a port), and there is no traceback;
+  nothing in the case's folder was written or changed;
+* for a case that is handled (status 0): the row's message is a log line of the run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dgl_grappa.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "docs" / "errors.md"
+
+TINY = ["--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16", "--partition.num_parts=2",
+        "--train.epochs=2", "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]",
+        "--train.eval_every=0", "--run.progress=false", "--run.timeout_s=240"]
+
+
+def documented() -> dict[str, tuple[int, str]]:
+    """id -> (exit status, message) from the table in docs/errors.md."""
+    rows = {}
+    for line in TABLE.read_text().splitlines():
+        m = re.match(r"\|\s*`([a-z0-9-]+)`\s*\|.*\|\s*(\d+)\s*\|\s*`(.+)`\s*\|\s*$", line)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), m.group(3))
+    return rows
+
+
+def message_regex(doc: str) -> re.Pattern:
+    """The documented message as a pattern: ``{...}`` matches any text, the rest verbatim."""
+    parts = re.split(r"(\{[^{}]+\})", doc)
+    return re.compile("".join(".+?" if re.fullmatch(r"\{[^{}]+\}", p) else re.escape(p) for p in parts))
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ---------------------------------------------------------------------------------------
+# Set-ups: each returns the command line of its case (run in tmp, which holds its inputs)
+# ---------------------------------------------------------------------------------------
+
+def _user_graph(path: Path, feat_key: str = "feat", seedless_half: bool = False) -> Path:
+    """A small user graph: two disconnected random halves (METIS cuts between them)."""
+    import dgl
+
+    g0 = torch.Generator().manual_seed(0)
+    n, half = 200, 100
+    src = torch.randint(0, half, (800,), generator=g0)
+    dst = torch.randint(0, half, (800,), generator=g0)
+    src, dst = torch.cat([src, src + half]), torch.cat([dst, dst + half])
+    g = dgl.to_bidirected(dgl.graph((src, dst), num_nodes=n))
+    g.ndata[feat_key] = torch.randn(n, 8, generator=g0)
+    g.ndata["label"] = torch.randint(0, 3, (n,), generator=g0)
+    train = torch.zeros(n, dtype=torch.bool)
+    train[: half if seedless_half else n: 2] = True
+    g.ndata["train_mask"] = train
+    g.ndata["val_mask"] = ~train & (torch.arange(n) % 4 == 1)
+    g.ndata["test_mask"] = ~train & (torch.arange(n) % 4 == 3)
+    dgl.save_graphs(str(path), [g])
+    return path
+
+
+def _fake_checkpoint(folder: Path, overrides: list[str], epoch: int = 1) -> Path:
+    """A real checkpoint file (the store's format) written for the config of ``overrides``."""
+    from dgl_grappa.checkpoint import CheckpointStore, fingerprint
+    from dgl_grappa.config import load_config
+
+    cfg = load_config(None, overrides)
+    return CheckpointStore(folder).save({"model": {"w": torch.zeros(2)}, "optimizer": {}}, epoch, fingerprint(cfg))
+
+
+def setup_yaml_malformed(tmp):
+    (tmp / "bad.yaml").write_text("train:\n  epochs: [\n")
+    return ["train", "--config", str(tmp / "bad.yaml")]
+
+
+def setup_unknown_key(tmp):
+    return ["train", "--train.epochz=3"]
+
+
+def setup_wrong_type(tmp):
+    return ["train", "--train.epochs=three"]
+
+
+def setup_missing_config(tmp):
+    return ["train", "--config", str(tmp / "nope.yaml")]
+
+
+def setup_fanouts_vs_layers(tmp):
+    return ["train", "--model.num_layers=3"]
+
+
+def setup_num_parts_zero(tmp):
+    return ["train", "--partition.num_parts=0"]
+
+
+def setup_planetoid_missing(tmp):
+    return ["train", "--data.name=cora", f"--data.root={tmp / 'planetoid'}"]
+
+
+def setup_user_graph_missing(tmp):
+    return ["train", "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
+def setup_user_graph_unreadable(tmp):
+    (tmp / "graph.bin").write_bytes(b"not a graph")
+    return ["train", "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
+def setup_ndata_key_wrong(tmp):
+    _user_graph(tmp / "graph.bin", feat_key="x")
+    return ["train", "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
+def setup_negative_lr(tmp):
+    return ["train", "--train.lr=-1"]
+
+
+def setup_bad_bandwidth(tmp):
+    return ["train", "--network.bandwidth=fast"]
+
+
+def setup_override_without_value(tmp):
+    return ["train", "--train.epochs"]
+
+
+def setup_gat_heads_zero(tmp):
+    return ["train", "--model.name=gat", "--model.heads=0"]
+
+
+def setup_num_parts_over_nodes(tmp):
+    return ["train", "--data.synthetic.num_nodes=50", "--data.synthetic.num_communities=16", "--partition.num_parts=64"]
+
+
+def setup_num_parts_empty_part(tmp):
+    return ["partition", "--data.synthetic.num_nodes=50", "--data.synthetic.num_communities=16",
+            "--partition.num_parts=40"]
+
+
+def setup_output_dir_uncreatable(tmp):
+    return ["train", "--run.output_dir=/proc/nope"]
+
+
+def setup_checkpoint_dir_uncreatable(tmp):
+    (tmp / "file").write_text("")
+    return ["train", f"--checkpoint.dir={tmp / 'file' / 'ck'}"]
+
+
+def setup_truncated_part_file(tmp):
+    args = ["partition", *TINY, f"--run.output_dir={tmp / 'run'}"]
+    assert main(args) == 0
+    f = tmp / "run" / "partitions" / "0" / "part1" / "graph.dgl"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    return args
+
+
+def setup_partition_folder_other_graph(tmp):
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    return ["train", *TINY, "--data.synthetic.num_nodes=400", f"--partition.out_dir={tmp / 'parts'}"]
+
+
+def setup_partition_folder_foreign(tmp):
+    (tmp / "parts").mkdir()
+    (tmp / "parts" / "notes.txt").write_text("mine")
+    return ["train", *TINY, f"--partition.out_dir={tmp / 'parts'}"]
+
+
+def setup_dropin_node_correction(tmp):
+    return ["compare", "--compare.dropin=true", "--grappa.correction=node"]
+
+
+def setup_dropin_halo_keep(tmp):
+    return ["compare", "--compare.dropin=true", "--train.halo=keep"]
+
+
+def setup_port_in_use(tmp):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    setup_port_in_use.sock = sock  # held until the case has run
+    return ["train", *TINY, f"--launch.master_port={sock.getsockname()[1]}"]
+
+
+def setup_checkpoint_other_model(tmp):
+    ck = _fake_checkpoint(tmp / "ck", TINY + ["--model.hidden=16"])
+    return ["train", *TINY, f"--resume={ck}"]
+
+
+def setup_checkpoint_corrupt(tmp):
+    ck = _fake_checkpoint(tmp / "ck", TINY)
+    ck.write_bytes(ck.read_bytes()[:100])
+    return ["train", *TINY, f"--resume={ck}"]
+
+
+def setup_checkpoint_not_a_checkpoint(tmp):
+    torch.save({"weight": torch.zeros(3)}, tmp / "model.pt")  # a state dict, not a checkpoint
+    return ["train", *TINY, f"--resume={tmp / 'model.pt'}"]
+
+
+def setup_checkpoint_runs_code(tmp):
+    # A pickle that would run a command when unpickled: weights_only loading refuses it unrun.
+    import pickle
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp / 'pwned'}",))
+
+    torch.save({"model": Evil()}, tmp / "evil.pt", pickle_module=pickle)
+    return ["train", *TINY, f"--resume={tmp / 'evil.pt'}"]
+
+
+def setup_checkpoint_missing(tmp):
+    return ["train", *TINY, f"--resume={tmp / 'ckpt-e000003.pt'}"]
+
+
+def setup_checkpoints_all_corrupt(tmp):
+    for e in (1, 2):
+        ck = _fake_checkpoint(tmp / "run" / "checkpoints", TINY, epoch=e)
+        ck.write_bytes(b"x" * ck.stat().st_size)
+    return ["train", *TINY, f"--run.output_dir={tmp / 'run'}", "--resume"]
+
+
+def setup_resume_wrong_command(tmp):
+    return ["partition", "--resume"]
+
+
+def setup_worker_without_train_nodes(tmp):
+    _user_graph(tmp / "graph.bin", seedless_half=True)
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}", "--grappa.correction=none",
+            f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_disk_full_checkpoint(tmp):
+    # hidden 128: a checkpoint (model + Adam) of about 250 KB, so the 400 KB tmpfs holds one
+    return ["train", *TINY, "--model.hidden=128", f"--run.output_dir={tmp / 'run'}", f"--checkpoint.dir={tmp / 'ck'}",
+            "--train.epochs=3"]
+
+
+SUBPROCESS = {"disk-full-checkpoint"}  # needs a private mount namespace (a small tmpfs)
+
+
+def _run_in_tmpfs(tmp: Path, args: list[str]) -> tuple[int, str]:
+    """The command with checkpoint.dir on a 400 KB tmpfs in a private mount namespace (root).
+
+    One checkpoint of the tiny model fits, the second does not (the first is kept until a
+    new one is complete); a copy of the folder is taken before the namespace goes away.
+    """
+    from dgl_grappa.netns import check_isolation
+
+    why = check_isolation(net=False, shm="64m")
+    if why is not None:
+        pytest.skip(f"a private mount namespace is needed: {why}")
+    ck = tmp / "ck"
+    ck.mkdir()
+    cmd = " ".join(["exec", sys.executable, "-m", "dgl_grappa", *args])
+    script = (f"mount -t tmpfs -o size=400k tmpfs {ck} && ( {cmd} ); rc=$?; cp -a {ck} {tmp / 'ck-copy'}; "
+              f"exit $rc")
+    env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=400)
+    return p.returncode, p.stderr
+
+
+def check_disk_full(tmp: Path) -> None:
+    from dgl_grappa.checkpoint import CheckpointStore
+
+    store = CheckpointStore(tmp / "ck-copy")
+    point = store.newest_valid()
+    assert point is not None and point.epoch == 1, "the checkpoint written before the disk filled is intact"
+    ck = torch.load(point.path, weights_only=True)
+    assert ck["epoch"] == 1 and ck["model"]
+    assert not list((tmp / "ck-copy").glob(".ckpt-*")), "no temporary file is left"
+
+
+def check_truncated(tmp: Path) -> None:
+    from dgl_grappa.partition import folder_problem, read_stats
+
+    out = tmp / "run" / "partitions" / "0"
+    assert folder_problem(out, read_stats(out)) is None, "the broken partitioning was rebuilt"
+
+
+def check_seedless(tmp: Path) -> None:
+    s = json.loads((tmp / "run" / "summary.json").read_text())
+    assert sorted(w["train_seeds"] == 0 for w in s["workers"]) == [False, True]
+    assert s["epochs"] == 2 and s["val_acc"] is not None
+
+
+AFTER = {"disk-full-checkpoint": check_disk_full, "truncated-part-file": check_truncated,
+         "worker-without-train-nodes": check_seedless}
+WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes"}  # handled or mid-run
+ROWS = documented()
+
+
+def test_the_table_lists_every_case_and_every_case_has_a_row():
+    cases = {name[len("setup_"):].replace("_", "-") for name in globals() if name.startswith("setup_")}
+    assert set(ROWS) == cases, (sorted(set(ROWS) - cases), sorted(cases - set(ROWS)))
+
+
+@pytest.mark.parametrize("case", sorted(ROWS))
+def test_bad_input(case, tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # relative paths (runs/default, ...) land in the case's folder
+    status, doc = ROWS[case]
+    args = globals()["setup_" + case.replace("-", "_")](tmp_path)
+    capfd.readouterr()
+    before = snapshot(tmp_path)
+    if case in SUBPROCESS:
+        rc, err = _run_in_tmpfs(tmp_path, args)
+    else:
+        try:
+            rc = main(args)
+        finally:
+            sock = getattr(setup_port_in_use, "sock", None)
+            if sock is not None:
+                sock.close()
+                setup_port_in_use.sock = None
+        err = capfd.readouterr().err
+    text = err.replace(str(tmp_path), "{tmp}")
+    assert rc == status, f"exit status {rc}, expected {status}:\n{err[-3000:]}"
+    assert "Traceback" not in err and "[bt]" not in err, err[-3000:]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if status != 0:
+        errors = [ln for ln in lines if ln.startswith("dgl_grappa: error: ")]
+        assert len(errors) == 1 and lines[-1] == errors[0], lines[-5:]
+        got = errors[0][len("dgl_grappa: error: "):]
+        assert message_regex(doc).fullmatch(got), f"\n  documented: {doc}\n  got:        {got}"
+    else:
+        assert any(message_regex(doc).search(ln) for ln in lines), f"no log line matches {doc!r}:\n" + "\n".join(lines[-15:])
+    if case not in WRITES:
+        assert snapshot(tmp_path) == before, "a bad input wrote or changed files"
+        assert not (tmp_path / "runs").exists()
+    if case in AFTER:
+        AFTER[case](tmp_path)
