@@ -25,15 +25,36 @@ from tqdm import tqdm
 from . import coverage as cov
 from .config import Config
 from .evaluation import GlobalEvaluator
-from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
+from .launch import (Identity, init_distributed, select_device, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
-from .metrics import EpochClock, JsonlLog, WireMeter, epoch_summary, median, ring_allreduce_wire_bytes, write_json
+from .metrics import (EpochClock, HostWireMeter, JsonlLog, WireMeter, epoch_summary, hosts_wire_summary, median,
+                      ring_allreduce_wire_bytes, write_json)
 from .models import build_model, gradient_bytes
-from .partition import LocalPartition, load_local
+from .partition import LocalPartition, load_local, share_partition
 from .reducers import make_correction
 from .sampler import LocalBatches, LocalFeatures, equal_steps
 
 log = logging.getLogger("dgl_grappa")
+
+
+DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
+"""DGL's CUDA build for the pinned torch 2.2 (from DGL's own wheel site; no package registry has one)."""
+
+
+def check_dgl_cuda(device: torch.device) -> None:
+    """Raise a one-line ConfigError unless this DGL can put a graph on ``device`` (a CUDA build).
+
+    The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
+    blocks (and the model's message passing) cannot move to a GPU.
+    """
+    from .config import ConfigError
+
+    try:
+        dgl.graph(([0], [0])).to(device)
+    except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
+                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
 
 
 class LocalRuntime:
@@ -124,10 +145,15 @@ class Trainer:
                 from .repartition import RepartitionDriver  # first, so a builder starts while we load
                 self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
             torch.manual_seed(cfg.train.seed)
+            self.device = select_device(cfg.run.device, ident.local_rank)
+            if self.device.type == "cuda":
+                check_dgl_cuda(self.device)
             lp = load_local(part_config, ident.part, cfg.train.halo)
             self.rt = LocalRuntime(cfg, ident, lp)
-            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes)
-            self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
+            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes).to(self.device)
+            # Broadcasts rank 0's parameters: every worker starts from the same model. On a
+            # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
+            self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             self.correction.register(self.ddp)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
@@ -135,6 +161,7 @@ class Trainer:
             self.evaluator = GlobalEvaluator(cfg, ident.is_main)
             self.clock = EpochClock()
             self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
+            self.host_wire = HostWireMeter(ident.host_index, ident.local_rank)  # across hosts: each host's NIC
             self.mlog = JsonlLog(self.out_dir / "metrics.jsonl") if ident.is_main else None
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
@@ -160,11 +187,15 @@ class Trainer:
         Returns:
             (mean loss of the batch, its batch weight).
         """
+        dev = self.device
+        if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
+            graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
+            x = x.to(dev, non_blocking=True)
         out = self.ddp(graph, x)
         if rows is not None:
             out = out[rows]
-        per_node = F.cross_entropy(out, self.rt.lp.label[seeds], reduction="none")
-        loss = self.correction.loss(per_node, self.rt.weights[seeds])
+        per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
+        loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -188,6 +219,7 @@ class Trainer:
         t_sample = 0.0
         inputs = rt.epoch_inputs(epoch)
         self.wire.start()   # rank 0, before the barrier: nobody sends before it
+        self.host_wire.start()
         self.clock.start()  # the barrier
         for _ in range(rt.steps):
             ts = time.perf_counter()
@@ -200,11 +232,16 @@ class Trainer:
         # After the timed region; also the point where every worker has finished its steps.
         slowest = self.clock.slowest(mine)
         wire = self.wire.stop()
+        hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
+        if hosts:
+            wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
         remote, local = rt.features.take_bytes()
         rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine, "sample_s": t_sample,
                "compute_s": mine - t_sample, "loss": sum(losses) / len(losses),
                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local, "wire_bytes": wire}
+        if hosts is not None:
+            rec["wire_hosts"] = hosts
         if self.hooks is not None:
             self.hooks.epoch_end(epoch, self.ddp, self.optimizer, rt)
         if self.driver is not None:
@@ -259,6 +296,9 @@ class Trainer:
         if not self.ident.is_main:
             return None
         summary = build_summary(self.cfg, records, per_worker, rt.steps, gradient_bytes(self.model))
+        summary["device"] = str(self.device)
+        if (wh := hosts_wire_summary(records)) is not None:
+            summary["wire_hosts"] = wh
         if self.driver is not None:
             summary.update(self.driver.summary(train_wall_s))
         write_json(self.out_dir / "summary.json", summary)
@@ -283,19 +323,31 @@ class Trainer:
         model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
         """
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
+        if self.cfg.launch.copy_partitions:  # hosts without shared storage: rank 0 sends the new parts
+            share_partition(part_config, self.ident.rank, self.ident.host_index, self.cfg.train.halo)
         t0 = time.perf_counter()
         self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-               hooks=None, builder_channel: tuple | None = None) -> None:
+               hooks=None, builder_channel: tuple | None = None, resume: str | None = None) -> None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
-    Args: as for :class:`Trainer`.
+    Args: as for :class:`Trainer`, and
+        resume: None = start at epoch 0; "auto" = continue from the newest checkpoint of the
+            run, if there is one (a worker started by torchrun / Slurm, which restart whole
+            worker groups themselves), or a checkpoint's path. The one place where a worker
+            resumes: it calls ``Trainer.resume(resume)`` before training, which the
+            checkpointing work provides; a Trainer without it starts at epoch 0.
     """
     trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel)
     try:
+        if resume is not None:
+            if hasattr(trainer, "resume"):
+                trainer.resume(resume)
+            elif ident.is_main:
+                log.info("resume=%s: this build has no checkpoints to resume from; starting at epoch 0", resume)
         trainer.fit()
     finally:
         trainer.close()
@@ -336,7 +388,7 @@ def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, por
     """Entry point of a spawned worker: distributed setup, the loop, teardown."""
     setup_logging(rank)
     set_threads(threads_per_worker(cfg.partition.num_parts, cfg.run.num_threads))
-    ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s)
+    ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s, cfg.run.device)
     clean = False
     try:
         run_worker(ident, cfg, part_config, num_classes, out_dir, builder_channel=builder_channel)
