@@ -39,6 +39,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if grappa else None
     if why is not None:
         raise ConfigError(why)  # here, before servers start, rather than in every trainer
+    if cfg.schedule.k > 0 and cfg.launch.copy_partitions:
+        raise ConfigError("DistDGL with schedule.k > 0 resumes every segment from rank 0's checkpoint file, which "
+                          "needs storage all hosts share: set --launch.copy_partitions=false (shared run.output_dir)")
     out = Path(out_dir or cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)
