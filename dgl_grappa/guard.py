@@ -87,17 +87,23 @@ def kill_job(job: str) -> int:
     """
     import psutil
 
-    n = 0
+    found = []
     for p in psutil.process_iter(["pid"]):
         if p.pid == os.getpid():
             continue
         try:
             if p.environ().get(ENV_JOB) == job:
-                p.send_signal(signal.SIGKILL)
-                n += 1
+                found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
-    return n
+    # All listed first, then all killed: a death that takes others with it (PDEATHSIG) cannot hide one.
+    for p in found:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(found, timeout=10)
+    return len(found)
 
 
 def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:

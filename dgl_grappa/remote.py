@@ -147,6 +147,13 @@ class Cluster:
         if used != n:
             raise ConfigError(f"{n} hosts listed but {num_workers} workers at {self.workers_per_host} per host use "
                               f"only {used}; drop the idle hosts or change launch.workers_per_host")
+        if la.remote == "netns" and cfg.network.latency_ms > 0:
+            from .testhosts import netem_available
+
+            if not netem_available():  # before anything is built, not after the partitioning
+                raise ConfigError(f"network.latency_ms={cfg.network.latency_ms} needs the netem qdisc, which this "
+                                  "kernel lacks (CONFIG_NET_SCH_NETEM); set --network.latency_ms=0 or use a kernel "
+                                  "with netem")
         self.testhosts = None
         self.remote: Remote | None = None
         self.procs: list[RemoteProcess] = []

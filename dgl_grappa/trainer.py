@@ -325,6 +325,10 @@ class Trainer:
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         if self.cfg.launch.copy_partitions:  # hosts without shared storage: rank 0 sends the new parts
             share_partition(part_config, self.ident.rank, self.ident.host_index, self.cfg.train.halo)
+            if self.ident.host_index != 0 and self.ident.local_rank == 0:  # host 0's are rank 0's to remove
+                from .scheduler import partition_root, remove_old
+
+                remove_old(partition_root(self.out_dir), self.driver.current, self.cfg.schedule.keep_last)
         t0 = time.perf_counter()
         self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)

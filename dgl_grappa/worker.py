@@ -162,7 +162,9 @@ def train_on_hosts(cfg: Config) -> dict:
     n = cfg.partition.num_parts
     out = Path(cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
-    job = uuid.uuid4().hex
+    from .procs import ENV_JOB
+
+    job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
     cluster = Cluster(cfg, n, job)  # validates the hosts before anything is built
     out.mkdir(parents=True, exist_ok=True)
     g = load_dataset(cfg.data)

@@ -227,7 +227,11 @@ class TrainerMeter:
         from ..metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch, write_json
         from ..models import gradient_bytes
 
+        from .machine_id import ENV_MACHINE_ID
+
+        # Which DGL machine this trainer is, and whether the one-host override chose it.
         mine = {"rank": self.rank, "machine_id": rpc.get_machine_id(), "hostname": os.uname().nodename,
+                "machine_id_override": os.environ.get(ENV_MACHINE_ID),
                 "epoch_time_s": median([r["worker_epoch_time_s"] for r in self.records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),
                 "feature_bytes_per_epoch": median([r["feature_bytes"] for r in self.records]),
