@@ -82,9 +82,10 @@ def _check_grappa_wire(s: dict, n_hosts: int, one_worker_per_host: bool) -> None
     assert [h["address"] for h in hosts] == [f"10.77.0.{i + 1}" for i in range(n_hosts)]
     for h in hosts:
         assert h["tx_bytes"] > 0 and h["rx_bytes"] > 0 and h["epochs"] == s["epochs"], h
-    # every byte one host sends, another receives (the bridge is the only path)
+    # every byte one host sends, another receives (the bridge is the only path); up to the edges
+    # of the windows, which each host's reader opens and closes at its own moment
     tx, rx = sum(h["tx_bytes"] for h in hosts), sum(h["rx_bytes"] for h in hosts)
-    assert abs(tx - rx) <= 0.01 * tx, hosts
+    assert abs(tx - rx) <= 0.02 * tx + 2048 * n_hosts * s["epochs"], hosts
     assert s["wire_bytes_per_epoch"] > 0
     if one_worker_per_host:
         # gradients only: the ring all-reduce's payload plus headers, nothing else on any link
@@ -268,20 +269,6 @@ def test_grappa_across_four_test_hosts_per_host_links(tmp_path):
 
 
 @needs_hosts
-def test_grappa_two_workers_per_host_on_two_test_hosts_shared_link(tmp_path):
-    out = tmp_path / "out"
-    p = _cli("train", "--config", str(_config(tmp_path, out, parts=4)), "--launch.remote=netns",
-             "--launch.workers_per_host=2", "--network.bandwidth=500mbit", "--network.link=shared", timeout=400)
-    assert p.returncode == 0, p.stderr[-4000:]
-    s = json.loads((out / "summary.json").read_text())
-    assert [h["ranks"] for h in s["cluster"]["hosts"]] == [[0, 1], [2, 3]]
-    assert s["cluster"]["link"]["mode"] == "shared"
-    _check_grappa_wire(s, 2, one_worker_per_host=False)
-    logs = (out / "logs" / "worker3.log").read_text()
-    assert "host 1 (h1), local rank 1" in logs, logs[:2000]
-
-
-@needs_hosts
 def test_distdgl_across_test_hosts_needs_no_machine_id_override(tmp_path):
     from dgl_grappa.config import load_config
     from dgl_grappa.distdgl import ENV_MACHINE_ID, run_distdgl
@@ -311,7 +298,8 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
     out = tmp_path / "out"
     cfg = _config(tmp_path, out, epochs=200)
     tag = uuid.uuid4().hex
-    launcher = subprocess.Popen([PY, "-m", "dgl_grappa", "train", "--config", str(cfg), "--launch.remote=netns"],
+    launcher = subprocess.Popen([PY, "-m", "dgl_grappa", "train", "--config", str(cfg), "--launch.remote=netns",
+                                 "--network.bandwidth=500mbit", "--network.link=shared"],
                                 cwd=ROOT, env=_env(**{ENV_JOB: tag}), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -325,6 +313,10 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
 
         (job,) = [d.name for d in STATE_DIR.iterdir()
                   if (d / "owner").is_file() and (d / "owner").read_text().split()[0] == str(launcher.pid)]
+        # network.link=shared: every frame entering the bridge goes through one shaped ifb device
+        qd = subprocess.run(["tc", "-n", f"dgh-{job}", "qdisc", "show", "dev", "ifb0"], capture_output=True,
+                            text=True, timeout=10).stdout
+        assert "tbf" in qd and "500Mbit" in qd, qd
         workers = [p for p in processes_of_job(tag) if p != launcher.pid]
         assert len(workers) >= 4  # two guards and two workers (and their helpers)
         launcher.kill()  # SIGKILL: none of its cleanup runs
@@ -353,36 +345,37 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
     os.chmod(ROOT / "tests" / "fake_ssh.py", 0o755)
     ip_config = tmp_path / "ip_config.txt"
     ip_config.write_text("# two machines\n10.77.0.1\n10.77.0.2 30050\n")
-    cfg = _config(tmp_path, out, epochs=2, extra="schedule: {k: 1, method: metis-perm, keep_last: 1}\n")
+    cfg = _config(tmp_path, out, parts=4, epochs=2, extra="schedule: {k: 1, method: metis-perm, keep_last: 1}\n")
     try:
         with TestHosts(2) as hosts:
             (tmp_path / "hosts.json").write_text(json.dumps({h.address: h.prefix() for h in hosts}))
             env = _env(PATH=f"{fake}:{os.environ['PATH']}", FAKE_SSH_HOSTS=str(tmp_path / "hosts.json"),
                        FAKE_SSH_LOG=str(tmp_path / "ssh.log"))
             p = _cli("train", "--config", str(cfg), "--launch.remote=ssh", f"--launch.ip_config={ip_config}",
+                     "--launch.workers_per_host=2",
                      "--launch.ssh_user=grappa", "--launch.ssh_port=2222", "--launch.copy_partitions=true",
                      "--launch.ssh_options=[StrictHostKeyChecking=no]", "--launch.env=[GRAPPA_PROBE=1]",
                      env=env, timeout=400)
             assert p.returncode == 0, p.stderr[-4000:]
             ls = lambda i, d: hosts[i].run(["sh", "-c", f"cd {d} 2>/dev/null && ls"], timeout=10,  # noqa: E731
                                            capture_output=True, text=True).stdout.split()
-            # host 1 got its own part only (partitioning 0 from the launcher, 1 from rank 0), and
+            # host 1 got its own parts only (partitioning 0 from the launcher, 1 from rank 0), and
             # dropped partitioning 0 at the switch (keep_last=1), as rank 0 did on host 0
-            assert ls(1, out / "partitions" / "1") == ["grappa.json", "part1"]
+            assert ls(1, out / "partitions" / "1") == ["grappa.json", "part2", "part3"]
             assert ls(1, out / "partitions" / "0") == [] and ls(0, out / "partitions" / "0") == []
-            assert "worker 1 of 2 (torchrun): host 1" in (out / "logs" / "worker1.log").read_text()
+            assert "worker 3 of 4 (torchrun): host 1 (h1), local rank 1" in (out / "logs" / "worker3.log").read_text()
             assert "part0" in ls(0, out / "partitions" / "1") and "summary.json" in ls(0, out)
             assert "summary.json" not in ls(1, out)  # rank 0 is the only writer
         s = json.loads((out / "summary.json").read_text())  # fetched back from host 0
-        assert s["cluster"]["remote"] == "ssh" and [h["address"] for h in s["cluster"]["hosts"]] == \
-            ["10.77.0.1", "10.77.0.2"]
+        assert s["cluster"]["remote"] == "ssh" and [(h["address"], h["ranks"]) for h in s["cluster"]["hosts"]] == \
+            [("10.77.0.1", [0, 1]), ("10.77.0.2", [2, 3])]
         assert len(s["switches"]) == 1 and s["epochs"] == 2
         _check_grappa_wire(s, 2, one_worker_per_host=False)  # the switch's file transfer is outside the epochs
         calls = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
         assert all(c[:5] == ["-o", "BatchMode=yes", "-p", "2222", "-o"] for c in calls), calls[0]
         assert {c[6] for c in calls} == {"grappa@10.77.0.1", "grappa@10.77.0.2"}
         worker_calls = [c[-1] for c in calls if "dgl_grappa worker" in c[-1]]
-        assert len(worker_calls) == 2 and all("GRAPPA_PROBE=1" in w and "MASTER_ADDR=10.77.0.1" in w
+        assert len(worker_calls) == 4 and all("GRAPPA_PROBE=1" in w and "MASTER_ADDR=10.77.0.1" in w
                                               for w in worker_calls)
         assert any("--kill-job" in c[-1] for c in calls)  # the last-resort sweep ran on the hosts
     finally:
