@@ -47,6 +47,10 @@ def cmd_train(cfg: Config) -> int:
         summary = train_on_hosts(cfg)
         print_train_summary(cfg, summary, Path(cfg.run.output_dir))
         return 0
+    if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
+        from .launch import select_device
+
+        select_device("cuda", cfg.partition.num_parts - 1)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
     g = load_dataset(cfg.data)

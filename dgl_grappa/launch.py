@@ -67,11 +67,39 @@ def backend_for(device: str) -> str:
     return "gloo" if device == "cpu" else "cpu:gloo,cuda:nccl"
 
 
-def select_device(device: str, local_rank: int = 0) -> torch.device:
+DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
+"""DGL's CUDA build for the pinned torch 2.2 (from DGL's own wheel site; no package registry has one)."""
+
+
+def check_dgl_cuda(device: torch.device) -> None:
+    """Raise a one-line ConfigError unless this DGL can put a graph on ``device`` (a CUDA build).
+
+    The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
+    blocks (and the model's message passing) cannot move to a GPU.
+    """
+    import dgl
+
+    from .config import ConfigError
+
+    try:
+        dgl.graph(([0], [0])).to(device)
+    except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
+                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
+
+
+def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> torch.device:
     """The torch device of a worker: the CPU, or the GPU of its local rank (made current).
 
+    Args:
+        device: ``run.device``.
+        local_rank: the worker's rank on its host (LOCAL_RANK): its GPU.
+        check_dgl: with cuda, also check that DGL is a CUDA build (:func:`check_dgl_cuda`).
+
     Raises:
-        ConfigError: run.device=cuda where torch sees no GPU, or fewer GPUs than local ranks.
+        ConfigError: run.device=cuda where torch sees no GPU, fewer GPUs than local ranks,
+            or a CPU-only DGL.
     """
     from .config import ConfigError
 
@@ -85,7 +113,10 @@ def select_device(device: str, local_rank: int = 0) -> torch.device:
         raise ConfigError(f"run.device=cuda: LOCAL_RANK={local_rank} but this host has {n} GPU(s); start at most "
                           f"{n} workers per host (launch.workers_per_host / torchrun --nproc_per_node)")
     torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
+    dev = torch.device("cuda", local_rank)
+    if check_dgl:
+        check_dgl_cuda(dev)
+    return dev
 
 
 def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, device: str = "cpu") -> Identity:
@@ -97,7 +128,7 @@ def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, de
     Returns:
         The worker's :class:`Identity` (part = rank).
     """
-    select_device(device, rank)
+    select_device(device, rank, check_dgl=False)
     dist.init_process_group(
         backend_for(device),
         init_method=f"tcp://127.0.0.1:{port}",
@@ -121,7 +152,7 @@ def init_distributed_env(who, timeout_s: float, device: str = "cpu") -> Identity
     """
     # env:// reads these; under Slurm they may have been derived (first host, job-id port).
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = who.master_addr, str(who.master_port)
-    select_device(device, who.local_rank)
+    select_device(device, who.local_rank, check_dgl=False)
     dist.init_process_group(backend_for(device), init_method="env://", rank=who.rank, world_size=who.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,

@@ -37,26 +37,6 @@ from .sampler import LocalBatches, LocalFeatures, equal_steps
 log = logging.getLogger("dgl_grappa")
 
 
-DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
-"""DGL's CUDA build for the pinned torch 2.2 (from DGL's own wheel site; no package registry has one)."""
-
-
-def check_dgl_cuda(device: torch.device) -> None:
-    """Raise a one-line ConfigError unless this DGL can put a graph on ``device`` (a CUDA build).
-
-    The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
-    blocks (and the model's message passing) cannot move to a GPU.
-    """
-    from .config import ConfigError
-
-    try:
-        dgl.graph(([0], [0])).to(device)
-    except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
-                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
-
-
 class LocalRuntime:
     """The data side of one partitioning on one worker: coverage, weights, batches, feature reads.
 
@@ -145,9 +125,7 @@ class Trainer:
                 from .repartition import RepartitionDriver  # first, so a builder starts while we load
                 self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
             torch.manual_seed(cfg.train.seed)
-            self.device = select_device(cfg.run.device, ident.local_rank)
-            if self.device.type == "cuda":
-                check_dgl_cuda(self.device)
+            self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             lp = load_local(part_config, ident.part, cfg.train.halo)
             self.rt = LocalRuntime(cfg, ident, lp)
             self.model = build_model(cfg.model, lp.feat.shape[1], num_classes).to(self.device)

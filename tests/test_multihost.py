@@ -421,6 +421,24 @@ def test_hosts_config_errors_are_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_device_selection_and_backend():
+    import torch
+
+    from dgl_grappa.config import ConfigError, load_config
+    from dgl_grappa.launch import backend_for, select_device
+
+    assert backend_for("cpu") == "gloo" and backend_for("cuda") == "cpu:gloo,cuda:nccl"
+    assert select_device("cpu", 3) == torch.device("cpu")
+    assert load_config(None).run.device == "cpu"  # the default needs no GPU
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="run.device=cuda but torch sees no CUDA device") as e:
+            select_device("cuda", 0)
+        assert "\n" not in str(e.value)
+    else:
+        with pytest.raises(ConfigError, match=r"LOCAL_RANK=\d+ but this host has \d+ GPU"):
+            select_device("cuda", torch.cuda.device_count())
+
+
 @needs_hosts
 def test_latency_needs_netem_and_is_refused_cleanly_without_it(tmp_path):
     from dgl_grappa.testhosts import netem_available
