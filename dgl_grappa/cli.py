@@ -108,8 +108,8 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
         print(f"  across {len(summary['wire_hosts'])} hosts ({c.get('remote', '?')}"
               + (f", link {c['link']['mode']} {c['link']['bandwidth'] or 'unshaped'}" if c.get("link") else "")
               + f"): wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
-              + ", ".join(f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/{format_bytes(h['rx_bytes_per_epoch'])}"
-                          for h in summary["wire_hosts"]))
+              + ", ".join(f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/"
+                          f"{format_bytes(h['rx_bytes_per_epoch'])}" for h in summary["wire_hosts"]))
 
 
 def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:

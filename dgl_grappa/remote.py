@@ -35,7 +35,6 @@ from typing import Sequence
 
 from .cluster import (DGL_DEFAULT_PORT, IpConfigEntry, Remote, Slot, place_workers, read_ip_config, remote_argv)
 from .config import Config, ConfigError
-from .metrics import ENV_WIRE  # noqa: F401  (re-exported for launchers)
 from .procs import ENV_JOB, JobFailed, rc_text, tail
 
 log = logging.getLogger("dgl_grappa")
