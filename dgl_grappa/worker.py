@@ -156,7 +156,7 @@ def train_on_hosts(cfg: Config) -> dict:
     from .data import load_dataset, num_classes
     from .launch import free_port, threads_per_worker
     from .metrics import ENV_WIRE, write_json
-    from .partition import ensure_partitions, part_files
+    from .partition import ensure_partitions, format_stats, part_files
     from .remote import Cluster, wait_all
 
     n = cfg.partition.num_parts
@@ -176,6 +176,7 @@ def train_on_hosts(cfg: Config) -> dict:
     else:
         stats, _ = ensure_partitions(cfg, g)
     del g
+    print(format_stats(stats), flush=True)
     part_config = str(Path(stats["part_config"]).resolve())
     part_dir = Path(part_config).parent
     if cfg.schedule.k == 0:
