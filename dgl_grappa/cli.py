@@ -1,4 +1,8 @@
-"""Command line: ``python -m dgl_grappa {partition,train,compare,bench} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,train,compare,bench,worker} --config C [--section.key=value ...]``.
+
+``worker`` is one worker of a job started by torchrun, srun or the multi-host launcher
+(its identity from the environment, see :mod:`dgl_grappa.worker`); ``train`` with
+``launch.remote: ssh | netns`` starts such workers on the hosts itself.
 
 A user error (bad key, bad value, missing file) prints one line naming the problem and
 the fix, and exits with status 2; nothing in the output folder is touched before the
@@ -14,7 +18,7 @@ import time
 from pathlib import Path
 
 from .compare import cmd_compare
-from .config import Config, ConfigError, load_config
+from .config import Config, ConfigError, load_config, uses_hosts
 from .launch import setup_logging
 from .procs import JobFailed
 
@@ -35,16 +39,33 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
-    from .metrics import format_bytes
     from .native import check_inputs, run_native
     from .netns import in_private_netns
     from .procs import rerun_isolated
 
+    if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
+        from .worker import train_on_hosts
+
+        summary = train_on_hosts(cfg)
+        print_train_summary(cfg, summary, Path(cfg.run.output_dir))
+        return 0
+    if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
+        from .launch import select_device
+
+        select_device("cuda", cfg.partition.num_parts - 1)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         check_inputs(cfg)  # one-line errors here, not from inside the namespace
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
     summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
     out = Path(cfg.run.output_dir)
+    print_train_summary(cfg, summary, out)
+    return 0
+
+
+def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
+    """The terminal summary of a ``train`` run (and where its files are)."""
+    from .metrics import format_bytes
+
     summary_path = out / "summary.json"
     print(f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
           f"{summary['num_parts']} workers, {summary['mode']}, correction={summary['correction']}\n"
@@ -60,11 +81,30 @@ def cmd_train(cfg: Config) -> int:
         sch = summary["schedule"]
         print(f"  repartitioning ({sch['method']}, k={sch['k']}): {len(summary['switches'])} switches, "
               f"stall {sch['stall_s_total']:.2f} s = {sch['stall_fraction']:.2%} of training time")
-    return 0
+    if summary.get("wire_hosts"):
+        c = summary.get("cluster", {})
+        print(f"  across {len(summary['wire_hosts'])} hosts ({c.get('remote', '?')}"
+              + (f", link {c['link']['mode']} {c['link']['bandwidth'] or 'unshaped'}" if c.get("link") else "")
+              + f"): wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
+              + ", ".join(f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/"
+                          f"{format_bytes(h['rx_bytes_per_epoch'])}" for h in summary["wire_hosts"]))
 
 
-COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare, "bench": None}
+def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
+    from .worker import cmd_worker as run
+
+    ap = argparse.ArgumentParser(prog="python -m dgl_grappa worker")
+    ap.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
+    ap.add_argument("--num-classes", type=int, default=None, help="number of classes (set by the launcher)")
+    ap.add_argument("--no-resume", action="store_true", help="start at epoch 0 even if a checkpoint exists")
+    a = ap.parse_args(extra or [])
+    return run(cfg, a.part_config, a.num_classes, resume=None if a.no_resume else "auto")
+
+
+COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare, "worker": cmd_worker,
+            "bench": None}
 """``bench`` takes the raw overrides (dgl_grappa.bench.cmd_bench): it routes them itself."""
+_OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
                              "checkpoint in checkpoint.dir; same as --checkpoint.resume=...")
     args, rest = parser.parse_known_args(argv)
     setup_logging(None)
+    own: list[str] = []
+    flags = _OWN_FLAGS.get(args.command, ())
+    i = 0
+    while i < len(rest):  # the command's own flags, apart from the config overrides
+        name = rest[i].split("=", 1)[0]
+        if name in flags:
+            takes = name != "--no-resume" and "=" not in rest[i]
+            own += rest[i:i + 1 + takes]
+            del rest[i:i + 1 + takes]
+        else:
+            i += 1
     try:
         if args.command == "bench":
             from .bench import cmd_bench
@@ -86,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
             rest = rest + [f"--checkpoint.resume={args.resume}"]
         cfg = load_config(args.config, rest)
+        if args.command == "worker":
+            return cmd_worker(cfg, own)
         return COMMANDS[args.command](cfg)
     except ConfigError as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)

@@ -84,7 +84,7 @@ def run_compare(cfg) -> dict:
         JobFailed: a run failed (the others already done are kept on disk).
     """
     from .partition import ensure_partitions
-    from .config import ConfigError, dropin_problem
+    from .config import ConfigError, dropin_problem, uses_hosts
     from .distdgl import run_distdgl
     from .metrics import read_jsonl, write_json
     from .procs import isolation_plan
@@ -99,8 +99,9 @@ def run_compare(cfg) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     stats, _ = ensure_partitions(cfg)
     part_dir = str(Path(stats["part_config"]).resolve().parent)
-    isolate = isolation_plan(cfg)
-    if not isolate:
+    isolate = isolation_plan(cfg)  # False across hosts: each run opens its hosts, which count their own bytes
+    hosts = uses_hosts(cfg)
+    if not isolate and not hosts:
         log.warning("not root: runs share the host's loopback, so wire bytes are not measured (app counts only)")
 
     def sub(name: str, **grappa):
@@ -132,7 +133,7 @@ def run_compare(cfg) -> dict:
         print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, val "
               f"{s['val_acc']:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
 
-    result = summarize(cfg, runs, stats, isolate)
+    result = summarize(cfg, runs, stats, isolate or hosts)
     write_json(out / "compare.json", result)
     (out / "report.md").write_text(report_markdown(result))
     plot(result, out)
@@ -157,14 +158,20 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
                "grad_bytes_per_epoch": s.get("grad_bytes_per_epoch"),
                "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
                "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
-               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s")}
+               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts")}
         for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
         rows.append(row)
     c = cfg
+    from .config import uses_hosts
+
     return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
-            "network_bandwidth": c.network.bandwidth or None, "num_parts": c.partition.num_parts,
+            "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
+            "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
+                               if r["summary"].get("cluster")), None),
+            "network_link": (c.network.link if c.launch.remote == "netns" else "real network")
+            if uses_hosts(c) else "loopback (shared)", "num_parts": c.partition.num_parts,
             "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
             "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
             "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
@@ -198,7 +205,15 @@ def format_table(result: dict, markdown: bool = False) -> str:
 
 
 def _setting(result: dict) -> str:
-    bw = result["network_bandwidth"] or "unshaped loopback"
+    link = result.get("network_link", "loopback (shared)")
+    if link == "per_host":
+        bw = f"{result.get('num_hosts')} test hosts, each its own {result['network_bandwidth'] or 'unshaped'} link"
+    elif link == "shared":
+        bw = f"{result.get('num_hosts')} test hosts sharing one {result['network_bandwidth'] or 'unshaped'} link"
+    elif link == "real network":
+        bw = "ssh hosts, their real network"
+    else:
+        bw = result["network_bandwidth"] or "unshaped loopback"
     return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
             f"parts (edge cut {result['edge_cut']:.3f}), {result['model']} x{result['num_layers']}, fan-outs "
             f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
@@ -210,6 +225,10 @@ def report_markdown(result: dict) -> str:
                  "training epochs only (evaluation excluded; the epoch clock's window, so its barrier and 8-byte "
                  "max all-reduce are in it), median over epochs"
                  if result["isolated"] else "not measured (needs root for a private network namespace)")
+    if result.get("remote", "none") != "none":
+        wire_note = ("measured: the tx bytes of every host's network interface, summed over the hosts (each byte "
+                     "leaves one host), training epochs only (the epoch clock's window, read by one worker per host), "
+                     "median over epochs; each host's tx/rx is in the runs' summary.json (`wire_hosts`)")
     return "\n".join([
         f"# Comparison: {result['name']}", "",
         _setting(result), "",

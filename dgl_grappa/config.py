@@ -210,6 +210,14 @@ class NetworkConfig:
     """Run ``train`` in a private network namespace (root) so that the bytes on the wire
     are measured (summary ``wire_bytes_per_epoch``); implied by ``bandwidth`` and always
     on in ``compare``."""
+    link: Literal["per_host", "shared"] = "per_host"
+    """With test hosts (``launch.remote=netns``): per_host = every host has its own link of
+    ``bandwidth`` in each direction (one NIC per machine); shared = all hosts share one link
+    of ``bandwidth`` (one switch port for the whole cluster). Without test hosts all workers
+    share the job's one loopback, i.e. one shared link, whatever this says."""
+    latency_ms: float = 0.0
+    """One-way host-to-host delay with test hosts (needs the kernel's netem qdisc; a clear
+    error where it is missing); 0 = none."""
 
 
 @dataclass
@@ -254,11 +262,15 @@ class LaunchConfig:
     """
 
     hosts: list[str] = field(default_factory=list)
-    """Addresses of the machines, one worker group each; empty = this machine only."""
+    """Addresses or names of the machines, host 0 first (it runs rank 0, the rendezvous);
+    empty = this machine only. With remote=netns: the test hosts' names h0, h1, ... (or
+    empty: one test host per ``workers_per_host`` workers)."""
     ip_config: str = ""
-    """DGL's ip_config.txt (one "IP [port]" per line), instead of ``hosts``."""
+    """DGL's ip_config.txt (one "IP [port]" per line), instead of ``hosts``; a port given
+    there is that machine's DGL server port."""
     workers_per_host: int = 0
-    """Workers (partitions) per machine; 0 = num_parts / number of hosts."""
+    """Workers (partitions) per machine, placed in rank order; 0 = num_parts / number of
+    hosts, rounded up (with remote=netns and no hosts listed: 1)."""
     remote: Literal["none", "ssh", "netns"] = "none"
     """How a command reaches another host: none (this machine), ssh, or netns (the
     project's test hosts, see dgl_grappa/testhosts.py)."""
@@ -275,7 +287,11 @@ class LaunchConfig:
     master_port: int = 0
     """Port of the rendezvous on the first host; 0 = a free port."""
     copy_partitions: bool = False
-    """Copy each host's partitions to it before the start (storage not shared)."""
+    """Storage is not shared: the launcher copies the resolved config and each host's
+    partitions to the same path on that host before the start (and fetches rank 0's
+    summary back); each later partitioning (schedule.k > 0) is sent by rank 0 to the
+    workers of the other hosts over the process group. False = shared storage (as DistDGL
+    assumes): every host sees the same files at the same paths."""
     max_restarts: int = 0
     """Restart the whole worker group from the last checkpoint this many times after a
     worker dies (torchrun's semantics); 0 = a dead worker ends the job."""
@@ -367,6 +383,9 @@ class RunConfig:
     """Torch threads per worker; 0 = cores / workers (at least 1)."""
     progress: bool = True
     """Show a tqdm progress bar on rank 0."""
+    device: Literal["cpu", "cuda"] = "cpu"
+    """Where a worker trains: cpu (gloo), or cuda (the GPU of its LOCAL_RANK; NCCL all-reduces
+    the gradients, gloo carries the small control collectives; needs a CUDA build of DGL)."""
 
 
 @dataclass
@@ -614,6 +633,7 @@ def validate(cfg: Config) -> None:
            "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
     _check(0.0 <= cfg.compare.target_acc <= 1.0,
            f"compare.target_acc={cfg.compare.target_acc} must be in [0, 1] (0 = automatic)")
+    _validate_launch(cfg)
     _check(r.timeout_s > 0, f"run.timeout_s={r.timeout_s} must be > 0")
     _check(r.collective_timeout_s > 0, f"run.collective_timeout_s={r.collective_timeout_s} must be > 0")
     _check(r.eval_timeout_s > 0, f"run.eval_timeout_s={r.eval_timeout_s} must be > 0")
@@ -660,6 +680,70 @@ def check_output_dir(path: str | os.PathLike, key: str) -> None:
                 d.rmdir()
             except OSError:
                 pass
+
+
+_ENV_ITEM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.S)
+
+
+def uses_hosts(cfg: Config) -> bool:
+    """Whether the job runs across hosts (ssh machines or the project's test hosts).
+
+    True when ``launch.remote`` is ssh or netns; the workers then start on their hosts
+    through :func:`dgl_grappa.cluster.remote_argv`, and each host's own network interface
+    carries (and counts) its traffic, instead of one private loopback for the whole job.
+    """
+    return cfg.launch.remote != "none"
+
+
+def _validate_launch(cfg: Config) -> None:
+    """The ``launch`` section's host fields, and the network settings that depend on them."""
+    la, net = cfg.launch, cfg.network
+    _check(not (la.hosts and la.ip_config),
+           "launch.hosts and launch.ip_config are both set; list the machines in one of them")
+    _check(la.workers_per_host >= 0, f"launch.workers_per_host={la.workers_per_host} must be >= 0 (0 = automatic)")
+    _check(1 <= la.ssh_port <= 65535, f"launch.ssh_port={la.ssh_port} must be between 1 and 65535")
+    _check(0 <= la.master_port <= 65535, f"launch.master_port={la.master_port} must be in 0..65535 (0 = free port)")
+    _check(la.max_restarts >= 0, f"launch.max_restarts={la.max_restarts} must be >= 0")
+    for item in la.env:
+        _check(_ENV_ITEM.fullmatch(item) is not None,
+               f"launch.env entry {item!r} is not KEY=VALUE; write e.g. GLOO_SOCKET_IFNAME=eth0")
+    for opt in la.ssh_options:
+        _check(bool(opt.strip()), "launch.ssh_options has an empty entry; write options like StrictHostKeyChecking=no")
+    seen: set[str] = set()
+    for h in la.hosts:
+        _check(bool(re.fullmatch(r"[A-Za-z0-9:][A-Za-z0-9.:-]*", h)),
+               f"launch.hosts entry {h!r} is not an address or host name; write e.g. 10.0.0.1 or node01")
+        _check(h not in seen, f"launch.hosts lists {h} twice; give each machine once (use workers_per_host "
+                              "for several workers on one machine)")
+        seen.add(h)
+    if la.remote == "none":
+        _check(not la.hosts and not la.ip_config,
+               "launch.hosts/launch.ip_config list machines but launch.remote=none runs on this machine only; "
+               "set --launch.remote=ssh (or netns for test hosts)")
+    if la.remote == "ssh":
+        _check(bool(la.hosts or la.ip_config),
+               "launch.remote=ssh needs the machines: set launch.hosts=[...] or launch.ip_config=<ip_config.txt>")
+        _check(not net.bandwidth and net.latency_ms == 0,
+               "network.bandwidth/latency_ms emulate links with test hosts; with launch.remote=ssh the machines' "
+               "real network is used: leave them empty")
+    if la.remote == "netns":
+        bad = [h for i, h in enumerate(la.hosts) if h != f"h{i}"]
+        _check(not bad, f"launch.hosts={la.hosts}: with launch.remote=netns list the test hosts by name in "
+                        f"order, h0, h1, ... (or leave it empty: one host per workers_per_host workers)")
+    _check(net.latency_ms >= 0, f"network.latency_ms={net.latency_ms} must be >= 0")
+    _check(net.latency_ms == 0 or la.remote == "netns",
+           f"network.latency_ms={net.latency_ms} needs test hosts (launch.remote=netns); the job's loopback "
+           "cannot delay traffic")
+    if la.hosts:
+        n_hosts = len(la.hosts)
+        wph = la.workers_per_host or -(-cfg.partition.num_parts // n_hosts)
+        _check(cfg.partition.num_parts <= n_hosts * wph,
+               f"partition.num_parts={cfg.partition.num_parts} workers do not fit on {n_hosts} hosts x "
+               f"launch.workers_per_host={wph}; add hosts or raise workers_per_host")
+        used = -(-cfg.partition.num_parts // wph)
+        _check(used == n_hosts, f"launch.hosts lists {n_hosts} machines but {cfg.partition.num_parts} workers at "
+                                f"{wph} per host use only {used}; drop the idle hosts or change "
+                                "partition.num_parts / launch.workers_per_host")
 
 
 def dropin_problem(correction: str, halo: str) -> str | None:

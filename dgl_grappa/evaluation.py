@@ -10,6 +10,7 @@ the DistDGL trainer use this one module, so their accuracies are measured alike.
 """
 from __future__ import annotations
 
+import copy
 import datetime
 import time
 
@@ -30,6 +31,10 @@ def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
     Returns:
         ``{"val": accuracy, "test": accuracy}``.
     """
+    param = next(model.parameters(), None)
+    if param is not None and param.device != g.device:
+        # A worker training on a GPU: the whole graph stays in host memory, a copy of the model goes there.
+        model = copy.deepcopy(model).to(g.device)
     was_training = model.training
     model.eval()
     pred = model(g, g.ndata["feat"]).argmax(-1)

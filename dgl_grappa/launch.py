@@ -3,7 +3,14 @@
 One machine: ``spawn_workers`` starts ``nprocs`` spawned processes that each call
 ``fn(rank, *args)``; ``init_distributed`` joins them into a gloo group on 127.0.0.1 with a
 timeout on every collective. Nothing here waits without a bound: the join loop kills the
-whole group by PID when the job's deadline passes or a worker dies.
+whole group by PID when the job's deadline passes or a worker dies. A worker started by
+torchrun, Slurm or the multi-host launcher joins with ``init_distributed_env`` instead
+(``init_method="env://"``, identity from :func:`dgl_grappa.cluster.worker_identity`).
+
+Devices (``run.device``): on cpu the group is gloo; on cuda it is ``cpu:gloo,cuda:nccl``:
+NCCL all-reduces the gradient buckets (CUDA tensors), gloo carries the small control
+collectives on CPU tensors and objects (epoch clock, step counts, summaries), and the
+worker uses the GPU of its LOCAL_RANK (:func:`select_device`).
 """
 from __future__ import annotations
 
@@ -35,11 +42,15 @@ class Identity:
         rank: global rank in the gloo group.
         world_size: number of workers.
         part: the partition this worker trains on (= rank in Grappa mode).
+        local_rank: rank among the workers of its host (its GPU with run.device=cuda).
+        host_index: index of its host (0 on one machine).
     """
 
     rank: int
     world_size: int
     part: int
+    local_rank: int = 0
+    host_index: int = 0
 
     @property
     def is_main(self) -> bool:
@@ -53,20 +64,101 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_distributed(rank: int, world_size: int, port: int, timeout_s: float) -> Identity:
-    """Join the gloo process group on 127.0.0.1:port; every collective is bounded by timeout_s.
+def backend_for(device: str) -> str:
+    """The process group's backend for ``run.device``: gloo, or NCCL for CUDA tensors + gloo for CPU ones."""
+    return "gloo" if device == "cpu" else "cpu:gloo,cuda:nccl"
+
+
+DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
+"""DGL's CUDA build for the pinned torch 2.2 (from DGL's own wheel site; no package registry has one)."""
+
+
+def check_dgl_cuda(device: torch.device) -> None:
+    """Raise a one-line ConfigError unless this DGL can put a graph on ``device`` (a CUDA build).
+
+    The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
+    blocks (and the model's message passing) cannot move to a GPU.
+    """
+    import dgl
+
+    from .config import ConfigError
+
+    try:
+        dgl.graph(([0], [0])).to(device)
+    except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
+                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
+
+
+def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> torch.device:
+    """The torch device of a worker: the CPU, or the GPU of its local rank (made current).
+
+    Args:
+        device: ``run.device``.
+        local_rank: the worker's rank on its host (LOCAL_RANK): its GPU.
+        check_dgl: with cuda, also check that DGL is a CUDA build (:func:`check_dgl_cuda`).
+
+    Raises:
+        ConfigError: run.device=cuda where torch sees no GPU, fewer GPUs than local ranks,
+            or a CPU-only DGL.
+    """
+    from .config import ConfigError
+
+    if device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError("run.device=cuda but torch sees no CUDA device here (no GPU, or no driver); "
+                          "use --run.device=cpu")
+    n = torch.cuda.device_count()
+    if local_rank >= n:
+        raise ConfigError(f"run.device=cuda: LOCAL_RANK={local_rank} but this host has {n} GPU(s); start at most "
+                          f"{n} workers per host (launch.workers_per_host / torchrun --nproc_per_node)")
+    torch.cuda.set_device(local_rank)
+    dev = torch.device("cuda", local_rank)
+    if check_dgl:
+        check_dgl_cuda(dev)
+    return dev
+
+
+def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, device: str = "cpu") -> Identity:
+    """Join the process group on 127.0.0.1:port; every collective is bounded by timeout_s.
+
+    Args:
+        device: ``run.device``; cuda selects GPU ``rank`` first (one machine: local rank = rank).
 
     Returns:
         The worker's :class:`Identity` (part = rank).
     """
+    select_device(device, rank, check_dgl=False)
     dist.init_process_group(
-        "gloo",
+        backend_for(device),
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
-    return Identity(rank=rank, world_size=world_size, part=rank)
+    return Identity(rank=rank, world_size=world_size, part=rank, local_rank=rank)
+
+
+def init_distributed_env(who, timeout_s: float, device: str = "cpu") -> Identity:
+    """Join the process group from a torchrun / Slurm / launcher environment (``init_method="env://"``).
+
+    Args:
+        who: the worker's :class:`dgl_grappa.cluster.WorkerIdentity` (from the environment).
+        timeout_s: bound on every collective.
+        device: ``run.device`` (cuda: the GPU of ``who.local_rank``).
+
+    Returns:
+        The worker's :class:`Identity` (part = rank, local rank and host from ``who``).
+    """
+    # env:// reads these; under Slurm they may have been derived (first host, job-id port).
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = who.master_addr, str(who.master_port)
+    select_device(device, who.local_rank, check_dgl=False)
+    dist.init_process_group(backend_for(device), init_method="env://", rank=who.rank, world_size=who.world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
+                    host_index=who.host_index)
 
 
 def shutdown_distributed(clean: bool = True) -> None:

@@ -11,12 +11,16 @@
 * **Wire bytes** (:class:`WireMeter`): loopback tx bytes of the job's private network
   namespace (see :mod:`dgl_grappa.netns`), read by rank 0 around the same window; the
   application's own expectation of them for an all-reduce is
-  :func:`ring_allreduce_wire_bytes`.
+  :func:`ring_allreduce_wire_bytes`. Across hosts (:class:`HostWireMeter`): each host's
+  own interface counters, read by one worker per host around the same window and
+  gathered, so every host's bytes in and out are known (``wire_hosts`` in summary.json).
 * **Records**: the per-epoch JSONL log, JSON files, small statistics and formatting.
 """
 from __future__ import annotations
 
 import json
+import os
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -194,6 +198,107 @@ class WireMeter:
         n = lo_bytes()[1] - self._t0
         self._t0 = None
         return n
+
+
+ENV_WIRE = "DGL_GRAPPA_WIRE"
+"""Set to "nic" by the multi-host launchers (and by hand under torchrun / Slurm) for every
+worker of a job: one worker per host (local rank 0) then counts that host's network
+interfaces over every epoch (:class:`HostWireMeter`)."""
+
+
+def nic_bytes() -> tuple[int, int]:
+    """(rx_bytes, tx_bytes) summed over every interface except ``lo`` of the caller's network namespace.
+
+    On a test host that is its one veth end (``eth0``), i.e. exactly its link; on a real
+    machine it is every NIC, other jobs' traffic included.
+    """
+    rx = tx = 0
+    with open("/proc/self/net/dev") as f:
+        for line in f:
+            name, sep, rest = line.partition(":")
+            if not sep or name.strip() == "lo":
+                continue
+            fields = rest.split()
+            if len(fields) >= 9 and fields[0].isdigit():
+                rx += int(fields[0])
+                tx += int(fields[8])
+    return rx, tx
+
+
+class HostWireMeter:
+    """Bytes in and out of this host's network interfaces over an interval (multi-host jobs).
+
+    Enabled when ``DGL_GRAPPA_WIRE=nic`` is set (the same on every worker, so every worker
+    takes part in :meth:`gather`); then the worker with local rank 0 reads its host's
+    counters (:func:`nic_bytes`), the others read nothing.
+
+    Args:
+        host_index: this worker's host (torchrun's GROUP_RANK).
+        local_rank: its rank on the host.
+        enabled: force on / off (default: from the environment).
+
+    Example:
+        >>> m = HostWireMeter(ident.host_index, ident.local_rank); m.start(); ...    # doctest: +SKIP
+        >>> hosts = m.gather(m.stop())   # every rank: [{"host", "tx_bytes", "rx_bytes"}, ...]  # doctest: +SKIP
+    """
+
+    def __init__(self, host_index: int = 0, local_rank: int = 0, enabled: bool | None = None):
+        self.enabled = os.environ.get(ENV_WIRE) == "nic" if enabled is None else enabled
+        self.reader = self.enabled and local_rank == 0
+        self.host_index = host_index
+        self._t0: tuple[int, int] | None = None
+
+    def start(self) -> None:
+        """Remember the counters now (before the epoch's starting barrier)."""
+        self._t0 = nic_bytes() if self.reader else None
+
+    def stop(self) -> tuple[int, int] | None:
+        """(rx, tx) bytes of this host since :meth:`start` (the reader only), else None."""
+        if self._t0 is None:
+            return None
+        rx, tx = nic_bytes()
+        out = (rx - self._t0[0], tx - self._t0[1])
+        self._t0 = None
+        return out
+
+    def gather(self, reading: tuple[int, int] | None, group=None) -> list[dict] | None:
+        """Every host's reading, on every rank (a collective when enabled; None otherwise).
+
+        Returns:
+            ``[{"host", "hostname", "tx_bytes", "rx_bytes"}, ...]`` sorted by host.
+        """
+        if not self.enabled:
+            return None
+        mine = None if reading is None else {"host": self.host_index, "hostname": socket.gethostname(),
+                                             "rx_bytes": reading[0], "tx_bytes": reading[1]}
+        if not (dist.is_available() and dist.is_initialized()):
+            return [mine] if mine else []
+        everyone: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(everyone, mine, group=group)
+        return sorted((e for e in everyone if e is not None), key=lambda e: e["host"])
+
+
+def hosts_wire_summary(records: list[dict]) -> list[dict] | None:
+    """summary.json's ``wire_hosts``: each host's interface bytes over the training epochs.
+
+    Args:
+        records: epoch records with ``wire_hosts`` (from :meth:`HostWireMeter.gather`).
+
+    Returns:
+        Per host: ``host``, ``hostname``, ``tx_bytes`` / ``rx_bytes`` (sums over the epochs),
+        ``tx_bytes_per_epoch`` / ``rx_bytes_per_epoch`` (medians); None without readings.
+    """
+    per: dict[int, list[dict]] = {}
+    for r in records:
+        for h in r.get("wire_hosts") or []:
+            per.setdefault(h["host"], []).append(h)
+    if not per:
+        return None
+    return [{"host": h, "hostname": xs[-1]["hostname"],
+             "tx_bytes": sum(x["tx_bytes"] for x in xs), "rx_bytes": sum(x["rx_bytes"] for x in xs),
+             "tx_bytes_per_epoch": median([x["tx_bytes"] for x in xs]),
+             "rx_bytes_per_epoch": median([x["rx_bytes"] for x in xs]), "epochs": len(xs)}
+            for h, xs in sorted(per.items())]
 
 
 def wire_per_epoch(records: list[dict], key: str = "wire_bytes") -> float | None:

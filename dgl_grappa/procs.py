@@ -161,8 +161,11 @@ def isolation_plan(cfg, force: bool | None = None) -> bool:
     Raises:
         IsolationError: shaping or isolation was required but cannot be done here.
     """
+    from .config import uses_hosts
     from .netns import check_isolation, require_isolation
 
+    if uses_hosts(cfg):
+        return False  # across hosts each host is its own namespace (or machine), shaped and counted there
     if cfg.network.bandwidth:
         require_isolation(bandwidth=cfg.network.bandwidth)
         return True

@@ -28,11 +28,12 @@ from .checkpoint import (CheckpointError, CheckpointStore, checkpoint_dir, finge
                          resolve_resume, rng_state, set_rng_state)
 from .config import Config, ConfigError
 from .evaluation import GlobalEvaluator
-from .launch import (Identity, UserError, init_distributed, set_threads, setup_logging, shutdown_distributed,
-                     threads_per_worker)
-from .metrics import EpochClock, JsonlLog, WireMeter, epoch_summary, median, ring_allreduce_wire_bytes, write_json
+from .launch import (Identity, UserError, init_distributed, select_device, set_threads, setup_logging,
+                     shutdown_distributed, threads_per_worker)
+from .metrics import (EpochClock, HostWireMeter, JsonlLog, WireMeter, epoch_summary, hosts_wire_summary, median,
+                      ring_allreduce_wire_bytes, write_json)
 from .models import build_model, gradient_bytes
-from .partition import LocalPartition, load_local
+from .partition import LocalPartition, load_local, share_partition
 from .reducers import make_correction
 from .sampler import LocalBatches, LocalFeatures, equal_steps, seeded_workers
 
@@ -146,10 +147,13 @@ class Trainer:
                 if start > 0:
                     part_config = self._resume_partitioning()
             torch.manual_seed(cfg.train.seed)
+            self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             lp = load_local(part_config, ident.part, cfg.train.halo)
             self.rt = LocalRuntime(cfg, ident, lp)
-            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes)
-            self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
+            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes).to(self.device)
+            # Broadcasts rank 0's parameters: every worker starts from the same model. On a
+            # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
+            self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             self.correction.register(self.ddp)
             self.correction.set_contributors(self.rt.contributors)
@@ -157,6 +161,7 @@ class Trainer:
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
             self.clock = EpochClock()
             self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
+            self.host_wire = HostWireMeter(ident.host_index, ident.local_rank)  # across hosts: each host's NIC
             self.mlog = JsonlLog(self.out_dir / "metrics.jsonl") if ident.is_main else None
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
@@ -184,12 +189,16 @@ class Trainer:
         Returns:
             (mean loss of the batch, its batch weight).
         """
+        dev = self.device
+        if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
+            graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
+            x = x.to(dev, non_blocking=True)
         out = self.ddp(graph, x)
         # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
         # a placeholder, whose row is not trained on: the step counts with weight 0.
         out = out[rows] if rows is not None else out[: seeds.numel()]
-        per_node = F.cross_entropy(out, self.rt.lp.label[seeds], reduction="none")
-        loss = self.correction.loss(per_node, self.rt.weights[seeds])
+        per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
+        loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -213,6 +222,7 @@ class Trainer:
         t_sample = 0.0
         inputs = rt.epoch_inputs(epoch)
         self.wire.start()   # rank 0, before the barrier: nobody sends before it
+        self.host_wire.start()
         self.clock.start()  # the barrier
         for step in range(rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
@@ -226,11 +236,16 @@ class Trainer:
         # After the timed region; also the point where every worker has finished its steps.
         slowest = self.clock.slowest(mine)
         wire = self.wire.stop()
+        hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
+        if hosts:
+            wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
         remote, local = rt.features.take_bytes()
         rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine, "sample_s": t_sample,
                "compute_s": mine - t_sample, "loss": sum(losses) / len(losses),
                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local, "wire_bytes": wire}
+        if hosts is not None:
+            rec["wire_hosts"] = hosts
         if self.hooks is not None:
             self.hooks.epoch_end(epoch, self.ddp, self.optimizer, rt)
         if self.driver is not None:
@@ -383,6 +398,9 @@ class Trainer:
         if not self.ident.is_main:
             return None
         summary = build_summary(self.cfg, records, per_worker, rt.steps, gradient_bytes(self.model))
+        summary["device"] = str(self.device)
+        if (wh := hosts_wire_summary(records)) is not None:
+            summary["wire_hosts"] = wh
         if self.driver is not None:
             summary.update(self.driver.summary(train_wall_s))
         write_json(self.out_dir / "summary.json", summary)
@@ -437,6 +455,12 @@ class Trainer:
         model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
         """
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
+        if self.cfg.launch.copy_partitions:  # hosts without shared storage: rank 0 sends the new parts
+            share_partition(part_config, self.ident.rank, self.ident.host_index, self.cfg.train.halo)
+            if self.ident.host_index != 0 and self.ident.local_rank == 0:  # host 0's are rank 0's to remove
+                from .scheduler import partition_root, remove_old
+
+                remove_old(partition_root(self.out_dir), self.driver.current, self.cfg.schedule.keep_last)
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
         self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
@@ -508,7 +532,7 @@ def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, por
     """
     setup_logging(rank)
     set_threads(threads_per_worker(cfg.partition.num_parts, cfg.run.num_threads))
-    ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s)
+    ident = init_distributed(rank, cfg.partition.num_parts, port, cfg.run.collective_timeout_s, cfg.run.device)
     clean = False
     try:
         run_worker(ident, cfg, part_config, num_classes, out_dir, builder_channel=builder_channel, resume=resume)

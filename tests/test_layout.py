@@ -110,13 +110,14 @@ def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 # A new module must be placed here (the test names it otherwise).
 LAYERS = {
     0: ["config"],
-    1: ["netns", "procs", "launch", "metrics", "testing", "cluster", "testhosts", "capacity",  # processes, hosts,
-        "faults", "restarts", "checkpoint"],                          # measurement, checkpoints
+    1: ["netns", "procs", "launch", "metrics", "testing", "cluster", "testhosts", "capacity", "guard",  # processes,
+        "remote", "faults", "restarts", "checkpoint"],              # hosts, measurement, checkpoints
     2: ["data", "partition", "bigpart", "scheduler"],                # graphs and partitionings
     3: ["coverage", "sampler", "reducers", "models", "evaluation"],  # the method core
     4: ["repartition", "dropin"],                                    # runtime parts both sides use
     5: ["trainer", "distdgl"],                                       # the two runtimes
-    6: ["native", "compare", "bench", "bench_report", "cli", "__main__"],  # launchers, side by side, benchmarks, command line
+    6: ["native", "compare", "bench", "bench_report", "cli", "worker", "__main__"],  # launchers, side by side,
+                                                                     # benchmarks, command line, workers
 }
 # Layers whose members stand side by side: none imports another (the DistDGL baseline
 # does not lean on Grappa's trainer, nor the trainer on DistDGL).

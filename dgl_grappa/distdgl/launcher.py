@@ -66,9 +66,12 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         JobFailed: a process died or a bound was exceeded (the message names which, with
             the tail of its log). Every process of the job is gone when this returns or raises.
     """
+    from ..config import uses_hosts
     from ..launch import threads_per_worker
     from ..netns import check_isolation, isolate_argv
 
+    if uses_hosts(cfg):
+        return launch_on_hosts(cfg, part_config, out_dir, trainer_argv)
     n = cfg.partition.num_parts
     dd = cfg.distdgl
     out = Path(out_dir).resolve()
@@ -100,7 +103,6 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
     files = []
     t0 = time.monotonic()
     startup_deadline = t0 + dd.startup_timeout_s
-    deadline = t0 + dd.startup_timeout_s + cfg.run.timeout_s
 
     def start(name: str, argv: list[str], env: dict) -> subprocess.Popen:
         f = open(logs / f"{name}.log", "w")
@@ -109,10 +111,6 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
                              cwd=os.getcwd())
         procs[name] = p
         return p
-
-    def fail(msg: str, name: str | None = None) -> None:
-        detail = f"\n  last lines of {logs / (name + '.log')}:\n{tail(logs / (name + '.log'))}" if name else ""
-        raise JobFailed(msg + detail)
 
     try:
         servers = []
@@ -137,43 +135,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         log.info("DistDGL: %d machines (server + trainer each%s), servers on ports %s, logs in %s", n,
                  ", private /dev/shm" if isolate else "", ports[:n], logs)
 
-        ready_logged = False
-        while True:
-            rcs = [t.poll() for t in trainers]
-            for i, rc in enumerate(rcs):
-                if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix
-                    lines = [ln for ln in tail(logs / f"trainer{i}.log", 5).splitlines() if "error: " in ln]
-                    raise JobFailed(lines[-1].split("error: ", 1)[-1] if lines else f"DistDGL trainer {i} stopped "
-                                    "on a user error", user_error=True)
-                if rc is not None and rc != 0:
-                    fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
-            if all(rc == 0 for rc in rcs):
-                break
-            for i, s in enumerate(servers):
-                # Status 0 is the normal shutdown that rank 0's exiting client asks for; it can
-                # come while the other trainers are still tearing down.
-                if s.poll() is not None and s.returncode != 0:
-                    fail(f"DistDGL server {i} {rc_text(s.returncode)} before the trainers finished", f"server{i}")
-            now = time.monotonic()
-            ready = sum(_connected(logs / f"trainer{i}.log") for i in range(n))
-            if ready == n and not ready_logged:
-                log.info("DistDGL: all %d trainers connected after %.1f s", n, now - t0)
-                ready_logged = True
-            if ready < n and now > startup_deadline:
-                fail(f"only {ready} of {n} DistDGL trainers connected within distdgl.startup_timeout_s="
-                     f"{dd.startup_timeout_s:.0f}s", "trainer0")
-            if now > deadline:
-                fail(f"the DistDGL job ran past run.timeout_s={cfg.run.timeout_s:.0f}s (+ startup); all "
-                     "processes were killed", "trainer0")
-            time.sleep(0.2)
-        # Rank 0's client shuts the servers down at exit; give them a bounded time to go.
-        shutdown_deadline = time.monotonic() + dd.shutdown_timeout_s
-        while any(s.poll() is None for s in servers) and time.monotonic() < shutdown_deadline:
-            time.sleep(0.1)
-        late = [i for i, s in enumerate(servers) if s.poll() is None]
-        if late:
-            log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late,
-                        dd.shutdown_timeout_s)
+        supervise(cfg, trainers, servers, logs, t0)
     finally:
         kill_tree(os.getpid(), include_self=False)
         for p in procs.values():
@@ -183,6 +145,146 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
                 pass
         for f in files:
             f.close()
+
+
+def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) -> None:
+    """One DistDGL job across hosts (``launch.remote: ssh | netns``): a server and a trainer on each.
+
+    Host i is DGL machine i: its server serves partition i and its trainer, rank i, trains
+    on it; both share that host's /dev/shm (on test hosts a private one per host). DGL's
+    ip_config holds the hosts' addresses (:func:`dgl_grappa.cluster.format_ip_config`), so
+    every trainer finds its own machine id from its own address, as on real machines: no
+    machine-id override. The trainers get torchrun's variables (MASTER_ADDR = host 0) and
+    count their host's interface bytes per epoch (``DGL_GRAPPA_WIRE=nic``). With
+    ``launch.copy_partitions`` each host first gets the config, the ip_config and its part,
+    and rank 0's summary is fetched back from host 0.
+
+    Args, Raises: as for :func:`launch`.
+    """
+    from ..cluster import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
+    from ..config import ConfigError
+    from ..launch import free_port, threads_per_worker
+    from ..metrics import ENV_WIRE
+    from ..partition import part_files
+    from ..remote import Cluster
+
+    n = cfg.partition.num_parts
+    dd = cfg.distdgl
+    out = Path(out_dir).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    part_config = str(Path(part_config).resolve())
+    cluster = Cluster(cfg, n, os.environ.get(ENV_JOB) or uuid.uuid4().hex)
+    if cluster.workers_per_host != 1:
+        raise ConfigError(f"DistDGL serves one partition per machine: partition.num_parts={n} needs {n} hosts "
+                          f"(launch.workers_per_host=1), not {len(cluster.entries)}")
+    with cluster:
+        ip_config = out / "ip_config.txt"
+        ports = cluster.server_ports(dd.base_port)
+        ip_config.write_text(format_ip_config([IpConfigEntry(a, p) for a, p in zip(cluster.addresses, ports)]))
+        if cfg.launch.copy_partitions:
+            part_dir = Path(part_config).parent
+            job_files = [f.name for f in (ip_config, out / "config.resolved.yaml") if f.is_file()]
+            for i in range(n):
+                cluster.copy_to(i, out, job_files)
+                cluster.copy_to(i, part_dir, part_files(part_dir, [i], cfg.train.halo, metadata=False))
+        master_port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
+        threads = threads_per_worker(n, cfg.run.num_threads) if cluster.kind == "netns" else cfg.run.num_threads
+        dgl_env = {"DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": "1",
+                   "DGL_NUM_CLIENT": str(n * (1 + dd.num_samplers)), "DGL_CONF_PATH": part_config,
+                   "DGL_NUM_SAMPLER": str(dd.num_samplers), "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch"}
+        t0 = time.monotonic()
+        servers, trainers = [], []
+        for i in range(n):
+            env = dict(dgl_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1")
+            servers.append(cluster.start(i, [sys.executable, "-m", "dgl_grappa.distdgl", "_server"], env,
+                                         logs / f"server{i}.log", f"server{i}"))
+        for i in range(n):
+            who = WorkerIdentity(i, n, 0, 1, i, cluster.addresses[0], master_port, "torchrun")
+            env = dict(dgl_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
+                       **torchrun_env(who), **{ENV_WIRE: "nic"})
+            if threads:
+                env["OMP_NUM_THREADS"] = str(threads)
+            argv = list(trainer_argv) + ["--ip_config", str(ip_config), "--part_config", part_config,
+                                         "--out_dir", str(out)]
+            trainers.append(cluster.start(i, argv, env, logs / f"trainer{i}.log", f"trainer{i}"))
+        log.info("DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
+                 "ports %s, logs in %s", n, cluster.kind, " ".join(cluster.addresses), ports, logs)
+        supervise(cfg, trainers, servers, logs, t0)
+        if cfg.launch.copy_partitions:
+            cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
+        described = cluster.describe()
+    summary_path = out / "summary.json"
+    if summary_path.is_file():
+        import json
+
+        from ..metrics import write_json
+
+        summary = json.loads(summary_path.read_text())
+        for h in summary.get("wire_hosts") or []:
+            h["address"] = described["hosts"][h["host"]]["address"]
+        summary["cluster"] = described
+        write_json(summary_path, summary)
+
+
+def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None:
+    """Wait for a DistDGL job's trainers to finish and its servers to exit, every wait bounded.
+
+    Args:
+        cfg: the Config (distdgl.startup_timeout_s, run.timeout_s, distdgl.shutdown_timeout_s).
+        trainers, servers: their processes (Popen-like: ``poll()``, ``returncode``), trainer i
+            logging to ``logs/trainer<i>.log``, server i to ``logs/server<i>.log``.
+        t0: time.monotonic() when the first process started.
+
+    Raises:
+        JobFailed: a trainer or server died, the trainers did not all connect within the
+            startup bound, or the job ran past run.timeout_s (+ startup). The caller stops
+            every process.
+    """
+    dd, n = cfg.distdgl, len(trainers)
+    startup_deadline = t0 + dd.startup_timeout_s
+    deadline = t0 + dd.startup_timeout_s + cfg.run.timeout_s
+
+    def fail(msg: str, name: str) -> None:
+        raise JobFailed(f"{msg}\n  last lines of {logs / (name + '.log')}:\n{tail(logs / (name + '.log'))}")
+
+    ready_logged = False
+    while True:
+        rcs = [t.poll() for t in trainers]
+        for i, rc in enumerate(rcs):
+            if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix
+                lines = [ln for ln in tail(logs / f"trainer{i}.log", 5).splitlines() if "error: " in ln]
+                raise JobFailed(lines[-1].split("error: ", 1)[-1] if lines else f"DistDGL trainer {i} stopped "
+                                "on a user error", user_error=True)
+            if rc is not None and rc != 0:
+                fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
+        if all(rc == 0 for rc in rcs):
+            break
+        for i, s in enumerate(servers):
+            # Status 0 is the normal shutdown that rank 0's exiting client asks for; it can
+            # come while the other trainers are still tearing down.
+            if s.poll() is not None and s.returncode != 0:
+                fail(f"DistDGL server {i} {rc_text(s.returncode)} before the trainers finished", f"server{i}")
+        now = time.monotonic()
+        ready = sum(_connected(logs / f"trainer{i}.log") for i in range(n))
+        if ready == n and not ready_logged:
+            log.info("DistDGL: all %d trainers connected after %.1f s", n, now - t0)
+            ready_logged = True
+        if ready < n and now > startup_deadline:
+            fail(f"only {ready} of {n} DistDGL trainers connected within distdgl.startup_timeout_s="
+                 f"{dd.startup_timeout_s:.0f}s", "trainer0")
+        if now > deadline:
+            fail(f"the DistDGL job ran past run.timeout_s={cfg.run.timeout_s:.0f}s (+ startup); all "
+                 "processes were killed", "trainer0")
+        time.sleep(0.2)
+    # Rank 0's client shuts the servers down at exit; give them a bounded time to go.
+    shutdown_deadline = time.monotonic() + dd.shutdown_timeout_s
+    while any(s.poll() is None for s in servers) and time.monotonic() < shutdown_deadline:
+        time.sleep(0.1)
+    late = [i for i, s in enumerate(servers) if s.poll() is None]
+    if late:
+        log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late,
+                    dd.shutdown_timeout_s)
 
 
 def _server_main() -> None:

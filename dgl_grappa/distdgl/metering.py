@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 
@@ -132,7 +133,7 @@ class TrainerMeter:
         import torch.distributed as dist
 
         from ..evaluation import GlobalEvaluator
-        from ..metrics import EpochClock, JsonlLog, WireMeter
+        from ..metrics import EpochClock, HostWireMeter, JsonlLog, WireMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
@@ -141,6 +142,8 @@ class TrainerMeter:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.traffic = TrafficCounter.install()
         self.wire = WireMeter(main=self.rank == 0)
+        # Across hosts (DGL_GRAPPA_WIRE=nic): each host's interface bytes, read by its local rank 0.
+        self.host_wire = HostWireMeter(int(os.environ.get("GROUP_RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)))
         self.records: list[dict] = []
         self._cur: dict = {}
         self._losses: list[float] = []
@@ -160,6 +163,7 @@ class TrainerMeter:
     def epoch(self, loader, epoch: int):
         """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches)."""
         self.wire.start()      # rank 0, before the barrier: nobody can send before it
+        self.host_wire.start()
         self.clock.start()     # the barrier
         self.traffic.take()    # drop whatever happened between epochs
         if self.correction is not None:
@@ -200,9 +204,14 @@ class TrainerMeter:
         # Also the point where every rank has finished its steps (uneven ones included).
         slowest = self.clock.slowest(cur["worker_epoch_time_s"])
         wire = self.wire.stop()
+        hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
+        if hosts:
+            wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
         everyone: list = [None] * self.world
         dist.all_gather_object(everyone, cur)
         rec = dict(cur, epoch_time_s=slowest, wire_bytes=wire)
+        if hosts is not None:
+            rec["wire_hosts"] = hosts
         for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes"):
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
         rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
@@ -220,10 +229,17 @@ class TrainerMeter:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
         import torch.distributed as dist
 
-        from ..metrics import epoch_summary, median, wire_per_epoch, write_json
+        from dgl.distributed import rpc
+
+        from ..metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch, write_json
         from ..models import gradient_bytes
 
-        mine = {"rank": self.rank, "epoch_time_s": median([r["worker_epoch_time_s"] for r in self.records]),
+        from .machine_id import ENV_MACHINE_ID
+
+        # Which DGL machine this trainer is, and whether the one-host override chose it.
+        mine = {"rank": self.rank, "machine_id": rpc.get_machine_id(), "hostname": os.uname().nodename,
+                "machine_id_override": os.environ.get(ENV_MACHINE_ID),
+                "epoch_time_s": median([r["worker_epoch_time_s"] for r in self.records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),
                 "feature_bytes_per_epoch": median([r["feature_bytes"] for r in self.records]),
                 "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in self.records]),
@@ -253,6 +269,7 @@ class TrainerMeter:
             "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
             "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
             "network_bandwidth": c.network.bandwidth or None,
+            **({"wire_hosts": wh} if (wh := hosts_wire_summary(recs)) is not None else {}),
             "workers": per_worker,
             "config": dataclasses.asdict(c),
             **(extra or {}),

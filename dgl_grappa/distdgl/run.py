@@ -41,6 +41,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     from ..config import check_output_dir
 
     check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
+    if cfg.schedule.k > 0 and cfg.launch.copy_partitions:
+        raise ConfigError("DistDGL with schedule.k > 0 resumes every segment from rank 0's checkpoint file, which "
+                          "needs storage all hosts share: set --launch.copy_partitions=false (shared run.output_dir)")
     out = Path(out_dir or cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)

@@ -145,7 +145,7 @@ def _merge_segment_summaries(segs: list[dict]) -> dict:
     median of per-epoch maxima, not a median of the segments' medians); the per-worker byte
     figures, which the records do not hold for every worker, are the median over segments.
     """
-    from ..metrics import epoch_summary, median, wire_per_epoch
+    from ..metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch
 
     sums = [s["summary"] for s in segs]
     recs = [r for s in segs for r in s["records"]]
@@ -157,5 +157,8 @@ def _merge_segment_summaries(segs: list[dict]) -> dict:
     merged["steps_per_epoch"] = max(s["steps_per_epoch"] for s in sums)
     merged.update(epoch_summary(recs))
     merged["app_bytes_per_epoch"] = wire_per_epoch(recs, "app_bytes")
+    if (wh := hosts_wire_summary(recs)) is not None:  # across hosts: every segment's epochs
+        addresses = {h["host"]: h.get("address") for h in sums[-1].get("wire_hosts") or []}
+        merged["wire_hosts"] = [dict(h, address=addresses.get(h["host"])) for h in wh]
     merged["workers"] = [s["workers"] for s in sums]  # per segment
     return merged

@@ -58,6 +58,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from dgl_grappa import faults
 
 from dgl_grappa.config import load_config
+from dgl_grappa.launch import backend_for, select_device
 from dgl_grappa.dropin import GrappaLoader
 from dgl_grappa.models import build_model
 from dgl_grappa.partition import GRAPH_NAME
@@ -135,8 +136,10 @@ def train():
     th.manual_seed(cfg.train.seed)
     th.set_num_threads(1)
 
+    # run.device=cuda: the GPU of LOCAL_RANK; NCCL for the gradient all-reduce, gloo for the rest.
+    device = select_device(cfg.run.device, int(os.environ.get("LOCAL_RANK", 0)))
     dgl.distributed.initialize(args.ip_config)
-    th.distributed.init_process_group(backend="gloo",
+    th.distributed.init_process_group(backend=backend_for(cfg.run.device),
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))
     restart["connected"] = time.time()
     g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)
@@ -154,8 +157,8 @@ def train():
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
                                                     shuffle=True, drop_last=False)
 
-    model = build_model(cfg.model, g.ndata["feat"].shape[1], gd.num_classes(g))
-    model = DDP(model)
+    model = build_model(cfg.model, g.ndata["feat"].shape[1], gd.num_classes(g)).to(device)
+    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     if args.grappa:
         # Grappa change 2 of 2: coverage-corrected gradient aggregation in DDP's all-reduce.
         correction.register(model)
@@ -197,8 +200,10 @@ def train():
         with contextlib.nullcontext() if args.grappa else model.join():
             for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
                 faults.hit("step", rank=th.distributed.get_rank(), epoch=epoch, step=steps)  # tests: a trainer dies
-                x = g.ndata["feat"][input_nodes]
-                y = g.ndata["label"][seeds].long()
+                x = g.ndata["feat"][input_nodes].to(device)
+                y = g.ndata["label"][seeds].long().to(device)
+                if device.type != "cpu":
+                    blocks = [b.to(device) for b in blocks]
                 loss = F.cross_entropy(model(blocks, x), y)
                 optimizer.zero_grad()
                 loss.backward()
