@@ -11,8 +11,8 @@ the worker SIGKILLs itself at that point, once.
   checkpoint leaves the previous one intact; ``--resume`` continues from it, again bitwise.
 * DistDGL (repartitioning, one job per partitioning): a trainer killed mid-epoch and one
   killed in the middle of a repartition switch: the job restarts at the checkpointed epoch
-  with the checkpoint's parameter checksum, and ends with a test accuracy within the
-  min-max of 3 unfaulted seeds.
+  with the checkpoint's parameter checksum, and ends with a test accuracy no lower than
+  3 unfaulted seeds' lowest less their spread.
 """
 from __future__ import annotations
 
@@ -148,6 +148,16 @@ def _distdgl(tmp: Path, name: str, seed: int = 0, k: int = 2, restarts: int = 0,
     return tmp / name, json.loads((tmp / name / "summary.json").read_text()), p.stderr
 
 
+def _assert_no_worse_than_unfaulted(acc: float, unfaulted: list[float]) -> None:
+    """A resumed DistDGL job is not bitwise the unfaulted one (DistDGL's sampling is not
+    reseeded per epoch), so its accuracy is another draw from the seeds' distribution: a
+    recovery that lost the trained parameters would fall well below the seeds' range, one
+    that worked lands within it or above. Lower bound: the lowest seed less the seeds'
+    spread (at least 2 points); no upper bound (being better than 3 seeds is no fault)."""
+    spread = max(unfaulted) - min(unfaulted)
+    assert acc >= min(unfaulted) - max(spread, 0.02), (acc, unfaulted)
+
+
 @pytest.fixture(scope="module")
 def distdgl_unfaulted(tmp_path_factory):
     """Test accuracy of 3 unfaulted seeds. k=0 (one job each): DistDGL samples every neighbour
@@ -189,7 +199,7 @@ def test_distdgl_trainer_killed_mid_epoch_resumes_at_the_checkpoint(distdgl_faul
     assert restart["resumed_epoch"] == 1
     assert restart["checksum_loaded"] == restart["checksum_checkpoint"] == pytest.approx(_file_checksum(ck), abs=1e-9)
     assert [json.loads(ln)["epoch"] for ln in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2, 3]
-    assert min(distdgl_unfaulted) <= s["test_acc"] <= max(distdgl_unfaulted), (s["test_acc"], distdgl_unfaulted)
+    _assert_no_worse_than_unfaulted(s["test_acc"], distdgl_unfaulted)
 
 
 @needs_ns
@@ -206,7 +216,7 @@ def test_distdgl_trainer_killed_during_a_repartition_switch_resumes_at_the_bound
     (sw,) = s["switches"]
     assert sw["checksum_saved"] == pytest.approx(sw["checksum_loaded"], abs=1e-9)
     assert s["epochs"] == 4 and [len(s["restarts"]), s["segments"]] == [2, 2]
-    assert min(distdgl_unfaulted) <= s["test_acc"] <= max(distdgl_unfaulted), (s["test_acc"], distdgl_unfaulted)
+    _assert_no_worse_than_unfaulted(s["test_acc"], distdgl_unfaulted)
 
 
 # ---------------------------------------------------------------------------------------
