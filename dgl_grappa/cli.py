@@ -40,22 +40,31 @@ def cmd_train(cfg: Config) -> int:
 
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
-    g = load_dataset(cfg.data)
-    n_classes = num_classes(g)
     out = Path(cfg.run.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     builder = None
-    if cfg.schedule.k > 0:
-        from .repartition import start_builder
-        from .scheduler import prepare_schedule  # partitionings: <output>/partitions/<j>
+    if cfg.partition.prebuilt:
+        # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
+        from .partition import prebuilt_num_classes, prebuilt_stats
 
-        # Started first: its seconds of imports overlap partitioning 0 and the workers' start.
-        builder = start_builder(cfg)
-        stats = prepare_schedule(cfg, g)
+        stats, g = prebuilt_stats(cfg), None
+        n_classes = prebuilt_num_classes(cfg, stats)
+        out.mkdir(parents=True, exist_ok=True)
     else:
-        stats, g = ensure_partitions(cfg, g)
+        g = load_dataset(cfg.data)
+        n_classes = num_classes(g)
+        out.mkdir(parents=True, exist_ok=True)
+        if cfg.schedule.k > 0:
+            from .repartition import start_builder
+            from .scheduler import prepare_schedule  # partitionings: <output>/partitions/<j>
+
+            # Started first: its seconds of imports overlap partitioning 0 and the workers' start.
+            builder = start_builder(cfg)
+            stats = prepare_schedule(cfg, g)
+        else:
+            stats, g = ensure_partitions(cfg, g)
     del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
-    print(format_stats(stats), flush=True)
+    print(format_stats(stats) if stats.get("edge_cut") is not None else
+          f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)
     t0 = time.perf_counter()
     extra = (builder.channel,) if builder is not None else ()  # rank 0 drives the builder
     try:

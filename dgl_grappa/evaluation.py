@@ -3,14 +3,18 @@
 Evaluation is not training: it reads the whole graph with full neighbourhoods (no
 sampling, no partitions), runs on rank 0 only while the other workers wait at a barrier,
 and its seconds are reported next to the epoch time, never inside it. Grappa's trainer and
-the DistDGL trainer use this one module, so their accuracies are measured alike.
+the DistDGL trainer use this one module, so their accuracies are measured alike. For a graph
+that no process may hold whole (``partition.prebuilt``), :class:`LayerwiseEvaluator`
+computes the same full-neighbourhood inference layer by layer over the parts.
 """
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 from .config import Config
 
@@ -76,3 +80,241 @@ class GlobalEvaluator:
         dist.barrier()  # the others wait (bounded by the collective timeout) while rank 0 evaluates
         out["eval_time_s"] = time.perf_counter() - t0
         return out
+
+
+def eval_mode(cfg: Config) -> str:
+    """The evaluation ``train.eval_mode`` resolves to: "whole" or "layerwise"."""
+    mode = cfg.train.eval_mode
+    if mode == "auto":
+        return "layerwise" if cfg.partition.prebuilt else "whole"
+    return mode
+
+
+class LayerwiseEvaluator:
+    """Evaluation without the whole graph in any process: layer by layer, part by part, in chunks.
+
+    Every worker computes the outputs of its own part's inner nodes with full
+    neighbourhoods: a partition in DGL's layout holds every in-edge of a part's inner nodes
+    (from inner and 1-hop halo nodes), so layer l of an inner node needs only layer l-1 of
+    its in-neighbours. The layer outputs of all nodes live in memory-mapped files
+    ``<work_dir>/h<l>.npy`` ([num_nodes, width] float32, rows in the partitioning's global
+    ids): h0 = the features (each worker writes its inner rows, once), and for each layer
+    every worker, chunk by chunk, reads the rows of the chunk's sources, applies
+    :meth:`GNN.layer <dgl_grappa.models.GNN.layer>` on a block (the chunk's inner nodes as
+    destinations, their in-neighbours as sources) and writes the chunk's rows; a barrier
+    separates the layers. The last layer's logits are compared with the labels of the
+    part's val/test nodes, and one all-reduce sums the counts. No sampling: the result
+    equals whole-graph inference up to float rounding (summation order). The files of
+    h1.. are removed after each evaluation, h0 at :meth:`close`.
+
+    Memory per worker: the part's in-CSC (int32, 4 B per in-edge of its inner nodes, read at
+    the first evaluation) and one chunk (``train.eval_chunk_nodes`` destinations, their
+    in-edges and the rows of their sources). ``train.eval_concurrency`` bounds how many
+    workers hold a chunk (and read their part's files) at the same time. The files need a
+    folder every worker sees (one host here).
+
+    Args:
+        cfg: the run's config (``train.eval_every``, ``eval_chunk_nodes``, ``eval_concurrency``).
+        rank, world_size: this worker and the group (one part per worker).
+        part_config: the partitioning's json.
+        work_dir: folder of the embedding files.
+    """
+
+    def __init__(self, cfg: Config, rank: int, world_size: int, part_config: str, work_dir: str | Path):
+        from .partition import _node_map, _part_files
+
+        self.cfg, self.rank, self.world = cfg, rank, world_size
+        self.part_config = part_config
+        self.work = Path(work_dir)
+        self.chunk = cfg.train.eval_chunk_nodes
+        k = cfg.train.eval_concurrency
+        self.turns = 1 if k <= 0 else -(-world_size // k)  # ceil: groups of k workers take turns
+        self.my_turn = 0 if k <= 0 else rank // k
+        meta, _, _ = _part_files(part_config, rank)
+        self.node_map = _node_map(meta)
+        if len(self.node_map) != world_size:
+            raise ValueError(f"layer-wise evaluation needs one part per worker: {len(self.node_map)} parts, "
+                             f"{world_size} workers")
+        self.num_nodes = self.node_map[-1][1]
+        self.ready = False
+        self.last_stats: dict = {}
+
+    # -- set-up, at the first evaluation -------------------------------------------------
+    def _in_turns(self, fn) -> None:
+        """Run ``fn()`` on every worker, ``eval_concurrency`` at a time (a collective)."""
+        for turn in range(self.turns):
+            if turn == self.my_turn:
+                fn()
+            if self.turns > 1:
+                dist.barrier()
+
+    def _prepare(self) -> None:
+        """Read this part's structure, labels and masks; write its feature rows into h0."""
+        import dgl
+
+        from .partition import _part_files, read_part_structure
+
+        self._create(0, None)  # rank 0 makes the folder; h0's width is known after the reads
+
+        def load():
+            st = read_part_structure(self.part_config, self.rank, in_edges_of_inner=True)
+            self.indptr, self.indices, self.num_inner, self.gids = (st["indptr"], st["indices"], st["num_inner"],
+                                                                    st["global_ids"])
+            lo, hi = self.node_map[self.rank]
+            # DGL's layout gives the inner nodes of part p the global ids node_map[p], in order.
+            self.contiguous = bool(hi - lo == self.num_inner
+                                   and torch.equal(self.gids[: self.num_inner], torch.arange(lo, hi)))
+            _, _, feat_file = _part_files(self.part_config, self.rank)
+            node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+            self.label = node["label"].to(torch.int64)
+            self.masks = {k: node[f"{k}_mask"].bool() for k in ("val", "test")}
+            self._feat = node["feat"]
+            self.feat_dim = int(self._feat.shape[1])
+
+        self._in_turns(load)
+        self._create(0, self.feat_dim)
+
+        def write():
+            for a in range(0, self.num_inner, self.chunk):
+                self._write_rows(0, a, self._feat[a: a + self.chunk])
+            self._feat = None
+
+        self._in_turns(write)
+        dist.barrier()
+        self.ready = True
+
+    # -- files -------------------------------------------------------------------------
+    def _path(self, layer: int) -> Path:
+        return self.work / f"h{layer}.npy"
+
+    def _create(self, layer: int, width: int | None) -> None:
+        """Rank 0 creates the (sparse) file of layer ``layer``; everyone waits for it."""
+        import numpy as np
+
+        if self.rank == 0:
+            self.work.mkdir(parents=True, exist_ok=True)
+            if width is not None:
+                mm = np.lib.format.open_memmap(self._path(layer), mode="w+", dtype=np.float32,
+                                               shape=(self.num_nodes, width))
+                del mm
+        dist.barrier()
+
+    def _write_rows(self, layer: int, first: int, rows: torch.Tensor) -> None:
+        """Rows of inner nodes ``first .. first + len(rows)`` (local ids) into the layer's file."""
+        import numpy as np
+
+        mm = np.load(self._path(layer), mmap_mode="r+")
+        if self.contiguous:
+            lo = self.node_map[self.rank][0] + first
+            mm[lo: lo + rows.shape[0]] = rows.numpy()
+        else:
+            mm[self.gids[first: first + rows.shape[0]].numpy()] = rows.numpy()
+        mm.flush()
+        del mm
+
+    def _read_rows(self, layer: int, gids: torch.Tensor) -> torch.Tensor:
+        """Rows of global ids ``gids`` from the layer's file (read in ascending id order)."""
+        import numpy as np
+
+        mm = np.load(self._path(layer), mmap_mode="r")
+        order = torch.argsort(gids)
+        out = torch.empty((gids.numel(), mm.shape[1]), dtype=torch.float32)
+        out[order] = torch.from_numpy(np.ascontiguousarray(mm[gids[order].numpy()]))
+        del mm
+        return out
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _block(self, a: int, b: int):
+        """Block of inner nodes [a, b): destinations first among the sources (DGL's convention)."""
+        import dgl
+
+        e0, e1 = int(self.indptr[a]), int(self.indptr[b])
+        nbr = self.indices[e0:e1].to(torch.int64)
+        inside = (nbr >= a) & (nbr < b)
+        others, inv = torch.unique(nbr[~inside], return_inverse=True)
+        new = torch.empty_like(nbr)
+        new[inside] = nbr[inside] - a
+        new[~inside] = (b - a) + inv
+        src_local = torch.cat([torch.arange(a, b), others])
+        block = dgl.create_block(("csc", (self.indptr[a: b + 1] - e0, new, torch.arange(e1 - e0))),
+                                 num_src_nodes=src_local.numel(), num_dst_nodes=b - a)
+        return block, self.gids[src_local]
+
+    def _width(self, model, layer: int, width_in: int) -> int:
+        import dgl
+
+        tiny = dgl.create_block((torch.tensor([0]), torch.tensor([0])), num_src_nodes=1, num_dst_nodes=1)
+        return int(model.layer(layer, tiny, torch.zeros(1, width_in)).shape[1])
+
+    def _layer(self, model, layer: int, last: bool, correct: Tensor, stats: dict) -> None:
+        for a in range(0, self.num_inner, self.chunk):
+            b = min(a + self.chunk, self.num_inner)
+            block, src_gids = self._block(a, b)
+            h = self._read_rows(layer, src_gids)
+            out = model.layer(layer, block, h)
+            stats["chunks"] += 1
+            stats["read_rows"] += int(src_gids.numel())
+            if last:
+                hit = out.argmax(-1) == self.label[a:b]
+                for j, k in enumerate(("val", "test")):
+                    m = self.masks[k][a:b]
+                    correct[2 * j] += float(hit[m].sum())
+                    correct[2 * j + 1] += float(m.sum())
+            else:
+                self._write_rows(layer + 1, a, out)
+            del block, h, out
+
+    @torch.no_grad()
+    def evaluate(self, model) -> dict[str, float]:
+        """Accuracy on the val and test nodes of the whole graph (a collective: every worker calls it)."""
+        was_training = model.training
+        model.eval()
+        stats = {"chunks": 0, "read_rows": 0}
+        t0 = time.perf_counter()
+        if not self.ready:
+            self._prepare()
+            stats["prepare_s"] = time.perf_counter() - t0
+        correct = torch.zeros(4, dtype=torch.float64)  # val correct, val count, test correct, test count
+        width = self.feat_dim
+        num_layers = model.num_layers
+        for layer in range(num_layers):
+            t_layer = time.perf_counter()
+            last = layer == num_layers - 1
+            out_w = self._width(model, layer, width)
+            if not last:
+                self._create(layer + 1, out_w)
+            self._in_turns(lambda: self._layer(model, layer, last, correct, stats))
+            dist.barrier()  # layer l + 1 is complete everywhere before anyone reads it
+            if self.rank == 0 and layer > 0:
+                self._path(layer).unlink(missing_ok=True)
+            stats[f"layer{layer}_s"] = time.perf_counter() - t_layer
+            width = out_w
+        dist.all_reduce(correct)
+        model.train(was_training)
+        stats["seconds"] = time.perf_counter() - t0
+        self.last_stats = stats
+        return {"val": float(correct[0] / max(correct[1], 1)), "test": float(correct[2] / max(correct[3], 1))}
+
+    def after_epoch(self, model, epoch: int) -> dict:
+        """Evaluate after ``epoch`` if due (a collective); ``eval_time_s`` and the accuracies (rank 0)."""
+        if not eval_due(self.cfg, epoch):
+            return {}
+        t0 = time.perf_counter()
+        acc = self.evaluate(model)
+        out = {"val_acc": acc["val"], "test_acc": acc["test"]} if self.rank == 0 else {}
+        out["eval_time_s"] = time.perf_counter() - t0
+        out["eval_stats"] = dict(self.last_stats)
+        return out
+
+    def close(self) -> None:
+        """Remove the embedding files (rank 0)."""
+        if self.rank == 0 and self.work.is_dir():
+            for f in self.work.glob("h*.npy"):
+                f.unlink(missing_ok=True)
+
+
+def make_evaluator(cfg: Config, rank: int, world_size: int, part_config: str, out_dir: str | Path):
+    """The evaluator ``train.eval_mode`` asks for (see :func:`eval_mode`); same interface either way."""
+    if eval_mode(cfg) == "layerwise":
+        return LayerwiseEvaluator(cfg, rank, world_size, part_config, Path(out_dir) / "eval")
+    return GlobalEvaluator(cfg, rank == 0)

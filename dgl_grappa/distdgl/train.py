@@ -146,7 +146,7 @@ def main():
         if ck["epoch"] != args.start_epoch:
             raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}")
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
-                            mode="minibatch", halo=getattr(loader, "halo", "remote"))
+                            mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model, optimizer=optimizer)
     restart["init_done"] = time.time()
     for epoch in range(args.start_epoch, stop):
         model.train()
