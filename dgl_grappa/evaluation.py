@@ -9,6 +9,7 @@ computes the same full-neighbourhood inference layer by layer over the parts.
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -17,6 +18,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .config import Config
+
+log = logging.getLogger("dgl_grappa")
 
 
 @torch.no_grad()
@@ -175,13 +178,17 @@ class LayerwiseEvaluator:
         self._create(0, self.feat_dim)
 
         def write():
+            h0 = self._open(0, write=True)
             for a in range(0, self.num_inner, self.chunk):
-                self._write_rows(0, a, self._feat[a: a + self.chunk])
+                self._write_rows(h0, a, self._feat[a: a + self.chunk])
             self._feat = None
+            del h0
 
         self._in_turns(write)
         dist.barrier()
         self.ready = True
+        if self.rank == 0:
+            log.info("layer-wise evaluation: parts read, features written to %s", self._path(0))
 
     # -- files -------------------------------------------------------------------------
     def _path(self, layer: int) -> Path:
@@ -199,29 +206,31 @@ class LayerwiseEvaluator:
                 del mm
         dist.barrier()
 
-    def _write_rows(self, layer: int, first: int, rows: torch.Tensor) -> None:
-        """Rows of inner nodes ``first .. first + len(rows)`` (local ids) into the layer's file."""
+    def _open(self, layer: int, write: bool = False) -> Tensor:
+        """The layer's file as a [num_nodes, width] tensor over a shared memory map.
+
+        Mapped once per layer and pass: pages come from (and go to) the page cache that every
+        worker on the host shares, so rows written by one worker are seen by the others
+        without a flush, and a row is faulted in once per layer, not once per chunk. Those
+        pages count in this process's resident size as file-backed pages (``file_gb`` of
+        :func:`dgl_grappa.metrics.memory_stats`), not as its own memory.
+        """
+        import warnings
+
         import numpy as np
 
-        mm = np.load(self._path(layer), mmap_mode="r+")
+        mm = np.load(self._path(layer), mmap_mode="r+" if write else "r")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a read-only map gives a non-writable tensor: we only read it
+            return torch.from_numpy(mm)
+
+    def _write_rows(self, out: Tensor, first: int, rows: Tensor) -> None:
+        """Rows of inner nodes ``first .. first + len(rows)`` (local ids) into a layer's map ``out``."""
         if self.contiguous:
             lo = self.node_map[self.rank][0] + first
-            mm[lo: lo + rows.shape[0]] = rows.numpy()
+            out[lo: lo + rows.shape[0]] = rows
         else:
-            mm[self.gids[first: first + rows.shape[0]].numpy()] = rows.numpy()
-        mm.flush()
-        del mm
-
-    def _read_rows(self, layer: int, gids: torch.Tensor) -> torch.Tensor:
-        """Rows of global ids ``gids`` from the layer's file (read in ascending id order)."""
-        import numpy as np
-
-        mm = np.load(self._path(layer), mmap_mode="r")
-        order = torch.argsort(gids)
-        out = torch.empty((gids.numel(), mm.shape[1]), dtype=torch.float32)
-        out[order] = torch.from_numpy(np.ascontiguousarray(mm[gids[order].numpy()]))
-        del mm
-        return out
+            out[self.gids[first: first + rows.shape[0]]] = rows
 
     # -- evaluation ----------------------------------------------------------------------
     def _block(self, a: int, b: int):
@@ -247,10 +256,12 @@ class LayerwiseEvaluator:
         return int(model.layer(layer, tiny, torch.zeros(1, width_in)).shape[1])
 
     def _layer(self, model, layer: int, last: bool, correct: Tensor, stats: dict) -> None:
+        h_in = self._open(layer)
+        h_out = None if last else self._open(layer + 1, write=True)
         for a in range(0, self.num_inner, self.chunk):
             b = min(a + self.chunk, self.num_inner)
             block, src_gids = self._block(a, b)
-            h = self._read_rows(layer, src_gids)
+            h = torch.index_select(h_in, 0, src_gids)
             out = model.layer(layer, block, h)
             stats["chunks"] += 1
             stats["read_rows"] += int(src_gids.numel())
@@ -261,8 +272,9 @@ class LayerwiseEvaluator:
                     correct[2 * j] += float(hit[m].sum())
                     correct[2 * j + 1] += float(m.sum())
             else:
-                self._write_rows(layer + 1, a, out)
+                self._write_rows(h_out, a, out)
             del block, h, out
+        del h_in, h_out
 
     @torch.no_grad()
     def evaluate(self, model) -> dict[str, float]:
@@ -288,6 +300,9 @@ class LayerwiseEvaluator:
             if self.rank == 0 and layer > 0:
                 self._path(layer).unlink(missing_ok=True)
             stats[f"layer{layer}_s"] = time.perf_counter() - t_layer
+            if self.rank == 0:
+                log.info("layer-wise evaluation: layer %d of %d done in %.1f s", layer + 1, num_layers,
+                         stats[f"layer{layer}_s"])
             width = out_w
         dist.all_reduce(correct)
         model.train(was_training)
