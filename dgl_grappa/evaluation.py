@@ -18,6 +18,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from .config import Config
+from .metrics import ANON_PEAK
 
 log = logging.getLogger("dgl_grappa")
 
@@ -173,6 +174,7 @@ class LayerwiseEvaluator:
             self.masks = {k: node[f"{k}_mask"].bool() for k in ("val", "test")}
             self._feat = node["feat"]
             self.feat_dim = int(self._feat.shape[1])
+            ANON_PEAK.sample()
 
         self._in_turns(load)
         self._create(0, self.feat_dim)
@@ -273,6 +275,7 @@ class LayerwiseEvaluator:
                     correct[2 * j + 1] += float(m.sum())
             else:
                 self._write_rows(h_out, a, out)
+            ANON_PEAK.sample()
             del block, h, out
         del h_in, h_out
 

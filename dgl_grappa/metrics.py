@@ -158,6 +158,27 @@ def memory_stats() -> dict[str, float]:
     return out
 
 
+class AnonPeak:
+    """The highest anonymous resident memory (RssAnon, GiB) seen at the moments :meth:`sample` is called.
+
+    The kernel keeps a high-water mark of the whole resident size (VmHWM) but not of its
+    anonymous part; a process that maps big files (the layer-wise evaluation's embedding
+    files) has a VmHWM inflated by shared, droppable page-cache pages, so the memory it
+    really holds is sampled here at its phase boundaries (epochs, evaluation chunks).
+    """
+
+    def __init__(self):
+        self.gb = 0.0
+
+    def sample(self) -> float:
+        self.gb = max(self.gb, memory_stats().get("anon_gb", 0.0))
+        return self.gb
+
+
+ANON_PEAK = AnonPeak()
+"""This process's sampler (one per process: the trainer and its evaluator share it)."""
+
+
 def median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
 

@@ -27,7 +27,7 @@ from .config import Config
 from .evaluation import make_evaluator
 from .launch import (Identity, init_distributed, set_threads, setup_logging, shutdown_distributed,
                      threads_per_worker)
-from .metrics import (EpochClock, EpochLog, PhaseTimes, WireMeter, epoch_summary, median, memory_stats,
+from .metrics import (ANON_PEAK, EpochClock, EpochLog, PhaseTimes, WireMeter, epoch_summary, median, memory_stats,
                       ring_allreduce_wire_bytes, write_json)
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local, load_local_lean
@@ -159,6 +159,7 @@ class Trainer:
             # set-up stages of this worker (summary.json workers[].setup)
             self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
                           "memory_after_setup": memory_stats()}
+            ANON_PEAK.sample()
             self.model = build_model(cfg.model, lp.feat.shape[1], num_classes)
             self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
@@ -287,6 +288,7 @@ class Trainer:
         self.prefetched = None
         mine = self.clock.stop()
         inputs.close()
+        ANON_PEAK.sample()  # after the timed region: /proc reads stay out of the epoch
         # After the timed region; also the point where every worker has finished its steps.
         slowest = self.clock.slowest(mine)
         wire = self.wire.stop()
@@ -390,7 +392,7 @@ class Trainer:
         mine = {"rank": self.ident.rank, "part": self.ident.part, "inner_nodes": lp.num_inner,
                 "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
                 "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
-                "setup": self.setup, "memory_end": memory_stats(),
+                "setup": self.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
                 "coverage_train": rt.coverage_stats(),
                 "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
