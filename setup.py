@@ -25,6 +25,9 @@ setup(
         "psutil",
         "tqdm",
         "matplotlib",
+        # run.tensorboard (torch.utils.tensorboard); protobuf 5+ is untested with torch 2.2's writer.
+        "tensorboard>=2.14,<2.20",
+        "protobuf>=3.20,<5",
     ],
     extras_require={"test": ["pytest", "pytest-timeout"]},
 )

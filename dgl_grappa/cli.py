@@ -11,10 +11,8 @@ whole config has been validated and the data loaded.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
-import time
 from pathlib import Path
 
 from .compare import cmd_compare

@@ -158,7 +158,8 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
                "grad_bytes_per_epoch": s.get("grad_bytes_per_epoch"),
                "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
                "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
-               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts")}
+               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts"),
+               "phases": s.get("phases")}
         for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
@@ -204,6 +205,19 @@ def format_table(result: dict, markdown: bool = False) -> str:
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines])
 
 
+def phase_table(result: dict) -> str:
+    """Where each system's epoch goes (median seconds per phase, rank 0; see dgl_grappa.metrics.PHASES)."""
+    from .metrics import PHASE_KEYS
+
+    keys = [k for k in PHASE_KEYS if k != "overlap_s"]
+    out = ["| system | epoch | " + " | ".join(k[:-2] for k in keys) + " |", "|" + "---|" * (len(keys) + 2)]
+    for r in result["rows"]:
+        ph = r.get("phases") or {}
+        out.append(f"| {r['system']} | {r['epoch_time_s']:.3f} s | "
+                   + " | ".join(f"{ph[k]:.3f}" if k in ph else "-" for k in keys) + " |")
+    return "\n".join(out)
+
+
 def _setting(result: dict) -> str:
     link = result.get("network_link", "loopback (shared)")
     if link == "per_host":
@@ -245,6 +259,15 @@ def report_markdown(result: dict) -> str:
         "- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last epoch.",
         f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or above "
         "the target (evaluation time excluded).", "",
+        "## Where an epoch goes", "",
+        phase_table(result), "",
+        "Median seconds per epoch of rank 0 (`metrics.jsonl` has every epoch). sample: drawing the blocks "
+        "(DistDGL: the loader's `next()`, with its sampling RPCs); gather: the input features (DistDGL: the "
+        "KVStore pull); backward: until DDP hands the last gradient bucket to the hook (DistDGL, which has no "
+        "hook to time: the whole backward with its all-reduce); allreduce (Grappa): from there to the end of "
+        "`backward()`, i.e. the collective's exposed time and the wait for a peer behind in the step; other: "
+        "the rest of rank 0's time; wait: rank 0's wait for the epoch's slowest worker. They add up to the "
+        "epoch time (minus any overlap of prefetching).", "",
         "![accuracy vs time](accuracy_vs_time.png)", "",
         "![bytes per epoch](bytes_per_epoch.png)", "",
     ])

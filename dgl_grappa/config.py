@@ -77,13 +77,15 @@ class SyntheticConfig:
 class DataConfig:
     """Which graph to train on."""
 
-    name: Literal["synthetic", "cora", "citeseer", "dgl"] = "synthetic"
+    name: Literal["synthetic", "cora", "citeseer", "dgl", "bigsynth"] = "synthetic"
     """synthetic (generated, no files), cora / citeseer (Planetoid files under ``root``),
-    or dgl (a graph saved with dgl.save_graphs at ``path``)."""
+    dgl (a graph saved with dgl.save_graphs at ``path``), or bigsynth (a folder written by
+    dgl_grappa.data.bigsynth.generate_big at ``path``, read in chunks; with
+    ``partition.prebuilt`` only its metadata is read)."""
     root: str = field(default_factory=_default_planetoid_root)
     """Folder that holds the Planetoid ``ind.<name>.*`` files (cora / citeseer)."""
     path: str = ""
-    """File written by dgl.save_graphs (name: dgl)."""
+    """File written by dgl.save_graphs (name: dgl), or the generate_big folder (name: bigsynth)."""
     feat_key: str = "feat"
     """ndata key of the node features in a user graph."""
     label_key: str = "label"
@@ -118,6 +120,12 @@ class PartitionConfig:
     and thread count (DGL seeds each thread's pcg32 stream by thread order). METIS ignores
     it (DGL's METIS is deterministic: the same input gives the same cut), so it is not part
     of a METIS partitioning's fingerprint and METIS partitionings are shared across seeds."""
+    prebuilt: str = ""
+    """A partition folder in DGL's layout made beforehand (e.g. by dgl_grappa.bigpart for a
+    graph that does not fit one process, or by ``partition``): workers load their parts from
+    it (int32 CSC, halo features never loaded with halo=drop) and nothing is partitioned;
+    the whole graph is never loaded (evaluation is layer-wise over the parts, see
+    ``train.eval_mode``). ``num_parts`` must match it; no repartitioning (schedule.k = 0)."""
 
 
 @dataclass
@@ -160,8 +168,26 @@ class TrainConfig:
     are read once, at load time, from their owners' partition files."""
     eval_every: int = 5
     """Global evaluation every this many epochs (and always after the last); 0 = end only."""
+    eval_mode: Literal["auto", "whole", "layerwise"] = "auto"
+    """whole: rank 0 evaluates on the whole graph in memory; layerwise: every worker computes
+    its part's nodes layer by layer with full neighbourhoods (its part's in-edges), through
+    memory-mapped per-layer embedding files, so no process ever holds the whole graph
+    (same result up to float rounding); auto: layerwise with ``partition.prebuilt``, else whole."""
+    eval_chunk_nodes: int = 65536
+    """Layer-wise evaluation: destination nodes per chunk (bounds its memory)."""
+    eval_concurrency: int = 0
+    """Layer-wise evaluation: how many workers compute (and read their part's files) at the
+    same time; 0 = all. 1 or 2 bound the memory of a big graph's evaluation."""
+    steps_per_epoch: int = 0
+    """Cap on the steps of an epoch (0 = one pass over every worker's train seeds). With a
+    cap an epoch takes the first ``cap`` batches of that epoch's shuffled seeds (batches of the
+    uncapped size), so successive epochs see different seeds."""
     seed: int = 0
     """Seed of model initialisation and sampling."""
+    prefetch: bool = False
+    """Sample (and gather the features of) the next mini-batch while the current step's
+    backward pass and gradient all-reduce run (in a helper thread); the same batches and
+    the same arithmetic, so the same results bit for bit."""
 
 
 @dataclass
@@ -386,6 +412,15 @@ class RunConfig:
     device: Literal["cpu", "cuda"] = "cpu"
     """Where a worker trains: cpu (gloo), or cuda (the GPU of its LOCAL_RANK; NCCL all-reduces
     the gradients, gloo carries the small control collectives; needs a CUDA build of DGL)."""
+    tensorboard: bool = False
+    """Also log every epoch's scalars (those of metrics.jsonl) to TensorBoard event files in
+    ``<output_dir>/tensorboard`` (rank 0; view with ``tensorboard --logdir <output_dir>``)."""
+    floor: bool = False
+    """Also measure the floor of every epoch in the same run (Grappa): the same steps with a
+    no-op reducer (local compute only; model, optimizer and RNG restored afterwards, so
+    training is unchanged) and the all-reduce of the same buckets alone. Roughly doubles
+    the time per epoch; summary.json gets floor_epoch_s, allreduce_only_s, floor_s and
+    epoch_over_floor."""
 
 
 @dataclass
@@ -597,6 +632,17 @@ def validate(cfg: Config) -> None:
            f"data.synthetic.train_frac={s.train_frac} / val_frac={s.val_frac} must be fractions that leave a test split")
     _check(d.name != "dgl" or bool(d.path),
            "data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>")
+    _check(d.name != "bigsynth" or bool(d.path),
+           "data.path is empty but data.name=bigsynth; set --data.path=<folder written by generate_big>")
+    _check(not p.prebuilt or cfg.schedule.k == 0,
+           f"partition.prebuilt is set and schedule.k={cfg.schedule.k}; a prebuilt partitioning cannot be "
+           "repartitioned here: use --schedule.k=0")
+    _check(t.steps_per_epoch >= 0, f"train.steps_per_epoch={t.steps_per_epoch} must be >= 0 (0 = no cap)")
+    _check(t.eval_chunk_nodes >= 1, f"train.eval_chunk_nodes={t.eval_chunk_nodes} must be >= 1")
+    _check(t.eval_concurrency >= 0, f"train.eval_concurrency={t.eval_concurrency} must be >= 0 (0 = all workers)")
+    _check(t.eval_mode != "layerwise" or cfg.schedule.k == 0,
+           f"train.eval_mode=layerwise with schedule.k={cfg.schedule.k}: layer-wise evaluation reads the first "
+           "partitioning's files, which repartitioning removes; use --train.eval_mode=whole")
     _check(p.num_parts >= 1, f"partition.num_parts={p.num_parts} must be >= 1")
     _check(p.num_parts <= 64, f"partition.num_parts={p.num_parts} is more than 64 local workers; use <= 64")
     _check(1 <= m.num_layers <= 6, f"model.num_layers={m.num_layers} must be in 1..6")

@@ -14,7 +14,12 @@
   :func:`ring_allreduce_wire_bytes`. Across hosts (:class:`HostWireMeter`): each host's
   own interface counters, read by one worker per host around the same window and
   gathered, so every host's bytes in and out are known (``wire_hosts`` in summary.json).
-* **Records**: the per-epoch JSONL log, JSON files, small statistics and formatting.
+* **Where an epoch goes** (:class:`PhaseTimes`): seconds per phase of one worker's epoch
+  (sampling, feature gather, forward, backward, all-reduce, optimizer), the rest of its
+  time (``other``) and its wait for the slowest worker (``wait``); they add up to the
+  epoch's time. Every system fills the same keys (:data:`PHASES`), as far as it can.
+* **Records**: the per-epoch JSONL log (and, with ``run.tensorboard``, the same scalars as
+  TensorBoard events: :class:`EpochLog`), JSON files, small statistics and formatting.
 """
 from __future__ import annotations
 
@@ -44,6 +49,84 @@ class JsonlLog:
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
 
+    def close(self) -> None:
+        pass
+
+
+def _tb_tag(key: str) -> str:
+    """TensorBoard tag of a record key: the key itself, under a section the UI groups by."""
+    if key.endswith("_acc"):
+        return f"accuracy/{key}"
+    if key in PHASE_KEYS or key == "allreduce_inflight_s":
+        return f"phase/{key}"
+    if key.endswith("_s"):
+        return f"time/{key}"
+    if "bytes" in key:
+        return f"bytes/{key}"
+    return f"train/{key}"
+
+
+class TensorBoardLog:
+    """The numeric scalars of every epoch record as TensorBoard events (rank 0), step = epoch.
+
+    Tags are the record's keys, grouped into sections (``accuracy/val_acc``,
+    ``phase/sample_s``, ``time/epoch_time_s``, ``bytes/grad_bytes``, ``train/loss``); None,
+    booleans, strings and nested values are skipped. Events are flushed after every epoch, so
+    a running job can be watched with ``tensorboard --logdir <run.output_dir>``.
+
+    Args:
+        log_dir: folder of the event files (``<run.output_dir>/tensorboard``).
+    """
+
+    def __init__(self, log_dir: str | Path):
+        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+        self.log_dir = Path(log_dir)
+        self.writer = SummaryWriter(str(self.log_dir))
+
+    def write(self, record: dict[str, Any]) -> None:
+        step = int(record.get("epoch", 0))
+        for k, v in record.items():
+            if k == "epoch" or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if v != v or v in (float("inf"), float("-inf")):
+                continue
+            self.writer.add_scalar(_tb_tag(k), float(v), step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class EpochLog:
+    """Where rank 0 writes each epoch's record: ``metrics.jsonl``, and TensorBoard events if asked.
+
+    Args:
+        out_dir: the run's output folder.
+        tensorboard: also write the record's scalars to ``<out_dir>/tensorboard`` (``run.tensorboard``).
+
+    Example:
+        >>> log = EpochLog("runs/x", tensorboard=True); log.write({"epoch": 0, "loss": 1.2}); log.close()  # doctest: +SKIP
+    """
+
+    def __init__(self, out_dir: str | Path, tensorboard: bool = False):
+        self.jsonl = JsonlLog(Path(out_dir) / "metrics.jsonl")
+        self.tb = TensorBoardLog(Path(out_dir) / "tensorboard") if tensorboard else None
+
+    @property
+    def path(self) -> Path:
+        return self.jsonl.path
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.jsonl.write(record)
+        if self.tb is not None:
+            self.tb.write(record)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+            self.tb = None
+
 
 def read_jsonl(path: str | Path) -> list[dict]:
     """All records of a JSONL file."""
@@ -58,8 +141,121 @@ def write_json(path: str | Path, obj: Any) -> None:
     tmp.replace(path)
 
 
+def memory_stats() -> dict[str, float]:
+    """This process's memory now, in GiB, from /proc/self/status (Linux; {} elsewhere).
+
+    ``rss_gb`` (resident now), ``anon_gb`` (its anonymous part: heap, tensors),
+    ``file_gb`` (file-backed pages mapped and resident: libraries, memory-mapped files, which
+    the kernel can drop and which processes share), ``peak_rss_gb`` (VmHWM, the high-water
+    mark of rss since the process started).
+    """
+    keys = {"VmRSS": "rss_gb", "RssAnon": "anon_gb", "RssFile": "file_gb", "VmHWM": "peak_rss_gb"}
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in keys:
+                    out[keys[name]] = int(rest.split()[0]) / 2 ** 20  # kB -> GiB
+    except OSError:
+        return {}
+    return out
+
+
+class AnonPeak:
+    """The highest anonymous resident memory (RssAnon, GiB) seen at the moments :meth:`sample` is called.
+
+    The kernel keeps a high-water mark of the whole resident size (VmHWM) but not of its
+    anonymous part; a process that maps big files (the layer-wise evaluation's embedding
+    files) has a VmHWM inflated by shared, droppable page-cache pages, so the memory it
+    really holds is sampled here at its phase boundaries (epochs, evaluation chunks).
+    """
+
+    def __init__(self):
+        self.gb = 0.0
+
+    def sample(self) -> float:
+        self.gb = max(self.gb, memory_stats().get("anon_gb", 0.0))
+        return self.gb
+
+
+ANON_PEAK = AnonPeak()
+"""This process's sampler (one per process: the trainer and its evaluator share it)."""
+
+
 def median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else float("nan")
+
+
+# ---------------------------------------------------------------------------------------
+# Where an epoch goes
+# ---------------------------------------------------------------------------------------
+
+PHASES = ("sample", "gather", "forward", "backward", "allreduce", "optimizer")
+"""The timed phases of a step, in order. What each figure means (seconds per epoch, one worker):
+
+* ``sample``: drawing the batch's blocks (Grappa: DGL's NeighborSampler on the local graph;
+  DistDGL: the loader's ``next()``, i.e. sampling, with its RPCs to other machines);
+* ``gather``: reading the input feature rows (Grappa: local memory; DistDGL: from the end of
+  ``next()`` to the model's forward, i.e. ``g.ndata["feat"][input_nodes]``, the KVStore pull);
+* ``forward``: the model's forward pass and the loss;
+* ``backward``: zero_grad and autograd until DDP hands the *last* gradient bucket to the
+  communication hook (the collectives of earlier buckets run meanwhile: overlapped time is
+  counted here). DistDGL (plain DDP, no hook to time): the whole backward, all-reduce included;
+* ``allreduce``: from that last bucket to the end of ``backward()``: the hook's own work, the
+  collective's exposed latency and any wait for peers that are behind within the step
+  (0 for DistDGL, whose all-reduce is inside ``backward``);
+* ``optimizer``: ``optimizer.step()``.
+
+``other_s`` is the rest of the worker's own epoch time (loop overhead, logging, Python), and
+``wait_s`` the time between its end and the end of the slowest worker (the epoch clock's
+MAX). ``overlap_s`` is the time two phases ran at once (``train.prefetch``: the next batch's
+sampling and gather during this step's backward and all-reduce; 0 otherwise). For the
+record's worker (rank 0), phases - overlap + other + wait add up to ``epoch_time_s``.
+``allreduce_inflight_s`` (Grappa) is the seconds the collectives were in flight, summed over
+buckets, from the hook's entry to their completion: it overlaps ``backward``.
+"""
+PHASE_KEYS = tuple(f"{p}_s" for p in PHASES) + ("other_s", "wait_s", "overlap_s")
+
+
+class PhaseTimes:
+    """Seconds per phase of one worker's epoch: ``perf_counter`` around each phase, always on.
+
+    Example:
+        >>> t = PhaseTimes(); t.add("sample", 0.5); t.add("forward", 0.25)
+        >>> t.breakdown(worker_s=1.0, epoch_s=1.25)["other_s"], t.breakdown(1.0, 1.25)["wait_s"]
+        (0.25, 0.25)
+    """
+
+    __slots__ = ("s", "overlap")
+
+    def __init__(self):
+        self.s = dict.fromkeys(PHASES, 0.0)
+        self.overlap = 0.0  # seconds two phases ran at once (counted in both)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.s[phase] += seconds
+
+    def breakdown(self, worker_s: float, epoch_s: float) -> dict[str, float]:
+        """The epoch's record fields: ``<phase>_s`` for :data:`PHASES`, ``other_s``, ``wait_s``, ``overlap_s``.
+
+        Args:
+            worker_s: this worker's own epoch time (the phases were timed inside it).
+            epoch_s: the epoch's time (its slowest worker).
+        """
+        out = {f"{k}_s": v for k, v in self.s.items()}
+        out["other_s"] = max(0.0, worker_s - (sum(self.s.values()) - self.overlap))
+        out["wait_s"] = max(0.0, epoch_s - worker_s)
+        out["overlap_s"] = self.overlap
+        return out
+
+
+def phase_summary(records: list[dict]) -> dict[str, float] | None:
+    """Median over epochs of every phase figure (``PHASE_KEYS``) found in the records, or None."""
+    keys = [k for k in PHASE_KEYS if any(k in r for r in records)]
+    if not keys:
+        return None
+    return {k: median([r[k] for r in records if k in r]) for k in keys}
 
 
 # ---------------------------------------------------------------------------------------
@@ -139,6 +335,7 @@ def epoch_summary(records: list[dict]) -> dict:
         "test_acc": final.get("test_acc"),
         "best_val_acc": max((r["val_acc"] for r in evals), default=None),
         "wire_bytes_per_epoch": wire_per_epoch(records),
+        "phases": phase_summary(records),
     }
 
 

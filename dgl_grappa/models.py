@@ -128,13 +128,29 @@ class GNN(nn.Module):
                 f"got {len(graphs)} blocks but the model has num_layers={self.num_layers}; "
                 f"sample one block per layer (len(fanouts) == num_layers)")
 
-        # Dropout on the input too: the input features are the widest layer and the easiest
-        # to overfit on small graphs.
-        h = self.dropout(x)
+        h = x
         for i, g in enumerate(graphs):
-            h = self._conv(i, g, h)
-            if i < self.num_layers - 1:
-                h = self.dropout(self.act(h))
+            h = self.layer(i, g, h)
+        return h
+
+    def layer(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """Layer ``i`` alone, exactly as :meth:`forward` applies it (layer-wise inference uses it).
+
+        Layer 0 starts with dropout on its input, and every layer but the last ends with ReLU
+        and dropout (both identities in eval mode).
+
+        Args:
+            i: layer index, 0 = input layer.
+            graph: a block (or whole graph) whose source nodes are the rows of ``h``.
+            h: the previous layer's output (the input features for layer 0).
+        """
+        if i == 0:
+            # Dropout on the input too: the input features are the widest layer and the
+            # easiest to overfit on small graphs.
+            h = self.dropout(h)
+        h = self._conv(i, graph, h)
+        if i < self.num_layers - 1:
+            h = self.dropout(self.act(h))
         return h
 
 

@@ -122,21 +122,30 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     start = point.epoch if point is not None else 0
     builder = None
     with removed_on_user_error(out):
-        g = load_dataset(cfg.data)
-        n_classes = num_classes(g)
-        if point is None:
-            builder = _builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
-        try:
-            stats = prepare_partitions(cfg, g, start, fresh=point is None)
+        if cfg.partition.prebuilt:
+            # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
+            from .partition import prebuilt_num_classes, prebuilt_stats
+
+            g, stats = None, prebuilt_stats(cfg)
+            n_classes = prebuilt_num_classes(cfg, stats)
             _train_nodes_check(stats)
-        except BaseException:
-            if builder is not None:
-                builder.close()
-            raise
+        else:
+            g = load_dataset(cfg.data)
+            n_classes = num_classes(g)
+            if point is None:
+                builder = _builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
+            try:
+                stats = prepare_partitions(cfg, g, start, fresh=point is None)
+                _train_nodes_check(stats)
+            except BaseException:
+                if builder is not None:
+                    builder.close()
+                raise
     del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
     from .partition import format_stats
 
-    print(format_stats(stats), flush=True)
+    print(format_stats(stats) if stats.get("edge_cut") is not None else
+          f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     store = CheckpointStore(checkpoint_dir(cfg), cfg.checkpoint.keep_last)
     if point is None:

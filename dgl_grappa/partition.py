@@ -511,3 +511,211 @@ def share_partition(part_config: str | Path, rank: int, host_index: int, halo: s
         log.info("received %d bytes of partition files into %s", moved, d)
     dist.barrier()
     return moved
+
+
+# ---------------------------------------------------------------------------------------
+# Prebuilt partitionings (partition.prebuilt): parts read straight from DGL's layout
+# ---------------------------------------------------------------------------------------
+
+def prebuilt_part_config(folder: str | Path) -> Path:
+    """The partition json of a prebuilt partition folder (or the json itself).
+
+    Args:
+        folder: a folder in DGL's layout (``<graph>.json`` + ``part<i>/``), e.g. written by
+            :mod:`dgl_grappa.bigpart` or :func:`partition`; or the json's path.
+
+    Raises:
+        ConfigError: no such folder, or no partition json in it.
+    """
+    p = Path(folder)
+    if p.is_file():
+        return p
+    if not p.is_dir():
+        raise ConfigError(f"partition.prebuilt={str(p)!r} does not exist; give a partition folder in DGL's layout")
+    if part_config_path(p).is_file():
+        return part_config_path(p)
+    for f in sorted(p.glob("*.json")):
+        try:
+            meta = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and "node_map" in meta and "num_parts" in meta:
+            return f
+    raise ConfigError(f"partition.prebuilt={str(p)!r} holds no partition json (DGL's <graph>.json with node_map)")
+
+
+def prebuilt_stats(cfg: Config) -> dict:
+    """Statistics of the prebuilt partitioning ``cfg.partition.prebuilt``, checked against the config.
+
+    Returns:
+        The folder's ``grappa_partition.json`` when it has one (bigpart and ``partition``
+        write it), else the counts the partition json gives; always with ``part_config``.
+
+    Raises:
+        ConfigError: its number of parts differs from ``partition.num_parts``.
+    """
+    part_config = prebuilt_part_config(cfg.partition.prebuilt)
+    meta = json.loads(part_config.read_text())
+    n = int(meta["num_parts"])
+    if n != cfg.partition.num_parts:
+        raise ConfigError(f"partition.prebuilt has {n} parts but partition.num_parts={cfg.partition.num_parts}; "
+                          f"use --partition.num_parts={n}")
+    stats = read_stats(part_config.parent) or {}
+    node_map = meta["node_map"]["_N"] if isinstance(meta["node_map"], dict) else meta["node_map"]
+    stats.setdefault("method", meta.get("part_method", "prebuilt"))
+    stats.setdefault("num_parts", n)
+    stats.setdefault("edge_cut", None)
+    stats.setdefault("seconds", 0.0)
+    stats.setdefault("inner_nodes", [int(hi) - int(lo) for lo, hi in node_map])
+    stats.setdefault("num_nodes", int(meta.get("num_nodes", sum(stats["inner_nodes"]))))
+    stats["part_config"] = str(part_config)
+    return stats
+
+
+def prebuilt_num_classes(cfg: Config, stats: dict) -> int:
+    """Number of classes of a prebuilt partitioning, without loading the whole graph.
+
+    From the data source's metadata (``data.name: bigsynth``), else the partition
+    statistics (``num_classes``), else the largest label in the parts' node data + 1 (read
+    one part at a time).
+    """
+    from .data import dataset_num_classes
+
+    n = dataset_num_classes(cfg.data) if cfg.data.name == "bigsynth" else None
+    if n is None:
+        n = stats.get("num_classes")
+    if n is None:
+        top = -1
+        for p in range(int(stats["num_parts"])):
+            _, _, feat_file = _part_files(stats["part_config"], p)
+            labels = dgl.data.utils.load_tensors(str(feat_file))
+            lab = next(v for k, v in labels.items() if k.split("/", 1)[-1] == "label")
+            top = max(top, int(lab.max()) if lab.numel() else -1)
+            del labels
+        n = top + 1
+    return int(n)
+
+
+def _node_map(meta: dict) -> list[tuple[int, int]]:
+    nm = meta["node_map"]["_N"] if isinstance(meta["node_map"], dict) else meta["node_map"]
+    return [(int(lo), int(hi)) for lo, hi in nm]
+
+
+def _part_files(part_config: str | Path, part_id: int) -> tuple[dict, Path, Path]:
+    part_config = Path(part_config)
+    meta = json.loads(part_config.read_text())
+    files = meta[f"part-{part_id}"]
+    base = part_config.parent
+    graph_file, feat_file = Path(files["part_graph"]), Path(files["node_feats"])
+    return meta, (graph_file if graph_file.is_absolute() else base / graph_file), \
+        (feat_file if feat_file.is_absolute() else base / feat_file)
+
+
+def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop", *,
+                        in_edges_of_inner: bool = False) -> dict:
+    """One part's structure from its ``graph.dgl``, as an int32 CSC, without DGL's loader.
+
+    The part's graph is read once (int64 COO with its edge data), the wanted edges are
+    kept, it is freed, and the kept edges become a CSC over local ids (by destination; the
+    file's edge order within a destination). ``halo="drop"``: edges among inner nodes;
+    ``halo="keep"``: every edge of the part (as :func:`local_graph`). With
+    ``in_edges_of_inner``: every edge into an inner node, from inner and halo nodes alike
+    (the complete in-neighbourhoods of the inner nodes, which layer-wise evaluation needs).
+
+    Returns:
+        ``indptr`` (int64 [n + 1]), ``indices`` (int32 source local ids), ``num_nodes`` n
+        (local nodes the CSC spans), ``num_inner``, ``global_ids`` (int64 [local nodes of the
+        part]), ``owner`` (int64), ``edge_order_sorted`` (whether no sort was needed).
+    """
+    meta, graph_file, _ = _part_files(part_config, part_id)
+    pg = dgl.load_graphs(str(graph_file))[0][0]
+    inner = pg.ndata["inner_node"].bool()
+    num_inner = int(inner.sum())
+    if not bool(inner[:num_inner].all()):
+        raise RuntimeError("unexpected partition layout: inner nodes are not first")
+    gids = pg.ndata[dgl.NID].to(torch.int64)
+    owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
+    n_all = pg.num_nodes()
+    src, dst = _edges(pg)
+    del pg
+    if in_edges_of_inner:
+        keep, n = dst < num_inner, num_inner
+    elif halo == "drop":
+        keep, n = (src < num_inner) & (dst < num_inner), num_inner
+    elif halo == "keep":
+        keep, n = None, n_all
+    else:
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    if keep is not None:
+        src, dst = src[keep], dst[keep]
+        del keep
+    is_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
+    if not is_sorted:
+        order = torch.sort(dst, stable=True).indices
+        src, dst = src[order], dst[order]
+        del order
+    counts = torch.bincount(dst, minlength=n)
+    del dst
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    indices = src.to(torch.int32)
+    del src
+    return {"indptr": indptr, "indices": indices, "num_nodes": n, "num_inner": num_inner, "global_ids": gids,
+            "owner": owner, "edge_order_sorted": is_sorted, "num_parts": len(_node_map(meta))}
+
+
+def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop") -> LocalPartition:
+    """A worker's part for training, with a fraction of :func:`load_local`'s memory (partition.prebuilt).
+
+    The same local view (same nodes, edges, features, labels, train nodes, in-degrees), but
+    the graph is an int32 CSC built straight from the part's files (:func:`read_part_structure`:
+    the part's COO is freed before the features are read) instead of int64 COO + CSC after
+    ``dgl.distributed.load_partition``; ids are int32 (so DGL draws other, equally distributed
+    samples than with load_local's int64 graph); halo features are read only with
+    ``halo="keep"``. Per local edge about 8 bytes instead of ~62.
+
+    Args:
+        part_config: the partitioning's json.
+        part_id: which part.
+        halo: "drop" or "keep" (as :func:`load_local`).
+    """
+    t0 = time.perf_counter()
+    st = read_part_structure(part_config, part_id, halo)
+    n, num_inner = st["num_nodes"], st["num_inner"]
+    indptr, indices = st["indptr"], st["indices"]
+    num_edges = int(indices.numel())
+    if num_edges >= 2 ** 31 or n >= 2 ** 31:
+        raise ValueError(f"part {part_id} has {num_edges} edges / {n} nodes: too many for int32 ids")
+    eids = torch.arange(num_edges, dtype=torch.int32)
+    graph = dgl.graph(("csc", (indptr.to(torch.int32), indices, eids)), num_nodes=n, idtype=torch.int32)
+    # The edge list of the CSC (coverage needs it once), int32: destination of every position.
+    dst = torch.repeat_interleave(torch.arange(n, dtype=torch.int32), indptr[1:] - indptr[:-1])
+    meta, _, feat_file = _part_files(part_config, part_id)
+    node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+    missing = [k for k in NODE_KEYS if k not in node]
+    if missing:
+        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
+                          "`python -m dgl_grappa partition`")
+    feat, in_degree = node["feat"], node["in_degree"]
+    gids, owner = st["global_ids"][:n].clone(), st["owner"][:n].clone()
+    halo_bytes = 0
+    if halo == "keep" and n > num_inner:
+        node_map = _node_map(meta)
+        halo_feat = torch.empty((n - num_inner, feat.shape[1]), dtype=feat.dtype)
+        halo_deg = torch.empty(n - num_inner, dtype=in_degree.dtype)
+        halo_owner = owner[num_inner:]
+        for p in torch.unique(halo_owner).tolist():
+            rows = (halo_owner == p).nonzero(as_tuple=True)[0]
+            other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
+            idx = gids[num_inner:][rows] - node_map[p][0]
+            halo_feat[rows] = other["_N/feat"][idx]
+            halo_deg[rows] = other["_N/in_degree"][idx]
+            del other
+        halo_bytes = halo_feat.numel() * halo_feat.element_size()
+        feat = torch.cat([feat, halo_feat])
+        in_degree = torch.cat([in_degree, halo_deg])
+    train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0].to(torch.int32)
+    return LocalPartition(
+        part_id=part_id, num_parts=st["num_parts"], graph=graph, num_inner=num_inner, global_ids=gids, owner=owner,
+        feat=feat, label=node["label"].to(torch.int64), train_ids=train_ids, in_degree=in_degree, src=indices,
+        dst=dst, halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0)

@@ -53,6 +53,8 @@ class LocalBatches:
             user's own: anything with ``sample(graph, seeds)``), applied to ``graph``.
         steps: batches per epoch (the same on every worker).
         seed: RNG seed of shuffling and sampling (make it differ per worker).
+        limit: yield only the first ``limit`` of the ``steps`` batches of an epoch (a cap on
+            the steps per epoch; the batches keep their uncapped size). None = all.
 
     A worker whose part has no training nodes (``seeds`` empty) still yields ``steps``
     batches, so that its collectives stay matched: blocks sampled around one placeholder
@@ -65,7 +67,8 @@ class LocalBatches:
         >>> for input_nodes, output_nodes, blocks in batches.epoch(0): ...               # doctest: +SKIP
     """
 
-    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0):
+    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0,
+                 limit: int | None = None):
         if seeds.numel() == 0 and graph.num_nodes() == 0:
             raise ValueError("this worker's part has no nodes; use fewer parts")
         self.graph = graph
@@ -73,9 +76,11 @@ class LocalBatches:
         self.steps = steps
         self.seed = seed
         self.sampler = sampler
+        self.limit = steps if limit is None else max(1, min(limit, steps))
 
     def epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
-        """Yield (input_nodes, output_nodes, blocks) ``steps`` times; every seed at least once."""
+        """Yield (input_nodes, output_nodes, blocks) ``steps`` times (every seed at least once),
+        or ``limit`` times."""
         if self.seeds.numel() == 0:
             yield from self._placeholder_epoch(epoch)
             return
@@ -86,7 +91,7 @@ class LocalBatches:
             perm = perm.repeat(math.ceil(self.steps / perm.numel()))[: self.steps]
         # DGL's sampling uses its own global RNG; seed it so a run is reproducible.
         dgl.seed(self.seed * 7919 + epoch)
-        for chunk in torch.tensor_split(perm, self.steps):
+        for chunk in torch.tensor_split(perm, self.steps)[: self.limit]:
             input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
             yield input_nodes, output_nodes, blocks
 
@@ -97,7 +102,7 @@ class LocalBatches:
     def _placeholder_epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
         dgl.seed(self.seed * 7919 + epoch)
         chunk = torch.zeros(1, dtype=self.graph.idtype)
-        for _ in range(self.steps):
+        for _ in range(self.limit):  # as many steps as the other workers take
             input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
             yield input_nodes, output_nodes[:0], blocks
 
@@ -120,24 +125,32 @@ class LocalFeatures:
                  resident: Tensor | None = None):
         self.table = table
         self.fetch_remote = fetch_remote
-        self.resident = resident if resident is not None else torch.ones(table.shape[0], dtype=torch.bool)
+        # None = every row is resident (Grappa's case): the per-step residency check is skipped.
+        self.resident = None if resident is None or bool(resident.all()) else resident
         self.row_bytes = table.shape[1] * table.element_size()
         self.remote_bytes = 0
         self.local_bytes = 0
 
     def gather(self, ids: Tensor) -> Tensor:
-        """Rows for local ids ``ids``; remote rows are fetched and counted."""
+        """Rows for local ids ``ids``; remote rows are fetched and counted.
+
+        ``index_select`` rather than ``table[ids]``: the same rows, bit for bit, about 5x
+        faster on CPU (advanced indexing goes element by element, index_select copies rows).
+        """
         if ids.numel() and int(ids.max()) >= self.table.shape[0]:
             raise RuntimeError("a step asked for a node outside this worker's local graph")
+        if self.resident is None:
+            self.local_bytes += ids.numel() * self.row_bytes
+            return torch.index_select(self.table, 0, ids)
         here = self.resident[ids]
         n_remote = int((~here).sum())
         if n_remote == 0:
             self.local_bytes += ids.numel() * self.row_bytes
-            return self.table[ids]
+            return torch.index_select(self.table, 0, ids)
         if self.fetch_remote is None:
             raise RuntimeError(f"a step asked for {n_remote} remote feature rows, but this runtime has no remote "
                                "path (local-only sampling must not leave the partition)")
-        out = self.table[ids].clone()
+        out = torch.index_select(self.table, 0, ids)
         out[~here] = self.fetch_remote(ids[~here])
         self.remote_bytes += n_remote * self.row_bytes
         self.local_bytes += (ids.numel() - n_remote) * self.row_bytes

@@ -27,14 +27,14 @@ from . import faults
 from .checkpoint import (CheckpointError, CheckpointStore, checkpoint_dir, fingerprint, load_checkpoint,
                          resolve_resume, rng_state, set_rng_state)
 from .config import Config, ConfigError
-from .evaluation import GlobalEvaluator
+from .evaluation import make_evaluator
 from .launch import (Identity, UserError, init_distributed, select_device, set_threads, setup_logging,
                      shutdown_distributed, threads_per_worker)
-from .metrics import (EpochClock, HostWireMeter, JsonlLog, WireMeter, epoch_summary, hosts_wire_summary, median,
-                      ring_allreduce_wire_bytes, write_json)
+from .metrics import (ANON_PEAK, EpochClock, EpochLog, HostWireMeter, PhaseTimes, WireMeter, epoch_summary,
+                      hosts_wire_summary, median, memory_stats, ring_allreduce_wire_bytes, write_json)
 from .models import build_model, gradient_bytes
-from .partition import LocalPartition, load_local, share_partition
-from .reducers import make_correction
+from .partition import LocalPartition, load_local, load_local_lean, share_partition
+from .reducers import TimedComm, make_correction
 from .sampler import LocalBatches, LocalFeatures, equal_steps, seeded_workers
 
 log = logging.getLogger("dgl_grappa")
@@ -63,10 +63,14 @@ class LocalRuntime:
         self.contributors = seeded_workers(n_seeds)
         if self.contributors == 0:
             raise ConfigError("no partition holds a training node (train_mask is empty); give the graph training nodes")
+        # train.prefetch: sample the next batch while a step's backward and all-reduce run
+        self.prefetch = cfg.train.prefetch
         if cfg.train.mode == "minibatch":
-            self.steps = equal_steps(n_seeds, cfg.train.batch_size)
+            full = equal_steps(n_seeds, cfg.train.batch_size)
+            cap = cfg.train.steps_per_epoch
+            self.steps = min(full, cap) if cap > 0 else full
             self.batches = LocalBatches(lp.graph, lp.train_ids, dgl.dataloading.NeighborSampler(cfg.train.fanouts),
-                                        self.steps, seed=cfg.train.seed * 1000 + ident.rank)
+                                        full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
         else:
             self.steps = 1
             self.batches = None
@@ -75,18 +79,38 @@ class LocalRuntime:
                         "average is over the %d of %d workers that have seeds)", lp.part_id, self.steps,
                         self.contributors, ident.world_size)
 
-    def epoch_inputs(self, epoch: int):
+    def epoch_inputs(self, epoch: int, times: PhaseTimes | None = None):
         """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.
 
         Mini-batch: sampled blocks, whose output rows are the seeds already (rows None).
         Full graph: one step over the whole local graph; the seeds are rows of its output.
+
+        Args:
+            epoch: which epoch's batches.
+            times: if given, the seconds of sampling and of the feature gather are added to it.
         """
+        clock = time.perf_counter
         if self.batches is None:
             lp = self.lp
-            yield lp.graph, lp.train_ids, self.features.gather(torch.arange(lp.graph.num_nodes())), lp.train_ids
+            t0 = clock()
+            x = self.features.gather(torch.arange(lp.graph.num_nodes()))
+            if times is not None:
+                times.add("gather", clock() - t0)
+            yield lp.graph, lp.train_ids, x, lp.train_ids
             return
-        for input_nodes, seeds, blocks in self.batches.epoch(epoch):
-            yield blocks, seeds, self.features.gather(input_nodes), None
+        batches = self.batches.epoch(epoch)
+        while True:
+            t0 = clock()
+            try:
+                input_nodes, seeds, blocks = next(batches)
+            except StopIteration:
+                return
+            t1 = clock()
+            x = self.features.gather(input_nodes)
+            if times is not None:
+                times.add("sample", t1 - t0)
+                times.add("gather", clock() - t1)
+            yield blocks, seeds, x, None
 
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])
@@ -128,6 +152,8 @@ class Trainer:
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
         self.driver = None
         self.bar = None
+        self._pool = None  # helper thread of train.prefetch (the backward pass)
+        self.prefetched = None
         self.records: list[dict] = []
         self.epoch = 0  # the next epoch to train
         self.step = 0   # training steps taken so far
@@ -136,7 +162,7 @@ class Trainer:
         self.fingerprint = fingerprint(cfg)
         try:
             # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
-            self.evaluator = GlobalEvaluator(cfg, ident.is_main)
+            self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir)
             ck = self._agree_resume(cfg.checkpoint.resume if resume is None else resume)
             start = int(ck["epoch"]) if ck is not None else 0
             if cfg.schedule.k > 0:
@@ -148,21 +174,29 @@ class Trainer:
                     part_config = self._resume_partitioning()
             torch.manual_seed(cfg.train.seed)
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
-            lp = load_local(part_config, ident.part, cfg.train.halo)
+            # A prebuilt partitioning (possibly of a graph no process can hold) is read lean.
+            load = load_local_lean if cfg.partition.prebuilt else load_local
+            lp = load(part_config, ident.part, cfg.train.halo)
+            t_rt = time.perf_counter()
             self.rt = LocalRuntime(cfg, ident, lp)
+            # set-up stages of this worker (summary.json workers[].setup)
+            self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
+                          "memory_after_setup": memory_stats()}
+            ANON_PEAK.sample()
             self.model = build_model(cfg.model, lp.feat.shape[1], num_classes).to(self.device)
             # Broadcasts rank 0's parameters: every worker starts from the same model. On a
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            self.correction.register(self.ddp)
+            self.comm = TimedComm(self.correction)  # the correction's hook, timed (and a no-op for the floor)
+            self.comm.register(self.ddp)
             self.correction.set_contributors(self.rt.contributors)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
             self.clock = EpochClock()
             self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
             self.host_wire = HostWireMeter(ident.host_index, ident.local_rank)  # across hosts: each host's NIC
-            self.mlog = JsonlLog(self.out_dir / "metrics.jsonl") if ident.is_main else None
+            self.mlog = EpochLog(self.out_dir, cfg.run.tensorboard) if ident.is_main else None
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
@@ -177,7 +211,8 @@ class Trainer:
             self.close()
             raise
 
-    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None) -> tuple[float, float]:
+    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None,
+                   times: PhaseTimes | None = None, during_backward=None) -> tuple[float, float]:
         """One step: forward, the corrected loss (which primes the hook), backward, update.
 
         Args:
@@ -185,10 +220,19 @@ class Trainer:
             seeds: local ids of the batch's training nodes.
             x: input features.
             rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
+            times: if given, forward / backward / allreduce / optimizer seconds are added to it
+                (see :data:`dgl_grappa.metrics.PHASES` for what each one covers).
+            during_backward: optional callable run in this thread while the backward pass
+                (and with it the gradient all-reduce) runs in a helper thread; its result is
+                left in :attr:`prefetched`. ``train.prefetch`` samples the next batch this
+                way: sampling stays in the training thread, whose DGL random stream it
+                needs, and the step's arithmetic is the same.
 
         Returns:
             (mean loss of the batch, its batch weight).
         """
+        clock = time.perf_counter
+        t0 = clock()
         dev = self.device
         if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
             graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
@@ -199,10 +243,38 @@ class Trainer:
         out = out[rows] if rows is not None else out[: seeds.numel()]
         per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
         loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
+        t1 = clock()
+        self.comm.start_step()
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if during_backward is None:
+            loss.backward()
+            t2 = t_bwd = clock()
+        else:
+            job = self._backward_pool().submit(_timed_backward, loss)
+            try:
+                self.prefetched = during_backward()
+                t_main = clock()
+            finally:
+                t_bwd = job.result()  # the backward's end; re-raises its exception
+            t2 = clock()
         self.optimizer.step()
+        t3 = clock()
+        if times is not None:
+            ready = self.comm.last_ready if self.comm.last_ready > t1 else t_bwd  # no bucket: all backward
+            times.add("forward", t1 - t0)
+            times.add("backward", ready - t1)
+            times.add("allreduce", t_bwd - ready)
+            times.add("optimizer", t3 - t2)
+            if during_backward is not None:  # both threads' busy time beyond the wall time
+                times.overlap += max(0.0, (t_bwd - t1) + (t_main - t1) - (t2 - t1))
         return float(per_node.mean()), self.correction.last_weight
+
+    def _backward_pool(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgl_grappa-backward")
+        return self._pool
 
     def train_epoch(self, epoch: int) -> dict:
         """Train one epoch (switching partitionings first when one starts here); its record.
@@ -216,23 +288,43 @@ class Trainer:
             self._switch(epoch)
         if self.hooks is not None:
             self.hooks.epoch_start(epoch, self.ddp, self.optimizer, self.rt)
+        rec = self._run_epoch(epoch)
+        if self.hooks is not None:
+            self.hooks.epoch_end(epoch, self.ddp, self.optimizer, self.rt)
+        if self.driver is not None:
+            rec["partitioning"] = self.driver.current
+        self.epoch = epoch + 1
+        self.step += self.rt.steps
+        if self.cfg.run.floor:
+            rec.update(self.floor_epoch(epoch))
+        return rec
+
+    def _run_epoch(self, epoch: int) -> dict:
+        """The steps of one epoch under the epoch clock; its record (time, phases, bytes, loss)."""
         self.ddp.train()
         rt = self.rt
         losses, weights = [], []
-        t_sample = 0.0
-        inputs = rt.epoch_inputs(epoch)
+        times = PhaseTimes()
+        inputs = rt.epoch_inputs(epoch, times)
+        # train.prefetch: the next batch is sampled while this step's backward and all-reduce run.
+        prefetch = rt.prefetch and rt.steps > 1
+        self.comm.take_inflight()
         self.wire.start()   # rank 0, before the barrier: nobody sends before it
         self.host_wire.start()
         self.clock.start()  # the barrier
+        self.prefetched = next(inputs) if prefetch else None
         for step in range(rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
-            ts = time.perf_counter()
-            graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
-            t_sample += time.perf_counter() - ts
-            loss, weight = self.train_step(graph, seeds, x, rows)
+            # sampling and the feature gather, timed inside epoch_inputs
+            graph, seeds, x, rows = self.prefetched if prefetch else next(inputs)
+            during = (lambda: next(inputs)) if prefetch and step + 1 < rt.steps else None
+            loss, weight = self.train_step(graph, seeds, x, rows, times, during)
             losses.append(loss)
             weights.append(weight)
+        self.prefetched = None
         mine = self.clock.stop()
+        inputs.close()
+        ANON_PEAK.sample()  # after the timed region: /proc reads stay out of the epoch
         # After the timed region; also the point where every worker has finished its steps.
         slowest = self.clock.slowest(mine)
         wire = self.wire.stop()
@@ -240,19 +332,69 @@ class Trainer:
         if hosts:
             wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
         remote, local = rt.features.take_bytes()
-        rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine, "sample_s": t_sample,
-               "compute_s": mine - t_sample, "loss": sum(losses) / len(losses),
+        rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine,
+               **times.breakdown(mine, slowest), "allreduce_inflight_s": self.comm.take_inflight(),
+               "loss": sum(losses) / len(losses),
                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local, "wire_bytes": wire}
         if hosts is not None:
             rec["wire_hosts"] = hosts
-        if self.hooks is not None:
-            self.hooks.epoch_end(epoch, self.ddp, self.optimizer, rt)
-        if self.driver is not None:
-            rec["partitioning"] = self.driver.current
-        self.epoch = epoch + 1
-        self.step += rt.steps
         return rec
+
+    def floor_epoch(self, epoch: int) -> dict:
+        """Measure the floor of ``epoch`` in this run (``run.floor``): what the epoch cannot beat.
+
+        Two timed passes right after the real epoch, by the same epoch clock, neither of which
+        changes the training: (1) the same steps (same batches, same model, loss and
+        optimizer) with the no-op hook, i.e. local compute on this worker's part without any
+        communication (model, optimizer and RNG state are restored afterwards, so the run's
+        trajectory is bit-identical with and without the floor); (2) the all-reduce alone:
+        the same number of steps, each all-reducing buffers of the sizes the hook all-reduced
+        in the real epoch's last step (same count, same bytes), nothing else.
+
+        Returns:
+            ``floor_epoch_time_s`` (1), ``allreduce_only_s`` (2), ``floor_grad_bytes`` (bytes
+            the hook handed to collectives during (1): 0, but for the shrinkage-to-mean
+            scalar all-reduced before each backward), ``floor_wire_bytes`` (rank 0, in a
+            private network namespace: the loopback bytes of (1)), and pass (1)'s phases
+            as ``floor_<phase>_s``.
+        """
+        import copy
+
+        payload = list(self.comm.step_payload)
+        # DGL's sampling RNG needs no saving: every epoch's batches reseed it (LocalBatches.epoch).
+        snap = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict()),
+                torch.get_rng_state())
+        self.correction.take_bytes()
+        self.comm.noop = True
+        try:
+            floor = self._run_epoch(epoch)
+        finally:
+            self.comm.noop = False
+            self.model.load_state_dict(snap[0])
+            self.optimizer.load_state_dict(snap[1])
+            torch.set_rng_state(snap[2])
+        out = {"floor_epoch_time_s": floor["epoch_time_s"], "floor_grad_bytes": floor["grad_bytes"],
+               "floor_wire_bytes": floor["wire_bytes"]}
+        out.update({f"floor_{k}": floor[k] for k in floor if k.endswith("_s") and k not in
+                    ("epoch_time_s", "worker_epoch_time_s", "allreduce_inflight_s")})
+        out["allreduce_only_s"] = self.allreduce_only_epoch(self.rt.steps, payload)
+        return out
+
+    def allreduce_only_epoch(self, steps: int, payload_bytes: list[int]) -> float:
+        """The epoch clock around ``steps`` x one all-reduce per bucket of ``payload_bytes`` (float32).
+
+        Buckets are launched asynchronously and then waited for, as DDP does at the end of
+        backward; the group is the correction's.
+        """
+        group = self.correction.state.group
+        bufs = [torch.zeros(max(1, b // 4), dtype=torch.float32) for b in payload_bytes]
+        self.clock.start()
+        for _ in range(steps):
+            works = [dist.all_reduce(b, group=group, async_op=True) for b in bufs]
+            for w in works:
+                w.wait()
+        return self.clock.slowest(self.clock.stop())
 
     def evaluate(self, epoch: int) -> dict:
         """The global evaluation after ``epoch`` when due (a collective; rank 0 evaluates), else {}."""
@@ -388,6 +530,7 @@ class Trainer:
         mine = {"rank": self.ident.rank, "part": self.ident.part, "inner_nodes": lp.num_inner,
                 "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
                 "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
+                "setup": self.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
                 "coverage_train": rt.coverage_stats(),
                 "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
@@ -445,6 +588,13 @@ class Trainer:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+        if getattr(self, "mlog", None) is not None:
+            self.mlog.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        if hasattr(getattr(self, "evaluator", None), "close"):
+            self.evaluator.close()
         if self.driver is not None:
             self.driver.close()
 
@@ -510,6 +660,7 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         # epochs, epoch/train/eval time (one clock and one rule for every system: the median
         # over epochs of each epoch's slowest worker), accuracies and wire bytes
         **epoch_summary(records),
+        **floor_summary(records),
         "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
         "model_grad_bytes": model_grad_bytes,
         "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
@@ -520,6 +671,32 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "workers": per_worker,
         "config": asdict(cfg),
     }
+
+
+def _timed_backward(loss: Tensor) -> float:
+    """``loss.backward()`` (in train.prefetch's helper thread); returns the time it ended."""
+    loss.backward()
+    return time.perf_counter()
+
+
+def floor_summary(records: list[dict]) -> dict:
+    """The floor's summary fields (``run.floor``; all None when it was not measured).
+
+    ``floor_epoch_s``: median over epochs of the no-op-reducer epoch (local compute only);
+    ``allreduce_only_s``: median of the all-reduce-alone epoch; ``floor_s``: their sum, the
+    time an epoch cannot beat; ``epoch_over_floor``: ``epoch_time_s / floor_s`` (medians of
+    epochs measured in the same run, interleaved epoch by epoch); ``floor_grad_bytes_per_epoch``.
+    """
+    fl = [r for r in records if "floor_epoch_time_s" in r]
+    if not fl:
+        return {"floor_epoch_s": None, "allreduce_only_s": None, "floor_s": None, "epoch_over_floor": None}
+    f = median([r["floor_epoch_time_s"] for r in fl])
+    a = median([r["allreduce_only_s"] for r in fl])
+    e = median([r["epoch_time_s"] for r in fl])
+    return {"floor_epoch_s": f, "allreduce_only_s": a, "floor_s": f + a, "epoch_over_floor": e / (f + a),
+            "floor_grad_bytes_per_epoch": median([r["floor_grad_bytes"] for r in fl]),
+            "floor_phases": {k[len("floor_"):]: median([r[k] for r in fl]) for k in fl[0]
+                             if k.startswith("floor_") and k.endswith("_s") and k != "floor_epoch_time_s"}}
 
 
 def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str,

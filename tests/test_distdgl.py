@@ -157,6 +157,26 @@ def test_dropin_grappa_never_pulls_a_remote_row(compared):
     assert grad_on_wire <= dropin["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * steps
 
 
+def test_every_system_breaks_its_epoch_down(compared):
+    """metrics.jsonl has the phases of dgl_grappa.metrics.PHASES on every system; they add up."""
+    from dgl_grappa.metrics import PHASE_KEYS
+
+    for name in ("distdgl", "grappa-batch", "distdgl-grappa"):
+        recs = [json.loads(ln) for ln in (compared["out"] / name / "metrics.jsonl").read_text().splitlines()]
+        for r in recs:
+            assert all(r[k] >= 0 for k in PHASE_KEYS), (name, r)
+            busy = sum(r[k] for k in PHASE_KEYS if k not in ("wait_s", "overlap_s")) - r["overlap_s"]
+            assert busy == pytest.approx(r["worker_epoch_time_s"], rel=1e-6, abs=1e-6), (name, r)
+            assert busy + r["wait_s"] == pytest.approx(r["epoch_time_s"], rel=1e-6, abs=1e-6), (name, r)
+            # the hooks found every step's forward and optimizer step (DistDGL: KVStore pull = gather)
+            assert r["sample_s"] > 0 and r["gather_s"] > 0 and r["forward_s"] > 0 and r["backward_s"] > 0, (name, r)
+            assert r["optimizer_s"] > 0, (name, r)
+        assert set(compared["summaries"][name]["phases"]) == set(PHASE_KEYS), name
+    # only Grappa's own runtime times its hook: DistDGL's all-reduce is inside its backward
+    assert all(json.loads(ln)["allreduce_s"] > 0
+               for ln in (compared["out"] / "grappa-batch" / "metrics.jsonl").read_text().splitlines())
+
+
 def test_compare_leaves_no_process_or_shared_memory(compared):
     assert processes_of_job(compared["job"]) == []
     assert _dgl_segments() == []

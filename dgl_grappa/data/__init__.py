@@ -12,7 +12,10 @@ Sources (``data.name``):
   (:mod:`.synthetic`), no files;
 * ``cora`` / ``citeseer`` - the Planetoid files in ``data.root`` read by DGL's own loaders,
   offline (:mod:`.planetoid`);
-* ``dgl`` - a graph the user saved with ``dgl.save_graphs`` at ``data.path`` (:mod:`.user`).
+* ``dgl`` - a graph the user saved with ``dgl.save_graphs`` at ``data.path`` (:mod:`.user`);
+* ``bigsynth`` - a folder written by :func:`.bigsynth.generate_big` at ``data.path``, as one
+  DGLGraph (small graphs only; big ones are trained from ``partition.prebuilt`` and only
+  their metadata is read: :func:`dataset_num_classes`).
 
 Every user error (missing files, wrong keys, bad values) is a
 :class:`~dgl_grappa.config.ConfigError` with a one-line message naming the fix.
@@ -61,11 +64,27 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
         return load_planetoid(cfg.name, cfg.root)
     if cfg.name == "dgl":
         return load_user_graph(cfg)
-    raise ConfigError(f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, dgl")
+    if cfg.name == "bigsynth":
+        from .bigsynth import BigGraph
+
+        return BigGraph(cfg.path).to_dgl()
+    raise ConfigError(f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, dgl, bigsynth")
+
+
+def dataset_num_classes(cfg: DataConfig) -> int | None:
+    """Number of classes from the data source's metadata alone, or None when it has none.
+
+    Only ``bigsynth`` (its meta.json) answers without loading the graph.
+    """
+    if cfg.name == "bigsynth":
+        from .bigsynth import BigGraph
+
+        return BigGraph(cfg.path).num_classes
+    return None
 
 
 __all__ = [
-    "STANDARD_KEYS", "SBMArrays", "cache_root", "effective_noise", "generate_sbm", "load_dataset",
+    "STANDARD_KEYS", "SBMArrays", "cache_root", "dataset_num_classes", "effective_noise", "generate_sbm", "load_dataset",
     "load_planetoid", "load_user_graph", "make_graph", "num_classes", "planetoid_cache_dir",
     "synthetic_graph",
 ]

@@ -103,7 +103,12 @@ class TrainerMeter:
 
     Per epoch: training time by the same clock as Grappa's trainer
     (:class:`dgl_grappa.metrics.EpochClock`: from a barrier at the start to the end of the
-    slowest rank's last step), sampling and pull time, the gradient, feature and RPC bytes
+    slowest rank's last step), where it went (the phases of :data:`dgl_grappa.metrics.PHASES`:
+    ``sample`` = the loader's ``next()``, ``gather`` = from there to the model's forward, i.e.
+    the script's ``g.ndata["feat"][input_nodes]`` KVStore pull, ``forward``, ``backward`` =
+    from the end of the forward to ``optimizer.step()``, i.e. loss, zero_grad and backward
+    with DDP's all-reduce inside, ``optimizer``; found by forward hooks on ``model`` and step
+    hooks on ``optimizer`` when given, and counted as ``other`` otherwise), the gradient, feature and RPC bytes
     of this rank, and on rank 0 the loopback bytes of the whole job (read before the
     starting barrier and after every rank has finished, evaluation excluded). Rank 0 also
     evaluates the model on the whole graph (:class:`dgl_grappa.evaluation.GlobalEvaluator`,
@@ -119,6 +124,8 @@ class TrainerMeter:
         mode: what the script trains ("minibatch"), for the summary.
         halo: where the neighbours of a batch come from, for the summary: "remote"
             (DistDGL pulls them from their owners) or the drop-in loader's ``halo``.
+        model, optimizer: the script's DDP model and optimizer, to time the forward pass and
+            the optimizer step (hooks that only read the clock); optional.
 
     Example (the loop of :mod:`dgl_grappa.distdgl.train`):
         >>> for epoch in range(cfg.train.epochs):                      # doctest: +SKIP
@@ -129,11 +136,11 @@ class TrainerMeter:
     """
 
     def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
-                 mode: str = "minibatch", halo: str = "remote"):
+                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None):
         import torch.distributed as dist
 
         from ..evaluation import GlobalEvaluator
-        from ..metrics import EpochClock, HostWireMeter, JsonlLog, WireMeter
+        from ..metrics import EpochClock, EpochLog, HostWireMeter, WireMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
@@ -151,7 +158,31 @@ class TrainerMeter:
         self.mlog = None
         if self.rank == 0:
             self.out.mkdir(parents=True, exist_ok=True)
-            self.mlog = JsonlLog(self.out / "metrics.jsonl")
+            self.mlog = EpochLog(self.out, cfg.run.tensorboard)
+        # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
+        self._marks = [0.0, 0.0, 0.0, 0.0]
+        self._times = None
+        if model is not None:
+            model.register_forward_pre_hook(lambda *a: self._mark(0))
+            model.register_forward_hook(lambda *a: self._mark(1))
+        if optimizer is not None:
+            optimizer.register_step_pre_hook(lambda *a: self._mark(2))
+            optimizer.register_step_post_hook(lambda *a: self._mark(3))
+
+    def _mark(self, i: int) -> None:
+        self._marks[i] = time.perf_counter()
+
+    def _close_step(self, fetched: float) -> None:
+        """Phases of the step whose batch was handed over at ``fetched`` (marks from the hooks)."""
+        f0, f1, o0, o1 = self._marks
+        t = self._times
+        if fetched < f0 <= f1:
+            t.add("gather", f0 - fetched)
+            t.add("forward", f1 - f0)
+            if f1 <= o0 <= o1:
+                t.add("backward", o0 - f1)
+                t.add("optimizer", o1 - o0)
+        self._marks = [0.0, 0.0, 0.0, 0.0]
 
     def preload(self, records: list[dict]) -> None:
         """Take the records of epochs trained before a restart (from a checkpoint) as this job's own."""
@@ -169,7 +200,10 @@ class TrainerMeter:
         if self.correction is not None:
             self.correction.take_bytes()
         self._losses = []
-        steps, sample_s = 0, 0.0
+        steps = 0
+        from ..metrics import PhaseTimes
+
+        self._times = times = PhaseTimes()
         self.epoch_started = time.time()  # wall clock (restart accounting across processes)
         it = iter(loader)
         while True:
@@ -178,13 +212,14 @@ class TrainerMeter:
                 batch = next(it)
             except StopIteration:
                 break
-            sample_s += time.perf_counter() - ts
+            fetched = time.perf_counter()
+            times.add("sample", fetched - ts)
             steps += 1
             yield batch
+            self._close_step(fetched)
         t = self.clock.stop()
         traffic = self.traffic.take()
-        self._cur = {"epoch": epoch, "worker_epoch_time_s": t, "steps": steps, "sample_s": sample_s, **traffic,
-                     "compute_s": t - sample_s - traffic["fetch_s"]}
+        self._cur = {"epoch": epoch, "worker_epoch_time_s": t, "steps": steps, **traffic}
 
     def step(self, loss) -> None:
         """Record one step's loss (optional)."""
@@ -207,6 +242,7 @@ class TrainerMeter:
         hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
         if hosts:
             wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
+        cur.update(self._times.breakdown(cur["worker_epoch_time_s"], slowest))
         everyone: list = [None] * self.world
         dist.all_gather_object(everyone, cur)
         rec = dict(cur, epoch_time_s=slowest, wire_bytes=wire)
@@ -275,4 +311,5 @@ class TrainerMeter:
             **(extra or {}),
         }
         write_json(self.out / "summary.json", summary)
+        self.mlog.close()
         return summary

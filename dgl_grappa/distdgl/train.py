@@ -169,7 +169,8 @@ def train():
     seg_start = args.start_epoch if args.segment_start is None else args.segment_start
     prior, mine = [], []  # this rank's records before this job's segment, and inside it (from a checkpoint)
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
-                            mode="minibatch", halo=getattr(loader, "halo", "remote"))
+                            mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
+                            optimizer=optimizer)
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
