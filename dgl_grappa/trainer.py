@@ -31,7 +31,7 @@ from .metrics import EpochClock, JsonlLog, WireMeter, epoch_summary, median, rin
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local
 from .reducers import make_correction
-from .sampler import LocalBatches, LocalFeatures, equal_steps
+from .sampler import LocalBatches, LocalFeatures, equal_steps, layer_sampler
 
 log = logging.getLogger("dgl_grappa")
 
@@ -54,9 +54,14 @@ class LocalRuntime:
         self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
                                                             cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
         self.features = LocalFeatures(lp.feat)
+        # First-hop completion: the precomputed aggregates are read like features (all local).
+        if cfg.first_hop == "exact" and lp.agg is None:
+            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
+                             "load_local(..., first_hop='exact')")
+        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
         if cfg.train.mode == "minibatch":
             self.steps = equal_steps(lp.train_ids.numel(), cfg.train.batch_size)
-            self.batches = LocalBatches(lp.graph, lp.train_ids, dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+            self.batches = LocalBatches(lp.graph, lp.train_ids, layer_sampler(cfg.train.fanouts, cfg.first_hop),
                                         self.steps, seed=cfg.train.seed * 1000 + ident.rank)
         else:
             if lp.train_ids.numel() == 0:
@@ -65,17 +70,27 @@ class LocalRuntime:
             self.batches = None
 
     def epoch_inputs(self, epoch: int):
-        """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.
+        """Yield (graph or blocks, seeds, input features, output rows of the seeds, extra model inputs) per step.
 
         Mini-batch: sampled blocks, whose output rows are the seeds already (rows None).
         Full graph: one step over the whole local graph; the seeds are rows of its output.
+        Extra: ``deg`` (full-graph in-degrees of the input rows) and, with first-hop
+        completion, ``agg`` (their precomputed first-hop aggregates): keyword arguments of
+        the model's forward.
         """
         if self.batches is None:
             lp = self.lp
-            yield lp.graph, lp.train_ids, self.features.gather(torch.arange(lp.graph.num_nodes())), lp.train_ids
+            every = torch.arange(lp.graph.num_nodes())
+            yield lp.graph, lp.train_ids, self.features.gather(every), lp.train_ids, self._extra(every)
             return
         for input_nodes, seeds, blocks in self.batches.epoch(epoch):
-            yield blocks, seeds, self.features.gather(input_nodes), None
+            yield blocks, seeds, self.features.gather(input_nodes), None, self._extra(input_nodes)
+
+    def _extra(self, input_nodes: Tensor) -> dict:
+        extra = {"deg": self.lp.in_degree[input_nodes]}
+        if self.aggregates is not None:
+            extra["agg"] = self.aggregates.gather(input_nodes)
+        return extra
 
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])
@@ -124,7 +139,11 @@ class Trainer:
                 from .repartition import RepartitionDriver  # first, so a builder starts while we load
                 self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel)
             torch.manual_seed(cfg.train.seed)
-            lp = load_local(part_config, ident.part, cfg.train.halo)
+            if cfg.train.first_hop != cfg.first_hop and ident.is_main:
+                log.info("train.first_hop=%s: GAT's first layer cannot be precomputed (its attention depends on "
+                         "learned projections), so it is sampled", cfg.train.first_hop)
+            lp = load_local(part_config, ident.part, cfg.train.halo, cfg.first_hop)
+            self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             self.rt = LocalRuntime(cfg, ident, lp)
             self.model = build_model(cfg.model, lp.feat.shape[1], num_classes)
             self.ddp = DDP(self.model)  # broadcasts rank 0's parameters: every worker starts from the same model
@@ -139,16 +158,17 @@ class Trainer:
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-                     "train coverage mean %.3f, halo %s (%d bytes read at load)", ident.part, lp.num_inner,
+                     "train coverage mean %.3f, halo %s, first hop %s (%d one-time bytes)", ident.part, lp.num_inner,
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
-                     cfg.train.halo, lp.halo_bytes_loaded)
+                     cfg.train.halo, cfg.first_hop, lp.one_time_bytes)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # partitioning 0; asks for partitioning 1
         except BaseException:
             self.close()
             raise
 
-    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None) -> tuple[float, float]:
+    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None,
+                   extra: dict | None = None) -> tuple[float, float]:
         """One step: forward, the corrected loss (which primes the hook), backward, update.
 
         Args:
@@ -156,11 +176,12 @@ class Trainer:
             seeds: local ids of the batch's training nodes.
             x: input features.
             rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
+            extra: more keyword inputs of the model (``deg``, ``agg``: :meth:`LocalRuntime.epoch_inputs`).
 
         Returns:
             (mean loss of the batch, its batch weight).
         """
-        out = self.ddp(graph, x)
+        out = self.ddp(graph, x, **(extra or {}))
         if rows is not None:
             out = out[rows]
         per_node = F.cross_entropy(out, self.rt.lp.label[seeds], reduction="none")
@@ -191,9 +212,9 @@ class Trainer:
         self.clock.start()  # the barrier
         for _ in range(rt.steps):
             ts = time.perf_counter()
-            graph, seeds, x, rows = next(inputs)  # sampling and feature reads count as "sample"
+            graph, seeds, x, rows, extra = next(inputs)  # sampling and feature reads count as "sample"
             t_sample += time.perf_counter() - ts
-            loss, weight = self.train_step(graph, seeds, x, rows)
+            loss, weight = self.train_step(graph, seeds, x, rows, extra)
             losses.append(loss)
             weights.append(weight)
         mine = self.clock.stop()
@@ -249,6 +270,7 @@ class Trainer:
         mine = {"rank": self.ident.rank, "part": self.ident.part, "inner_nodes": lp.num_inner,
                 "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
                 "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
+                "one_time_bytes": self.one_time_bytes, "rows_held": lp.rows_held,
                 "coverage_train": rt.coverage_stats(),
                 "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
@@ -284,7 +306,9 @@ class Trainer:
         """
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         t0 = time.perf_counter()
-        self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
+        lp = load_local(part_config, self.ident.part, self.cfg.train.halo, self.cfg.first_hop)
+        self.one_time_bytes += lp.one_time_bytes
+        self.rt = LocalRuntime(self.cfg, self.ident, lp)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
 
@@ -313,6 +337,8 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "partition_method": cfg.partition.method,
         "mode": cfg.train.mode,
         "halo": cfg.train.halo,
+        "first_hop": cfg.first_hop,
+        "empty": cfg.model.empty if cfg.model.name == "sage" else None,
         "correction": cfg.grappa.correction,
         "hops": cfg.hops,
         "steps_per_epoch": steps,
@@ -326,6 +352,13 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         # all workers together: what the app handed over (wire bytes: measured, above)
         "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
         + sum(w["feature_bytes_per_epoch"] for w in per_worker),
+        # One-time bytes (halo rows and first-hop aggregates, read once per partitioning, all
+        # workers and partitionings together) and what they add to every epoch they serve.
+        "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
+        "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(records), 1),
+        # Memory: feature-width rows a worker holds (features, + aggregates with exact) per inner node.
+        "rows_held_max": max(w["rows_held"] for w in per_worker),
+        "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
         "workers": per_worker,
         "config": asdict(cfg),
     }
