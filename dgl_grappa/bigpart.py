@@ -5,8 +5,8 @@
 chunks on disk) with O(N) node arrays plus one chunk or one part in memory:
 
 1. **assign** a part to every node without a DGLGraph: ``random``, ``contiguous`` id
-   ranges, or ``ldg`` (linear deterministic greedy, streamed over a CSR built from the
-   chunks, with restreaming passes);
+   ranges, or ``ldg`` (the package's restreaming linear deterministic greedy,
+   ``partition.ldg_assignment``, over a CSR built from the chunks);
 2. **bucket**: one pass over the edge chunks gives every edge its reshuffled endpoints and
    its new edge id, and appends it to the file of the part that owns its destination
    (``inner`` edges) and, if its source lives elsewhere, to that source part's file
@@ -46,7 +46,7 @@ from dgl.data.utils import save_tensors
 
 from .config import ConfigError
 from .data.bigsynth import BigGraph
-from .partition import GRAPH_NAME, NODE_KEYS, STATS_FILE, part_config_path
+from .partition import GRAPH_NAME, NODE_KEYS, STATS_FILE, ldg_assignment, part_config_path
 
 ASSIGN_METHODS = ("random", "contiguous", "ldg")
 _ROW = 3  # bucket record: new src, new dst, new edge id (int64 each)
@@ -134,20 +134,17 @@ def build_csr(graph: BigGraph) -> tuple[np.ndarray, np.ndarray]:
 
 def assign_ldg(graph: BigGraph, num_parts: int, *, passes: int = 3, block: int | None = None,
                slack: float = 0.05, seed: int = 0, csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    """Linear deterministic greedy (Stanton & Kliot 2012), restreamed, over a CSR.
+    """Restreamed linear deterministic greedy over a CSR built from the chunks.
 
-    Node v goes to the part p maximising ``|N(v) in p| * (1 - size_p / C)`` with capacity
-    ``C = (1 + slack) N / P``; full parts are closed. Nodes are streamed in a seeded random
-    order, ``block`` at a time: the nodes of one block decide on the assignment as it was
-    when the block started (vectorised numpy instead of a Python loop per node; the
-    capacity can be overshot by at most one block). Passes after the first restream
-    (Nishimura & Ugander 2013): not-yet-visited neighbours count with their previous part.
+    The package's one LDG, :func:`dgl_grappa.partition.ldg_assignment` (``partition.method=ldg``
+    uses it too): a seeded random stream order, ``block`` nodes decided together, hard caps of
+    ``(1 + slack)`` times the mean part on nodes and on train nodes (``split == 0``).
 
     Args:
         graph: the on-disk graph.
         num_parts: P.
         passes: streaming passes (>= 1).
-        block: nodes decided together; default ``clamp(N // 2000, 64, 8192)``.
+        block: nodes decided together; default: see ``ldg_assignment``.
         slack: allowed imbalance.
         seed: stream order and tie-breaks.
         csr: a prebuilt :func:`build_csr` result (built here otherwise).
@@ -158,35 +155,11 @@ def assign_ldg(graph: BigGraph, num_parts: int, *, passes: int = 3, block: int |
     Example:
         >>> parts = assign_ldg(BigGraph("runs/scale/graph"), 4)          # doctest: +SKIP
     """
-    if passes < 1:
-        raise ConfigError(f"ldg passes={passes} must be >= 1")
-    n, p = graph.num_nodes, int(num_parts)
     indptr, indices = csr if csr is not None else build_csr(graph)
-    bs = int(block) if block else int(min(8192, max(64, n // 2000)))
-    cap = (1.0 + slack) * n / p
-    rng = np.random.default_rng(seed)
-    part = np.full(n, -1, dtype=np.int32)
-    for _ in range(passes):
-        sizes = np.zeros(p, dtype=np.float64)
-        stream = rng.permutation(n)
-        for i in range(0, n, bs):
-            nodes = stream[i:i + bs]
-            starts, ends = indptr[nodes], indptr[nodes + 1]
-            lens = ends - starts
-            total = int(lens.sum())
-            row = np.repeat(np.arange(nodes.shape[0]), lens)
-            pos = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(starts, lens)
-            npart = part[indices[pos]]
-            ok = npart >= 0
-            counts = np.bincount(row[ok] * p + npart[ok], minlength=nodes.shape[0] * p).reshape(-1, p)
-            free = 1.0 - sizes / cap
-            # Random tie-break, weighted towards emptier parts (nodes with no placed neighbour).
-            score = counts * free + rng.random((nodes.shape[0], p)) * 1e-3 * free
-            score[:, sizes >= cap] = -np.inf
-            choice = score.argmax(1).astype(np.int32)
-            part[nodes] = choice
-            sizes += np.bincount(choice, minlength=p)
-    return part.astype(np.int64)
+    split = getattr(graph, "split", None)
+    train = None if split is None else np.asarray(split) == 0
+    return ldg_assignment(indptr, indices, num_parts, passes=passes, slack=slack, seed=seed, train_mask=train,
+                          block=block)
 
 
 def assign(graph: BigGraph, method: str, num_parts: int, seed: int = 0, **kwargs) -> np.ndarray:

@@ -105,18 +105,27 @@ class PartitionConfig:
 
     num_parts: int = 2
     """Number of partitions = number of workers."""
-    method: Literal["metis", "random"] = "metis"
-    """Partitioning algorithm of dgl.distributed.partition_graph."""
+    method: Literal["metis", "random", "ldg"] = "metis"
+    """metis or random: dgl.distributed.partition_graph's own; ldg: restreaming linear
+    deterministic greedy (``partition.ldg_assignment``: linear time, ``ldg_passes`` passes,
+    caps of ``1 + ldg_slack`` times the mean part on nodes and on train nodes), written by
+    partition_graph as well. METIS needs the whole graph in memory and hours at 10^8 nodes;
+    at scale use ldg (or random)."""
     balance_edges: bool = False
     """Ask METIS to balance edges as well as nodes."""
     balance_train: bool = False
     """Ask METIS to balance the training nodes across parts."""
     out_dir: str = ""
     """Where ``partition`` writes; empty = ``<run.output_dir>/partitions/0``."""
+    ldg_passes: int = 3
+    """ldg: streaming passes (1 = one-pass LDG; 3 restreams twice)."""
+    ldg_slack: float = 0.05
+    """ldg: allowed imbalance; every part holds at most (1 + slack) x N / P nodes and
+    (1 + slack) x N_train / P train nodes."""
     seed: int = 0
     """Seed of the partitioner's random draws. ``random`` draws every node's part with DGL's
     own RNG (``dgl.random.choice`` inside ``partition_graph``), which ``dgl.seed(seed)``
-    seeds right before the call: the same seed gives the same parts for a given DGL build
+    seeds right before the call (ldg: its stream order and tie-breaks): the same seed gives the same parts for a given DGL build
     and thread count (DGL seeds each thread's pcg32 stream by thread order). METIS ignores
     it (DGL's METIS is deterministic: the same input gives the same cut), so it is not part
     of a METIS partitioning's fingerprint and METIS partitionings are shared across seeds."""
@@ -142,6 +151,12 @@ class ModelConfig:
     """Dropout probability in [0, 1)."""
     heads: int = 4
     """Attention heads (GAT only); hidden must be divisible by it."""
+    empty: Literal["self", "zero"] = "self"
+    """GraphSAGE only: what the neighbour mean of a node is when its *sampled* neighbourhood is
+    empty although its full one is not (local-only sampling without the halo; halo nodes kept
+    as leaves). self: the node's own input to that layer; zero: 0, as DGL's SAGEConv.
+    Needs the full-graph in-degrees (Grappa's runtimes pass them); without them, and on a
+    whole graph, both give the same output."""
 
 
 @dataclass
@@ -163,9 +178,18 @@ class TrainConfig:
     """L2 penalty."""
     optimizer: Literal["adam", "sgd"] = "adam"
     """Optimizer."""
-    halo: Literal["drop", "keep"] = "drop"
+    halo: Literal["drop", "keep"] = "keep"
     """drop: train on the inner nodes only; keep: halo nodes stay as leaves whose features
-    are read once, at load time, from their owners' partition files."""
+    (and, with first_hop=exact, first-hop aggregates) are read once per partitioning, at load
+    time, from their owners' partition files (counted in summary ``one_time_bytes_total``)."""
+    first_hop: Literal["exact", "sampled"] = "exact"
+    """exact (first-hop completion): the model's first layer reads, for every node of a
+    computation tree, its features and the full-graph mean of its in-neighbours' features,
+    precomputed once per partitioning (partition node data ``agg``), so layer 0 is exact and
+    only layers 1..L-1 are sampled (``fanouts[0]`` is unused). sampled: every layer is
+    sampled from the local graph. GAT always samples its first layer (its attention depends
+    on learned projections, so nothing can be precomputed): exact falls back to sampled with
+    a log line."""
     eval_every: int = 5
     """Global evaluation every this many epochs (and always after the last); 0 = end only."""
     eval_mode: Literal["auto", "whole", "layerwise"] = "auto"
@@ -194,7 +218,7 @@ class TrainConfig:
 class GrappaConfig:
     """Coverage-corrected gradient aggregation (the reducer)."""
 
-    correction: Literal["none", "batch", "node", "shrinkage"] = "batch"
+    correction: Literal["none", "batch", "node", "shrinkage"] = "none"
     """none: plain averaging; batch: sum a_i g_i / sum a_i with a_i the batch mean weight;
     node: self-normalised node-level importance weights in the loss; shrinkage: batch
     weights pulled towards a target by ``lam``."""
@@ -216,7 +240,7 @@ class ScheduleConfig:
 
     k: int = 0
     """Use partitioning j for epochs [j*k, (j+1)*k); 0 = never repartition."""
-    method: Literal["metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation"] = "metis-perm"
+    method: Literal["metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation", "ldg"] = "metis-perm"
     """How successive partitionings are made to differ (METIS alone would return the same cut
     again, up to rare tie-breaking flips, so its input is perturbed)."""
     keep_last: int = 2
@@ -447,6 +471,11 @@ class Config:
     def hops(self) -> int:
         return self.grappa.hops or self.model.num_layers
 
+    @property
+    def first_hop(self) -> str:
+        """The first-hop mode a Grappa run uses: ``train.first_hop``, except sampled for GAT."""
+        return "sampled" if self.model.name == "gat" else self.train.first_hop
+
 
 # ---------------------------------------------------------------------------------------
 # Loading and coercion
@@ -645,6 +674,8 @@ def validate(cfg: Config) -> None:
            "partitioning's files, which repartitioning removes; use --train.eval_mode=whole")
     _check(p.num_parts >= 1, f"partition.num_parts={p.num_parts} must be >= 1")
     _check(p.num_parts <= 64, f"partition.num_parts={p.num_parts} is more than 64 local workers; use <= 64")
+    _check(p.ldg_passes >= 1, f"partition.ldg_passes={p.ldg_passes} must be >= 1")
+    _check(0.0 <= p.ldg_slack <= 1.0, f"partition.ldg_slack={p.ldg_slack} must be in [0, 1]")
     _check(1 <= m.num_layers <= 6, f"model.num_layers={m.num_layers} must be in 1..6")
     _check(m.hidden >= 1, f"model.hidden={m.hidden} must be >= 1")
     _check(0.0 <= m.dropout < 1.0, f"model.dropout={m.dropout} must be in [0, 1)")
@@ -795,6 +826,9 @@ def _validate_launch(cfg: Config) -> None:
 def dropin_problem(correction: str, halo: str) -> str | None:
     """Why the drop-in loader (DistDGL ``--grappa``) cannot run these settings, or None.
 
+    ``train.halo=keep`` is not refused: the drop-in runs with the halo dropped (see
+    :func:`dropin_halo`).
+
     Args:
         correction: ``grappa.correction``.
         halo: ``train.halo``.
@@ -805,10 +839,16 @@ def dropin_problem(correction: str, halo: str) -> str | None:
     if correction == "node":
         return ("grappa.correction=node weights the loss itself, so it is not a drop-in; use "
                 "--grappa.correction=batch, shrinkage or none with the drop-in loader")
-    if halo != "drop":
-        return (f"train.halo={halo} is not available to the drop-in loader: the script reads features through "
-                "the DistGraph, so halo rows would be pulled from their owners every step; use --train.halo=drop")
     return None
+
+
+DROPIN_HALO_NOTE = ("train.halo=keep is not available to the drop-in loader (the script reads features through the "
+                    "DistGraph, so halo rows would be pulled from their owners every step): it drops the halo")
+
+
+def dropin_halo(halo: str) -> str:
+    """The halo setting the drop-in loader runs with: always "drop" (:data:`DROPIN_HALO_NOTE`)."""
+    return "drop"
 
 
 def to_dict(cfg: Config) -> dict:

@@ -19,7 +19,17 @@ replaces ``DistNodeDataLoader``:
 * before yielding a batch it sets the batch weight of the coverage-corrected
   communication hook (``correction.register(ddp)``): the script's loss stays the plain
   mean cross-entropy. The node-level variant needs a weighted loss and is therefore not a
-  drop-in (use ``batch``, ``shrinkage`` or ``none``).
+  drop-in (use ``batch``, ``shrinkage`` or ``none``);
+* first-hop completion (``first_hop="exact"``, the native default) works here too, with one
+  more line in the script: the loader samples layers 1..L-1 only, and the script passes the
+  partition's precomputed aggregates to its model, ``model(blocks, x,
+  agg=g.ndata["agg"][input_nodes], deg=g.ndata["in_degree"][input_nodes])`` (a model of
+  :mod:`dgl_grappa.models`, or any whose first layer takes them). Every row is local.
+  Passing ``deg`` alone (``first_hop="sampled"``) gives GraphSAGE its empty-neighbourhood
+  rule. What the drop-in cannot do is keep the halo (``train.halo=keep``): the script
+  reads features through the DistGraph, which would pull halo rows every step, so it
+  trains on the inner nodes only; with first-hop completion the first hop of every node
+  is still complete.
 
 The method is the native runtime's, not a copy: the local graph is
 :func:`dgl_grappa.partition.local_graph`, the weights :func:`dgl_grappa.coverage.partition_weights`,
@@ -28,10 +38,15 @@ the batches :class:`dgl_grappa.sampler.LocalBatches`, and the hook state is set 
 ``Correction.loss`` calls too. :class:`PartitionLoader` is that core, fed with plain
 tensors; :class:`GrappaLoader` only reads them from a DistGraph.
 
-Example (the two changes to a DistDGL script):
-    >>> corr = make_correction("batch")                                         # doctest: +SKIP
-    >>> loader = GrappaLoader(g, sampler, batch_size=1000, correction=corr)     # was DistNodeDataLoader
+Example (the changes to a DistDGL script):
+    >>> corr = make_correction("none")                                          # doctest: +SKIP
+    >>> loader = GrappaLoader(g, sampler, batch_size=1000, correction=corr,     # was DistNodeDataLoader
+    ...                       first_hop="exact")                                # doctest: +SKIP
     >>> model = DDP(model); corr.register(model)                                # was DDP(model)
+    >>> for input_nodes, seeds, blocks in loader:                               # doctest: +SKIP
+    ...     x = g.ndata["feat"][input_nodes]
+    ...     agg, deg = g.ndata["agg"][input_nodes], g.ndata["in_degree"][input_nodes]
+    ...     out = model(blocks, x, agg=agg, deg=deg)                            # was model(blocks, x)
 """
 from __future__ import annotations
 
@@ -42,16 +57,18 @@ import torch
 from torch import Tensor
 
 from . import coverage as cov
-from .config import dropin_problem
+from .config import DROPIN_HALO_NOTE, dropin_problem
 from .partition import local_graph
 from .reducers.correction import Correction
-from .sampler import LocalBatches, equal_steps, seeded_workers
+from .sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
 
 log = logging.getLogger("dgl_grappa")
 
 
 def _refuse(correction: Correction | None, halo: str) -> None:
     why = dropin_problem(correction.name if correction is not None else "none", halo)
+    if why is None and halo != "drop":
+        why = DROPIN_HALO_NOTE.replace(": it drops the halo", "; pass halo='drop'")
     if why is not None:
         raise ValueError(why)
 
@@ -77,6 +94,12 @@ class PartitionLoader:
         self_loops: count a self-loop in both degrees.
         seed: seed of shuffling and sampling (the rank is added).
         halo: ``train.halo``; only "drop" (see the module docstring).
+        first_hop: "sampled", or "exact" (first-hop completion): the loader samples only
+            layers 1..L-1 (``sampler`` loses its first layer, see
+            :func:`~dgl_grappa.sampler.skip_first_layer`), and the script's model computes
+            layer 0 from the partition's precomputed aggregates:
+            ``model(blocks, x, agg=g.ndata["agg"][input_nodes], deg=g.ndata["in_degree"][input_nodes])``
+            (every row is this machine's own).
 
     Attributes:
         graph: the local (inner-node) graph batches are sampled from.
@@ -91,9 +114,15 @@ class PartitionLoader:
 
     def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
                  in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
-                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop"):
+                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 first_hop: str = "sampled"):
         _refuse(correction, halo)
+        if first_hop not in ("exact", "sampled"):
+            raise ValueError(f"first_hop={first_hop!r} is not allowed; use exact or sampled")
         self.halo = halo
+        self.first_hop = first_hop
+        if first_hop == "exact":
+            sampler = skip_first_layer(sampler)
         self.graph, n_inner, src, dst = local_graph(graph, inner, halo)
         self.global_ids = global_ids[:n_inner]
         self.train_ids = train_mask[:n_inner].bool().nonzero(as_tuple=True)[0]
@@ -134,8 +163,9 @@ class GrappaLoader(PartitionLoader):
 
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
-        sampler, batch_size, correction, hops, w_min, self_loops, seed, halo: as for
-            :class:`PartitionLoader`.
+        sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
+            :class:`PartitionLoader` (``first_hop="exact"`` needs node data ``agg``, which
+            ``python -m dgl_grappa partition`` writes).
         train_key, degree_key: node-data keys of the training mask and of the full-graph
             in-degree (written by ``python -m dgl_grappa partition``; without it the
             degrees are asked from the servers once, here).
@@ -143,7 +173,7 @@ class GrappaLoader(PartitionLoader):
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
                  w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
-                 train_key: str = "train_mask", degree_key: str = "in_degree"):
+                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree"):
         _refuse(correction, halo)  # before anything is asked from the servers
         lp = g.local_partition
         if lp is None:
@@ -164,5 +194,8 @@ class GrappaLoader(PartitionLoader):
         else:
             log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
             deg = g.in_degrees(gids[:n_inner])
+        if first_hop == "exact" and "agg" not in g.ndata:
+            raise ValueError("first_hop='exact' needs node data 'agg' (first-hop aggregates) in the partition; "
+                             "re-create it with `python -m dgl_grappa partition`, or use first_hop='sampled'")
         super().__init__(lp, inner, gids, train, deg, sampler, batch_size, correction, hops=hops, w_min=w_min,
-                         self_loops=self_loops, seed=seed, halo=halo)
+                         self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop)

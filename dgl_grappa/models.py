@@ -18,7 +18,29 @@ the edges into that block's destination nodes.
 Nodes with zero in-degree (left behind when halo nodes are dropped) never crash and never
 give NaN: every model keeps a path from a node's own features to its output (SAGE's self
 weight, GCN's implicit self-loop, GAT's residual, GIN's ``(1 + eps) x`` term), and empty
-aggregations are 0.
+aggregations are 0. GraphSAGE with ``empty="self"`` (the default) goes one step further
+when it is given the full-graph in-degrees (``deg``): a node whose *sampled* neighbourhood is
+empty although its full one is not takes its own input as the neighbour mean (an unbiased
+guess under homophily, where 0 is a biased one); nodes without any in-neighbour still get 0,
+so a whole-graph forward is unchanged.
+
+**First-hop completion** (``forward(..., agg=A, deg=d)``): the first layer of GraphSAGE, GCN
+and GIN is a fixed function of a node's features x_v, the mean of its in-neighbours'
+features A_v (precomputed once on the whole graph: ``partition.neighbour_mean``) and its
+in-degree d_v:
+
+* SAGE: ``fc_self(x_v) + fc_neigh(A_v)``;
+* GCN: ``W (x_v + d_v A_v) / (d_v + 1) + b``;
+* GIN: ``mlp((1 + eps) x_v + A_v)``.
+
+With ``agg`` the model computes layer 0 from these rows for every node of the computation
+tree (no sampling, no graph) and runs layers 1..L-1 on the graph or on ``L - 1`` blocks
+(the input rows are the source nodes of the first of them). Dropout acts on x_v only, not
+on A_v (dropout before a mean averages out over the neighbours; on the precomputed mean it
+would be a much stronger noise). In evaluation mode, ``model(g, x, agg=neighbour_mean(g, x),
+deg=g.in_degrees())`` equals ``model(g, x)`` up to float rounding (a test checks it), so the
+global evaluation needs no aggregate. GAT cannot: its attention depends on learned
+projections of both ends of an edge.
 
 :func:`gradient_bytes` gives the byte count of the trainable parameters, which is what one
 gradient all-reduce moves.
@@ -39,6 +61,9 @@ __all__ = ["GNN", "build_model", "gradient_bytes", "MODEL_NAMES"]
 MODEL_NAMES = ("sage", "gcn", "gat", "gin")
 
 GraphOrBlocks = Union[dgl.DGLGraph, Sequence[dgl.DGLGraph]]
+
+
+EMPTY_RULES = ("self", "zero")
 
 
 def _dst(graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
@@ -73,6 +98,51 @@ class GCNLayer(nn.Module):
         return out + self_term
 
 
+    def first_hop(self, x: torch.Tensor, agg: torch.Tensor, deg: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from precomputed rows: ``W (x + d * agg) / (d + 1) + b`` (agg = neighbour mean)."""
+        d = deg.to(x.dtype).unsqueeze(-1)
+        return ((x + agg * d) / (d + 1.0)) @ self.conv.weight + self.conv.bias
+
+
+class SAGELayer(SAGEConv):
+    """DGL's SAGEConv (mean) plus the empty-neighbourhood rule (parameter names unchanged).
+
+    Args:
+        in_feats, out_feats: widths.
+        empty: "self" (a node whose sampled neighbourhood is empty but whose full-graph
+            in-degree is not takes its own input as the neighbour mean) or "zero" (DGL's 0).
+    """
+
+    def __init__(self, in_feats: int, out_feats: int, empty: str = "self"):
+        super().__init__(in_feats, out_feats, aggregator_type="mean")
+        if empty not in EMPTY_RULES:
+            raise ConfigError(f"model.empty={empty!r} is not allowed; use one of {', '.join(EMPTY_RULES)}")
+        self.empty = empty
+
+    def forward(self, graph: dgl.DGLGraph, feat: torch.Tensor, deg: torch.Tensor | None = None) -> torch.Tensor:
+        """``deg``: full-graph in-degree of the source rows (the destination rows are their
+        first ``num_dst_nodes``); None = DGL's rule (an empty mean is 0)."""
+        out = super().forward(graph, feat)
+        if self.empty == "self" and deg is not None:
+            n_dst = graph.num_dst_nodes()
+            imputed = ((graph.in_degrees() == 0) & (deg[:n_dst] > 0)).nonzero(as_tuple=True)[0]
+            if imputed.numel():
+                out = out.index_add(0, imputed, self.fc_neigh(_dst(graph, feat)[imputed]))
+        return out
+
+    def first_hop(self, x: torch.Tensor, agg: torch.Tensor, deg: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from precomputed rows: ``fc_self(x) + fc_neigh(agg)``."""
+        return self.fc_self(x) + self.fc_neigh(agg)
+
+
+class GINLayer(GINConv):
+    """DGL's GINConv with the first-hop entry point (parameter names unchanged)."""
+
+    def first_hop(self, x: torch.Tensor, agg: torch.Tensor, deg: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from precomputed rows: ``mlp((1 + eps) x + agg)`` (agg = neighbour mean)."""
+        return self.apply_func((1 + self.eps) * x + agg)
+
+
 class GNN(nn.Module):
     """A stack of DGL conv layers; see the module docstring for the two forward modes.
 
@@ -90,7 +160,9 @@ class GNN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.act = nn.ReLU()
 
-    def _conv(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+    def _conv(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor, deg: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(self.layers[i], SAGELayer):
+            return self.layers[i](graph, h, deg)
         h = self.layers[i](graph, h)
         if self.name == "gat":
             # GATConv returns [N, heads, out]. Hidden layers concatenate the heads (hidden
@@ -99,41 +171,65 @@ class GNN(nn.Module):
             h = h.flatten(1) if i < self.num_layers - 1 else h.mean(1)
         return h
 
-    def forward(self, graph_or_blocks: GraphOrBlocks, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, graph_or_blocks: GraphOrBlocks, x: torch.Tensor, agg: torch.Tensor | None = None,
+                deg: torch.Tensor | None = None) -> torch.Tensor:
         """Logits for the seeds (blocks) or for every node (whole graph).
 
         Args:
-            graph_or_blocks: a list of ``num_layers`` blocks (input layer first), or one
-                ``DGLGraph`` on which every layer runs. A single block counts as a list of
-                one.
-            x: input features, one row per source node of ``blocks[0]`` (or per node).
+            graph_or_blocks: a list of ``num_layers`` blocks (input layer first; ``num_layers
+                - 1`` with ``agg``), or one ``DGLGraph`` on which every layer (every layer but
+                the first, with ``agg``) runs. A single block counts as a list of one.
+            x: input features, one row per source node of ``blocks[0]`` (or per node; with
+                ``agg`` and a 1-layer model, one per seed).
+            agg: first-hop completion: the full-graph mean of each input row's in-neighbours'
+                features (same rows as ``x``); layer 0 is then computed from (x, agg, deg).
+            deg: full-graph in-degree of each input row. Needed with ``agg`` (GCN), and
+                used by GraphSAGE's empty-neighbourhood rule (``model.empty``).
 
         Returns:
             ``[num dst nodes of the last block, num_classes]`` or ``[N, num_classes]``.
 
         Raises:
-            ValueError: the number of blocks differs from ``num_layers``.
+            ValueError: the number of blocks does not match, or ``agg`` without ``deg`` or
+                with GAT.
             TypeError: ``graph_or_blocks`` is neither a DGLGraph nor a list of them.
         """
+        exact = agg is not None
+        if exact and self.name == "gat":
+            raise ValueError("GAT's first layer cannot be precomputed (its attention depends on learned projections); "
+                             "use train.first_hop=sampled")
+        if exact and deg is None:
+            raise ValueError("first-hop completion (agg) needs deg, the full-graph in-degree of every input row")
+        n_graph_layers = self.num_layers - (1 if exact else 0)
         if isinstance(graph_or_blocks, dgl.DGLGraph) and not graph_or_blocks.is_block:
-            graphs = [graph_or_blocks] * self.num_layers
+            graphs = [graph_or_blocks] * n_graph_layers
         elif isinstance(graph_or_blocks, dgl.DGLGraph):
-            graphs = [graph_or_blocks]  # a lone block: only valid for a 1-layer model
+            graphs = [graph_or_blocks]  # a lone block: only valid for a 1-layer model (2 with agg)
         elif isinstance(graph_or_blocks, (list, tuple)):
             graphs = list(graph_or_blocks)
         else:
             raise TypeError(f"expected a DGLGraph or a list of blocks, got {type(graph_or_blocks).__name__}")
-        if len(graphs) != self.num_layers:
+        if len(graphs) != n_graph_layers:
+            hint = " minus the exact first layer" if exact else ""
             raise ValueError(
-                f"got {len(graphs)} blocks but the model has num_layers={self.num_layers}; "
-                f"sample one block per layer (len(fanouts) == num_layers)")
+                f"got {len(graphs)} blocks but the model has num_layers={self.num_layers}{hint}; "
+                f"sample one block per sampled layer ({n_graph_layers})")
 
-        h = x
-        for i, g in enumerate(graphs):
-            h = self.layer(i, g, h)
+        if not exact:
+            h = x
+            for i, g in enumerate(graphs):
+                h = self.layer(i, g, h, deg)
+            return h
+        # First-hop completion: layer 0 from (x, agg, deg); dropout on x only (not on agg:
+        # see the module docstring).
+        h = self.layers[0].first_hop(self.dropout(x), agg, deg)
+        if self.num_layers > 1:
+            h = self.dropout(self.act(h))
+        for j, g in enumerate(graphs):
+            h = self.layer(1 + j, g, h, deg)
         return h
 
-    def layer(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+    def layer(self, i: int, graph: dgl.DGLGraph, h: torch.Tensor, deg: torch.Tensor | None = None) -> torch.Tensor:
         """Layer ``i`` alone, exactly as :meth:`forward` applies it (layer-wise inference uses it).
 
         Layer 0 starts with dropout on its input, and every layer but the last ends with ReLU
@@ -143,12 +239,14 @@ class GNN(nn.Module):
             i: layer index, 0 = input layer.
             graph: a block (or whole graph) whose source nodes are the rows of ``h``.
             h: the previous layer's output (the input features for layer 0).
+            deg: full-graph in-degree of each source row (GraphSAGE's empty-neighbourhood
+                rule); None = the graph's own in-degrees.
         """
         if i == 0:
             # Dropout on the input too: the input features are the widest layer and the
             # easiest to overfit on small graphs.
             h = self.dropout(h)
-        h = self._conv(i, graph, h)
+        h = self._conv(i, graph, h, deg)
         if i < self.num_layers - 1:
             h = self.dropout(self.act(h))
         return h
@@ -159,7 +257,7 @@ def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool) -> nn.M
     if name == "sage":
         # SAGE keeps a separate self weight, so zero-in-degree nodes (empty mean = 0) still
         # carry their own features.
-        return SAGEConv(in_dim, out_dim, aggregator_type="mean")
+        return SAGELayer(in_dim, out_dim, empty=cfg.empty)
     if name == "gcn":
         return GCNLayer(in_dim, out_dim)
     if name == "gat":
@@ -181,7 +279,7 @@ def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool) -> nn.M
         # evaluation (full) would see differently scaled inputs. It also keeps hubs of the
         # power-law synthetic graphs from blowing up activations. The price is GIN's
         # multiset-injectivity argument, which needs a sum.
-        return GINConv(mlp, aggregator_type="mean", learn_eps=False)
+        return GINLayer(mlp, aggregator_type="mean", learn_eps=False)
     raise ConfigError(f"model.name={name!r} is not allowed; use one of {', '.join(MODEL_NAMES)}")
 
 

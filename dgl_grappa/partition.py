@@ -1,16 +1,23 @@
 """Partitions: DGL's ``partition_graph`` on disk, their statistics, and a worker's local view.
 
 ``partition`` writes DGL's standard layout (``<graph>.json`` + ``part<i>/``), so the same
-folder serves Grappa workers and real DistDGL servers. ``load_local`` gives worker r its
-part: the local graph (inner nodes, plus halo nodes as leaves with ``halo="keep"``), local
-features, labels, train ids and the global in-degrees that coverage needs. Halo features
-are read once here, from the owners' partition files, never during a training step.
+folder serves Grappa workers and real DistDGL servers; besides the features it stores each
+node's first-hop aggregate (``agg``, first-hop completion). The node assignment is DGL's
+METIS or random, or the restreaming LDG of :func:`ldg_assignment` (the package's one LDG,
+also used by ``bigpart`` and the scheduler), which DGL's ``partition_graph`` writes through
+:func:`forced_assignment`. ``load_local`` gives worker r its part: the local graph (inner
+nodes, plus the 1-hop halo with ``halo="keep"``), local features (and aggregates), labels,
+train ids and the global in-degrees. Halo rows are read once here, from the owners'
+partition files, never during a training step, and counted as one-time bytes.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +36,16 @@ STATS_FILE = "grappa_partition.json"
 # Node data written into every partition; "in_degree" is the full-graph in-degree, which a
 # worker cannot count from its own edges for halo nodes.
 NODE_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask", "in_degree")
+# First-hop completion (train.first_hop=exact): the full-graph mean of every node's in-neighbours'
+# features (0 without in-neighbours), written next to NODE_KEYS by ``partition`` (the partitioner has the
+# whole graph; in a cluster the owners compute it from the halo rows they read, which is what
+# load_local counts as one-time bytes). Optional: partitions without it serve first_hop=sampled.
+AGG_KEY = "agg"
+# Bumped when the files ``partition`` writes change (2: the ``agg`` node data), so cached
+# partitionings of an older layout are not reused.
+LAYOUT_VERSION = 2
+METHODS = ("metis", "random", "ldg")
+"""partition.method values: DGL's METIS and random, and the restreaming LDG of :func:`ldg_assignment`."""
 
 
 def part_config_path(out_dir: str | Path) -> Path:
@@ -64,6 +81,228 @@ def edge_cut_stats(src: np.ndarray, dst: np.ndarray, assignment: np.ndarray, num
     }
 
 
+def balance_stats(assignment: np.ndarray, num_parts: int, train_mask: np.ndarray | None = None) -> dict:
+    """Node balance (largest part / mean part) and, with ``train_mask``, train-node balance."""
+    sizes = np.bincount(assignment, minlength=num_parts)
+    out = {"node_balance": float(sizes.max() / max(sizes.mean(), 1e-12))}
+    if train_mask is not None:
+        t = np.bincount(assignment[train_mask], minlength=num_parts)
+        out["train_balance"] = float(t.max() / max(t.mean(), 1e-12))
+        out["train_nodes"] = t.tolist()
+    return out
+
+
+def neighbour_mean(g: dgl.DGLGraph, x: Tensor) -> Tensor:
+    """Per node, the mean of its in-neighbours' rows of ``x`` (0 for a node without in-neighbours).
+
+    The first-hop aggregate of first-hop completion (``train.first_hop=exact``): every
+    model's first layer is a function of (x_v, this mean, the in-degree); see
+    :meth:`dgl_grappa.models.GNN.forward`.
+    """
+    src, dst = g.edges()
+    deg = torch.bincount(dst, minlength=g.num_nodes()).to(x.dtype).clamp(min=1)
+    total = torch.zeros_like(x).index_add_(0, dst, x[src])
+    return total / deg.unsqueeze(1)
+
+
+def undirected_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the neighbourhoods of a directed edge list taken both ways (in- and out-neighbours).
+
+    Returns:
+        ``(indptr int64 [N+1], indices [2E])``, int32 indices when N < 2**31.
+    """
+    a = np.concatenate((dst, src)).astype(np.int64, copy=False)
+    b = np.concatenate((src, dst))
+    order = np.argsort(a, kind="stable")
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=num_nodes), out=indptr[1:])
+    return indptr, b[order].astype(np.int32 if num_nodes < 2 ** 31 else np.int64)
+
+
+LDG_STREAM = 0x1D6
+"""RNG stream of :func:`ldg_assignment` (``default_rng([seed, LDG_STREAM])``): a bare
+``default_rng(seed)`` would repeat the synthetic generator's own permutation for the same seed."""
+
+
+def ldg_assignment(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, passes: int = 3,
+                   slack: float = 0.05, seed: int = 0, train_mask: np.ndarray | None = None,
+                   block: int | None = None) -> np.ndarray:
+    """Restreaming linear deterministic greedy (LDG), vectorised over blocks of nodes: the one LDG of the package.
+
+    LDG (Stanton & Kliot, KDD 2012) streams the nodes in a seeded random order and puts node
+    v into ``argmax_p |N(v) in P_p| * (1 - |P_p| / C)`` with the hard capacity
+    ``C = (1 + slack) N / P`` (full parts are closed). Restreaming (Nishimura & Ugander, KDD
+    2013): ``passes`` passes, each in a new order; a node's neighbours count with their latest
+    part (this pass or the previous one), and its own previous placement is taken out of the
+    part sizes while it is re-placed. With ``train_mask``, a train node's score is also
+    multiplied by ``1 - |train in P_p| / C_train`` under a hard cap ``C_train = (1 + slack)
+    N_train / P``, so every worker gets its share of seeds.
+
+    Vectorised: the nodes of a block of ``block`` nodes decide together on the sizes at the
+    block's start; parts a block would overfill keep their best-scoring candidates and the
+    others choose again among the parts still open, so both caps hold exactly (except in
+    pathological cases where no part has room for a node under both caps: it then goes one
+    over). Ties (no placed
+    neighbour) break at random, weighted towards emptier parts. O(passes x (N + E)).
+
+    Args:
+        indptr, indices: CSR of each node's neighbours (for a directed graph, in- and
+            out-neighbours: :func:`undirected_csr`).
+        num_parts: P.
+        passes: streaming passes (>= 1); 3 by default (the research's setting).
+        slack: allowed imbalance of nodes and train nodes (0.05 = cap 1.05 x the mean).
+        seed: seed of the stream orders and tie-breaks (stream :data:`LDG_STREAM`).
+        train_mask: bool [N]; balance train nodes too.
+        block: nodes decided together; default ``clamp(slack * N / P / 4, 16, 8192)``, so a
+            block is small against the slack of a part.
+
+    Returns:
+        int64 [N] part ids in [0, P).
+
+    Example:
+        >>> indptr, indices = undirected_csr(np.array([0, 1, 2]), np.array([1, 2, 3]), 4)
+        >>> ldg_assignment(indptr, indices, 2, seed=0).shape
+        (4,)
+    """
+    if passes < 1:
+        raise ConfigError(f"ldg passes={passes} must be >= 1")
+    if slack < 0:
+        raise ConfigError(f"ldg slack={slack} must be >= 0")
+    n, k = indptr.shape[0] - 1, int(num_parts)
+    if k <= 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    rng = np.random.default_rng([int(seed), LDG_STREAM])
+    cap = max(math.ceil(n / k), math.floor((1.0 + slack) * n / k))
+    tm = None if train_mask is None else np.asarray(train_mask, dtype=bool)
+    tcap = 0
+    if tm is not None:
+        nt = int(tm.sum())
+        tcap = max(math.ceil(nt / k), math.floor((1.0 + slack) * nt / k))
+    bs = int(block) if block else int(min(8192, max(16, slack * n / k / 4)))
+    part = np.full(n, -1, dtype=np.int64)
+    size = np.zeros(k, dtype=np.float64)
+    tsize = np.zeros(k, dtype=np.float64)
+    for _ in range(passes):
+        order = rng.permutation(n)
+        for i in range(0, n, bs):
+            nodes = order[i:i + bs]
+            b = nodes.shape[0]
+            old = part[nodes]
+            placed = old >= 0
+            size -= np.bincount(old[placed], minlength=k)
+            is_t = tm[nodes] if tm is not None else np.zeros(b, dtype=bool)
+            if tm is not None:
+                tsize -= np.bincount(old[placed & is_t], minlength=k)
+            starts, ends = indptr[nodes], indptr[nodes + 1]
+            lens = ends - starts
+            row = np.repeat(np.arange(b), lens)
+            pos = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens) \
+                + np.repeat(starts, lens)
+            npart = part[indices[pos]]
+            ok = npart >= 0
+            counts = np.bincount(row[ok] * k + npart[ok], minlength=b * k).reshape(b, k).astype(np.float64)
+            pen = np.clip(1.0 - size / cap, 0.0, None)
+            score = (counts + rng.random((b, k)) * 1e-3) * pen
+            score[:, size >= cap] = -np.inf
+            if tm is not None and is_t.any():
+                tpen = np.clip(1.0 - tsize / tcap, 0.0, None)
+                st = score[is_t] * tpen
+                st[:, tsize >= tcap] = -np.inf
+                score[is_t] = st
+            choice = _capped_choice(score, size, cap, is_t, tsize, tcap)
+            part[nodes] = choice
+            size += np.bincount(choice, minlength=k)
+            if tm is not None:
+                tsize += np.bincount(choice[is_t], minlength=k)
+    return part
+
+
+def _over_cap(choice: np.ndarray, score: np.ndarray, members: np.ndarray, base: np.ndarray, cap: int) -> np.ndarray:
+    """Positions (into ``choice``) of the members that overfill their chosen part: the lowest scores beyond the room."""
+    idx = np.flatnonzero(members)
+    if idx.size == 0:
+        return idx
+    ch = choice[idx]
+    sc = score[idx, ch]
+    order = np.lexsort((-sc, ch))
+    ch_sorted = ch[order]
+    first = np.flatnonzero(np.concatenate(([True], ch_sorted[1:] != ch_sorted[:-1])))
+    lengths = np.diff(np.concatenate((first, [ch_sorted.shape[0]])))
+    rank = np.arange(ch_sorted.shape[0]) - np.repeat(first, lengths)
+    room = np.maximum(cap - base[ch_sorted], 0)
+    return idx[order[rank >= room]]
+
+
+def _capped_choice(score: np.ndarray, size: np.ndarray, cap: int, is_t: np.ndarray, tsize: np.ndarray,
+                   tcap: int) -> np.ndarray:
+    """Each row's best part such that no part exceeds ``cap`` nodes (``tcap`` train nodes) after the block.
+
+    Every row takes its best part; where a part would overflow, it keeps its best-scoring
+    rows and the others (few: a block is small against a part's slack) choose one by one,
+    train rows first, the best part that still has room for them.
+    """
+    n_rows, k = score.shape
+    choice = score.argmax(1)
+    bad = np.zeros(n_rows, dtype=bool)
+    bad[_over_cap(choice, score, np.ones(n_rows, dtype=bool), size, cap)] = True
+    if is_t.any():
+        bad[_over_cap(choice, score, is_t, tsize, tcap)] = True
+    if not bad.any():
+        return choice
+    ok = ~bad
+    room = cap - size - np.bincount(choice[ok], minlength=k)
+    troom = tcap - tsize - np.bincount(choice[ok & is_t], minlength=k)
+    rows = np.flatnonzero(bad)
+    for r in rows[np.argsort(~is_t[rows], kind="stable")]:
+        s = score[r].copy()
+        full = room <= 0
+        if is_t[r]:
+            full |= troom <= 0
+        s[full] = -np.inf
+        if np.isfinite(s).any():
+            p = int(s.argmax())
+        else:  # no part has room for it (pathological): the emptiest, one over its cap
+            p = int(np.argmax(room + (troom if is_t[r] else 0)))
+        choice[r] = p
+        room[p] -= 1
+        if is_t[r]:
+            troom[p] -= 1
+    return choice
+
+
+@contextlib.contextmanager
+def forced_assignment(assignment: np.ndarray, num_parts: int):
+    """Make ``dgl.distributed.partition_graph(part_method="metis")`` use ``assignment``.
+
+    partition_graph takes only ``metis`` or ``random`` and has no argument for a ready
+    assignment; re-implementing its halo construction, id reshuffling and file writing
+    would copy DGL. Relabelling nodes cannot make METIS (or DGL's seeded random draw, whose
+    part sizes are random) yield an arbitrary assignment either. So, for the duration of
+    the call, the module-level name partition_graph calls for METIS is bound to a function
+    that returns ``assignment``; everything else is DGL's own code. The function checks its
+    arguments, and callers check the written ``assignment.npy`` against ``assignment``
+    (:func:`partition` for ``ldg``, ``scheduler.write_layout``), so a DGL version that
+    partitions differently fails loudly instead of silently.
+    """
+    import dgl.distributed.partition as dgl_part
+
+    original = dgl_part.metis_partition_assignment
+    calls = []
+
+    def fixed(sim_g, k, *args, **kwargs):
+        if k != num_parts or sim_g.num_nodes() != assignment.shape[0]:
+            raise RuntimeError(f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
+                               f"the forced assignment has {num_parts} parts of {assignment.shape[0]}")
+        calls.append(k)
+        return torch.from_numpy(np.ascontiguousarray(assignment, dtype=np.int64))
+
+    dgl_part.metis_partition_assignment = fixed
+    try:
+        yield calls
+    finally:
+        dgl_part.metis_partition_assignment = original
+
+
 def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None) -> dict:
     """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
 
@@ -82,22 +321,38 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         >>> stats["edge_cut"]                                            # doctest: +SKIP
         0.05
     """
+    if cfg.method not in METHODS:
+        raise ConfigError(f"partition.method={cfg.method!r} is not allowed; use one of {', '.join(METHODS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     g = g.clone()
     g.ndata["in_degree"] = g.in_degrees().to(torch.int64)
+    g.ndata[AGG_KEY] = neighbour_mean(g, g.ndata["feat"])
     for k in list(g.ndata.keys()):
-        if k not in NODE_KEYS:
+        if k not in NODE_KEYS + (AGG_KEY,):
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
     check_partitionable(g.num_nodes(), cfg.num_parts)
     t0 = time.perf_counter()
+    assign_s = 0.0
+    forced = contextlib.nullcontext()
+    dgl_method = cfg.method
+    if cfg.method == "ldg" and cfg.num_parts > 1:
+        indptr, indices = undirected_csr(*(t.numpy() for t in g.edges()), g.num_nodes())
+        assignment = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
+                                    seed=cfg.seed, train_mask=g.ndata["train_mask"].numpy().astype(bool))
+        assign_s = time.perf_counter() - t0
+        forced, dgl_method = forced_assignment(assignment, cfg.num_parts), "metis"
+        forced_parts = assignment
+    elif cfg.method == "ldg":
+        dgl_method = "random"  # one part: nothing to assign
     dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
     # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
     try:
-        orig_nids, _ = dgl.distributed.partition_graph(
-            g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=cfg.method,
-            balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
+        with forced, (contextlib.redirect_stdout(io.StringIO()) if cfg.method == "ldg" else contextlib.nullcontext()):
+            orig_nids, _ = dgl.distributed.partition_graph(
+                g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
+                balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
     except dgl.DGLError as exc:
         log.debug("partition_graph failed: %s", exc)
         raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
@@ -114,11 +369,16 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     src, dst = (t.numpy() for t in g.edges())
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
     train = g.ndata["train_mask"].numpy().astype(bool)
+    stats.update(balance_stats(assignment, cfg.num_parts, train))
     stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
+                  "assign_seconds": assign_s, "layout": LAYOUT_VERSION,
                   "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
                   "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
                   "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
     # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
+    if cfg.method == "ldg" and cfg.num_parts > 1 and not np.array_equal(assignment, forced_parts):
+        raise RuntimeError(f"DGL wrote a different assignment into {out} than LDG computed "
+                           "(this DGL version partitions differently; report it)")
     np.save(out / "assignment.npy", assignment)
     np.save(out / "orig_ids.npy", orig_nids.numpy())
     stats["files"] = file_manifest(out)
@@ -221,7 +481,10 @@ def partition_fingerprint(cfg: Config) -> dict:
             data["file"] = [st.st_size, st.st_mtime_ns]
         except OSError:
             pass
-    return {"data": data, "partition": part}
+    if part["method"] != "ldg":
+        part.pop("ldg_passes", None)
+        part.pop("ldg_slack", None)
+    return {"data": data, "partition": part, "layout": LAYOUT_VERSION}
 
 
 def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
@@ -293,8 +556,10 @@ def local_graph(pg: dgl.DGLGraph, inner: Tensor, halo: str = "drop") -> tuple[dg
         pg: the part's graph as DGL stores it: inner nodes first, then the 1-hop halo
             (``load_partition``'s graph, or a DistGraph's ``local_partition``).
         inner: bool mask of the inner (owned) nodes of ``pg``.
-        halo: "drop" (inner nodes and the edges among them only) or "keep" (halo nodes
-            stay, as leaves: the part's edges all point to inner nodes).
+        halo: "drop" (inner nodes and the edges among them only) or "keep" (halo nodes and
+            every edge of the part stay: all in-edges of the inner nodes, and the edges from
+            inner nodes into halo nodes that DGL's 1-hop layout stores, so a halo node's
+            local neighbourhood is its inner neighbours; no halo node's own halo).
 
     Returns:
         (graph, number of inner nodes, src, dst): the local graph (COO for full-graph
@@ -338,6 +603,9 @@ class LocalPartition:
         src, dst: the local graph's edges.
         halo_bytes_loaded: feature bytes read from other parts' files at load time.
         load_seconds: time taken by ``load_local``.
+        agg: first-hop aggregate of every local node (``first_hop="exact"``), else None.
+        one_time_bytes: bytes a worker moves once for this partitioning (see :func:`load_local`).
+        rows_held: feature-width rows this worker holds (features, plus aggregates with exact).
     """
 
     part_id: int
@@ -354,19 +622,34 @@ class LocalPartition:
     dst: Tensor
     halo_bytes_loaded: int
     load_seconds: float
+    agg: Tensor | None = None
+    one_time_bytes: int = 0
+    rows_held: int = 0
 
 
-def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> LocalPartition:
+def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled") -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
         part_config: the partitioning's json.
         part_id: which part.
-        halo: "drop" (inner nodes only) or "keep" (1-hop halo nodes as leaves).
+        halo: "drop" (inner nodes only) or "keep" (1-hop halo nodes kept, their rows read
+            once here from the owners' partition files).
+        first_hop: "exact" also loads the first-hop aggregates (node data ``agg``: inner rows
+            from this part, halo rows from their owners with ``halo=keep``); "sampled" does not.
 
     Returns:
-        A :class:`LocalPartition`.
+        A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
+        moves once per partitioning: with ``halo=keep`` every halo row's features, in-degree
+        (8 bytes) and, with ``exact``, aggregate; with ``halo=drop`` and ``exact`` the feature
+        rows (+ 8 bytes) of the outside in-neighbours from which the owner computes its inner
+        nodes' aggregates (here the partitioner has done it: it holds the whole graph).
+
+    Raises:
+        ConfigError: node data missing (``agg`` for ``first_hop=exact``: re-create the partitioning).
     """
+    if first_hop not in ("exact", "sampled"):
+        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
     t0 = time.perf_counter()
     pg, nfeat, _, gpb, _, _, _ = dgl.distributed.load_partition(str(part_config), part_id)
     node = {k.split("/", 1)[-1]: v for k, v in nfeat.items()}
@@ -374,18 +657,32 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
     if missing:
         raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
                           "`python -m dgl_grappa partition`")
+    exact = first_hop == "exact"
+    if exact and AGG_KEY not in node:
+        raise ConfigError(f"train.first_hop=exact needs node data '{AGG_KEY}' (first-hop aggregates), which partition "
+                          f"{part_config} lacks (written by an older version or another writer, e.g. bigpart); "
+                          "re-create it with `python -m dgl_grappa partition`, or use --train.first_hop=sampled")
     graph, num_inner, src, dst = local_graph(pg, pg.ndata["inner_node"], halo)
     gids = pg.ndata[dgl.NID]
     # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
     owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
     feat, in_degree = node["feat"], node["in_degree"]
+    agg = node[AGG_KEY] if exact else None
     halo_bytes = 0
+    one_time = 0
     n_local = graph.num_nodes()
+    row_bytes = feat.shape[1] * feat.element_size()
     if halo == "drop":
         gids, owner = gids[:num_inner], owner[:num_inner]
+        if exact:
+            psrc, pdst = _edges(pg)
+            n_in_halo = int(torch.unique(psrc[(psrc >= num_inner) & (pdst < num_inner)]).numel())
+            one_time = n_in_halo * (row_bytes + 8)
     else:
-        halo_feat = torch.empty((n_local - num_inner, feat.shape[1]), dtype=feat.dtype)
-        halo_deg = torch.empty(n_local - num_inner, dtype=in_degree.dtype)
+        n_halo = n_local - num_inner
+        halo_feat = torch.empty((n_halo, feat.shape[1]), dtype=feat.dtype)
+        halo_deg = torch.empty(n_halo, dtype=in_degree.dtype)
+        halo_agg = torch.empty((n_halo, feat.shape[1]), dtype=feat.dtype) if exact else None
         halo_owner = owner[num_inner:]
         for p in torch.unique(halo_owner).tolist():
             rows = (halo_owner == p).nonzero(as_tuple=True)[0]
@@ -394,16 +691,22 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop") -> Loc
             idx = gids[num_inner:][rows] - offset
             halo_feat[rows] = other["_N/feat"][idx]
             halo_deg[rows] = other["_N/in_degree"][idx]
+            if exact:
+                halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
             del other
         halo_bytes = halo_feat.numel() * halo_feat.element_size()
+        one_time = n_halo * (row_bytes * (2 if exact else 1) + 8)
         feat = torch.cat([feat, halo_feat])
         in_degree = torch.cat([in_degree, halo_deg])
+        if exact:
+            agg = torch.cat([agg, halo_agg])
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     return LocalPartition(
         part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,
         global_ids=gids, owner=owner, feat=feat, label=node["label"].to(torch.int64),
         train_ids=train_ids, in_degree=in_degree, src=src, dst=dst, halo_bytes_loaded=halo_bytes,
-        load_seconds=time.perf_counter() - t0)
+        load_seconds=time.perf_counter() - t0, agg=agg, one_time_bytes=one_time,
+        rows_held=n_local * (2 if exact else 1))
 
 
 # ---------------------------------------------------------------------------------------
@@ -664,7 +967,8 @@ def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop
             "owner": owner, "edge_order_sorted": is_sorted, "num_parts": len(_node_map(meta))}
 
 
-def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop") -> LocalPartition:
+def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop",
+                    first_hop: str = "sampled") -> LocalPartition:
     """A worker's part for training, with a fraction of :func:`load_local`'s memory (partition.prebuilt).
 
     The same local view (same nodes, edges, features, labels, train nodes, in-degrees), but
@@ -678,7 +982,12 @@ def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop") -
         part_config: the partitioning's json.
         part_id: which part.
         halo: "drop" or "keep" (as :func:`load_local`).
+        first_hop: "exact" also loads the first-hop aggregates (as :func:`load_local`; bigpart
+            writes none, so its partitions need "sampled").
     """
+    if first_hop not in ("exact", "sampled"):
+        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
+    exact = first_hop == "exact"
     t0 = time.perf_counter()
     st = read_part_structure(part_config, part_id, halo)
     n, num_inner = st["num_nodes"], st["num_inner"]
@@ -696,13 +1005,20 @@ def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop") -
     if missing:
         raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
                           "`python -m dgl_grappa partition`")
+    if exact and AGG_KEY not in node:
+        raise ConfigError(f"train.first_hop=exact needs node data '{AGG_KEY}' (first-hop aggregates), which partition "
+                          f"{part_config} lacks (bigpart writes none); use --train.first_hop=sampled")
     feat, in_degree = node["feat"], node["in_degree"]
+    agg = node[AGG_KEY] if exact else None
     gids, owner = st["global_ids"][:n].clone(), st["owner"][:n].clone()
     halo_bytes = 0
+    row_bytes = feat.shape[1] * feat.element_size()
+    one_time = 0
     if halo == "keep" and n > num_inner:
         node_map = _node_map(meta)
         halo_feat = torch.empty((n - num_inner, feat.shape[1]), dtype=feat.dtype)
         halo_deg = torch.empty(n - num_inner, dtype=in_degree.dtype)
+        halo_agg = torch.empty((n - num_inner, feat.shape[1]), dtype=feat.dtype) if exact else None
         halo_owner = owner[num_inner:]
         for p in torch.unique(halo_owner).tolist():
             rows = (halo_owner == p).nonzero(as_tuple=True)[0]
@@ -710,12 +1026,18 @@ def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop") -
             idx = gids[num_inner:][rows] - node_map[p][0]
             halo_feat[rows] = other["_N/feat"][idx]
             halo_deg[rows] = other["_N/in_degree"][idx]
+            if exact:
+                halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
             del other
         halo_bytes = halo_feat.numel() * halo_feat.element_size()
+        one_time = (n - num_inner) * (row_bytes * (2 if exact else 1) + 8)
         feat = torch.cat([feat, halo_feat])
         in_degree = torch.cat([in_degree, halo_deg])
+        if exact:
+            agg = torch.cat([agg, halo_agg])
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0].to(torch.int32)
     return LocalPartition(
         part_id=part_id, num_parts=st["num_parts"], graph=graph, num_inner=num_inner, global_ids=gids, owner=owner,
         feat=feat, label=node["label"].to(torch.int64), train_ids=train_ids, in_degree=in_degree, src=indices,
-        dst=dst, halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0)
+        dst=dst, halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0, agg=agg,
+        one_time_bytes=one_time, rows_held=n * (2 if exact else 1))

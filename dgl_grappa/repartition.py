@@ -208,6 +208,26 @@ def start_builder(cfg: Config) -> BackgroundBuilder | None:
     return BackgroundBuilder(cfg, partition_root(cfg.run.output_dir), Path(cfg.run.output_dir) / "builder.log")
 
 
+def k_for_stall(build_s: float, load_s: float, epoch_s: float, budget: float = 0.02) -> int | None:
+    """The smallest ``schedule.k`` whose switches cost at most ``budget`` of the training time.
+
+    Partitioning j+1 is built in the background while j trains for k epochs, so a switch
+    stalls ``max(0, build_s - k * epoch_s)`` and then loads for ``load_s``; both are paid
+    once per k epochs: ``k >= build_s / epoch_s`` (no stall) and ``k >= load_s / (budget *
+    epoch_s)``. (``schedule.k`` is not chosen automatically at run time: the switch
+    epochs are fixed before training, for Grappa and for DistDGL's restart segments
+    alike. summary.json reports this value from the measured times instead.)
+
+    Returns:
+        k (>= 1), or None without a measured epoch.
+    """
+    import math
+
+    if epoch_s <= 0:
+        return None
+    return max(1, math.ceil(build_s / epoch_s), math.ceil(load_s / (budget * epoch_s)))
+
+
 class RepartitionDriver:
     """One worker's side of the schedule: when to switch, agreeing on it, cleaning up.
 
@@ -349,7 +369,11 @@ class RepartitionDriver:
         """
         stall = sum(s["stall_s"] for s in self.switches)
         load = sum(s["load_s"] for s in self.switches)
-        return {"schedule": {"k": self.k, "method": self.cfg.schedule.method, "seed": self.cfg.schedule.seed,
+        epoch_s = max(train_wall_s - stall - load, 0.0) / max(self.cfg.train.epochs, 1)
+        builds = [s["build_s"] for s in self.switches if s.get("build_s")]
+        loads = [s["load_s"] for s in self.switches]
+        return {"schedule": {"k": self.k, "k_for_2pct": k_for_stall(max(builds, default=0.0),
+                                                                     max(loads, default=0.0), epoch_s), "method": self.cfg.schedule.method, "seed": self.cfg.schedule.seed,
                              "keep_last": self.cfg.schedule.keep_last, "num_partitionings": self.count,
                              "initial": self.initial, "stall_s_total": stall, "load_s_total": load,
                              "train_wall_s": train_wall_s,

@@ -20,6 +20,50 @@ import torch.distributed as dist
 from torch import Tensor
 
 
+class SeedsOnly:
+    """The "sampler" of a model whose only layer is exact (first-hop completion, one layer):
+    no blocks; the seeds are the input rows."""
+
+    fanouts: list = []
+
+    def sample(self, graph: dgl.DGLGraph, seeds: Tensor) -> tuple[Tensor, Tensor, list]:
+        return seeds, seeds, []
+
+
+def layer_sampler(fanouts: list[int], first_hop: str = "sampled"):
+    """DGL's ``NeighborSampler`` for the layers that are sampled.
+
+    Args:
+        fanouts: ``train.fanouts`` (input layer first).
+        first_hop: "sampled" (every layer) or "exact" (first-hop completion: layer 0 comes
+            from precomputed aggregates, so only layers 1..L-1 are sampled and ``fanouts[0]``
+            is not used).
+
+    Returns:
+        ``NeighborSampler(fanouts)``, ``NeighborSampler(fanouts[1:])``, or :class:`SeedsOnly`
+        for a 1-layer model with ``exact``.
+    """
+    fan = list(fanouts[1:]) if first_hop == "exact" else list(fanouts)
+    return dgl.dataloading.NeighborSampler(fan) if fan else SeedsOnly()
+
+
+def skip_first_layer(sampler):
+    """The script's sampler without its input layer (first-hop completion in the drop-in loader).
+
+    Works for ``dgl.dataloading.NeighborSampler`` (its fan-outs, ``replace`` and ``edge_dir``
+    carry over); anything else must be given already without its first layer.
+    """
+    fanouts = getattr(sampler, "fanouts", None)
+    if not isinstance(sampler, dgl.dataloading.NeighborSampler) or fanouts is None:
+        raise TypeError("first_hop='exact' needs a dgl.dataloading.NeighborSampler (its first layer is dropped); "
+                        f"got {type(sampler).__name__}: pass a sampler of layers 1..L-1 with first_hop='sampled'")
+    fan = list(fanouts[1:])
+    if not fan:
+        return SeedsOnly()
+    return dgl.dataloading.NeighborSampler(fan, replace=getattr(sampler, "replace", False),
+                                           edge_dir=getattr(sampler, "edge_dir", "in"))
+
+
 def equal_steps(num_local_seeds: int, batch_size: int, group=None) -> int:
     """Steps per epoch that every worker takes: the max over workers of ceil(n_i / batch_size).
 

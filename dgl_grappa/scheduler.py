@@ -19,15 +19,18 @@ layers; the first two live here:
     of the edge. METIS's input format describes a simple graph; it accepts the copies
     without complaint, and we found no behaviour worse than for simple graphs;
   - ``random``: uniform random parts, like ``partition_graph(part_method="random")``;
-  - ``chunk-rotation``: see :func:`chunk_rotation`.
+  - ``chunk-rotation``: see :func:`chunk_rotation`;
+  - ``ldg``: the restreaming LDG of ``partition.partition`` (:func:`dgl_grappa.partition.ldg_assignment`,
+    train nodes balanced), a new stream order per partitioning (seed ``[schedule.seed, j]``).
 
   For the ``metis-*`` methods partitioning 0 is METIS on the unperturbed graph, so a run
   with repartitioning starts from the kind of partitioning a fixed-partition run uses
   (not always the identical one: see :func:`_metis` on DGL's METIS reproducibility).
 * **Layout** (:func:`build_partitioning`): writes an assignment in DGL's standard layout
   under ``<output dir>/partitions/<j>/`` through ``partition.partition`` (so the node data
-  keys and the statistics are the same as for a fixed partitioning). See
-  :func:`forced_assignment` for how DGL's ``partition_graph`` is made to use our assignment.
+  keys, first-hop aggregates included, and the statistics are the same as for a fixed
+  partitioning). See :func:`dgl_grappa.partition.forced_assignment` for how DGL's
+  ``partition_graph`` is made to use our assignment.
 * **Runtime** (:mod:`dgl_grappa.repartition`): a spawned builder process writes
   partitioning j+1 while j trains; at a boundary every worker agrees on the new
   partitioning through a broadcast (bounded wait), loads its part, and rank 0 removes
@@ -52,11 +55,11 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from .config import Config, PartitionConfig
-from .partition import STATS_FILE, part_config_path, partition
+from .partition import STATS_FILE, forced_assignment, ldg_assignment, part_config_path, partition, undirected_csr
 
 log = logging.getLogger("dgl_grappa")
 
-METHODS = ("metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation")
+METHODS = ("metis-perm", "metis-subsample", "metis-weights", "random", "chunk-rotation", "ldg")
 #: metis-subsample: share of the undirected edges METIS sees in partitioning j >= 1.
 SUBSAMPLE_KEEP = 0.75
 #: metis-weights: integer edge weights are drawn uniformly from 1..WEIGHT_MAX.
@@ -233,6 +236,10 @@ def compute_assignment(g: dgl.DGLGraph, spec: AssignmentSpec, j: int) -> np.ndar
     if spec.method == "chunk-rotation":
         return chunk_rotation(n, w, spec.seed, j)
     src, dst = (t.numpy() for t in g.edges())
+    if spec.method == "ldg":
+        indptr, indices = undirected_csr(src, dst, n)
+        return ldg_assignment(indptr, indices, w, seed=int(rng.integers(2 ** 31)),
+                              train_mask=g.ndata["train_mask"].numpy().astype(bool))
     balance = g.ndata["train_mask"].numpy().astype(np.int64) if spec.balance_train else None
     if j == 0:
         return _metis(n, src, dst, spec, balance)  # unperturbed: partitioning 0 = METIS as is
@@ -281,38 +288,6 @@ class LocalityTracker:
 # ---------------------------------------------------------------------------------------
 # Writing DGL's layout for an assignment
 # ---------------------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def forced_assignment(assignment: np.ndarray, num_parts: int):
-    """Make ``dgl.distributed.partition_graph(part_method="metis")`` use ``assignment``.
-
-    partition_graph takes only ``metis`` or ``random`` and has no argument for a ready
-    assignment; re-implementing its halo construction, id reshuffling and file writing
-    would copy DGL. Relabelling nodes cannot make METIS (or DGL's seeded random draw, whose
-    part sizes are random) yield an arbitrary assignment either. So, for the duration of
-    the call, the module-level name partition_graph calls for METIS is bound to a function
-    that returns ``assignment``; everything else is DGL's own code. The function checks its
-    arguments, and :func:`write_layout` checks the written layout against ``assignment``,
-    so a DGL version that partitions differently fails loudly instead of silently.
-    """
-    import dgl.distributed.partition as dgl_part
-
-    original = dgl_part.metis_partition_assignment
-    calls = []
-
-    def fixed(sim_g, k, *args, **kwargs):
-        if k != num_parts or sim_g.num_nodes() != assignment.shape[0]:
-            raise RuntimeError(f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
-                               f"the forced assignment has {num_parts} parts of {assignment.shape[0]}")
-        calls.append(k)
-        return torch.from_numpy(assignment)
-
-    dgl_part.metis_partition_assignment = fixed
-    try:
-        yield calls
-    finally:
-        dgl_part.metis_partition_assignment = original
-
 
 def write_layout(g: dgl.DGLGraph, assignment: np.ndarray, num_parts: int, out_dir: str | Path,
                  fingerprint: dict | None = None) -> dict:

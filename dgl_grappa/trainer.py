@@ -14,7 +14,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-import dgl
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -35,7 +34,7 @@ from .metrics import (ANON_PEAK, EpochClock, EpochLog, HostWireMeter, PhaseTimes
 from .models import build_model, gradient_bytes
 from .partition import LocalPartition, load_local, load_local_lean, share_partition
 from .reducers import TimedComm, make_correction
-from .sampler import LocalBatches, LocalFeatures, equal_steps, seeded_workers
+from .sampler import LocalBatches, LocalFeatures, equal_steps, layer_sampler, seeded_workers
 
 log = logging.getLogger("dgl_grappa")
 
@@ -63,13 +62,18 @@ class LocalRuntime:
         self.contributors = seeded_workers(n_seeds)
         if self.contributors == 0:
             raise ConfigError("no partition holds a training node (train_mask is empty); give the graph training nodes")
+        # First-hop completion: the precomputed aggregates are read like features (all local).
+        if cfg.first_hop == "exact" and lp.agg is None:
+            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
+                             "load_local(..., first_hop='exact')")
+        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
         # train.prefetch: sample the next batch while a step's backward and all-reduce run
         self.prefetch = cfg.train.prefetch
         if cfg.train.mode == "minibatch":
             full = equal_steps(n_seeds, cfg.train.batch_size)
             cap = cfg.train.steps_per_epoch
             self.steps = min(full, cap) if cap > 0 else full
-            self.batches = LocalBatches(lp.graph, lp.train_ids, dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+            self.batches = LocalBatches(lp.graph, lp.train_ids, layer_sampler(cfg.train.fanouts, cfg.first_hop),
                                         full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
         else:
             self.steps = 1
@@ -80,23 +84,28 @@ class LocalRuntime:
                         self.contributors, ident.world_size)
 
     def epoch_inputs(self, epoch: int, times: PhaseTimes | None = None):
-        """Yield (graph or blocks, seeds, input features, output rows of the seeds) per step.
+        """Yield (graph or blocks, seeds, input features, output rows of the seeds, extra model inputs) per step.
 
         Mini-batch: sampled blocks, whose output rows are the seeds already (rows None).
         Full graph: one step over the whole local graph; the seeds are rows of its output.
+        Extra: ``deg`` (full-graph in-degrees of the input rows) and, with first-hop
+        completion, ``agg`` (their precomputed first-hop aggregates): keyword arguments of
+        the model's forward.
 
         Args:
             epoch: which epoch's batches.
-            times: if given, the seconds of sampling and of the feature gather are added to it.
+            times: if given, the seconds of sampling and of the feature gather (aggregates
+                included) are added to it.
         """
         clock = time.perf_counter
         if self.batches is None:
             lp = self.lp
             t0 = clock()
-            x = self.features.gather(torch.arange(lp.graph.num_nodes()))
+            every = torch.arange(lp.graph.num_nodes())
+            x, extra = self.features.gather(every), self._extra(every)
             if times is not None:
                 times.add("gather", clock() - t0)
-            yield lp.graph, lp.train_ids, x, lp.train_ids
+            yield lp.graph, lp.train_ids, x, lp.train_ids, extra
             return
         batches = self.batches.epoch(epoch)
         while True:
@@ -106,11 +115,17 @@ class LocalRuntime:
             except StopIteration:
                 return
             t1 = clock()
-            x = self.features.gather(input_nodes)
+            x, extra = self.features.gather(input_nodes), self._extra(input_nodes)
             if times is not None:
                 times.add("sample", t1 - t0)
                 times.add("gather", clock() - t1)
-            yield blocks, seeds, x, None
+            yield blocks, seeds, x, None, extra
+
+    def _extra(self, input_nodes: Tensor) -> dict:
+        extra = {"deg": self.lp.in_degree[input_nodes]}
+        if self.aggregates is not None:
+            extra["agg"] = self.aggregates.gather(input_nodes)
+        return extra
 
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])
@@ -174,9 +189,13 @@ class Trainer:
                     part_config = self._resume_partitioning()
             torch.manual_seed(cfg.train.seed)
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
+            if cfg.train.first_hop != cfg.first_hop and ident.is_main:
+                log.info("train.first_hop=%s: GAT's first layer cannot be precomputed (its attention depends on "
+                         "learned projections), so it is sampled", cfg.train.first_hop)
             # A prebuilt partitioning (possibly of a graph no process can hold) is read lean.
             load = load_local_lean if cfg.partition.prebuilt else load_local
-            lp = load(part_config, ident.part, cfg.train.halo)
+            lp = load(part_config, ident.part, cfg.train.halo, cfg.first_hop)
+            self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
             self.rt = LocalRuntime(cfg, ident, lp)
             # set-up stages of this worker (summary.json workers[].setup)
@@ -200,9 +219,9 @@ class Trainer:
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-                     "train coverage mean %.3f, halo %s (%d bytes read at load)", ident.part, lp.num_inner,
+                     "train coverage mean %.3f, halo %s, first hop %s (%d one-time bytes)", ident.part, lp.num_inner,
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
-                     cfg.train.halo, lp.halo_bytes_loaded)
+                     cfg.train.halo, cfg.first_hop, lp.one_time_bytes)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -212,7 +231,8 @@ class Trainer:
             raise
 
     def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None,
-                   times: PhaseTimes | None = None, during_backward=None) -> tuple[float, float]:
+                   extra: dict | None = None, times: PhaseTimes | None = None,
+                   during_backward=None) -> tuple[float, float]:
         """One step: forward, the corrected loss (which primes the hook), backward, update.
 
         Args:
@@ -220,6 +240,7 @@ class Trainer:
             seeds: local ids of the batch's training nodes.
             x: input features.
             rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
+            extra: more keyword inputs of the model (``deg``, ``agg``: :meth:`LocalRuntime.epoch_inputs`).
             times: if given, forward / backward / allreduce / optimizer seconds are added to it
                 (see :data:`dgl_grappa.metrics.PHASES` for what each one covers).
             during_backward: optional callable run in this thread while the backward pass
@@ -234,10 +255,12 @@ class Trainer:
         clock = time.perf_counter
         t0 = clock()
         dev = self.device
+        extra = extra or {}
         if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
             graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
             x = x.to(dev, non_blocking=True)
-        out = self.ddp(graph, x)
+            extra = {k: v.to(dev, non_blocking=True) for k, v in extra.items()}
+        out = self.ddp(graph, x, **extra)
         # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
         # a placeholder, whose row is not trained on: the step counts with weight 0.
         out = out[rows] if rows is not None else out[: seeds.numel()]
@@ -316,9 +339,9 @@ class Trainer:
         for step in range(rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
             # sampling and the feature gather, timed inside epoch_inputs
-            graph, seeds, x, rows = self.prefetched if prefetch else next(inputs)
+            graph, seeds, x, rows, extra = self.prefetched if prefetch else next(inputs)
             during = (lambda: next(inputs)) if prefetch and step + 1 < rt.steps else None
-            loss, weight = self.train_step(graph, seeds, x, rows, times, during)
+            loss, weight = self.train_step(graph, seeds, x, rows, extra, times, during)
             losses.append(loss)
             weights.append(weight)
         self.prefetched = None
@@ -531,6 +554,7 @@ class Trainer:
                 "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
                 "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
                 "setup": self.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
+                "one_time_bytes": self.one_time_bytes, "rows_held": lp.rows_held,
                 "coverage_train": rt.coverage_stats(),
                 "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
@@ -613,7 +637,9 @@ class Trainer:
                 remove_old(partition_root(self.out_dir), self.driver.current, self.cfg.schedule.keep_last)
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
-        self.rt = LocalRuntime(self.cfg, self.ident, load_local(part_config, self.ident.part, self.cfg.train.halo))
+        lp = load_local(part_config, self.ident.part, self.cfg.train.halo, self.cfg.first_hop)
+        self.one_time_bytes += lp.one_time_bytes
+        self.rt = LocalRuntime(self.cfg, self.ident, lp)
         self.correction.set_contributors(self.rt.contributors)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
@@ -654,6 +680,8 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "partition_method": cfg.partition.method,
         "mode": cfg.train.mode,
         "halo": cfg.train.halo,
+        "first_hop": cfg.first_hop,
+        "empty": cfg.model.empty if cfg.model.name == "sage" else None,
         "correction": cfg.grappa.correction,
         "hops": cfg.hops,
         "steps_per_epoch": steps,
@@ -668,6 +696,13 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         # all workers together: what the app handed over (wire bytes: measured, above)
         "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
         + sum(w["feature_bytes_per_epoch"] for w in per_worker),
+        # One-time bytes (halo rows and first-hop aggregates, read once per partitioning, all
+        # workers and partitionings together) and what they add to every epoch they serve.
+        "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
+        "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(records), 1),
+        # Memory: feature-width rows a worker holds (features, + aggregates with exact) per inner node.
+        "rows_held_max": max(w["rows_held"] for w in per_worker),
+        "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
         "workers": per_worker,
         "config": asdict(cfg),
     }

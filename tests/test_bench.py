@@ -68,7 +68,24 @@ def test_accuracy_rows_paired_differences_and_goal_marks():
     goals = br.accuracy_goals(rows)
     assert goals[0]["met"] is False and "1 of 2 rows met" in goals[0]["figure"]
     assert goals[1]["met"] is False and "0.2000" in goals[1]["figure"]      # 2e5 / 1e6 on the synthetic graph
-    assert goals[2]["met"] is None
+    assert goals[2]["met"] is True and "no run repartitioned" in goals[2]["figure"]  # schedule.k = 0: no stall
+
+
+def test_convergence_compares_the_last_fifth_of_the_epochs_with_the_fifth_before():
+    def recs(vals):  # evaluated every 2nd epoch of 20
+        return [{"epoch": e, **({"val_acc": vals[e // 2]} if e % 2 else {})} for e in range(20)]
+
+    flat = br.convergence(recs([0.1, 0.5, 0.7, 0.8, 0.80, 0.81, 0.80, 0.805, 0.81, 0.80]))
+    assert flat["converged"] and abs(flat["rise_points"]) < 1
+    rising = br.convergence(recs([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.70, 0.75, 0.80]))
+    assert not rising["converged"] and rising["rise_points"] == pytest.approx(10.0)
+    assert br.convergence(recs([0.5, 0.6, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9, 0.7, 0.7]))["converged"]  # past its peak
+    assert br.convergence([{"epoch": 0}, {"epoch": 1, "val_acc": 0.5}]) is None  # one window only
+    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8})]
+    cells[0]["systems"]["grappa"]["records"] = recs([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.65, 0.70, 0.75, 0.80])
+    rows = br.accuracy_rows(cells)
+    assert rows[1]["converged"] == (0, 1) and rows[0]["converged"] == (0, 0)
+    assert br.accuracy_table(rows).splitlines()[-1].endswith("| 0/1 |")
 
 
 def test_a_seed_without_its_distdgl_run_is_not_paired():
@@ -212,7 +229,7 @@ systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
     d, g = c.systems["distdgl"].cfg, c.systems["g-none"].cfg
     assert d.train.fanouts == g.train.fanouts == [4, 6, 8] and d.network.bandwidth == "1gbit"
     assert (d.train.seed, d.partition.seed, d.model.name, d.train.epochs, d.model.hidden) == (0, 0, "gcn", 3, 8)
-    assert (d.grappa.correction, d.train.lr, g.grappa.correction, g.train.lr) == ("batch", 0.003, "none", 0.01)
+    assert (d.grappa.correction, d.train.lr, g.grappa.correction, g.train.lr) == ("none", 0.003, "none", 0.01)
     assert d.partition.out_dir == g.partition.out_dir == str(c.partition_dir.resolve())
     assert d.run.output_dir != g.run.output_dir
 

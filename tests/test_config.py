@@ -83,8 +83,7 @@ def test_cli_missing_files(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("setting,named", [("--train.halo=keep", "train.halo=keep"),
-                                           ("--grappa.correction=node", "grappa.correction=node")])
+@pytest.mark.parametrize("setting,named", [("--grappa.correction=node", "grappa.correction=node")])
 def test_dropin_settings_it_cannot_run_are_refused_before_any_run(tmp_path, setting, named):
     # compare with the drop-in, and the DistDGL job with --grappa: one line, status 2, nothing run.
     p = run_cli("compare", "--config", "configs/default.yaml", f"--run.output_dir={tmp_path}/c",

@@ -45,6 +45,7 @@ data:
 partition: {{num_parts: 2, method: metis, out_dir: {parts}}}
 model: {{name: sage, num_layers: 2, hidden: 16}}
 train: {{epochs: {epochs}, batch_size: 400, fanouts: [5, 10], eval_every: 1}}
+grappa: {{correction: batch}}
 compare: {{variants: [batch], dropin: true}}
 run: {{output_dir: {out}, timeout_s: 240, progress: false}}
 """

@@ -22,20 +22,22 @@ from dgl_grappa.reducers import make_correction
 from dgl_grappa.testing import run_distributed
 
 
-def _both_paths(rank, world_size, part_config, correction):
+def _both_paths(rank, world_size, part_config, correction, first_hop):
     from dgl_grappa.trainer import LocalRuntime
 
     cfg = load_config(None, ["--train.batch_size=300", "--train.fanouts=[5,10]", f"--grappa.correction={correction}",
-                             "--grappa.lam=0.4", "--grappa.w_min=0.2", "--train.seed=3"])
+                             "--grappa.lam=0.4", "--grappa.w_min=0.2", "--train.seed=3", "--train.halo=drop",
+                             f"--train.first_hop={first_hop}"])
     g = cfg.grappa
-    native = LocalRuntime(cfg, Identity(rank, world_size, rank), load_local(part_config, rank, "drop"))
+    native = LocalRuntime(cfg, Identity(rank, world_size, rank), load_local(part_config, rank, "drop", first_hop))
     lp = native.lp
 
     pg, node, *_ = dgl.distributed.load_partition(part_config, rank)
     core = PartitionLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
                            node["_N/in_degree"], dgl.dataloading.NeighborSampler(cfg.train.fanouts),
                            cfg.train.batch_size, make_correction(g.correction, g.lam, g.shrink_target),
-                           hops=cfg.hops, w_min=g.w_min, self_loops=g.self_loops, seed=cfg.train.seed)
+                           hops=cfg.hops, w_min=g.w_min, self_loops=g.self_loops, seed=cfg.train.seed,
+                           first_hop=first_hop)
 
     # The weights vary between nodes (the test means something) and are the same on both paths.
     assert torch.equal(core.weights, native.weights) and torch.equal(core.coverage, native.coverage)
@@ -61,10 +63,10 @@ def _both_paths(rank, world_size, part_config, correction):
     assert ours.take_bytes() == core.correction.take_bytes()
 
 
-@pytest.mark.parametrize("correction", ["batch", "shrinkage", "none"])
-def test_dropin_core_matches_the_native_runtime(small_parts, correction):
+@pytest.mark.parametrize("correction,first_hop", [("batch", "sampled"), ("shrinkage", "sampled"), ("none", "exact")])
+def test_dropin_core_matches_the_native_runtime(small_parts, correction, first_hop):
     _, stats = small_parts
-    run_distributed(_both_paths, 2, stats["part_config"], correction, timeout_s=180)
+    run_distributed(_both_paths, 2, stats["part_config"], correction, first_hop, timeout_s=180)
 
 
 def test_dropin_refuses_halo_keep_and_the_node_correction(small_parts):

@@ -272,3 +272,12 @@ def test_cli_train_repartitions_every_epoch(tmp_path):
     assert [json.loads(line)["partitioning"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
     assert sorted(S.partitioning_dirs(out / "partitions")) == [1, 2], "keep_last=2 keeps the two newest"
     assert "switch to partitioning 2 at epoch 2" in res.stderr
+
+
+def test_k_for_two_percent_stall():
+    from dgl_grappa.repartition import k_for_stall
+
+    # build 0.8 s, load 0.02 s, epochs of 0.2 s: k >= 4 (no stall) and k >= 0.02 / 0.004 = 5
+    assert k_for_stall(0.8, 0.02, 0.2) == 5
+    assert k_for_stall(3.0, 0.0, 1.0) == 3 and k_for_stall(0.0, 0.0, 1.0) == 1
+    assert k_for_stall(1.0, 1.0, 0.0) is None

@@ -182,11 +182,26 @@ def test_lean_loader_gives_the_same_local_view(big_small):
             assert torch.allclose(ca, cb, atol=1e-6)
 
 
+def test_lean_loader_reads_first_hop_aggregates_like_load_local(small_parts):
+    """A prebuilt partitioning written by ``partition`` holds ``agg``: the lean loader serves first_hop=exact."""
+    from dgl_grappa.partition import load_local, load_local_lean
+
+    _, stats = small_parts
+    for halo in ("drop", "keep"):
+        a = load_local(stats["part_config"], 1, halo, "exact")
+        b = load_local_lean(stats["part_config"], 1, halo, "exact")
+        assert b.agg is not None and torch.equal(a.agg, b.agg) and a.rows_held == b.rows_held
+        if halo == "keep":
+            assert a.one_time_bytes == b.one_time_bytes > 0
+
+
 def test_prebuilt_partitions_train_and_evaluate_like_the_normal_path(big_small, tmp_path):
     """bigpart's parts, lean loader, layer-wise evaluation vs the whole graph, METIS, load_local."""
     root, g, stats = big_small
+    # bigpart writes no first-hop aggregates: the sampled first hop, halo dropped (as at scale).
     common = ["--data.name=bigsynth", f"--data.path={root / 'graph'}", "--train.epochs=3", "--train.eval_every=0",
-              "--train.batch_size=500", "--model.hidden=32", "--train.lr=0.01"]
+              "--train.batch_size=500", "--model.hidden=32", "--train.lr=0.01", "--train.first_hop=sampled",
+              "--train.halo=drop"]
     lw = train(tmp_path / "prebuilt", *common, "--partition.prebuilt=" + str(root / "parts"),
                "--train.eval_chunk_nodes=700", "--train.eval_concurrency=1", "--train.steps_per_epoch=50")
     normal = train(tmp_path / "normal", *common)  # whole graph loaded, METIS, load_local, whole-graph eval

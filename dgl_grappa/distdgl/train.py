@@ -12,7 +12,9 @@ KVStore (``g.ndata["feat"][input_nodes]``). ``--grappa`` changes two things:
    partition, so every feature row the loop asks for is local (no remote pull);
 2. the DDP model gets Grappa's coverage-corrected communication hook.
 
-and, because the loader gives every trainer the same number of steps, the loop runs
+(with first-hop completion, ``train.first_hop=exact``, the loop also reads the partition's
+precomputed first-hop aggregates and in-degrees of the input nodes, all local, and passes
+them to the model), and, because the loader gives every trainer the same number of steps, the loop runs
 without ``model.join()`` (a joined rank would run the hook on zero buckets with stale
 state); the step count is checked instead. Everything else (model, optimizer, loss) is
 untouched. The reducer's settings come from the config's ``grappa`` section and can be
@@ -56,8 +58,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dgl_grappa import faults
-
-from dgl_grappa.config import load_config
+from dgl_grappa.config import DROPIN_HALO_NOTE, dropin_halo, load_config
 from dgl_grappa.launch import backend_for, select_device
 from dgl_grappa.dropin import GrappaLoader
 from dgl_grappa.models import build_model
@@ -147,11 +148,17 @@ def train():
 
     sampler = dgl.dataloading.NeighborSampler(cfg.train.fanouts)
     correction = None
+    exact = False
     if args.grappa:
-        # Grappa change 1 of 2: sample only inside this machine's partition.
+        # Grappa change 1 of 2: sample only inside this machine's partition (and, with
+        # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
         correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
+        if cfg.train.halo != dropin_halo(cfg.train.halo) and th.distributed.get_rank() == 0:
+            print(f"note: {DROPIN_HALO_NOTE}", flush=True)
+        exact = cfg.first_hop == "exact"
         loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, hops=cfg.hops, w_min=cfg.grappa.w_min,
-                              self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=cfg.train.halo)
+                              self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=dropin_halo(cfg.train.halo),
+                              first_hop=cfg.first_hop)
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
@@ -205,7 +212,16 @@ def train():
                 y = g.ndata["label"][seeds].long().to(device)
                 if device.type != "cpu":
                     blocks = [b.to(device) for b in blocks]
-                loss = F.cross_entropy(model(blocks, x), y)
+                if args.grappa:
+                    # Grappa: full-graph in-degrees (GraphSAGE's empty-neighbourhood rule) and, with
+                    # first-hop completion, the precomputed aggregates; every row is local.
+                    extra = {"deg": g.ndata["in_degree"][input_nodes].to(device)}
+                    if exact:
+                        extra["agg"] = g.ndata["agg"][input_nodes].to(device)
+                    out = model(blocks, x, **extra)
+                else:
+                    out = model(blocks, x)
+                loss = F.cross_entropy(out, y)
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
