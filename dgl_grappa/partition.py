@@ -627,6 +627,39 @@ class LocalPartition:
     rows_held: int = 0
 
 
+def _with_halo_rows(part_config, halo_gids: Tensor, halo_owner: Tensor, first_ids: list[int], feat: Tensor,
+                    in_degree: Tensor, agg: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None, int, int]:
+    """Append the halo nodes' rows (features, in-degrees, aggregates when ``agg`` is given),
+    read once from their owners' partition files, to the inner rows.
+
+    Args:
+        halo_gids, halo_owner: global id and owning part of every halo node, in local order.
+        first_ids: the first global id of every part (DGL's layout: contiguous per part).
+
+    Returns:
+        (feat, in_degree, agg) with the halo rows appended, the feature bytes read, and the
+        one-time bytes (features, 8-byte in-degree and aggregate of every halo row).
+    """
+    n_halo, width = halo_gids.numel(), feat.shape[1]
+    halo_feat = torch.empty((n_halo, width), dtype=feat.dtype)
+    halo_deg = torch.empty(n_halo, dtype=in_degree.dtype)
+    halo_agg = torch.empty((n_halo, width), dtype=feat.dtype) if agg is not None else None
+    for p in torch.unique(halo_owner).tolist():
+        rows = (halo_owner == p).nonzero(as_tuple=True)[0]
+        other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
+        idx = halo_gids[rows] - first_ids[p]
+        halo_feat[rows] = other["_N/feat"][idx]
+        halo_deg[rows] = other["_N/in_degree"][idx]
+        if halo_agg is not None:
+            halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
+        del other
+    row_bytes = width * feat.element_size()
+    one_time = n_halo * (row_bytes * (2 if agg is not None else 1) + 8)
+    return (torch.cat([feat, halo_feat]), torch.cat([in_degree, halo_deg]),
+            torch.cat([agg, halo_agg]) if agg is not None else None, halo_feat.numel() * halo_feat.element_size(),
+            one_time)
+
+
 def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled") -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
@@ -679,27 +712,10 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
             n_in_halo = int(torch.unique(psrc[(psrc >= num_inner) & (pdst < num_inner)]).numel())
             one_time = n_in_halo * (row_bytes + 8)
     else:
-        n_halo = n_local - num_inner
-        halo_feat = torch.empty((n_halo, feat.shape[1]), dtype=feat.dtype)
-        halo_deg = torch.empty(n_halo, dtype=in_degree.dtype)
-        halo_agg = torch.empty((n_halo, feat.shape[1]), dtype=feat.dtype) if exact else None
-        halo_owner = owner[num_inner:]
-        for p in torch.unique(halo_owner).tolist():
-            rows = (halo_owner == p).nonzero(as_tuple=True)[0]
-            other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
-            offset = int(gpb.partid2nids(p)[0])
-            idx = gids[num_inner:][rows] - offset
-            halo_feat[rows] = other["_N/feat"][idx]
-            halo_deg[rows] = other["_N/in_degree"][idx]
-            if exact:
-                halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
-            del other
-        halo_bytes = halo_feat.numel() * halo_feat.element_size()
-        one_time = n_halo * (row_bytes * (2 if exact else 1) + 8)
-        feat = torch.cat([feat, halo_feat])
-        in_degree = torch.cat([in_degree, halo_deg])
-        if exact:
-            agg = torch.cat([agg, halo_agg])
+        feat, in_degree, agg, halo_bytes, one_time = _with_halo_rows(
+            part_config, gids[num_inner:], owner[num_inner:], [int(gpb.partid2nids(p)[0]) for p in
+                                                                range(gpb.num_partitions())],
+            feat, in_degree, agg)
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     return LocalPartition(
         part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,
@@ -1011,30 +1027,12 @@ def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop",
     feat, in_degree = node["feat"], node["in_degree"]
     agg = node[AGG_KEY] if exact else None
     gids, owner = st["global_ids"][:n].clone(), st["owner"][:n].clone()
-    halo_bytes = 0
-    row_bytes = feat.shape[1] * feat.element_size()
-    one_time = 0
+    # With halo=drop and exact, load_local also counts the outside in-neighbours' rows the
+    # owner needs for the aggregates; the lean reader never keeps those edges, so 0 here.
+    halo_bytes = one_time = 0
     if halo == "keep" and n > num_inner:
-        node_map = _node_map(meta)
-        halo_feat = torch.empty((n - num_inner, feat.shape[1]), dtype=feat.dtype)
-        halo_deg = torch.empty(n - num_inner, dtype=in_degree.dtype)
-        halo_agg = torch.empty((n - num_inner, feat.shape[1]), dtype=feat.dtype) if exact else None
-        halo_owner = owner[num_inner:]
-        for p in torch.unique(halo_owner).tolist():
-            rows = (halo_owner == p).nonzero(as_tuple=True)[0]
-            other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
-            idx = gids[num_inner:][rows] - node_map[p][0]
-            halo_feat[rows] = other["_N/feat"][idx]
-            halo_deg[rows] = other["_N/in_degree"][idx]
-            if exact:
-                halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
-            del other
-        halo_bytes = halo_feat.numel() * halo_feat.element_size()
-        one_time = (n - num_inner) * (row_bytes * (2 if exact else 1) + 8)
-        feat = torch.cat([feat, halo_feat])
-        in_degree = torch.cat([in_degree, halo_deg])
-        if exact:
-            agg = torch.cat([agg, halo_agg])
+        feat, in_degree, agg, halo_bytes, one_time = _with_halo_rows(
+            part_config, gids[num_inner:], owner[num_inner:], [lo for lo, _ in _node_map(meta)], feat, in_degree, agg)
     train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0].to(torch.int32)
     return LocalPartition(
         part_id=part_id, num_parts=st["num_parts"], graph=graph, num_inner=num_inner, global_ids=gids, owner=owner,
