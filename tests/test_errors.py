@@ -190,10 +190,6 @@ def setup_dropin_node_correction(tmp):
     return ["compare", "--compare.dropin=true", "--grappa.correction=node"]
 
 
-def setup_dropin_halo_keep(tmp):
-    return ["compare", "--compare.dropin=true", "--train.halo=keep"]
-
-
 def setup_port_in_use(tmp):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

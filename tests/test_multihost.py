@@ -354,7 +354,7 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
             env = _env(PATH=f"{fake}:{os.environ['PATH']}", FAKE_SSH_HOSTS=str(tmp_path / "hosts.json"),
                        FAKE_SSH_LOG=str(tmp_path / "ssh.log"))
             p = _cli("train", "--config", str(cfg), "--launch.remote=ssh", f"--launch.ip_config={ip_config}",
-                     "--launch.workers_per_host=2",
+                     "--launch.workers_per_host=2", "--train.halo=drop",  # keep would copy every part's features
                      "--launch.ssh_user=grappa", "--launch.ssh_port=2222", "--launch.copy_partitions=true",
                      "--launch.ssh_options=[StrictHostKeyChecking=no]", "--launch.env=[GRAPPA_PROBE=1]",
                      env=env, timeout=400)
