@@ -366,3 +366,17 @@ systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
     assert p.returncode == 0, p.stdout + p.stderr
     report = (tmp_path / "report.md").read_text()
     assert "# Speed" in report and "runs ok 3 of 6" in report and "(report/speedup.png)" in report
+
+
+def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs():
+    """One noisy final evaluation is not the statistic: the window's mean is, for every system alike."""
+    recs = [{"epoch": e, **({"test_acc": a, "val_acc": a} if a is not None else {})}
+            for e, a in enumerate([None, 0.5, None, 0.6, None, 0.6, None, 0.8, 0.7, 0.9])]
+    assert br.window_test_acc(recs) == pytest.approx(0.8)      # epochs 8 and 9 of 10
+    assert br.window_test_acc(recs, window=0.5) == pytest.approx((0.6 + 0.8 + 0.7 + 0.9) / 4)
+    assert br.window_test_acc([{"epoch": 3}]) is None and br.window_test_acc(None) is None
+    cells = [_cell(0, 2, {"distdgl": 0.80, "grappa": 0.70})]
+    cells[0]["systems"]["grappa"]["records"] = recs               # final 0.90, window 0.80
+    (base, g) = br.accuracy_rows(cells)
+    assert base["acc_mean"] == pytest.approx(0.80)               # no records: the final evaluation
+    assert g["acc_mean"] == pytest.approx(0.80) and g["diff_mean"] == pytest.approx(0.0)
