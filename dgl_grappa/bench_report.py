@@ -25,6 +25,8 @@ from pathlib import Path
 
 BASELINE = "distdgl"
 """The system every ratio and difference refers to."""
+DEFAULTS = "grappa"
+"""The system name of Grappa with the package's defaults (the one the accuracy goals grade)."""
 
 ACC_KEY = "test_acc_window"
 """The accuracy the reports compare: the mean test accuracy of the global evaluations in the
@@ -375,14 +377,25 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
 
 
 def accuracy_goals(rows: list[dict]) -> list[dict]:
-    """Issue 8's goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured)."""
-    graded = [r for r in rows if r["system"] != BASELINE and r["met"] is not None]
+    """Issue 8's goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured).
+
+    The goals are about the package's defaults: where the rows hold a system named
+    :data:`DEFAULTS` only its rows are graded (other variants, e.g. the old defaults, are shown
+    in the matrix but not graded); otherwise every system but the baseline.
+    """
+    graded_systems = {DEFAULTS} if any(r["system"] == DEFAULTS for r in rows) else \
+        {r["system"] for r in rows if r["system"] != BASELINE}
+    mine = [r for r in rows if r["system"] in graded_systems]
+    graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
-    goals = [{"goal": "test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds",
+    who = f" ({DEFAULTS}: the defaults)" if graded_systems == {DEFAULTS} else ""
+    goals = [{"goal": f"test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds{who}",
               "met": (not unmet) if graded else None,
               "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows met"
-              + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")}]
-    syn = [r for r in rows if r["system"] != BASELINE and r["bytes_ratio"] is not None
+              + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+              + ("; not met: " + ", ".join(f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
+                                           f"{r['diff_mean']:+.2f} (n={r['paired']})" for r in unmet) if unmet else "")}]
+    syn = [r for r in mine if r["bytes_ratio"] is not None
            and str(r.get("data_name", r["dataset"])).startswith("syn")]
     worst = max((r["bytes_ratio"] for r in syn), default=None)
     goals.append({"goal": "bytes per epoch (amortised) <= 1/10 of DistDGL's on the hard synthetic graph",

@@ -380,3 +380,12 @@ def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs(
     (base, g) = br.accuracy_rows(cells)
     assert base["acc_mean"] == pytest.approx(0.80)               # no records: the final evaluation
     assert g["acc_mean"] == pytest.approx(0.80) and g["diff_mean"] == pytest.approx(0.0)
+
+
+def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
+    cells = [_cell(s, 2, {"distdgl": 0.80, "grappa": 0.80, "grappa-old": 0.70}) for s in range(2)]
+    goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
+    assert goal["met"] is True and "1 of 1 rows met" in goal["figure"] and "defaults" in goal["goal"]
+    cells = [_cell(s, 3, {"distdgl": 0.80, "variant": 0.79}) for s in range(2)]   # no "grappa": every variant
+    goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
+    assert goal["met"] is False and "syn random-4 sage-3 -1.00 (n=2)" in goal["figure"]
