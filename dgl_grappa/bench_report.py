@@ -93,6 +93,21 @@ def accuracy_goal(mean_diff_points: float | None, layers: int) -> bool | None:
     return mean_diff_points >= (0.0 if layers >= 3 else -1.0)
 
 
+def windows(records: list[dict] | None, key: str, window: float = PLATEAU_WINDOW) -> tuple[list[float], list[float]]:
+    """The values of ``key`` evaluated in the last ``window`` of a run's epochs, and in the window before.
+
+    Returns:
+        (last, previous): lists of floats, empty where no record of that window holds ``key``.
+    """
+    evals = [(int(r["epoch"]), float(r[key])) for r in records or []
+             if r.get(key) is not None and r.get("epoch") is not None]
+    if not evals:
+        return [], []
+    epochs = max(int(r["epoch"]) for r in records if r.get("epoch") is not None) + 1
+    w = max(1, int(round(window * epochs)))
+    return ([v for e, v in evals if e >= epochs - w], [v for e, v in evals if epochs - 2 * w <= e < epochs - w])
+
+
 def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW) -> dict | None:
     """Whether a run's validation accuracy has reached its plateau (see :data:`PLATEAU_POINTS`).
 
@@ -105,14 +120,7 @@ def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW) -> d
         "last_val": mean val accuracy of the last window}``, or None when either window holds
         no evaluation.
     """
-    evals = [(int(r["epoch"]), float(r["val_acc"])) for r in records or []
-             if r.get("val_acc") is not None and r.get("epoch") is not None]
-    if not evals:
-        return None
-    epochs = max(int(r["epoch"]) for r in records if r.get("epoch") is not None) + 1
-    w = max(1, int(round(window * epochs)))
-    last = [v for e, v in evals if e >= epochs - w]
-    prev = [v for e, v in evals if epochs - 2 * w <= e < epochs - w]
+    last, prev = windows(records, "val_acc", window)
     if not last or not prev:
         return None
     rise = (statistics.fmean(last) - statistics.fmean(prev)) * 100
@@ -150,13 +158,7 @@ def window_test_acc(records: list[dict] | None, window: float = PLATEAU_WINDOW) 
         >>> window_test_acc([{"epoch": e, "test_acc": a} for e, a in [(7, 0.5), (8, 0.7), (9, 0.9)]])
         0.8
     """
-    evals = [(int(r["epoch"]), float(r["test_acc"])) for r in records or []
-             if r.get("test_acc") is not None and r.get("epoch") is not None]
-    if not evals:
-        return None
-    epochs = max(int(r["epoch"]) for r in records if r.get("epoch") is not None) + 1
-    w = max(1, int(round(window * epochs)))
-    last = [a for e, a in evals if e >= epochs - w]
+    last, _ = windows(records, "test_acc", window)
     return statistics.fmean(last) if last else None
 
 
