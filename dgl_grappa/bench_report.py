@@ -673,6 +673,16 @@ def _plt():
     return plt
 
 
+def _save(fig, path: Path) -> Path:
+    """Lay out, write (110 dpi) and close a report figure; its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
     """acc_vs_layers_<dataset>_p<parts>.png (rows: models, columns: partitioners; a line per
     system, std as error bars) and acc_vs_bytes_<dataset>.png (log x)."""
@@ -701,10 +711,7 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                     ax.set_ylabel("test accuracy (%)")
         axs[0][0].legend(fontsize=7)
         fig.suptitle(f"{ds}, {parts} parts: accuracy vs layers (mean ± std over seeds)", fontsize=10)
-        fig.tight_layout()
-        f = out / f"acc_vs_layers_{ds}_p{parts}.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
+        f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png")
         files.append(f)
     for ds in sorted({r["dataset"] for r in rows}):
         rs = [r for r in rows if r["dataset"] == ds and r["bytes"]]
@@ -723,10 +730,7 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
         ax.set_title(f"{ds}: accuracy vs bytes per epoch (each point: one partitioner/parts/model/layers)", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        f = out / f"acc_vs_bytes_{ds}.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
+        f = _save(fig, out / f"acc_vs_bytes_{ds}.png")
         files.append(f)
     return files
 
@@ -765,10 +769,7 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         ax.set_xlabel("speedup: DistDGL epoch / system epoch (red edge: loses > 1 point)")
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
-        fig.tight_layout()
-        f = out / "speedup.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
+        f = _save(fig, out / "speedup.png")
         files.append(f)
     base = {_row_label(r): r for r in rows if r["system"] == BASELINE}
     pts = [r for r in rows if r["acc"] is not None and r["train_time_s"]]
@@ -790,10 +791,7 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         ax.set_title("accuracy vs training time (grey: same cell)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        f = out / "acc_vs_time.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
+        f = _save(fig, out / "acc_vs_time.png")
         files.append(f)
     cellkeys = list(dict.fromkeys(_row_label(r) for r in rows if r["bytes"]))
     if cellkeys:
@@ -811,10 +809,7 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        f = out / "bytes_per_epoch.png"
-        fig.savefig(f, dpi=110)
-        plt.close(fig)
+        f = _save(fig, out / "bytes_per_epoch.png")
         files.append(f)
     return files
 
