@@ -701,6 +701,12 @@ def validate(cfg: Config) -> None:
     _check(bw == "" or TC_RATE.fullmatch(bw.lower()) is not None,
            f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
     _check(cfg.distdgl.num_samplers >= 0, f"distdgl.num_samplers={cfg.distdgl.num_samplers} must be >= 0")
+    # A capped DistDGL epoch stops its loader early; sampler processes would still hold the
+    # batches it had requested ahead, and the next epoch would receive them.
+    _check(not (cfg.train.steps_per_epoch and cfg.distdgl.num_samplers),
+           f"train.steps_per_epoch={cfg.train.steps_per_epoch} cannot be combined with distdgl.num_samplers="
+           f"{cfg.distdgl.num_samplers} (a capped DistDGL epoch would leave prefetched batches behind); "
+           "set --distdgl.num_samplers=0 or --train.steps_per_epoch=0")
     _check(0 <= cfg.distdgl.base_port <= 65000, f"distdgl.base_port={cfg.distdgl.base_port} must be in 0..65000")
     _check(cfg.distdgl.startup_timeout_s > 0 and cfg.distdgl.shutdown_timeout_s > 0,
            "distdgl.startup_timeout_s and distdgl.shutdown_timeout_s must be > 0")

@@ -56,6 +56,12 @@ def test_bad_override(override, match):
         load_config(None, [override])
 
 
+def test_capped_epochs_refuse_distdgl_sampler_processes():
+    with pytest.raises(ConfigError, match="set --distdgl.num_samplers=0 or --train.steps_per_epoch=0"):
+        load_config(None, ["--train.steps_per_epoch=5", "--distdgl.num_samplers=2"])
+    assert load_config(None, ["--train.steps_per_epoch=5"]).train.steps_per_epoch == 5
+
+
 def test_every_shipped_config_loads():
     configs = sorted((ROOT / "configs").glob("*.yaml"))
     assert configs, "no configs shipped"

@@ -227,6 +227,20 @@ def test_killed_trainer_stops_the_job_and_leaves_nothing(workdir):
 
 
 @needs_ns
+@pytest.mark.parametrize("grappa", [False, True], ids=["distdgl", "dropin"])
+def test_steps_per_epoch_caps_a_distdgl_epoch(workdir, grappa):
+    """train.steps_per_epoch caps the baseline's and the drop-in's epochs as it caps the native one."""
+    name = f"capped-{'dropin' if grappa else 'base'}"
+    cfg = load_config(str(_yaml(workdir, name)), ["--train.steps_per_epoch=2", "--train.eval_every=0"])
+    s = run_distdgl(cfg, grappa=grappa, quiet=True)
+    recs = [json.loads(ln) for ln in (workdir / name / "metrics.jsonl").read_text().splitlines()]
+    # 6000 nodes, 60 % train, 2 parts, batches of 400: 5 steps per trainer uncapped
+    assert s["steps_per_epoch"] == 2 and [r["epoch"] for r in recs] == [0, 1]
+    if grappa:  # one hook call per step: model gradient + batch weight
+        assert s["grad_bytes_per_epoch"] == 2 * (s["model_grad_bytes"] + 4)
+
+
+@needs_ns
 def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
     shown = subprocess.run(isolate_argv(["tc", "qdisc", "show", "dev", "lo"], bandwidth="200mbit"),
                            capture_output=True, text=True, timeout=60)

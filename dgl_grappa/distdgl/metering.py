@@ -192,7 +192,12 @@ class TrainerMeter:
                 self.mlog.write(rec)
 
     def epoch(self, loader, epoch: int):
-        """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches)."""
+        """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches).
+
+        ``train.steps_per_epoch`` caps the epoch at its first ``cap`` batches, as in the native
+        trainer (the loaders shuffle per epoch, so successive epochs see different seeds).
+        """
+        cap = self.cfg.train.steps_per_epoch
         self.wire.start()      # rank 0, before the barrier: nobody can send before it
         self.host_wire.start()
         self.clock.start()     # the barrier
@@ -206,7 +211,7 @@ class TrainerMeter:
         self._times = times = PhaseTimes()
         self.epoch_started = time.time()  # wall clock (restart accounting across processes)
         it = iter(loader)
-        while True:
+        while not (cap and steps >= cap):
             ts = time.perf_counter()
             try:
                 batch = next(it)

@@ -227,8 +227,11 @@ def train():
                 optimizer.step()
                 meter.step(loss)
                 steps += 1
-        if args.grappa and steps != len(loader):
-            raise RuntimeError(f"epoch {epoch}: {steps} steps, but every trainer must take {len(loader)}")
+        if args.grappa:
+            cap = cfg.train.steps_per_epoch
+            want = min(len(loader), cap) if cap else len(loader)
+            if steps != want:
+                raise RuntimeError(f"epoch {epoch}: {steps} steps, but every trainer must take {want}")
         meter.end_epoch(epoch, model.module)
         restart.setdefault("first_epoch_start", meter.epoch_started)
         restart["last_epoch_end"] = time.time()
