@@ -169,6 +169,10 @@ def ok_systems(cell: dict) -> dict[str, dict]:
         if s.get("status") != "ok":
             continue
         m = dict(s.get("metrics") or {})
+        # the epoch's per-phase seconds (summary "phases", median over epochs) as phase_<name>_s
+        phases = (s.get("summary") or {}).get("phases")
+        if isinstance(phases, dict):
+            m.update({f"phase_{k}": v for k, v in phases.items() if isinstance(v, (int, float))})
         win = window_test_acc(s.get("records"))
         m[ACC_KEY] = win if win is not None else m.get("test_acc")
         out[n] = m
@@ -287,6 +291,14 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
     return rows
 
 
+def _phase_keys(cells: list[dict], system: str) -> list[str]:
+    """The ``phase_*`` metrics that every ok run of ``system`` in ``cells`` has."""
+    runs = [m for c in cells if (m := ok_systems(c).get(system)) is not None]
+    if not runs:
+        return []
+    return sorted(set.intersection(*({k for k in m if k.startswith("phase_")} for m in runs)))
+
+
 def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
     """One row per (group, system), seeds averaged (ratios are per seed, then averaged).
 
@@ -321,6 +333,7 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                 "floor_epoch_s": mean_std(floors)[0] if floors else None,
                 "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
                 "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],
+                "phases": {k[len("phase_"):]: mean_std(_metric(cs, name, k))[0] for k in _phase_keys(cs, name)},
             })
     return rows
 
@@ -525,6 +538,31 @@ def speed_table(rows: list[dict]) -> str:
     return _table(head, lines)
 
 
+def phase_table(rows: list[dict]) -> str:
+    """Where an epoch goes: per row, each phase's share of the epoch (slowest worker's clock).
+
+    The phases are :data:`dgl_grappa.metrics.PHASE_KEYS` (seconds per epoch of the median
+    epoch, rank 0's worker); ``wait`` is the time that worker waited for the slowest one,
+    ``overlap`` what ran concurrently (prefetching), so the shares add up to 100 % minus
+    the overlap. Rows without phases (runs from before they were logged) are left out.
+    """
+    from .metrics import PHASE_KEYS  # torch comes with it: only when a report is written
+
+    shown = [k for k in PHASE_KEYS if k != "overlap_s"]
+    head = ["dataset", "partitioner", "model", "layers", "network", "system", "epoch"] + [
+        k[:-2] + " %" for k in shown]
+    lines = []
+    for r in rows:
+        ph = r.get("phases") or {}
+        total = sum(ph.get(k, 0.0) for k in shown) - ph.get("overlap_s", 0.0)
+        if not ph or total <= 0:
+            continue
+        lines.append([str(r["dataset"]), str(r["partition"]), str(r["model"]), str(r["layers"]),
+                      _bw(r["bandwidth"]), r["system"], _f(total, ".3f") + " s"]
+                     + [f"{100 * ph.get(k, 0.0) / total:.0f}" for k in shown])
+    return _table(head, lines) if lines else "(no run logged its phases)"
+
+
 def goals_table(goals: list[dict]) -> str:
     return _table(["goal", "status", "figure"], [[g["goal"], _mark(g["met"]), g["figure"]] for g in goals])
 
@@ -611,6 +649,15 @@ SPEED_NOTES = """\
 """
 
 
+PHASE_NOTES = """\
+- Each phase's share of the epoch (rank 0's worker, the median epoch of a run; seeds averaged): **sample**
+  (drawing the batch's blocks; DistDGL: the loader's `next()` with its sampling RPCs), **gather** (input feature
+  rows; DistDGL: the KVStore pull), **forward**, **backward** (DistDGL: DDP's bucketed all-reduce runs inside
+  it), **allreduce** (Grappa: its reducer's collectives, timed), **optimizer**, **other**, **wait** (for the
+  slowest worker at the epoch's end). The same fields are in every run's metrics.jsonl, per epoch.
+"""
+
+
 def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, regenerate: str,
            preamble: str = "", plots: list[str] | None = None) -> str:
     """The whole markdown report.
@@ -645,7 +692,8 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
     else:
         rows = speed_rows(shown, None)
         parts += ["## Goals (issue 11)", "", goals_table(speed_goals(rows)), "",
-                  "## Matrix", "", speed_table(rows) if rows else "(no finished run yet)", "", SPEED_NOTES]
+                  "## Matrix", "", speed_table(rows) if rows else "(no finished run yet)", "", SPEED_NOTES,
+                  "## Where an epoch goes", "", phase_table(rows), "", PHASE_NOTES]
     if plots:
         parts += ["## Plots", ""] + [f"![{Path(p).stem}]({p})\n" for p in plots]
     return "\n".join(parts).rstrip() + "\n"

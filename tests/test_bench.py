@@ -141,6 +141,23 @@ def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when
     assert br.speed_goals(rows)[3]["met"] is False
 
 
+def test_phase_table_gives_each_phase_its_share_of_the_epoch_and_skips_runs_without_phases():
+    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8})]
+    for c, gather in zip(cells, (0.2, 0.4)):  # DistDGL's gather differs by seed: the row averages it
+        c["systems"]["distdgl"]["summary"] = {"phases": {
+            "sample_s": 0.3, "gather_s": gather, "forward_s": 0.2, "backward_s": 0.2, "allreduce_s": 0.0,
+            "optimizer_s": 0.0, "other_s": 0.0, "wait_s": 0.1, "overlap_s": 0.0}}
+    cells[0]["systems"]["grappa"]["summary"] = {"phases": {"forward_s": 0.5, "allreduce_s": 0.5}}
+    rows = br.speed_rows(cells)
+    assert rows[0]["phases"]["gather_s"] == pytest.approx(0.3)
+    assert rows[1]["phases"] == {}  # only one of the two grappa runs has phases: none shown
+    md = br.phase_table(rows)
+    line = [ln for ln in md.splitlines() if "| distdgl |" in ln][0]
+    # 0.3 + 0.3 + 0.2 + 0.2 + 0.1 = 1.1 s: sample 27 %, gather 27 %, forward 18 %, backward 18 %, wait 9 %
+    assert "| 1.100 s | 27 | 27 | 18 | 18 | 0 | 0 | 0 | 9 |" in line
+    assert "| grappa |" not in md
+
+
 @pytest.mark.parametrize("kind", ["accuracy", "speed"])
 def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
     cells = [_cell(s, layers, {"distdgl": 0.8, "grappa": 0.79 + s / 100}) for s in range(2) for layers in (2, 3)]
