@@ -14,7 +14,7 @@ Two kinds:
 * ``speed`` (issue 11): per cell (seeds averaged) and system, epoch time and the speedup
   DistDGL / system, bytes per epoch and their ratio, test accuracy next to it (a speedup
   that loses more than 1 point is marked), epoch / floor where a summary carries
-  ``floor_epoch_s``; plots of the speedups, accuracy vs training time, bytes per epoch.
+  ``floor_s``; plots of the speedups, accuracy vs training time, bytes per epoch.
 """
 from __future__ import annotations
 
@@ -306,7 +306,7 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
         dicts with the group axes, ``system``, ``seeds``, ``epoch_time_s``,
         ``base_epoch_time_s``, ``speedup`` (DistDGL epoch / this epoch), ``bytes``,
         ``bytes_ratio`` (this / DistDGL), ``acc``, ``base_acc``, ``acc_diff`` (points),
-        ``loses_accuracy`` (acc_diff < -:data:`LOSS_POINTS`), ``floor_epoch_s`` and
+        ``loses_accuracy`` (acc_diff < -:data:`LOSS_POINTS`), ``floor_s`` and
         ``floor_ratio`` (epoch / floor; None when no summary has a floor), ``train_time_s``.
     """
     cells = _in_plan(cells, plan)
@@ -317,7 +317,8 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
             ep = _metric(cs, name, "epoch_time_s")
             if not ep:
                 continue
-            floors = _metric(cs, name, "floor_epoch_s")
+            # the floor as issue 11 defines it: local compute (no-op reducer) + the all-reduce alone
+            floors = _metric(cs, name, "floor_s")
             floor_ratios = [e / f for e, f in zip(ep, floors) if f] if len(floors) == len(ep) else []
             d = _paired(cs, name, ACC_KEY, scale=100.0) if name != BASELINE else []
             diff = mean_std(d)[0]
@@ -327,10 +328,12 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                 "speedup": mean_std(_paired_ratio(cs, name, "epoch_time_s", base_over_system=True))[0],
                 "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
                 "bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch_amortised"))[0],
+                # every epoch after the one-time reads (what a longer run tends to)
+                "steady_bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch"))[0],
                 "acc": mean_std(_metric(cs, name, ACC_KEY))[0],
                 "base_acc": mean_std(_metric(cs, BASELINE, ACC_KEY))[0],
                 "acc_diff": diff, "loses_accuracy": None if diff is None else diff < -LOSS_POINTS,
-                "floor_epoch_s": mean_std(floors)[0] if floors else None,
+                "floor_s": mean_std(floors)[0] if floors else None,
                 "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
                 "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],
                 "phases": {k[len("phase_"):]: mean_std(_metric(cs, name, k))[0] for k in _phase_keys(cs, name)},
@@ -444,11 +447,16 @@ def speed_goals(rows: list[dict]) -> list[dict]:
         goals.append({"goal": "epoch time DistDGL / Grappa >= 4 on average (>= 13 at best) at 1gbit, 4 parts, "
                               "equal accuracy", "met": None, "figure": "no such rows yet"})
     br = [r["bytes_ratio"] for r in grappa if r["bytes_ratio"] is not None]
+    steady = [r["steady_bytes_ratio"] for r in grappa if r.get("steady_bytes_ratio") is not None]
+    fig = "no rows" if not br else (
+        f"worst ratio {max(br):.4f} (1/{1 / max(br):.0f}), one-time bytes amortised over each run's epochs"
+        + (f"; without them (every later epoch) worst {max(steady):.4f} (1/{1 / max(steady):.0f}), "
+           f"{sum(x <= 1 / 40 for x in steady)} of {len(steady)} rows <= 1/40" if steady else ""))
     goals.append({"goal": "Grappa bytes per epoch <= 1/40 of DistDGL's", "met": None if not br else max(br) <= 1 / 40,
-                  "figure": "no rows" if not br else f"worst ratio {max(br):.4f} (1/{1 / max(br):.0f})"})
+                  "figure": fig})
     fl = [r["floor_ratio"] for r in grappa if r["floor_ratio"] is not None]
     goals.append({"goal": "Grappa epoch <= 1.1x its floor", "met": None if not fl else max(fl) <= 1.1,
-                  "figure": "no summary has floor_epoch_s yet" if not fl else f"worst {max(fl):.2f}x"})
+                  "figure": "no summary has floor_s yet" if not fl else f"worst {max(fl):.2f}x"})
     return goals
 
 
@@ -517,8 +525,8 @@ def speed_table(rows: list[dict]) -> str:
     """The speed matrix as markdown; floor columns only when some summary has a floor."""
     floors = any(r["floor_ratio"] is not None for r in rows)
     head = ["dataset", "partitioner", "parts", "model", "layers", "network", "system", "seeds", "epoch",
-            "speedup", "bytes/epoch (amortised)", "bytes ratio", "test acc %", "Δ acc, points"]
-    head += ["floor epoch", "epoch / floor"] if floors else []
+            "speedup", "bytes/epoch (amortised)", "bytes ratio", "ratio w/o one-time", "test acc %", "Δ acc, points"]
+    head += ["floor", "epoch / floor"] if floors else []
     head += ["note"]
     lines = []
     for r in rows:
@@ -530,10 +538,11 @@ def speed_table(rows: list[dict]) -> str:
                 _bw(r["bandwidth"]), r["system"], str(r["seeds"]), _f(r["epoch_time_s"], ".3f") + " s",
                 "(reference)" if base else _f(r["speedup"], ".2f", "-") + ("" if r["speedup"] is None else "x"),
                 _bytes(r["bytes"]), "1" if base else _f(r["bytes_ratio"], ".4f"),
+                "1" if base else _f(r.get("steady_bytes_ratio"), ".4f"),
                 _f(None if r["acc"] is None else r["acc"] * 100, ".2f"),
                 "" if base else _f(r["acc_diff"], "+.2f")]
         if floors:
-            line += [_f(r["floor_epoch_s"], ".3f"), _f(r["floor_ratio"], ".2f")]
+            line += [_f(r["floor_s"], ".3f"), _f(r["floor_ratio"], ".2f")]
         lines.append(line + [note])
     return _table(head, lines)
 
@@ -642,10 +651,12 @@ SPEED_NOTES = """\
   end of its slowest worker, evaluation excluded; median over the epochs of a run.
 - **speedup**: DistDGL's epoch time over this system's, per seed on the same partitioning, averaged.
 - **bytes/epoch (amortised)**, **bytes ratio**: as in the accuracy report (wire bytes per epoch + one-time bytes /
-  epochs; this system's over DistDGL's).
+  epochs; this system's over DistDGL's); **ratio w/o one-time**: the same ratio of the wire bytes per epoch alone
+  (what each epoch after the one-time reads costs, the figure a long run tends to).
 - **Δ acc**: test accuracy minus DistDGL's, in points; a speedup that loses more than 1 point is marked.
-- **floor epoch**, **epoch / floor**: shown when the runs' summaries carry `floor_epoch_s` (Grappa's local compute
-  plus its gradient all-reduce alone).
+- **floor**, **epoch / floor**: shown when the runs' summaries carry `floor_s` (`run.floor`): what a Grappa
+  epoch cannot beat, measured in the same run: the same steps with a no-op reducer (local compute on the
+  worker's part) plus the same number of all-reduces of the same buckets alone.
 """
 
 

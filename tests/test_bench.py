@@ -30,7 +30,7 @@ def _cell(seed, layers, accs, *, dataset="syn", partition="random", parts=4, mod
              "epoch_time_s": (epoch or {}).get(name, 1.0), "train_time_s": 10 * (epoch or {}).get(name, 1.0),
              "edge_cut": 0.75}
         if floor and name in floor:
-            m["floor_epoch_s"] = floor[name]
+            m["floor_s"] = floor[name]
         systems[name] = {"status": (status or {}).get(name, "ok"), "metrics": m, "reason": "boom"}
     cid = f"{dataset}-{partition}-p{parts}-{model}-l{layers}-{bw or 'unshaped'}-s{seed}"
     return {"cell_id": cid, "axes": axes, "systems": systems, "config": {"train": {"epochs": 3}},
@@ -134,7 +134,14 @@ def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when
     goals = br.speed_goals(rows)
     assert goals[0]["met"] is True and "mean 6.00x" in goals[0]["figure"] and "1 rows that lose" in goals[0]["figure"]
     assert goals[1]["met"] is False and goals[3]["met"] is None
-    cells[1]["systems"]["grappa"]["metrics"]["floor_epoch_s"] = 0.4
+    # without the one-time bytes: the wire bytes per epoch alone
+    cells[0]["systems"]["distdgl"]["metrics"]["bytes_per_epoch"] = 4e6
+    cells[0]["systems"]["grappa"]["metrics"]["bytes_per_epoch"] = 2e4
+    row = br.speed_rows(cells)[1]
+    assert row["steady_bytes_ratio"] == pytest.approx(2e4 / 4e6)
+    bytes_goal = [g for g in br.speed_goals([row]) if "1/40" in g["goal"]][0]
+    assert "without them (every later epoch) worst 0.0050 (1/200), 1 of 1 rows <= 1/40" in bytes_goal["figure"]
+    cells[1]["systems"]["grappa"]["metrics"]["floor_s"] = 0.4
     rows = br.speed_rows(cells)
     assert rows[3]["floor_ratio"] == pytest.approx(1.25) and rows[1]["floor_ratio"] is None
     assert "epoch / floor" in br.speed_table(rows)
