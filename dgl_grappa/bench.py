@@ -65,6 +65,7 @@ import re
 import shlex
 import sys
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -220,6 +221,60 @@ def _fanouts(spec: list[str], layers: int, base: Config, dataset: str) -> list[i
                       f"train.fanouts={base.train.fanouts}; add e.g. bench.fanouts: [\"10\", \"10,25\", \"10,15,25\"]")
 
 
+EXTRA_KEYS = tuple(k for k in SELECT_KEYS if k != "systems")
+"""Axes an entry of ``bench.extra`` may set."""
+
+
+def parse_extra(entry: str, key: str = "bench.extra") -> dict[str, list]:
+    """One ``bench.extra`` entry, ``"parts=[8] layers=[2]"``, as coerced axis values.
+
+    Example:
+        >>> parse_extra("parts=[8] layers=[2,3]")
+        {'parts': [8], 'layers': [2, 3]}
+    """
+    from .config import BenchConfig, _coerce
+
+    hints = typing.get_type_hints(BenchConfig)
+    out: dict[str, list] = {}
+    for token in entry.split():
+        name, sep, value = token.partition("=")
+        if not sep or name not in EXTRA_KEYS:
+            raise ConfigError(f"{key}: {token!r} is not an axis setting; write e.g. \"parts=[8] layers=[2]\" with keys "
+                              f"{', '.join(EXTRA_KEYS)}")
+        if name in out:
+            raise ConfigError(f"{key}: {name} is set twice in {entry!r}; set each axis once")
+        out[name] = _coerce(f"{key}.{name}", value, hints[name])
+    if not out:
+        raise ConfigError(f"{key}: an entry is empty; write e.g. \"parts=[8] layers=[2]\"")
+    return out
+
+
+def _axis_key(name: str, v) -> str:
+    return _bandwidth(str(v)) if name == "bandwidths" else str(v)
+
+
+def restrict_extra(entries: list[str], selection: dict[str, list]) -> list[str]:
+    """The ``bench.extra`` entries narrowed to a command-line selection.
+
+    An axis the entry sets keeps only the selected values (no value left: the entry is
+    dropped); an axis it leaves alone takes the selection from the base matrix anyway.
+
+    Example:
+        >>> restrict_extra(["parts=[8] layers=[2,3]"], {"layers": [3], "models": ["gcn"]})
+        ['parts=[8] layers=[3]']
+    """
+    out = []
+    for i, entry in enumerate(entries):
+        axes = parse_extra(entry, f"bench.extra[{i}]")
+        for name, chosen in selection.items():
+            if name in axes:
+                keep = {_axis_key(name, v) for v in chosen}
+                axes[name] = [v for v in axes[name] if _axis_key(name, v) in keep]
+        if all(axes.values()):
+            out.append(" ".join(f"{k}=[{','.join(map(str, v))}]" for k, v in axes.items()))
+    return out
+
+
 def cell_id(axes: dict) -> str:
     """``<dataset>-<partition>-p<parts>-<model>-l<layers>-<network>-s<seed>``."""
     bw = axes["bandwidth"] or "unshaped"
@@ -256,13 +311,27 @@ def expand(cfg: Config, out_dir: Path, file_overrides: list[str]) -> list[Cell]:
     if not b.seeds:
         raise ConfigError("bench.seeds is empty; give at least one seed, e.g. [0]")
     common = list(file_overrides) + list(b.overrides)
-    stems = {}
+    stems: dict[str, str] = {}
+    cells: list[Cell] = []
+    benches = [b] + [dataclasses.replace(b, extra=[], **parse_extra(e, f"bench.extra[{i}]"))
+                     for i, e in enumerate(b.extra)]
+    seen: set[str] = set()
+    for sub in benches:
+        for cell in _product(sub, common, systems, out_dir, stems, partition_fingerprint):
+            if cell.cell_id not in seen:  # an extra entry may repeat cells of the base product
+                seen.add(cell.cell_id)
+                cells.append(cell)
+    return cells
+
+
+def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: dict[str, str],
+             partition_fingerprint) -> list[Cell]:
     cells: list[Cell] = []
     for ds in b.datasets:
         if not Path(ds).is_file():
             raise ConfigError(f"bench.datasets: {ds} does not exist; give a base config file, e.g. configs/bench/cora.yaml")
         stem = Path(ds).stem
-        if stem in stems:
+        if stems.get(stem, ds) != ds:
             raise ConfigError(f"bench.datasets: {ds} and {stems[stem]} have the same name {stem!r}; rename one")
         stems[stem] = ds
         base = load_config(ds, common)
@@ -678,6 +747,9 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     plan_cfg = load_config(path, [a for a in bench_args if a not in select])
     for c in (run_cfg, plan_cfg):
         c.bench.overrides = list(c.bench.overrides) + other
+    # The extra sub-matrices run only where they meet the selection.
+    chosen = {k.split(".", 1)[1] for k, _ in pairs if k.startswith("bench.") and k.split(".", 1)[1] in EXTRA_KEYS}
+    run_cfg.bench.extra = restrict_extra(plan_cfg.bench.extra, {k: getattr(run_cfg.bench, k) for k in chosen})
     # A bare name on the command line selects the file's system of that name (with its overrides).
     defined = {parse_system(e).name: e for e in plan_cfg.bench.systems}
     run_cfg.bench.systems = [defined.get(e.strip(), e) if ":" not in e else e for e in run_cfg.bench.systems]

@@ -356,6 +356,7 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
     Returns:
         ``cells_total`` (in the matrix), ``cells_done`` (every planned system ok),
         ``cells_partial`` (some ok), ``runs_total``/``runs_ok``/``runs_failed``/``runs_stale``,
+        ``systems``: name -> [cells where it ran ok, cells that plan it],
         ``outside`` (cell files not in the matrix), ``axes``: axis -> {"configured": [...],
         "done": [...]} (values with at least one done cell), ``failed``: [(cell, system, reason)].
     """
@@ -368,6 +369,7 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
     out = {"cells_total": len(planned), "cells_done": 0, "cells_partial": 0, "runs_total": 0, "runs_ok": 0,
            "runs_failed": 0, "runs_stale": 0, "outside": sorted(set(by_id) - set(planned), key=str), "failed": []}
     done_axes: dict[str, set] = defaultdict(set)
+    per_system: dict[str, list[int]] = {}
     for cid, p in planned.items():
         c = by_id.get(cid) or {}
         systems = c.get("systems") or {}
@@ -375,8 +377,11 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
         for name in p["systems"]:
             out["runs_total"] += 1
             st = (systems.get(name) or {}).get("status")
+            tally = per_system.setdefault(name, [0, 0])
+            tally[1] += 1
             if st == "ok":
                 ok += 1
+                tally[0] += 1
             elif st == "failed":
                 out["runs_failed"] += 1
                 out["failed"].append((cid, name, systems[name].get("reason")))
@@ -389,6 +394,7 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
                 done_axes[a].add(p["axes"].get(a))
         elif ok:
             out["cells_partial"] += 1
+    out["systems"] = per_system
     out["axes"] = {a: {"configured": list(axes_cfg.get(a, [])),
                        "done": [v for v in axes_cfg.get(a, []) if v in done_axes[a]]} for a in SELECT_AXES}
     return out
@@ -581,6 +587,9 @@ def coverage_text(cov: dict) -> str:
     lines = [f"- cells done: **{cov['cells_done']} of {cov['cells_total']}** in the configured matrix "
              f"({cov['cells_partial']} partly done); runs ok {cov['runs_ok']} of {cov['runs_total']}, "
              f"failed {cov['runs_failed']}, stale {cov['runs_stale']} (ran with a config that has changed since)"]
+    if cov.get("systems"):
+        lines.append("- cells each system ran in: " + ", ".join(
+            f"{name} {ok} of {n}" for name, (ok, n) in cov["systems"].items()))
     for a, v in cov["axes"].items():
         conf = [_bw(x) if a == "bandwidth" else x for x in v["configured"]]
         done = [_bw(x) if a == "bandwidth" else x for x in v["done"]]

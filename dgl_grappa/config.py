@@ -395,6 +395,11 @@ class BenchConfig:
     """Regenerate the report from the JSON files without running anything."""
     preamble: str = ""
     """Markdown file put at the top of the report (hand-written text kept across regenerations)."""
+    extra: list[str] = field(default_factory=list)
+    """Further sub-matrices of the same bench and report, one per entry: axis values over the
+    ones above, e.g. "parts=[8] layers=[2] bandwidths=[1gbit]" (keys: datasets, partitions,
+    parts, models, layers, bandwidths, seeds). The matrix is the union; a command-line
+    selection applies to these too."""
 
 
 @dataclass

@@ -113,8 +113,10 @@ def test_coverage_counts_done_partial_failed_stale_and_outside():
     assert cov["outside"] == ["syn-random-p4-gcn-l2-unshaped-s0"]
     assert cov["axes"]["seed"] == {"configured": [0, 1, 2, 3], "done": [0]}
     assert cov["failed"] == [("syn-random-p4-sage-l2-unshaped-s1", "grappa", "boom")]
+    assert cov["systems"] == {"distdgl": [2, 4], "grappa": [2, 4]}
     text = br.coverage_text(cov)
     assert "**1 of 4**" in text and "failed 1" in text and "outside this matrix" in text
+    assert "ran in: distdgl 2 of 4, grappa 2 of 4" in text
     # the tables show only cells of the matrix, and only finished runs
     rows = br.accuracy_rows(cells, plan)
     assert {r["model"] for r in rows} == {"sage"}
@@ -263,6 +265,40 @@ systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
     # one partitioning per (partitioner, seed) for random, one for METIS whatever the seed
     assert len(pdir(partition="random")) == 2 and len(pdir(partition="metis")) == 1
     assert pdir(partition="random", seed=0, model="sage") == pdir(partition="random", seed=0, model="gcn")
+
+
+def test_extra_sub_matrices_join_the_matrix_and_follow_the_selection(tmp_path):
+    path = _write_bench(tmp_path, f"""
+datasets: [{tmp_path / 'base.yaml'}]
+partitions: [random, metis]
+parts: [2]
+layers: [2]
+fanouts: ["4", "4,6", "4,6,8"]
+extra: ["parts=[4] layers=[2,3] partitions=[random]", "parts=[2]"]
+""")
+    _, plan_cfg, fo = load_bench(str(path), [])
+    ids = [c.cell_id for c in expand(plan_cfg, tmp_path / "out", fo)]
+    # 2 base cells, 2 from the first entry, the second entry repeats the base: no cell twice
+    assert ids == ["base-random-p2-sage-l2-unshaped-s0", "base-metis-p2-sage-l2-unshaped-s0",
+                   "base-random-p4-sage-l2-unshaped-s0", "base-random-p4-sage-l3-unshaped-s0"]
+    c4 = expand(plan_cfg, tmp_path / "out", fo)[3]
+    assert (c4.cfg.partition.num_parts, c4.cfg.model.num_layers, c4.cfg.train.fanouts) == (4, 3, [4, 6, 8])
+
+    def selected(*args):
+        r, _, fo = load_bench(str(path), list(args))
+        return [c.cell_id for c in expand(r, tmp_path / "out", fo)]
+
+    # a selection narrows the extra entries too: layers=[3] leaves only the first entry's depth-3 cell
+    assert selected("--bench.layers=[3]") == ["base-random-p2-sage-l3-unshaped-s0", "base-metis-p2-sage-l3-unshaped-s0",
+                                              "base-random-p4-sage-l3-unshaped-s0"]
+    # an axis the entry fixes and the selection excludes drops the entry
+    assert selected("--bench.parts=[2]", "--bench.partitions=[metis]") == ["base-metis-p2-sage-l2-unshaped-s0"]
+    for bad, msg in [("nodes=[3]", "is not an axis setting"), ("parts=[8] parts=[4]", "set twice"),
+                     ("parts=[x]", "not an integer")]:
+        p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nextra: [\"{bad}\"]\n")
+        with pytest.raises(ConfigError, match=msg):
+            r, _, fo = load_bench(str(p), [])
+            expand(r, tmp_path / "out", fo)
 
 
 def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
