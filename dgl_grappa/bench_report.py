@@ -564,7 +564,7 @@ def phase_table(rows: list[dict]) -> str:
     from .metrics import PHASE_KEYS  # torch comes with it: only when a report is written
 
     shown = [k for k in PHASE_KEYS if k != "overlap_s"]
-    head = ["dataset", "partitioner", "model", "layers", "network", "system", "epoch"] + [
+    head = ["dataset", "partitioner", "parts", "model", "layers", "network", "system", "epoch"] + [
         k[:-2] + " %" for k in shown]
     lines = []
     for r in rows:
@@ -572,7 +572,7 @@ def phase_table(rows: list[dict]) -> str:
         total = sum(ph.get(k, 0.0) for k in shown) - ph.get("overlap_s", 0.0)
         if not ph or total <= 0:
             continue
-        lines.append([str(r["dataset"]), str(r["partition"]), str(r["model"]), str(r["layers"]),
+        lines.append([str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"]),
                       _bw(r["bandwidth"]), r["system"], _f(total, ".3f") + " s"]
                      + [f"{100 * ph.get(k, 0.0) / total:.0f}" for k in shown])
     return _table(head, lines) if lines else "(no run logged its phases)"
