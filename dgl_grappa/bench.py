@@ -662,7 +662,8 @@ def make_plan(cells: list[Cell], cfg: Config) -> dict:
     return {"cells": {c.cell_id: {"axes": c.axes, "systems": list(c.systems)} for c in cells},
             "axes": {a: values(a) for a in ("dataset", "partition", "parts", "model", "layers", "bandwidth", "seed")},
             "systems": [parse_system(e).name for e in cfg.bench.systems],
-            "system_entries": list(cfg.bench.systems)}
+            "system_entries": list(cfg.bench.systems),
+            "partial": list(cfg.bench.partial)}
 
 
 def current_view(stored: list[dict], cells: list[Cell]) -> list[dict]:
@@ -750,6 +751,13 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     # The extra sub-matrices run only where they meet the selection.
     chosen = {k.split(".", 1)[1] for k, _ in pairs if k.startswith("bench.") and k.split(".", 1)[1] in EXTRA_KEYS}
     run_cfg.bench.extra = restrict_extra(plan_cfg.bench.extra, {k: getattr(run_cfg.bench, k) for k in chosen})
+    names = [parse_system(e).name for e in plan_cfg.bench.systems]
+    unknown = [n for n in plan_cfg.bench.partial if n not in names]
+    if unknown:
+        raise ConfigError(f"bench.partial names {unknown[0]!r}, which is not in bench.systems ({', '.join(names)}); "
+                          "list only names of bench.systems")
+    if not any(k == "bench.systems" for k, _ in pairs):  # partial systems run only when selected by name
+        run_cfg.bench.systems = [e for e in run_cfg.bench.systems if parse_system(e).name not in plan_cfg.bench.partial]
     # A bare name on the command line selects the file's system of that name (with its overrides).
     defined = {parse_system(e).name: e for e in plan_cfg.bench.systems}
     run_cfg.bench.systems = [defined.get(e.strip(), e) if ":" not in e else e for e in run_cfg.bench.systems]

@@ -354,7 +354,8 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
             None = the cells themselves are the matrix.
 
     Returns:
-        ``cells_total`` (in the matrix), ``cells_done`` (every planned system ok),
+        ``cells_total`` (in the matrix), ``cells_done`` (every planned system ok but the
+        plan's ``partial`` ones),
         ``cells_partial`` (some ok), ``runs_total``/``runs_ok``/``runs_failed``/``runs_stale``,
         ``systems``: name -> [cells where it ran ok, cells that plan it],
         ``outside`` (cell files not in the matrix), ``axes``: axis -> {"configured": [...],
@@ -370,17 +371,19 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
            "runs_failed": 0, "runs_stale": 0, "outside": sorted(set(by_id) - set(planned), key=str), "failed": []}
     done_axes: dict[str, set] = defaultdict(set)
     per_system: dict[str, list[int]] = {}
+    partial = set((plan or {}).get("partial") or ())
     for cid, p in planned.items():
         c = by_id.get(cid) or {}
         systems = c.get("systems") or {}
         ok = 0
+        required = [n for n in p["systems"] if n not in partial]
         for name in p["systems"]:
-            out["runs_total"] += 1
+            out["runs_total"] += name in required
             st = (systems.get(name) or {}).get("status")
             tally = per_system.setdefault(name, [0, 0])
             tally[1] += 1
             if st == "ok":
-                ok += 1
+                ok += name in required
                 tally[0] += 1
             elif st == "failed":
                 out["runs_failed"] += 1
@@ -388,13 +391,14 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
             elif st == "stale":
                 out["runs_stale"] += 1
         out["runs_ok"] += ok
-        if p["systems"] and ok == len(p["systems"]):
+        if required and ok == len(required):
             out["cells_done"] += 1
             for a in SELECT_AXES:
                 done_axes[a].add(p["axes"].get(a))
         elif ok:
             out["cells_partial"] += 1
     out["systems"] = per_system
+    out["partial"] = sorted(partial)
     out["axes"] = {a: {"configured": list(axes_cfg.get(a, [])),
                        "done": [v for v in axes_cfg.get(a, []) if v in done_axes[a]]} for a in SELECT_AXES}
     return out
@@ -589,7 +593,8 @@ def coverage_text(cov: dict) -> str:
              f"failed {cov['runs_failed']}, stale {cov['runs_stale']} (ran with a config that has changed since)"]
     if cov.get("systems"):
         lines.append("- cells each system ran in: " + ", ".join(
-            f"{name} {ok} of {n}" for name, (ok, n) in cov["systems"].items()))
+            f"{name} {ok} of {n}" + (" (partial: run on a subset)" if name in cov.get("partial", ()) else "")
+            for name, (ok, n) in cov["systems"].items()))
     for a, v in cov["axes"].items():
         conf = [_bw(x) if a == "bandwidth" else x for x in v["configured"]]
         done = [_bw(x) if a == "bandwidth" else x for x in v["done"]]

@@ -395,6 +395,10 @@ class BenchConfig:
     """Regenerate the report from the JSON files without running anything."""
     preamble: str = ""
     """Markdown file put at the top of the report (hand-written text kept across regenerations)."""
+    partial: list[str] = field(default_factory=list)
+    """Names of systems that run on part of the matrix only (e.g. an old default kept for
+    comparison): the plain command leaves them out (select them with --bench.systems=[name]
+    and axis overrides), and a cell counts as done without them."""
     extra: list[str] = field(default_factory=list)
     """Further sub-matrices of the same bench and report, one per entry: axis values over the
     ones above, e.g. "parts=[8] layers=[2] bandwidths=[1gbit]" (keys: datasets, partitions,

@@ -117,6 +117,15 @@ def test_coverage_counts_done_partial_failed_stale_and_outside():
     text = br.coverage_text(cov)
     assert "**1 of 4**" in text and "failed 1" in text and "outside this matrix" in text
     assert "ran in: distdgl 2 of 4, grappa 2 of 4" in text
+    # a partial system (run on a subset on purpose) does not keep a cell from being done
+    for p in plan_cells.values():
+        p["systems"] = ["distdgl", "grappa", "old"]
+    cells[0]["systems"]["old"] = {"status": "ok"}
+    cov = br.coverage(cells, dict(plan, partial=["old"]))
+    assert (cov["cells_done"], cov["runs_total"], cov["runs_ok"], cov["systems"]["old"]) == (1, 8, 4, [1, 4])
+    assert "old 1 of 4 (partial: run on a subset)" in br.coverage_text(cov)
+    cov = br.coverage(cells, plan)  # without the mark its missing runs count
+    assert (cov["cells_done"], cov["runs_total"], cov["runs_ok"]) == (1, 12, 5)
     # the tables show only cells of the matrix, and only finished runs
     rows = br.accuracy_rows(cells, plan)
     assert {r["model"] for r in rows} == {"sage"}
@@ -293,6 +302,14 @@ extra: ["parts=[4] layers=[2,3] partitions=[random]", "parts=[2]"]
                                               "base-random-p4-sage-l3-unshaped-s0"]
     # an axis the entry fixes and the selection excludes drops the entry
     assert selected("--bench.parts=[2]", "--bench.partitions=[metis]") == ["base-metis-p2-sage-l2-unshaped-s0"]
+    # a partial system runs only when selected by name
+    p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, grappa, old]\npartial: [old]\n")
+    r, plan, _ = load_bench(str(p), [])
+    assert (r.bench.systems, plan.bench.systems) == (["distdgl", "grappa"], ["distdgl", "grappa", "old"])
+    assert load_bench(str(p), ["--bench.systems=[old]"])[0].bench.systems == ["old"]
+    p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\npartial: [nope]\n")
+    with pytest.raises(ConfigError, match="bench.partial names 'nope'"):
+        load_bench(str(p), [])
     for bad, msg in [("nodes=[3]", "is not an axis setting"), ("parts=[8] parts=[4]", "set twice"),
                      ("parts=[x]", "not an integer")]:
         p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nextra: [\"{bad}\"]\n")
