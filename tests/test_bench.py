@@ -466,3 +466,13 @@ def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
     cells = [_cell(s, 3, {"distdgl": 0.80, "variant": 0.79}) for s in range(2)]   # no "grappa": every variant
     goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
     assert goal["met"] is False and "syn random-4 sage-3 -1.00 (n=2)" in goal["figure"]
+
+
+def test_pooled_by_depth_separates_scatter_from_a_systematic_loss():
+    rows = [{"layers": 3, "diff_mean": d} for d in (-0.1, +0.5, +0.2, -0.05)] + [{"layers": 2, "diff_mean": -0.3}]
+    text = br.pooled_by_depth(rows)
+    assert "2 layers -0.30 (1 rows, 1 below 0)" in text                 # one row: no interval
+    m, lo, hi = br.t_interval([-0.1, 0.5, 0.2, -0.05])
+    assert f"3-4 layers {m:+.2f} [{lo:+.2f}, {hi:+.2f}] (4 rows, 2 below 0)" in text
+    assert lo < 0 < hi                                                   # these misses are scatter
+    assert br.pooled_by_depth([]) == ""
