@@ -52,6 +52,11 @@ PLATEAU_POINTS = 1.0
 """Convergence: a run has converged when its mean validation accuracy over the last window is at most
 this many points above the window before (still rising by more = not converged; falling = past its peak)."""
 
+TARGET_FRACTION = 0.98
+"""Time to a target: the target of a cell is this fraction of DistDGL's validation accuracy
+plateau in that cell (the mean of its last :data:`PLATEAU_WINDOW` of evaluations), so both
+systems of a cell race to the same number, one DistDGL reaches by construction."""
+
 
 # ---------------------------------------------------------------------------------------
 # Statistics
@@ -141,6 +146,38 @@ def _converged(cells: list[dict], system: str) -> tuple[int, int]:
     return conv, judged
 
 
+def time_to_target(records: list[dict] | None, target: float, setup_s: float = 0.0) -> float | None:
+    """Training seconds until a run's first evaluation with validation accuracy >= ``target``.
+
+    Args:
+        records: the run's per-epoch records (``epoch``, ``epoch_time_s``, ``val_acc`` where evaluated).
+        target: validation accuracy to reach (fraction).
+        setup_s: one-time seconds counted before the first epoch (Grappa: the slowest worker's
+            partition and halo load, which a DistDGL trainer does not have).
+
+    Returns:
+        setup plus the summed epoch times up to and including that evaluation's epoch; None
+        when no evaluation reaches the target.
+
+    Example:
+        >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
+        >>> time_to_target(recs, 0.75, setup_s=1.0)
+        6.0
+    """
+    t = setup_s
+    for r in sorted((r for r in records or [] if r.get("epoch") is not None), key=lambda r: int(r["epoch"])):
+        t += float(r.get("epoch_time_s") or 0.0)
+        if r.get("val_acc") is not None and float(r["val_acc"]) >= target:
+            return t
+    return None
+
+
+def _setup_s(system: dict) -> float:
+    """The slowest worker's one-time load (``load_s`` in the run summary's workers; 0 where none)."""
+    workers = (system.get("summary") or {}).get("workers") or []
+    return max((float(w.get("load_s") or 0.0) for w in workers if isinstance(w, dict)), default=0.0)
+
+
 def _ratio(x, base):
     if x is None or base is None or base == 0:
         return None
@@ -165,6 +202,9 @@ def window_test_acc(records: list[dict] | None, window: float = PLATEAU_WINDOW) 
 def ok_systems(cell: dict) -> dict[str, dict]:
     """name -> metrics of the systems of a cell that finished ("ok"), with :data:`ACC_KEY` filled in."""
     out = {}
+    base = (cell.get("systems") or {}).get(BASELINE) or {}
+    base_last, _ = windows(base.get("records"), "val_acc") if base.get("status") == "ok" else ([], [])
+    target = TARGET_FRACTION * statistics.fmean(base_last) if base_last else None
     for n, s in (cell.get("systems") or {}).items():
         if s.get("status") != "ok":
             continue
@@ -175,6 +215,7 @@ def ok_systems(cell: dict) -> dict[str, dict]:
             m.update({f"phase_{k}": v for k, v in phases.items() if isinstance(v, (int, float))})
         win = window_test_acc(s.get("records"))
         m[ACC_KEY] = win if win is not None else m.get("test_acc")
+        m["time_to_target_s"] = time_to_target(s.get("records"), target, _setup_s(s)) if target else None
         out[n] = m
     return out
 
@@ -281,7 +322,10 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                    "epoch_time_s": mean_std(_metric(cs, name, "epoch_time_s"))[0],
                    "one_time_bytes": mean_std(_metric(cs, name, "one_time_bytes"))[0],
                    "rows_per_inner": mean_std(_metric(cs, name, "rows_per_inner_max"))[0],
-                   "converged": _converged(cs, name)}
+                   "converged": _converged(cs, name),
+                   "tta_s": mean_std(_metric(cs, name, "time_to_target_s"))[0],
+                   "tta_reached": len(_metric(cs, name, "time_to_target_s")),
+                   "tta_speedup": mean_std(_paired_ratio(cs, name, "time_to_target_s", base_over_system=True))[0]}
             if name != BASELINE:
                 d = _paired(cs, name, ACC_KEY, scale=100.0)
                 row["paired"] = len(d)
@@ -426,6 +470,29 @@ def pooled_by_depth(graded: list[dict]) -> str:
     return ("; pooled rows (mean of the rows' differences, 95 % CI over rows): " + ", ".join(parts)) if parts else ""
 
 
+def tta_summary(rows: list[dict]) -> str:
+    """One paragraph on the time to target of the graded system (see :data:`TARGET_FRACTION`).
+
+    Returns:
+        "" without any paired time; else how many rows it reaches the target faster than DistDGL in,
+        the median and range of the per-row speed-ups, and the rows where it never reaches it.
+    """
+    graded = DEFAULTS if any(r["system"] == DEFAULTS for r in rows) else None
+    mine = [r for r in rows if r["system"] != BASELINE and (graded is None or r["system"] == graded)]
+    sp = [r["tta_speedup"] for r in mine if r.get("tta_speedup") is not None]
+    if not sp:
+        return ""
+    missed = [r for r in mine if r.get("tta_reached", 0) < r["seeds"]]
+    text = (f"**Time to target** ({graded or 'every variant'}; target {TARGET_FRACTION:.0%} of DistDGL's validation "
+            f"plateau in the same cell): faster than DistDGL in {sum(x > 1 for x in sp)} of {len(sp)} rows, "
+            f"DistDGL's time over this one's median {statistics.median(sp):.2f}x (range {min(sp):.2f}x-{max(sp):.2f}x)")
+    if missed:
+        text += "; seeds that never reach it: " + ", ".join(
+            f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
+            f"{r['seeds'] - r.get('tta_reached', 0)} of {r['seeds']}" for r in missed)
+    return text + "."
+
+
 def accuracy_goals(rows: list[dict]) -> list[dict]:
     """Issue 8's goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured).
 
@@ -526,10 +593,12 @@ def accuracy_table(rows: list[dict]) -> str:
     multi_bw = len({r["bandwidth"] for r in rows}) > 1
     extra_stall = any(r["stall_fraction"] is not None for r in rows)
     memory = any(r.get("rows_per_inner") is not None for r in rows)
+    tta = any(r.get("tta_reached") for r in rows)
     head = ["dataset", "partitioner", "parts", "model", "layers"] + (["network"] if multi_bw else []) + [
         "system", "seeds", "test acc % (mean ± std)", "Δ vs DistDGL, points (95 % CI)", "goal",
         "bytes/epoch (amortised)", "bytes ratio", "edge cut"] + (["stall"] if extra_stall else []) + (
-        ["one-time bytes", "rows/inner"] if memory else []) + ["converged"]
+        ["one-time bytes", "rows/inner"] if memory else []) + ["converged"] + (
+        ["time to target s (reached)", "DistDGL / system time to target"] if tta else [])
     lines = []
     for r in rows:
         acc = _f(r["acc_mean"] * 100, ".2f") + ("" if r["acc_std"] is None else f" ± {r['acc_std'] * 100:.2f}")
@@ -550,6 +619,9 @@ def accuracy_table(rows: list[dict]) -> str:
                      _f(r.get("rows_per_inner"), ".2f")]
         conv, judged = r.get("converged") or (0, 0)
         line += [f"{conv}/{judged}" if judged else "-"]
+        if tta:
+            line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
+                     "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
         lines.append(line)
     return _table(head, lines)
 
@@ -681,6 +753,12 @@ ACCURACY_NOTES = """\
 - **converged** (runs with an evaluation in both windows): the mean validation accuracy of the evaluations in
   the last 20 % of the epochs is at most 1 point above that of the 20 % before (a run still rising by more is
   not converged; one that falls is past its peak).
+- **time to target**: training seconds (the epochs' shared clock, evaluation excluded) until a run's first
+  evaluation whose validation accuracy reaches 98 % of DistDGL's validation plateau in the same cell (the mean of
+  its last 20 % of evaluations); Grappa's count starts with its slowest worker's one-time partition and halo
+  load; DistDGL's server start-up is not counted. Mean over the seeds that reached it (reached / seeds);
+  **DistDGL / system**: per seed, DistDGL's time over this system's, averaged over seeds where both reached it.
+  These runs are on an unshaped loopback network on 2 shared cores: the issue 11 report has the shaped times.
 """
 
 SPEED_NOTES = """\
@@ -736,6 +814,7 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
         rows = accuracy_rows(shown, None)
         _attach_data_name(rows, shown)
         parts += ["## Goals (issue 8)", "", goals_table(accuracy_goals(rows)), "",
+                  tta_summary(rows), "",
                   "## Matrix", "", accuracy_table(rows) if rows else "(no finished run yet)", "", ACCURACY_NOTES]
     else:
         rows = speed_rows(shown, None)

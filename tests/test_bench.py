@@ -476,3 +476,43 @@ def test_pooled_by_depth_separates_scatter_from_a_systematic_loss():
     assert f"3-4 layers {m:+.2f} [{lo:+.2f}, {hi:+.2f}] (4 rows, 2 below 0)" in text
     assert lo < 0 < hi                                                   # these misses are scatter
     assert br.pooled_by_depth([]) == ""
+
+
+def test_time_to_target_counts_setup_and_epochs_up_to_the_first_hit():
+    recs = [{"epoch": e, "epoch_time_s": 1.0, **({"val_acc": v} if v is not None else {})}
+            for e, v in enumerate([0.2, None, 0.7, 0.6, 0.9])]
+    assert br.time_to_target(recs, 0.7) == pytest.approx(3.0)          # epochs 0-2
+    assert br.time_to_target(recs, 0.7, setup_s=0.5) == pytest.approx(3.5)
+    assert br.time_to_target(recs, 0.95) is None                         # never reached
+    assert br.time_to_target(None, 0.1) is None
+
+
+def test_accuracy_rows_race_every_system_to_98_percent_of_distdgl_plateau():
+    def run(vals, dt, load_s=None):
+        recs = [{"epoch": e, "epoch_time_s": dt, "val_acc": v, "test_acc": v} for e, v in enumerate(vals)]
+        summary = {"workers": [{"load_s": load_s}, {"load_s": 0.1}]} if load_s is not None else {}
+        return {"status": "ok", "records": recs, "summary": summary, "metrics": {"test_acc": vals[-1]}}
+
+    vals = [0.1, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]            # plateau 0.8: target 0.784
+    cell = {"cell_id": "c", "axes": {"dataset": "syn", "partition": "random", "parts": 4, "model": "sage",
+                                     "layers": 2, "bandwidth": "", "seed": 0},
+            "systems": {"distdgl": run(vals, 2.0), "grappa": run(vals, 0.5, load_s=1.0),
+                        "slow": run([0.1] * 9 + [0.7], 0.5)}}
+    base, g, slow = br.accuracy_rows([cell])
+    assert base["tta_s"] == pytest.approx(6.0) and base["tta_reached"] == 1     # 3 epochs x 2 s
+    assert g["tta_s"] == pytest.approx(1.0 + 1.5) and g["tta_speedup"] == pytest.approx(6.0 / 2.5)
+    assert slow["tta_s"] is None and slow["tta_reached"] == 0 and slow["tta_speedup"] is None
+    assert "2.5 (1/1)" in br.accuracy_table([base, g, slow]) and "- (0/1)" in br.accuracy_table([base, g, slow])
+
+
+def test_tta_summary_counts_faster_rows_and_names_the_misses():
+    rows = [{"system": "distdgl", "seeds": 3, "tta_speedup": None, "tta_reached": 3},
+            {"system": "grappa", "seeds": 3, "tta_speedup": 2.0, "tta_reached": 3, "dataset": "cora",
+             "partition": "random", "parts": 4, "model": "sage", "layers": 3},
+            {"system": "grappa", "seeds": 3, "tta_speedup": 0.5, "tta_reached": 2, "dataset": "cora",
+             "partition": "ldg", "parts": 4, "model": "gcn", "layers": 2},
+            {"system": "grappa-old", "seeds": 3, "tta_speedup": 9.0, "tta_reached": 3}]   # not graded
+    text = br.tta_summary(rows)
+    assert "faster than DistDGL in 1 of 2 rows" in text and "median 1.25x (range 0.50x-2.00x)" in text
+    assert "cora ldg-4 gcn-2 1 of 3" in text
+    assert br.tta_summary(rows[:1]) == ""
