@@ -23,6 +23,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from . import metrics
+
 BASELINE = "distdgl"
 """The system every ratio and difference refers to."""
 DEFAULTS = "grappa"
@@ -147,29 +149,18 @@ def _converged(cells: list[dict], system: str) -> tuple[int, int]:
 
 
 def time_to_target(records: list[dict] | None, target: float, setup_s: float = 0.0) -> float | None:
-    """Training seconds until a run's first evaluation with validation accuracy >= ``target``.
-
-    Args:
-        records: the run's per-epoch records (``epoch``, ``epoch_time_s``, ``val_acc`` where evaluated).
-        target: validation accuracy to reach (fraction).
-        setup_s: one-time seconds counted before the first epoch (Grappa: the slowest worker's
-            partition and halo load, which a DistDGL trainer does not have).
-
-    Returns:
-        setup plus the summed epoch times up to and including that evaluation's epoch; None
-        when no evaluation reaches the target.
+    """:func:`dgl_grappa.metrics.time_to_target` (training seconds until the first evaluation with
+    validation accuracy >= ``target``, records in epoch order) plus ``setup_s``, one-time seconds
+    counted before the first epoch (Grappa: the slowest worker's partition and halo load, which a
+    DistDGL trainer does not have); None when no evaluation reaches the target.
 
     Example:
         >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
         >>> time_to_target(recs, 0.75, setup_s=1.0)
         6.0
     """
-    t = setup_s
-    for r in sorted((r for r in records or [] if r.get("epoch") is not None), key=lambda r: int(r["epoch"])):
-        t += float(r.get("epoch_time_s") or 0.0)
-        if r.get("val_acc") is not None and float(r["val_acc"]) >= target:
-            return t
-    return None
+    t = metrics.time_to_target(records or [], target)
+    return None if t is None else setup_s + t
 
 
 def _setup_s(system: dict) -> float:
