@@ -751,7 +751,9 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     # The extra sub-matrices run only where they meet the selection.
     chosen = {k.split(".", 1)[1] for k, _ in pairs if k.startswith("bench.") and k.split(".", 1)[1] in EXTRA_KEYS}
     run_cfg.bench.extra = restrict_extra(plan_cfg.bench.extra, {k: getattr(run_cfg.bench, k) for k in chosen})
-    names = [parse_system(e).name for e in plan_cfg.bench.systems]
+    # name -> the file's entry (with its overrides)
+    defined = {parse_system(e).name: e for e in plan_cfg.bench.systems}
+    names = list(defined)
     unknown = [n for n in plan_cfg.bench.partial if n not in names]
     if unknown:
         raise ConfigError(f"bench.partial names {unknown[0]!r}, which is not in bench.systems ({', '.join(names)}); "
@@ -759,7 +761,6 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     if not any(k == "bench.systems" for k, _ in pairs):  # partial systems run only when selected by name
         run_cfg.bench.systems = [e for e in run_cfg.bench.systems if parse_system(e).name not in plan_cfg.bench.partial]
     # A bare name on the command line selects the file's system of that name (with its overrides).
-    defined = {parse_system(e).name: e for e in plan_cfg.bench.systems}
     run_cfg.bench.systems = [defined.get(e.strip(), e) if ":" not in e else e for e in run_cfg.bench.systems]
     data = yaml.safe_load(Path(path).read_text()) or {}
     file_overrides = flatten_sections({k: v for k, v in data.items() if k not in ("name", "bench")})
