@@ -43,6 +43,10 @@ Files under ``bench.out_dir``:
                           "records": <metrics.jsonl: one record per epoch (curves)>}},
      "wall_s": <seconds of all runs>, "updated_at": <ISO time>, "command": <the bench command>}
 
+* ``<bench.archive>/<cell>.json.gz`` (where set): the same cell, gzip'd, in a folder kept in
+  the repository (out_dir is not): results outlive the machine, a fresh clone resumes from
+  them and regenerates the report (out_dir's file wins where both have the cell).
+
 **Resuming.** A system whose entry is ``ok`` and whose stored config equals the one the
 bench would run now (keys added to the code since, at their default value, do not count)
 is not run again; a cell whose selected systems all are is skipped with a printed line.
@@ -395,11 +399,51 @@ def read_cell(path: Path) -> dict | None:
         return None
 
 
-def read_cells(out_dir: Path) -> list[dict]:
-    """Every cell file under ``<out_dir>/cells``."""
+def archive_path(archive: Path, cid: str) -> Path:
+    return archive / f"{cid}.json.gz"
+
+
+def read_archived(path: Path) -> dict | None:
+    """An archived (gzip'd) cell file, or None when missing or unreadable."""
+    import gzip
+
+    try:
+        return json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def write_archived(path: Path, doc: dict) -> None:
+    """Write ``doc`` gzip'd (compact JSON, no timestamp in the header, so that an unchanged
+    cell gives identical bytes and no diff), through a temporary file."""
+    import gzip
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode(), mtime=0))
+    tmp.replace(path)
+
+
+def stored_cell(out_dir: Path, archive: Path | None, cid: str) -> dict | None:
+    """The cell as last written: ``out_dir``'s file, else the archive's copy."""
+    doc = read_cell(cell_path(out_dir, cid))
+    if doc is None and archive is not None:
+        doc = read_archived(archive_path(archive, cid))
+    return doc
+
+
+def read_cells(out_dir: Path, archive: Path | None = None) -> list[dict]:
+    """Every cell file under ``<out_dir>/cells``, plus the archive's cells that out_dir lacks."""
     d = out_dir / "cells"
     cells = [read_cell(p) for p in sorted(d.glob("*.json"))] if d.is_dir() else []
-    return [c for c in cells if c and "axes" in c]
+    cells = [c for c in cells if c and "axes" in c]
+    if archive is not None and archive.is_dir():
+        have = {c.get("cell_id") for c in cells}
+        for p in sorted(archive.glob("*.json.gz")):
+            c = read_archived(p)
+            if c and "axes" in c and c.get("cell_id") not in have:
+                cells.append(c)
+    return cells
 
 
 def _default_config() -> dict:
@@ -558,8 +602,9 @@ def _one_line(exc: BaseException) -> str:
     return text[:500]
 
 
-def run_cells(cells: list[Cell], out_dir: Path, command: str) -> dict:
-    """Run what is not done yet of ``cells``; write each cell's JSON after each of its runs.
+def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | None = None) -> dict:
+    """Run what is not done yet of ``cells``; write each cell's JSON after each of its runs
+    (and its gzip'd copy to ``archive``, where given; a cell found only there counts as stored).
 
     Returns:
         ``{"runs": n, "ok": n, "failed": n, "skipped_cells": n}`` of this invocation.
@@ -569,7 +614,7 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str) -> dict:
     todo: list[tuple[Cell, list[str]]] = []
     skipped = 0
     for cell in cells:
-        stored = read_cell(cell_path(out_dir, cell.cell_id)) or {}
+        stored = stored_cell(out_dir, archive, cell.cell_id) or {}
         entries = stored.get("systems") or {}
         need = [n for n, ps in cell.systems.items() if stale_reason(entries.get(n), ps) is not None]
         if need:
@@ -586,7 +631,7 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str) -> dict:
     remaining = [n for _, need in todo for n in need]
     for cell, need in todo:
         path = cell_path(out_dir, cell.cell_id)
-        doc = read_cell(path) or {}
+        doc = stored_cell(out_dir, archive, cell.cell_id) or {}
         doc.update({"schema": SCHEMA, "cell_id": cell.cell_id, "axes": cell.axes, "config": normalised(cell.cfg),
                     "fingerprint": cell_fingerprint(cell), "command": command})
         doc.setdefault("systems", {})
@@ -624,6 +669,8 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str) -> dict:
             doc["wall_s"] = sum(float(s.get("wall_s") or 0) for s in doc["systems"].values())
             doc["updated_at"] = _now()
             _write_json(path, doc)
+            if archive is not None:
+                write_archived(archive_path(archive, cell.cell_id), doc)
             counts["runs"] += 1
             prog.add(n, wall)
             if entry["status"] == "ok":
@@ -686,6 +733,10 @@ def current_view(stored: list[dict], cells: list[Cell]) -> list[dict]:
     return out
 
 
+def _archive(cfg: Config) -> Path | None:
+    return Path(cfg.bench.archive) if cfg.bench.archive else None
+
+
 def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenerate: str) -> Path:
     """Regenerate the report from the JSON files (the matrix of ``cells``)."""
     from .bench_report import write_report
@@ -698,7 +749,7 @@ def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenera
         if not p.is_file():
             raise ConfigError(f"bench.preamble: {p} does not exist; give a markdown file or leave it empty")
         preamble = p.read_text()
-    view = current_view(read_cells(out_dir), cells)
+    view = current_view(read_cells(out_dir, _archive(cfg)), cells)
     return write_report(b.report_kind, view, make_plan(cells, cfg), path, command=command, regenerate=regenerate,
                         preamble=preamble)
 
@@ -781,12 +832,13 @@ def cmd_bench(config_path: str | None, args: list[str]) -> int:
               f"its report (e.g. {extra[0]})", flush=True)
     if run_cfg.bench.report_only:
         path = report(plan_cfg, matrix, out_dir, command, invoked)
-        print(f"bench: report regenerated from {out_dir / 'cells'}: {path}")
+        where = f"{out_dir / 'cells'}" + (f" and {plan_cfg.bench.archive}" if plan_cfg.bench.archive else "")
+        print(f"bench: report regenerated from {where}: {path}")
         return 0
     counts = None
     with _lock(out_dir):
         try:
-            counts = run_cells(selected, out_dir, invoked)
+            counts = run_cells(selected, out_dir, invoked, _archive(plan_cfg))
         finally:
             path = report(plan_cfg, matrix, out_dir, command, invoked)
             print(f"bench: report {path}", flush=True)

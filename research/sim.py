@@ -188,6 +188,18 @@ def first_hop(G: Graph, model: str) -> torch.Tensor:
     return s / (d + 1)
 
 
+def hop2_rows(G: Graph, model: str, ax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """leaf=hop2: per node, the in-neighbour means (M a, M b) that layer 0 turns into an estimate
+    of the mean of the neighbours' layer-0 outputs (ReLU of the mean, not the mean of ReLUs).
+    SAGE: a = x, b = A x (mean); GCN: a = x / (d + 1), b = A x (sum / (d + 1))."""
+    d = G.deg.to(torch.float32).unsqueeze(1)
+    a = G.x if model == "sage" else G.x / (d + 1)
+
+    def mean(t):
+        return torch.zeros_like(t).index_add_(0, G.dst, t[G.indices]) / d.clamp(min=1)
+    return mean(a), mean(ax)
+
+
 @dataclass
 class SparseRows:
     """Row-sparse matrix (CSR) for sparse bag-of-words inputs (Cora, CiteSeer: ~1 % non-zero)."""
@@ -230,6 +242,7 @@ class Block:
     s: torch.Tensor | None     # [n_dst] self weights (GCN) or None (SAGE)
     dst_in_src: torch.Tensor   # [n_dst] position of every dst node among the src nodes
     dst_keys: torch.Tensor     # [n_dst] keys (w*N+v) of the dst nodes
+    imp: tuple | None = None   # (dst rows, node ids) whose empty neighbourhood was imputed (leaf=hop2)
 
 
 class Net(nn.Module):
@@ -256,9 +269,14 @@ class Net(nn.Module):
                 self.lin.append(a)
         self.drop = nn.Dropout(dropout)
 
-    def layer(self, i: int, blk: Block, h: torch.Tensor) -> torch.Tensor:
+    def layer(self, i: int, blk: Block, h: torch.Tensor, imp: tuple | None = None) -> torch.Tensor:
         hd = h[blk.dst_in_src]
         agg = torch.sparse.mm(blk.P, h)
+        if imp is not None:
+            # leaf=hop2: an imputed row's one (self) edge has weight 1 (SAGE mean) or 1/2 (GCN,
+            # ndraw=1); its neighbour term becomes that weight times the second-hop estimate
+            rows, hv = imp
+            agg = agg.index_copy(0, rows, hv * (1.0 if self.model == "sage" else 0.5))
         if self.model == "sage":
             return self.lin[i](hd) + self.lin_n[i](agg)
         return self.lin[i](hd * blk.s.unsqueeze(1) + agg)
@@ -278,6 +296,13 @@ class Net(nn.Module):
             out = torch.sparse.mm(x.rows(nodes, p), lin.weight.t())
             return out + lin.bias if lin.bias is not None else out
         return lin(F.dropout(x[nodes], p, self.training) if p > 0 else x[nodes])
+
+    def layer0_from(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Layer 0 on precomputed mean rows (leaf=hop2): SAGE lin(a) + lin_n(b), with a = M x and
+        b = M (A x); GCN W (a + b) + bias, with a = M (x / (d + 1)) and b = M (A x)."""
+        if self.model == "sage":
+            return self.lin[0](a) + self.lin_n[0](b)
+        return self.lin[0](a + b)
 
     def first_layer_exact(self, x, ax, nodes: torch.Tensor, drop_ax: bool = True) -> torch.Tensor:
         """Layer 0 from precomputed (x, A x) rows of ``nodes`` (first-hop completion).
@@ -305,7 +330,12 @@ class Net(nn.Module):
             if i == 0 and isinstance(h, torch.Tensor) and h.is_sparse:
                 out = self.layer0_sparse(blk, h)   # dropout already applied to the sparse rows
             else:
-                out = self.layer(i, blk, self.drop(h))
+                imp = None
+                if i == 1 and blk.imp is not None and getattr(self, "hop2", None) is not None:
+                    rows, nodes = blk.imp
+                    hv = torch.relu(self.layer0_from(self.hop2[0][nodes], self.hop2[1][nodes]))
+                    imp = (rows, self.drop(hv))
+                out = self.layer(i, blk, self.drop(h), imp)
             if i < self.L - 1:
                 out = torch.relu(out)
                 if record:
@@ -331,6 +361,9 @@ class Variant:
     est: str = "none"             # none | batch | node | shrinkage | cv (control variate, refreshed each epoch)
     repart: int = 0               # switch partitioning every `repart` epochs (0 = fixed)
     fhcdrop: int = 1              # fhc: dropout on the precomputed A x rows too (1) or only on x (0)
+    leaf: str = "self"            # empty neighbourhood at layer 1 (halo leaves, with fhc and empty=self):
+                                  # self (h0_v) | hop2 (layer 0 on the halo node's precomputed
+                                  # neighbour means M x, M A x: an estimate of mean_u h0_u)
 
     def tag(self) -> str:
         if self.system == "distdgl":
@@ -411,6 +444,10 @@ class Sim:
         if self.ax is not None:
             self.ax = SparseRows.of(self.ax) or self.ax
         self.hist = None
+        self.net.hop2 = None
+        if var.leaf == "hop2":
+            assert var.fhc and var.empty == "self" and var.norm == "block", "leaf=hop2 needs fhc=1, empty=self, norm=block"
+            self.net.hop2 = hop2_rows(G, model, first_hop(G, model))
         self.hops = max(layers - (1 if var.fhc else 0), 0)
         self.bytes = {"grad": 0, "feature": 0, "one_time": 0, "switch_rows": 0, "hist": 0, "cv": 0}
         self.delta = None
@@ -435,6 +472,8 @@ class Sim:
                 # drop: halo x rows, read once to compute the inner nodes' A x; keep: those rows are
                 # already read, plus the halo nodes' A x rows from their owners
                 ot += h * self.row_bytes
+            if self.var.leaf == "hop2":
+                ot += h * self.row_bytes                       # one more precomputed row per halo node
             if old is not None:                                # rows (features + in-edges) newly owned
                 moved = old.part != v.part
                 rows = int(moved.sum())
@@ -493,13 +532,16 @@ class Sim:
                     ndraw[empty] = 1
                     ldeg = ldeg.clone()
                     ldeg[empty] = gdeg[empty]
+            imp = None
+            if self.var.leaf == "hop2" and i == 1 and self.var.empty == "self" and empty.numel():
+                imp = (empty, frontier[empty] % self.G.n)
             ew, s = agg_weights(self.model, self.var.norm, row, ndraw, gdeg, ldeg)
             nd = frontier.numel()
             allk = torch.cat([frontier, src_keys])
             uniq, inv = torch.unique(allk, return_inverse=True)
             dst_in_src, cols = inv[:nd], inv[nd:]
             P = torch.sparse_coo_tensor(torch.stack([row, cols]), ew, (nd, uniq.numel())).coalesce()
-            blocks.append(Block(P, s, dst_in_src, frontier))
+            blocks.append(Block(P, s, dst_in_src, frontier, imp))
             frontier = uniq
         blocks.reverse()
         return blocks, frontier  # frontier = input keys (src of layer 0, or dst of layer 0 with fhc)

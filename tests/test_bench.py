@@ -2,13 +2,14 @@
 partition.seed, and one tiny real sweep (DistDGL + Grappa + a failing system) that resumes."""
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dgl_grappa import bench_report as br
+from dgl_grappa import bench, bench_report as br
 from clitools import run_cli
 from dgl_grappa.bench import config_changes, derive_metrics, expand, load_bench, parse_system
 from dgl_grappa.config import ConfigError, PartitionConfig, load_config
@@ -393,6 +394,7 @@ def test_tiny_sweep_writes_cells_skips_done_ones_and_records_a_failure(tmp_path)
 datasets: [{tmp_path / 'base.yaml'}]
 models: [sage, gcn]
 systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
+archive: {tmp_path / 'archive'}
 """)
     out = tmp_path / "out"
     sage, gcn = out / "cells" / "base-random-p2-sage-l2-unshaped-s0.json", out / "cells" / "base-random-p2-gcn-l2-unshaped-s0.json"
@@ -443,6 +445,39 @@ systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
     assert p.returncode == 0, p.stdout + p.stderr
     report = (tmp_path / "report.md").read_text()
     assert "# Speed" in report and "runs ok 3 of 6" in report and "(report/speedup.png)" in report
+
+    # 6. a fresh machine (new out_dir, only the archive kept in the repository): nothing runs again,
+    #    and the report is the same as from out_dir
+    archived = sorted(x.name for x in (tmp_path / "archive").iterdir())
+    assert archived == [gcn.name + ".gz", sage.name + ".gz"]
+    assert json.loads(gzip.decompress((tmp_path / "archive" / archived[1]).read_bytes())) == json.loads(sage.read_text())
+    p = run_cli("bench", "--config", str(path), "--bench.systems=[grappa]", f"--bench.out_dir={tmp_path / 'fresh'}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout and "bench: 0 runs" in p.stdout
+    assert not (tmp_path / "fresh" / "cells").exists()
+    p = run_cli("bench", "--config", str(path), "--bench.report_only=true", "--bench.report_kind=speed",
+                f"--bench.out_dir={tmp_path / 'fresh'}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "runs ok 3 of 6" in (tmp_path / "report.md").read_text()
+
+
+def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
+    out, arch = tmp_path / "out", tmp_path / "archive"
+    a = {"cell_id": "a", "axes": {"seed": 0}, "systems": {"grappa": {"status": "ok"}}}
+    b = {"cell_id": "b", "axes": {"seed": 1}, "systems": {}}
+    for doc in (a, b):
+        bench.write_archived(bench.archive_path(arch, doc["cell_id"]), doc)
+    first = bench.archive_path(arch, "a").read_bytes()
+    bench.write_archived(bench.archive_path(arch, "a"), a)
+    assert bench.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
+    newer = dict(a, systems={"grappa": {"status": "failed"}})
+    bench._write_json(bench.cell_path(out, "a"), newer)
+    assert bench.stored_cell(out, arch, "a") == newer and bench.stored_cell(out, arch, "b") == b
+    assert bench.stored_cell(out, None, "b") is None
+    assert sorted(bench.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
+    assert bench.read_cells(out) == [newer]
+    bench.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
+    assert bench.read_cells(out, arch) == [newer] and bench.read_archived(bench.archive_path(arch, "b")) is None
 
 
 def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs():
