@@ -748,10 +748,12 @@ def part_fn_for(G: Graph, method: str, W: int, seed: int):
 
 
 def run_cell(G: Graph, dataset: str, model: str, layers: int, W: int, method: str, seed: int, var: Variant,
-             epochs: int | None = None) -> dict:
+             epochs: int | None = None, batch: int | None = None) -> dict:
     hp = dict(HPARAMS[dataset])
     if epochs:
         hp["epochs"] = epochs
+    if batch:
+        hp["batch"] = batch
     pf = part_fn_for(G, method, W, seed)
     sim = Sim(G, model, layers, W, var, hp, seed, pf)
     res = sim.run(hp["epochs"], hp["batch"])
@@ -777,6 +779,8 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--variants", required=True, help="';'-separated, e.g. 'distdgl;grappa;grappa:halo=keep'")
     ap.add_argument("--epochs", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=0, help="seeds per worker and step (0 = the dataset's; "
+                    "results do not record it in the file name: give such runs their own --out)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -792,7 +796,7 @@ def main(argv=None):
                             p = cell_path(a.out, a.dataset, model, layers, W, method, seed, var)
                             if p.exists():
                                 continue
-                            res = run_cell(G, a.dataset, model, layers, W, method, seed, var, a.epochs or None)
+                            res = run_cell(G, a.dataset, model, layers, W, method, seed, var, a.epochs or None, a.batch or None)
                             p.write_text(json.dumps(res))
                             print(f"{p.name}: test {res['final_test']:.4f} val {res['final_val']:.4f} "
                                   f"B/ep {res['bytes_per_epoch']:.3g} conv {res['converged']} "
