@@ -737,18 +737,23 @@ def _archive(cfg: Config) -> Path | None:
     return Path(cfg.bench.archive) if cfg.bench.archive else None
 
 
+def _preamble(cfg: Config) -> Path | None:
+    """The preamble file, checked (the bench checks it before its first run, not after the last)."""
+    if not cfg.bench.preamble:
+        return None
+    p = Path(cfg.bench.preamble)
+    if not p.is_file():
+        raise ConfigError(f"bench.preamble: {p} does not exist; give a markdown file or leave it empty")
+    return p
+
+
 def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenerate: str) -> Path:
     """Regenerate the report from the JSON files (the matrix of ``cells``)."""
     from .bench_report import write_report
 
     b = cfg.bench
     path = Path(b.report) if b.report else out_dir / "report.md"
-    preamble = ""
-    if b.preamble:
-        p = Path(b.preamble)
-        if not p.is_file():
-            raise ConfigError(f"bench.preamble: {p} does not exist; give a markdown file or leave it empty")
-        preamble = p.read_text()
+    preamble = _preamble(cfg).read_text() if b.preamble else ""
     view = current_view(read_cells(out_dir, _archive(cfg)), cells)
     return write_report(b.report_kind, view, make_plan(cells, cfg), path, command=command, regenerate=regenerate,
                         preamble=preamble)
@@ -830,6 +835,7 @@ def cmd_bench(config_path: str | None, args: list[str]) -> int:
     if extra:
         print(f"bench: {len(extra)} selected cell(s) are outside the matrix of {config_path} and will not be in "
               f"its report (e.g. {extra[0]})", flush=True)
+    _preamble(plan_cfg)   # a report that cannot be written is found out before hours of runs
     if run_cfg.bench.report_only:
         path = report(plan_cfg, matrix, out_dir, command, invoked)
         where = f"{out_dir / 'cells'}" + (f" and {plan_cfg.bench.archive}" if plan_cfg.bench.archive else "")

@@ -339,6 +339,11 @@ def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
     assert parse_system("x: --train.halo=keep").overrides == ["--train.halo=keep"]
     p = run_cli("bench", "--config", str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'nope.yaml'}]")))
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nope.yaml does not exist" in p.stderr
+    # a missing preamble is found before the first run (it used to stop the report after the last)
+    p = run_cli("bench", "--config", str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\n"
+                                                                f"preamble: {tmp_path / 'gone.md'}")))
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "gone.md does not exist" in p.stderr
+    assert "running" not in p.stdout and not (tmp_path / "out" / "cells").exists()
 
 
 # ---------------------------------------------------------------------------------------
