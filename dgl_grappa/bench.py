@@ -432,6 +432,19 @@ def stored_cell(out_dir: Path, archive: Path | None, cid: str) -> dict | None:
     return doc
 
 
+def archive_missing(out_dir: Path, archive: Path) -> int:
+    """Copy into the archive the cells of ``out_dir`` it lacks (those written before
+    ``bench.archive`` was set); the archive's own files are not touched. Returns how many."""
+    n = 0
+    d = out_dir / "cells"
+    for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        doc = read_cell(p)
+        if doc and "axes" in doc and not archive_path(archive, p.stem).exists():
+            write_archived(archive_path(archive, p.stem), doc)
+            n += 1
+    return n
+
+
 def read_cells(out_dir: Path, archive: Path | None = None) -> list[dict]:
     """Every cell file under ``<out_dir>/cells``, plus the archive's cells that out_dir lacks."""
     d = out_dir / "cells"
@@ -843,8 +856,11 @@ def cmd_bench(config_path: str | None, args: list[str]) -> int:
         return 0
     counts = None
     with _lock(out_dir):
+        archive = _archive(plan_cfg)
+        if archive is not None and (n := archive_missing(out_dir, archive)):
+            print(f"bench: {n} cell(s) of {out_dir / 'cells'} copied into the archive {archive}", flush=True)
         try:
-            counts = run_cells(selected, out_dir, invoked, _archive(plan_cfg))
+            counts = run_cells(selected, out_dir, invoked, archive)
         finally:
             path = report(plan_cfg, matrix, out_dir, command, invoked)
             print(f"bench: report {path}", flush=True)

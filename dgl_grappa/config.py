@@ -408,7 +408,8 @@ class BenchConfig:
     """Folder kept in the repository (e.g. docs/accuracy/cells) that holds a gzip'd copy of
     every cell file, so that results outlive the machine and its out_dir: a cell found there
     counts as done (resuming on a fresh clone runs only what is missing) and is reported like
-    those in out_dir, which win where both have a cell. Empty = out_dir only."""
+    those in out_dir, which win where both have a cell; out_dir's cells that it lacks are
+    copied in when the bench starts. Empty = out_dir only."""
 
 
 @dataclass

@@ -481,8 +481,14 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     assert bench.stored_cell(out, None, "b") is None
     assert sorted(bench.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
     assert bench.read_cells(out) == [newer]
+    # a cell of out_dir written before the archive was set is copied in; archived ones are left alone
+    bench._write_json(bench.cell_path(out, "c"), dict(b, cell_id="c"))
+    assert bench.archive_missing(out, arch) == 1 and bench.archive_missing(out, arch) == 0
+    assert bench.read_archived(bench.archive_path(arch, "c"))["cell_id"] == "c"
+    assert bench.read_archived(bench.archive_path(arch, "a")) == a
     bench.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
-    assert bench.read_cells(out, arch) == [newer] and bench.read_archived(bench.archive_path(arch, "b")) is None
+    assert bench.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
+    assert bench.read_archived(bench.archive_path(arch, "b")) is None
 
 
 def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs():
