@@ -61,6 +61,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import gzip
 import hashlib
 import io
 import json
@@ -405,8 +406,6 @@ def archive_path(archive: Path, cid: str) -> Path:
 
 def read_archived(path: Path) -> dict | None:
     """An archived (gzip'd) cell file, or None when missing or unreadable."""
-    import gzip
-
     try:
         return json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, ValueError, EOFError):
@@ -416,8 +415,6 @@ def read_archived(path: Path) -> dict | None:
 def write_archived(path: Path, doc: dict) -> None:
     """Write ``doc`` gzip'd (compact JSON, no timestamp in the header, so that an unchanged
     cell gives identical bytes and no diff), through a temporary file."""
-    import gzip
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":"), sort_keys=True).encode(), mtime=0))
@@ -624,27 +621,27 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
     """
     from .procs import isolation_plan
 
-    todo: list[tuple[Cell, list[str]]] = []
+    # (cell, systems to run, the cell as stored): read once, here (an archived copy is gzip'd).
+    todo: list[tuple[Cell, list[str], dict]] = []
     skipped = 0
     for cell in cells:
         stored = stored_cell(out_dir, archive, cell.cell_id) or {}
         entries = stored.get("systems") or {}
         need = [n for n, ps in cell.systems.items() if stale_reason(entries.get(n), ps) is not None]
         if need:
-            todo.append((cell, need))
+            todo.append((cell, need, stored))
         else:
             skipped += 1
             print(f"skip {cell.cell_id}: done (every system ok with the same config)", flush=True)
-    total = sum(len(n) for _, n in todo)
+    total = sum(len(n) for _, n, _ in todo)
     print(f"bench: {len(cells)} cells selected, {skipped} done, {len(todo)} to run ({total} runs); "
           f"output in {out_dir}", flush=True)
     prog = Progress(total)
     counts = {"runs": 0, "ok": 0, "failed": 0, "skipped_cells": skipped}
     graphs = _GraphCache()
-    remaining = [n for _, need in todo for n in need]
-    for cell, need in todo:
+    remaining = [n for _, need, _ in todo for n in need]
+    for cell, need, doc in todo:
         path = cell_path(out_dir, cell.cell_id)
-        doc = stored_cell(out_dir, archive, cell.cell_id) or {}
         doc.update({"schema": SCHEMA, "cell_id": cell.cell_id, "axes": cell.axes, "config": normalised(cell.cfg),
                     "fingerprint": cell_fingerprint(cell), "command": command})
         doc.setdefault("systems", {})
