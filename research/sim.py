@@ -354,6 +354,7 @@ class Variant:
     system: str = "grappa"        # grappa | distdgl
     sampler: str = "local"        # local (DGL's on the local graph) | foldback
     halo: str = "drop"            # drop | keep (1-hop halo rows as leaves, read once per partitioning)
+                                  # | keep2 (1-hop halo with its in-edges, 2-hop halo rows as leaves)
     fhc: bool = False             # first-hop completion: exact layer 0 from precomputed A x
     hist: int = 0                 # stale halo embeddings refreshed every `hist` epochs (0 = off; needs halo keep)
     norm: str = "block"           # GCN normalisation: block | ht | gdeg
@@ -361,13 +362,18 @@ class Variant:
     est: str = "none"             # none | batch | node | shrinkage | cv (control variate, refreshed each epoch)
     repart: int = 0               # switch partitioning every `repart` epochs (0 = fixed)
     fhcdrop: int = 1              # fhc: dropout on the precomputed A x rows too (1) or only on x (0)
+    fhcat: str = "all"            # fhc: every node's layer 0 is exact (all), or only the halo
+                                  # nodes' (halo: owned nodes sample layer 0 as DistDGL does, over
+                                  # their full in-neighbour lists, with halo keep)
     leaf: str = "self"            # empty neighbourhood at layer 1 (halo leaves, with fhc and empty=self):
                                   # self (h0_v) | hop2 (layer 0 on the halo node's precomputed
                                   # neighbour means M x, M A x: an estimate of mean_u h0_u)
 
     def tag(self) -> str:
         if self.system == "distdgl":
-            return "distdgl" + ("" if self.norm == "block" else f"-{self.norm}")
+            # DistDGL with an exact first hop (fhc; fhcdrop as set) isolates fhc's own effect
+            fhc = f"+fhc{self.fhcdrop}" if self.fhc else ""
+            return "distdgl" + ("" if self.norm == "block" else f"-{self.norm}") + fhc
         d = Variant()
         parts = [f"{k}={v}" for k, v in asdict(self).items() if k != "system" and v != getattr(d, k)]
         return "grappa" + ("[" + ",".join(parts) + "]" if parts else "")
@@ -400,6 +406,16 @@ class PartView:
         keys = torch.unique(self.part[dst[cut]] * G.n + G.indices[cut])
         self.halo_keys = keys                      # w*N+v of every halo (worker, node) pair
         self.halo_count = torch.bincount(keys // G.n, minlength=W)
+        self.halo2_count = torch.zeros(W, dtype=torch.int64)
+        if halo == "keep2":
+            # second ring: sources of the 1-hop halo nodes' in-edges that w holds in neither ring
+            for w in range(W):
+                h1 = torch.zeros(G.n, dtype=torch.bool)
+                h1[keys[keys // G.n == w] % G.n] = True
+                src = G.indices[h1[dst]]
+                ring2 = torch.unique(src[(self.part[src] != w) & ~h1[src]])
+                self.halo2_count[w] = ring2.numel()
+                self.halo2_edges = getattr(self, "halo2_edges", 0) + int(h1[dst].sum())
         self.weights = self._coverage(G, halo, hops)
 
     def _coverage(self, G: Graph, halo: str, hops: int) -> torch.Tensor:
@@ -468,6 +484,10 @@ class Sim:
             ot = 0
             if self.var.halo == "keep":
                 ot += h * self.row_bytes                       # halo feature rows, read once
+            if self.var.halo == "keep2":
+                # both rings' feature rows, and the 1-hop halo nodes' in-edges (a source id each)
+                h = h + int(v.halo2_count.sum())
+                ot += h * self.row_bytes + v.halo2_edges * 8
             if self.var.fhc:
                 # drop: halo x rows, read once to compute the inner nodes' A x; keep: those rows are
                 # already read, plus the halo nodes' A x rows from their owners
@@ -495,7 +515,11 @@ class Sim:
             owned = v_.part[v] == w                          # halo nodes (keep) are leaves
             idx = owned.nonzero(as_tuple=True)[0]
             vv = v[idx]
-            if var.halo == "keep":
+            if var.halo == "keep2":
+                # the 1-hop halo nodes have their in-edges too (the second ring are the leaves)
+                idx = (owned | torch.isin(keys, v_.halo_keys)).nonzero(as_tuple=True)[0]
+                vv = v[idx]
+            if var.halo in ("keep", "keep2"):
                 r, pos = sample_rows(G.indptr, G.indices, vv, k, self.gen)
                 src = G.indices[pos]
                 ld = G.deg[vv]
@@ -517,7 +541,7 @@ class Sim:
         """Blocks (input layer first) for the seeds; with fhc layer 0 is not sampled."""
         blocks = []
         frontier = seed_keys
-        first = 1 if self.var.fhc else 0
+        first = 1 if self.var.fhc and self.var.fhcat == "all" else 0
         for i in range(self.L - 1, first - 1, -1):
             k = self.fanouts[i]
             row, src_keys, ndraw, gdeg, ldeg = self._sample(frontier, k)
@@ -598,6 +622,22 @@ class Sim:
         return self.G.x[nodes]
 
     def forward_blocks(self, blocks: list, in_v: torch.Tensor) -> torch.Tensor:
+        if self.var.fhc and self.var.fhcat == "halo":
+            assert self.var.halo == "keep" and not self.var.hist, "fhcat=halo needs halo=keep, hist=0"
+            N, part = self.G.n, self.view.part
+            xin = self.xs or self.G.x
+
+            def exact_halo(i, blk, out):
+                # layer 0 of the halo rows (no in-edges here) from their precomputed (x, A x)
+                if i != 0:
+                    return out
+                k = blk.dst_keys
+                rows = (part[k % N] != k // N).nonzero(as_tuple=True)[0]
+                if rows.numel() == 0:
+                    return out
+                h = torch.relu(self.net.first_layer_exact(xin, self.ax, k[rows] % N, bool(self.var.fhcdrop)))
+                return out.index_copy(0, rows, h)
+            return self.net(blocks, self.input_rows(in_v), override=exact_halo)
         if self.var.fhc:
             h0 = self.net.first_layer_exact(self.xs or self.G.x, self.ax, in_v, bool(self.var.fhcdrop))
             return self.net(blocks, None, start=1, h0=h0, override=self._override())
@@ -697,8 +737,9 @@ class Sim:
         per_epoch = (b["grad"] + b["feature"] + one_time) / epochs
         v = self.view
         # rows held besides the inner rows: halo x (keep), A x of inner nodes (fhc), A x of halo (fhc+keep)
-        keep, fhc = self.var.halo == "keep", self.var.fhc
-        cache_rows = v.halo_count.float() * ((1 if keep else 0) + (1 if fhc and keep else 0)) \
+        keep, fhc = self.var.halo in ("keep", "keep2"), self.var.fhc
+        held = (v.halo_count + v.halo2_count).float()
+        cache_rows = held * ((1 if keep else 0) + (1 if fhc and keep else 0)) \
             + v.inner.float() * (1 if fhc else 0)
         hid_ratio = self.hp["hidden"] * 4 / self.row_bytes
         ncache = max((self.L - 1) - (1 if self.var.fhc else 0), 0) if self.var.hist else 0
@@ -712,6 +753,7 @@ class Sim:
             "bytes": {**b, "one_time_total": one_time},
             "cache_rows_over_inner_max": float((cache_rows / v.inner.float()).max()),
             "halo_over_inner_max": float((v.halo_count.float() / v.inner.float()).max()),
+            "halo2_over_inner_max": float((v.halo2_count.float() / v.inner.float()).max()),
             "part_seconds_mean": float(np.mean(self.part_seconds)), "switches": self.switches,
             "wall_s": wall, "model_bytes": self.model_bytes, "bytes_v2": True,
             "halo_rows_total": int(v.halo_count.sum()), "row_bytes": self.row_bytes,
