@@ -407,6 +407,7 @@ class PartView:
         self.halo_keys = keys                      # w*N+v of every halo (worker, node) pair
         self.halo_count = torch.bincount(keys // G.n, minlength=W)
         self.halo2_count = torch.zeros(W, dtype=torch.int64)
+        self.halo2_edges = 0                       # in-edges of the 1-hop halo nodes, all workers
         if halo == "keep2":
             # second ring: sources of the 1-hop halo nodes' in-edges that w holds in neither ring
             for w in range(W):
@@ -415,7 +416,7 @@ class PartView:
                 src = G.indices[h1[dst]]
                 ring2 = torch.unique(src[(self.part[src] != w) & ~h1[src]])
                 self.halo2_count[w] = ring2.numel()
-                self.halo2_edges = getattr(self, "halo2_edges", 0) + int(h1[dst].sum())
+                self.halo2_edges += int(h1[dst].sum())
         self.weights = self._coverage(G, halo, hops)
 
     def _coverage(self, G: Graph, halo: str, hops: int) -> torch.Tensor:
@@ -736,11 +737,12 @@ class Sim:
         one_time = b["one_time"] + b["switch_rows"] + b["hist"] + b["cv"]
         per_epoch = (b["grad"] + b["feature"] + one_time) / epochs
         v = self.view
-        # rows held besides the inner rows: halo x (keep), A x of inner nodes (fhc), A x of halo (fhc+keep)
+        # rows held besides the inner rows: halo x (keep), A x of inner nodes (fhc, unless fhcat=halo),
+        # A x of halo (fhc+keep); keep2 counts both rings as halo
         keep, fhc = self.var.halo in ("keep", "keep2"), self.var.fhc
         held = (v.halo_count + v.halo2_count).float()
         cache_rows = held * ((1 if keep else 0) + (1 if fhc and keep else 0)) \
-            + v.inner.float() * (1 if fhc else 0)
+            + v.inner.float() * (1 if fhc and self.var.fhcat == "all" else 0)
         hid_ratio = self.hp["hidden"] * 4 / self.row_bytes
         ncache = max((self.L - 1) - (1 if self.var.fhc else 0), 0) if self.var.hist else 0
         cache_rows = cache_rows + v.halo_count.float() * ncache * hid_ratio
