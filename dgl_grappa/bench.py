@@ -150,13 +150,16 @@ def flatten_sections(data: dict, prefix: str = "") -> list[str]:
 
 
 def normalised(cfg: Config) -> dict:
-    """A run's config without what does not change its result (names, output folders, progress, bench)."""
+    """A run's config without what does not change its result (names, output folders, progress,
+    bench, and where the Planetoid files sit: ``data.root`` defaults to a folder next to the
+    checkout, so a cell archived on one machine stays done in a clone anywhere else)."""
     d = to_dict(cfg)
     d.pop("name", None)
     d.pop("bench", None)
     d["run"].pop("output_dir", None)
     d["run"].pop("progress", None)
     d["partition"].pop("out_dir", None)
+    d["data"].pop("root", None)
     return d
 
 

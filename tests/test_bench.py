@@ -221,6 +221,21 @@ def test_config_changes_ignore_new_keys_at_their_default():
                                        "grappa.correction: 'batch' -> 'none'"]
 
 
+def test_a_cell_stays_done_when_only_the_data_location_differs():
+    # A cell archived on one machine (data.root next to that checkout) and planned in a clone
+    # elsewhere: the same graph read from another folder is the same run.
+    here = load_config(None, ["--data.name=cora", "--data.root=/machine/a/planetoid"])
+    there = load_config(None, ["--data.name=cora", "--data.root=/elsewhere/planetoid"])
+    stored = bench.normalised(here)
+    assert "root" not in stored["data"]
+    assert config_changes(stored, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    # an older cell that still holds data.root in its config is not stale for it either
+    old = dict(stored, data=dict(stored["data"], root="/machine/a/planetoid"))
+    assert config_changes(old, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    other = load_config(None, ["--data.name=citeseer", "--data.root=/elsewhere/planetoid"])
+    assert config_changes(stored, bench.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
+
+
 # ---------------------------------------------------------------------------------------
 # The matrix
 # ---------------------------------------------------------------------------------------
