@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from dgl_grappa.config import DataConfig, ModelConfig
 from dgl_grappa.data import load_dataset, num_classes
+from dgl_grappa.models import build_model
 
 FANOUTS = {2: [25, 10], 3: [15, 10, 5], 4: [20, 15, 10, 5]}  # input layer first, as the bench's
 
@@ -35,8 +36,6 @@ FANOUTS = {2: [25, 10], 3: [15, 10, 5], 4: [20, 15, 10, 5]}  # input layer first
 def run(g, model: str, layers: int, parts: int, seed: int, epochs: int, batch: int, eval_every: int,
         hidden: int = 64, dropout: float = 0.5, lr: float = 0.01, weight_decay: float = 5e-4) -> dict:
     """Train once; returns the last-20 % test accuracy (percent) and the test curve at the evaluations."""
-    from dgl_grappa.models import build_model
-
     torch.manual_seed(seed)
     np.random.seed(seed)
     dgl.seed(seed)
@@ -75,7 +74,7 @@ def run(g, model: str, layers: int, parts: int, seed: int, epochs: int, batch: i
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="cora", choices=["cora", "citeseer"])
-    ap.add_argument("--root", default="../../shared/datasets/planetoid", help="folder of the Planetoid files")
+    ap.add_argument("--root", default="", help="folder of the Planetoid files (default: the package's data.root)")
     ap.add_argument("--model", default="gcn", choices=["gcn", "sage"])
     ap.add_argument("--layers", type=int, default=3, choices=sorted(FANOUTS))
     ap.add_argument("--parts", type=int, default=8)
@@ -86,7 +85,7 @@ def main() -> None:
     ap.add_argument("--out", default="", help="write the per-seed results here as JSON")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    g = load_dataset(DataConfig(name=a.dataset, root=a.root))
+    g = load_dataset(DataConfig(name=a.dataset, **({"root": a.root} if a.root else {})))
     res = []
     for seed in (int(s) for s in a.seeds.split(",")):
         r = run(g, a.model, a.layers, a.parts, seed, a.epochs, a.batch, a.eval_every)
