@@ -438,8 +438,10 @@ def archive_missing(out_dir: Path, archive: Path) -> int:
     n = 0
     d = out_dir / "cells"
     for p in sorted(d.glob("*.json")) if d.is_dir() else []:
+        if archive_path(archive, p.stem).exists():
+            continue  # already archived: not read at all (a large matrix starts with many)
         doc = read_cell(p)
-        if doc and "axes" in doc and not archive_path(archive, p.stem).exists():
+        if doc and "axes" in doc:
             write_archived(archive_path(archive, p.stem), doc)
             n += 1
     return n
