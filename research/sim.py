@@ -188,6 +188,47 @@ def first_hop(G: Graph, model: str) -> torch.Tensor:
     return s / (d + 1)
 
 
+def first_hop_var(G: Graph, model: str, p: float, fanout: int) -> torch.Tensor:
+    """fhcdrop=2: per node and feature, the variance that DistDGL's layer-0 neighbour aggregate
+    has around the exact one given the node: dropout p on each neighbour's row, then (when the
+    fan-out k is below the degree d) a uniform k-subset without replacement. With m1, m2 the
+    neighbours' first and second moments, Var(mean) = (p/(1-p) m2 + (d-k)/(d-1) (m2 - m1^2)) / k;
+    GCN's aggregate is d/(d+1) times the mean. A second precomputed row per node, read with A x."""
+    s1 = torch.zeros_like(G.x).index_add_(0, G.dst, G.x[G.indices])
+    s2 = torch.zeros_like(G.x).index_add_(0, G.dst, G.x[G.indices] ** 2)
+    d = G.deg.to(torch.float32).unsqueeze(1)
+    dc = d.clamp(min=1)
+    m1, m2 = s1 / dc, s2 / dc
+    k = d.clamp(max=fanout) if fanout > 0 else d
+    fpc = ((d - k) / (d - 1).clamp(min=1)).clamp(min=0)
+    var = (p / (1 - p) * m2 + fpc * (m2 - m1 * m1).clamp(min=0)) / k.clamp(min=1)
+    if model == "gcn":
+        var = var * (d / (d + 1)) ** 2
+    return var
+
+
+class NoisyRows:
+    """Rows of A x plus Gaussian noise of a given per-entry variance (fhcdrop=2): the second
+    moments of DistDGL's sampled, dropped-out layer-0 aggregate without its neighbours' rows.
+    Indexing (dense) or ``rows(nodes, p)`` (sparse, same pattern as A x) draws fresh noise."""
+
+    def __init__(self, ax, var):
+        self.ax = ax
+        self.std = var.sqrt() if isinstance(var, torch.Tensor) else None
+        if isinstance(ax, SparseRows):
+            assert isinstance(var, SparseRows) and torch.equal(var.col, ax.col), "variance pattern != A x pattern"
+            self.sstd = var.val.sqrt()
+
+    def __getitem__(self, nodes):
+        return self.ax[nodes] + torch.randn(len(nodes), self.ax.shape[1]) * self.std[nodes]
+
+    def rows(self, nodes: torch.Tensor, p: float) -> torch.Tensor:
+        a = self.ax
+        r, pos = sample_rows(a.ptr, a.col, nodes, -1, None)
+        v = a.val[pos] + torch.randn(pos.numel()) * self.sstd[pos]
+        return torch.sparse_coo_tensor(torch.stack([r, a.col[pos]]), v, (nodes.numel(), a.dim))
+
+
 def hop2_rows(G: Graph, model: str, ax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """leaf=hop2: per node, the in-neighbour means (M a, M b) that layer 0 turns into an estimate
     of the mean of the neighbours' layer-0 outputs (ReLU of the mean, not the mean of ReLUs).
@@ -292,7 +333,7 @@ class Net(nn.Module):
 
     def _lin_in(self, lin: nn.Linear, x, nodes, drop: bool = True) -> torch.Tensor:
         p = self.drop.p if (self.training and drop) else 0.0
-        if isinstance(x, SparseRows):
+        if isinstance(x, SparseRows) or (isinstance(x, NoisyRows) and isinstance(x.ax, SparseRows)):
             out = torch.sparse.mm(x.rows(nodes, p), lin.weight.t())
             return out + lin.bias if lin.bias is not None else out
         return lin(F.dropout(x[nodes], p, self.training) if p > 0 else x[nodes])
@@ -361,7 +402,9 @@ class Variant:
     empty: str = "zero"           # empty sampled neighbourhood: zero (DGL) | self (impute own features)
     est: str = "none"             # none | batch | node | shrinkage | cv (control variate, refreshed each epoch)
     repart: int = 0               # switch partitioning every `repart` epochs (0 = fixed)
-    fhcdrop: int = 1              # fhc: dropout on the precomputed A x rows too (1) or only on x (0)
+    fhcdrop: int = 1              # fhc: dropout on the precomputed A x rows too (1), only on x (0),
+                                  # or only on x plus Gaussian noise on A x with the variance of
+                                  # DistDGL's sampled, dropped-out aggregate (2; first_hop_var)
     fhcat: str = "all"            # fhc: every node's layer 0 is exact (all), or only the halo
                                   # nodes' (halo: owned nodes sample layer 0 as DistDGL does, over
                                   # their full in-neighbour lists, with halo keep)
@@ -459,7 +502,11 @@ class Sim:
         self.xs = SparseRows.of(G.x)
         self.net.deg = G.deg
         if self.ax is not None:
+            sparse = SparseRows.of(self.ax) is not None
             self.ax = SparseRows.of(self.ax) or self.ax
+            if var.fhcdrop == 2:
+                v = first_hop_var(G, model, hp["dropout"], self.fanouts[0])
+                self.ax = NoisyRows(self.ax, SparseRows.of(v) if sparse else v)
         self.hist = None
         self.net.hop2 = None
         if var.leaf == "hop2":
@@ -495,6 +542,8 @@ class Sim:
                 ot += h * self.row_bytes
             if self.var.leaf == "hop2":
                 ot += h * self.row_bytes                       # one more precomputed row per halo node
+            if self.var.fhc and self.var.fhcdrop == 2:
+                ot += h * self.row_bytes                       # the variance row, read with A x
             if old is not None:                                # rows (features + in-edges) newly owned
                 moved = old.part != v.part
                 rows = int(moved.sum())
@@ -636,11 +685,11 @@ class Sim:
                 rows = (part[k % N] != k // N).nonzero(as_tuple=True)[0]
                 if rows.numel() == 0:
                     return out
-                h = torch.relu(self.net.first_layer_exact(xin, self.ax, k[rows] % N, bool(self.var.fhcdrop)))
+                h = torch.relu(self.net.first_layer_exact(xin, self.ax, k[rows] % N, self.var.fhcdrop == 1))
                 return out.index_copy(0, rows, h)
             return self.net(blocks, self.input_rows(in_v), override=exact_halo)
         if self.var.fhc:
-            h0 = self.net.first_layer_exact(self.xs or self.G.x, self.ax, in_v, bool(self.var.fhcdrop))
+            h0 = self.net.first_layer_exact(self.xs or self.G.x, self.ax, in_v, self.var.fhcdrop == 1)
             return self.net(blocks, None, start=1, h0=h0, override=self._override())
         return self.net(blocks, self.input_rows(in_v), override=self._override())
 
