@@ -290,8 +290,9 @@ class DistDGLConfig:
 class CompareConfig:
     """``python -m dgl_grappa compare``: DistDGL and Grappa side by side."""
 
-    variants: list[Literal["none", "batch", "node", "shrinkage"]] = field(default_factory=lambda: ["batch"])
-    """Grappa corrections to run (one Grappa run each) after the DistDGL baseline."""
+    variants: list[Literal["none", "batch", "node", "shrinkage"]] = field(default_factory=lambda: ["none"])
+    """Grappa corrections to run (one Grappa run each, named grappa-<correction>) after the DistDGL
+    baseline; none (plain averaging) is the package default."""
     distdgl: bool = True
     """Run the DistDGL baseline (the ratios are relative to it)."""
     dropin: bool = False
