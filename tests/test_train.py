@@ -29,8 +29,8 @@ def test_cora_two_workers(tmp_path, mode):
     assert s["system"] == "grappa" and s["num_parts"] == 2 and s["mode"] == mode
     assert s["test_acc"] >= 0.75, s["test_acc"]
     assert s["feature_bytes_per_epoch"] == 0
-    # one DDP bucket per step: the model's gradient plus the batch weight (one float32)
-    per_step = _model_bytes(1433, 7, name="sage", num_layers=2, hidden=64) + 4
+    # one DDP bucket per step: the model's gradient alone (plain averaging, the default)
+    per_step = _model_bytes(1433, 7, name="sage", num_layers=2, hidden=64)
     assert s["grad_bytes_per_epoch"] == s["steps_per_epoch"] * per_step
     assert s["steps_per_epoch"] == (3 if mode == "minibatch" else 1)
     records = read_jsonl(tmp_path / "metrics.jsonl")
