@@ -151,8 +151,10 @@ def flatten_sections(data: dict, prefix: str = "") -> list[str]:
 
 def normalised(cfg: Config) -> dict:
     """A run's config without what does not change its result (names, output folders, progress,
-    bench, and where the Planetoid files sit: ``data.root`` defaults to a folder next to the
-    checkout, so a cell archived on one machine stays done in a clone anywhere else)."""
+    bench, where the Planetoid files sit: ``data.root`` defaults to a folder next to the
+    checkout, so a cell archived on one machine stays done in a clone anywhere else; and the
+    ``compare`` command's own choices: a bench runs each system itself, and of that section only
+    ``compare.script``, the DistDGL trainer, reaches a run)."""
     d = to_dict(cfg)
     d.pop("name", None)
     d.pop("bench", None)
@@ -160,6 +162,7 @@ def normalised(cfg: Config) -> dict:
     d["run"].pop("progress", None)
     d["partition"].pop("out_dir", None)
     d["data"].pop("root", None)
+    d["compare"] = {"script": d["compare"]["script"]}
     return d
 
 

@@ -236,6 +236,18 @@ def test_a_cell_stays_done_when_only_the_data_location_differs():
     assert config_changes(stored, bench.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
 
 
+def test_a_cell_stays_done_when_only_compare_settings_differ():
+    # compare.variants' default moved from [batch] to [none]; no bench run reads it, so cells
+    # stored before stay done. compare.script (the DistDGL trainer) does reach a run.
+    now = bench.normalised(load_config(None, []))
+    assert now["compare"] == {"script": ""}
+    old = dict(now, compare={"variants": ["batch"], "distdgl": True, "dropin": False, "target_acc": 0.0,
+                             "script": ""})
+    assert config_changes(old, now, now) == []
+    mine = bench.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
+    assert config_changes(old, mine, now) == ["compare.script: '' -> '/opt/train_dist.py'"]
+
+
 # ---------------------------------------------------------------------------------------
 # The matrix
 # ---------------------------------------------------------------------------------------
