@@ -502,11 +502,10 @@ class Sim:
         self.xs = SparseRows.of(G.x)
         self.net.deg = G.deg
         if self.ax is not None:
-            sparse = SparseRows.of(self.ax) is not None
             self.ax = SparseRows.of(self.ax) or self.ax
             if var.fhcdrop == 2:
                 v = first_hop_var(G, model, hp["dropout"], self.fanouts[0])
-                self.ax = NoisyRows(self.ax, SparseRows.of(v) if sparse else v)
+                self.ax = NoisyRows(self.ax, SparseRows.of(v) if isinstance(self.ax, SparseRows) else v)
         self.hist = None
         self.net.hop2 = None
         if var.leaf == "hop2":
