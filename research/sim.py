@@ -80,11 +80,34 @@ class Graph:
         return torch.repeat_interleave(torch.arange(self.n), self.deg)
 
 
+#: Short keys of a custom synthetic dataset, ``syn:n=30000,deg=16,hom=0.6,noise=8,train=0.1``.
+_SYN_KEYS = {"n": ("num_nodes", int), "deg": ("avg_degree", float), "hom": ("homophily", float),
+             "noise": ("noise", float), "classes": ("num_classes", int), "train": ("train_frac", float)}
+
+
+def custom_synthetic(name: str):
+    """SyntheticConfig of a ``syn:key=value,...`` dataset name (a graph other than the
+    package's presets, to check a mechanism on a harder, non-saturated graph)."""
+    from dgl_grappa.config import SyntheticConfig
+    kw = {}
+    for item in name[len("syn:"):].split(","):
+        key, _, value = item.partition("=")
+        if key not in _SYN_KEYS:
+            raise ValueError(f"unknown key {key!r} in {name!r}; known: {sorted(_SYN_KEYS)}")
+        field_name, cast = _SYN_KEYS[key]
+        kw[field_name] = cast(value)
+    if "train_frac" in kw:
+        kw["val_frac"] = min(0.2, (1 - kw["train_frac"]) / 2)
+    return SyntheticConfig(preset="custom", **kw)
+
+
 def load_graph(name: str) -> Graph:
     from dgl_grappa.config import DataConfig, SyntheticConfig
     from dgl_grappa.data import load_dataset
     if name in ("cora", "citeseer"):
         cfg = DataConfig(name=name)
+    elif name.startswith("syn:"):
+        cfg = DataConfig(name="synthetic", synthetic=custom_synthetic(name))
     elif name.startswith("syn"):
         n = {"syn20k": 20_000, "syn100k": 100_000, "syn5k": 5_000}[name]
         cfg = DataConfig(name="synthetic", synthetic=SyntheticConfig(preset="hard", num_nodes=n, avg_degree=10))
@@ -839,7 +862,7 @@ def part_fn_for(G: Graph, method: str, W: int, seed: int):
 
 def run_cell(G: Graph, dataset: str, model: str, layers: int, W: int, method: str, seed: int, var: Variant,
              epochs: int | None = None, batch: int | None = None) -> dict:
-    hp = dict(HPARAMS[dataset])
+    hp = dict(HPARAMS["syn20k" if dataset.startswith("syn:") else dataset])
     if epochs:
         hp["epochs"] = epochs
     if batch:
@@ -856,7 +879,8 @@ def run_cell(G: Graph, dataset: str, model: str, layers: int, W: int, method: st
 
 
 def cell_path(out_dir: str, dataset, model, layers, W, method, seed, var: Variant) -> Path:
-    return Path(out_dir) / f"{dataset}_{method}{W}_{model}{layers}_s{seed}_{var.tag()}.json"
+    stem = dataset.replace(":", "-").replace(",", "-").replace("=", "")  # syn:n=...,deg=... names
+    return Path(out_dir) / f"{stem}_{method}{W}_{model}{layers}_s{seed}_{var.tag()}.json"
 
 
 def main(argv=None):
