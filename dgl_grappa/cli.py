@@ -1,7 +1,7 @@
 """Command line: ``python -m dgl_grappa {partition,train,compare,bench,worker} --config C [--section.key=value ...]``.
 
 ``worker`` is one worker of a job started by torchrun, srun or the multi-host launcher
-(its identity from the environment, see :mod:`dgl_grappa.worker`); ``train`` with
+(its identity from the environment, see :mod:`dgl_grappa.native.worker`); ``train`` with
 ``launch.remote: ssh | netns`` starts such workers on the hosts itself.
 
 A user error (bad key, bad value, missing file) prints one line naming the problem and
@@ -15,18 +15,18 @@ import logging
 import sys
 from pathlib import Path
 
-from .compare import cmd_compare
+from .bench.compare import cmd_compare
+from .cluster.launch import setup_logging
+from .cluster.procs import JobFailed
 from .config import Config, ConfigError, load_config, uses_hosts
-from .launch import setup_logging
-from .procs import JobFailed
 
 log = logging.getLogger("dgl_grappa")
 
 
 def cmd_partition(cfg: Config) -> int:
     from .config import check_output_dir
-    from .native import removed_on_user_error
-    from .partition import ensure_partitions, format_stats, partition_dir
+    from .native.run import removed_on_user_error
+    from .partition.store import ensure_partitions, format_stats, partition_dir
 
     check_output_dir(partition_dir(cfg), "partition.out_dir" if cfg.partition.out_dir else "run.output_dir")
     with removed_on_user_error(Path(cfg.run.output_dir)):
@@ -37,18 +37,18 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
-    from .native import check_inputs, run_native
-    from .netns import in_private_netns
-    from .procs import rerun_isolated
+    from .cluster.netns import in_private_netns
+    from .cluster.procs import rerun_isolated
+    from .native.run import check_inputs, run_native
 
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
-        from .worker import train_on_hosts
+        from .native.worker import train_on_hosts
 
         summary = train_on_hosts(cfg)
         print_train_summary(cfg, summary, Path(cfg.run.output_dir))
         return 0
     if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
-        from .launch import select_device
+        from .cluster.launch import select_device
 
         select_device("cuda", cfg.partition.num_parts - 1)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
@@ -62,7 +62,7 @@ def cmd_train(cfg: Config) -> int:
 
 def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
     """The terminal summary of a ``train`` run (and where its files are)."""
-    from .metrics import format_bytes
+    from .runtime.metrics import format_bytes
 
     summary_path = out / "summary.json"
     print(f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
@@ -89,7 +89,7 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
 
 
 def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
-    from .worker import cmd_worker as run
+    from .native.worker import cmd_worker as run
 
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa worker")
     ap.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
@@ -101,7 +101,7 @@ def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
 
 COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare, "worker": cmd_worker,
             "bench": None}
-"""``bench`` takes the raw overrides (dgl_grappa.bench.cmd_bench): it routes them itself."""
+"""``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself."""
 _OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume")}
 
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             i += 1
     try:
         if args.command == "bench":
-            from .bench import cmd_bench
+            from .bench.matrix import cmd_bench
 
             return cmd_bench(args.config, rest)
         if args.resume is not None:

@@ -22,6 +22,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
+from .env import ENV_PLANETOID
+
 
 class ConfigError(ValueError):
     """A user error in the configuration (bad key, bad value, missing file)."""
@@ -34,7 +36,7 @@ TC_RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit)")
 def _default_planetoid_root() -> str:
     # The shared data folder sits next to the checkout; users point elsewhere with
     # DGL_GRAPPA_PLANETOID or data.root.
-    env = os.environ.get("DGL_GRAPPA_PLANETOID")
+    env = os.environ.get(ENV_PLANETOID)
     if env:
         return env
     here = Path(__file__).resolve().parent.parent
@@ -130,7 +132,7 @@ class PartitionConfig:
     it (DGL's METIS is deterministic: the same input gives the same cut), so it is not part
     of a METIS partitioning's fingerprint and METIS partitionings are shared across seeds."""
     prebuilt: str = ""
-    """A partition folder in DGL's layout made beforehand (e.g. by dgl_grappa.bigpart for a
+    """A partition folder in DGL's layout made beforehand (e.g. by dgl_grappa.partition.bigpart for a
     graph that does not fit one process, or by ``partition``): workers load their parts from
     it (int32 CSC, halo features never loaded with halo=drop) and nothing is partitioned;
     the whole graph is never loaded (evaluation is layer-wise over the parts, see
@@ -236,7 +238,7 @@ class GrappaConfig:
 
 @dataclass
 class ScheduleConfig:
-    """Periodic repartitioning (see dgl_grappa/scheduler.py)."""
+    """Periodic repartitioning (see dgl_grappa/partition/schedule.py)."""
 
     k: int = 0
     """Use partitioning j for epochs [j*k, (j+1)*k); 0 = never repartition."""
@@ -324,7 +326,7 @@ class LaunchConfig:
     hosts, rounded up (with remote=netns and no hosts listed: 1)."""
     remote: Literal["none", "ssh", "netns"] = "none"
     """How a command reaches another host: none (this machine), ssh, or netns (the
-    project's test hosts, see dgl_grappa/testhosts.py)."""
+    project's test hosts, see dgl_grappa/cluster/testhosts.py)."""
     ssh_user: str = ""
     """ssh user name; empty = ssh's default."""
     ssh_port: int = 22
@@ -355,7 +357,7 @@ class BenchConfig:
     A cell is one point of the product datasets x partitions x parts x models x layers x
     bandwidths x seeds (an empty axis = the base config's value). Axis overrides on the
     command line select what runs now; the report always covers the matrix of the file.
-    See dgl_grappa/bench.py.
+    See dgl_grappa/bench/matrix.py.
     """
 
     datasets: list[str] = field(default_factory=list)
@@ -415,7 +417,7 @@ class BenchConfig:
 
 @dataclass
 class CheckpointConfig:
-    """Checkpoints (see dgl_grappa/checkpoint.py): what resume and recovery start from."""
+    """Checkpoints (see dgl_grappa/runtime/checkpoint.py): what resume and recovery start from."""
 
     every: int = 1
     """Write a checkpoint every this many epochs; 0 = only at repartition boundaries and at
@@ -788,7 +790,7 @@ def uses_hosts(cfg: Config) -> bool:
     """Whether the job runs across hosts (ssh machines or the project's test hosts).
 
     True when ``launch.remote`` is ssh or netns; the workers then start on their hosts
-    through :func:`dgl_grappa.cluster.remote_argv`, and each host's own network interface
+    through :func:`dgl_grappa.cluster.hosts.remote_argv`, and each host's own network interface
     carries (and counts) its traffic, instead of one private loopback for the whole job.
     """
     return cfg.launch.remote != "none"

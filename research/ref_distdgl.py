@@ -3,7 +3,7 @@
 Why: the simulator (sim.py) re-implements the models and the sampler; the runtime bench runs
 real DistDGL servers and trainers. When the two disagree on DistDGL's accuracy (Cora LDG-8
 GCN-3: 79.45 % in the simulator, 80.26 % in the runtime, at the same hyper-parameters), this
-script is the third opinion: ``dgl_grappa.models.build_model`` and DGL's own
+script is the third opinion: ``dgl_grappa.method.models.build_model`` and DGL's own
 ``NeighborSampler`` on the whole graph, W workers whose per-worker mean losses are averaged
 (what DDP's gradient averaging does), Adam, and the test accuracy read as the runtime reads
 it (every ``--eval_every`` epochs, averaged over the evaluations in the last 20 % of epochs).
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from dgl_grappa.config import DataConfig, ModelConfig
 from dgl_grappa.data import load_dataset, num_classes
-from dgl_grappa.models import build_model
+from dgl_grappa.method.models import build_model
 
 FANOUTS = {2: [25, 10], 3: [15, 10, 5], 4: [20, 15, 10, 5]}  # input layer first, as the bench's
 

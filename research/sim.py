@@ -16,7 +16,7 @@ Systems (``Variant.system``):
 Node keys: every (worker, node) pair is the int64 key ``w * N + v``, so the computation
 graphs of all W workers are built by one vectorised sampler call and run in one forward.
 
-Models mirror dgl_grappa.models: GraphSAGE (DGL SAGEConv, mean) and GCN (implicit self loop,
+Models mirror dgl_grappa.method.models: GraphSAGE (DGL SAGEConv, mean) and GCN (implicit self loop,
 normalised by block in-degree + 1), ReLU + dropout between layers and dropout on the input.
 Evaluation: full graph, full neighbourhoods, every epoch.
 """
@@ -485,7 +485,7 @@ class PartView:
 
     def _coverage(self, G: Graph, halo: str, hops: int) -> torch.Tensor:
         """Clamped coverage weight of every node in its owner's local graph (package formula)."""
-        from dgl_grappa import coverage as cov
+        from dgl_grappa.method import coverage as cov
         w_all = torch.ones(G.n)
         if hops <= 0:
             return w_all

@@ -74,8 +74,14 @@ class Switch:
 
 
 def bench_worker(rank, cfg, part_config, n_classes, port, out_dir, plan):
-    from dgl_grappa.launch import init_distributed, set_threads, setup_logging, shutdown_distributed, threads_per_worker
-    from dgl_grappa.trainer import run_worker
+    from dgl_grappa.cluster.launch import (
+        init_distributed,
+        set_threads,
+        setup_logging,
+        shutdown_distributed,
+        threads_per_worker,
+    )
+    from dgl_grappa.native.trainer import run_worker
 
     setup_logging(rank)
     set_threads(threads_per_worker(cfg.partition.num_parts, cfg.run.num_threads))
@@ -96,11 +102,12 @@ def main() -> int:
     ap.add_argument("overrides", nargs="*", help="--section.key=value overrides (after --)")
     args = ap.parse_args()
 
+    from dgl_grappa.cluster.launch import free_port, setup_logging, spawn_workers
+
     from dgl_grappa.config import load_config
     from dgl_grappa.data import load_dataset, num_classes
-    from dgl_grappa.launch import free_port, setup_logging, spawn_workers
-    from dgl_grappa.metrics import read_jsonl
-    from dgl_grappa.partition import ensure_partitions
+    from dgl_grappa.partition.store import ensure_partitions
+    from dgl_grappa.runtime.metrics import read_jsonl
 
     setup_logging(None)
     plan = schedule(args.rounds)

@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dgl_grappa import scheduler as S  # noqa: E402
 from dgl_grappa.config import SyntheticConfig  # noqa: E402
 from dgl_grappa.data import synthetic_graph  # noqa: E402
+from dgl_grappa.partition import schedule as S  # noqa: E402
 
 
 def bench_method(g, method: str, parts: int, count: int, seed: int, workdir: Path) -> dict:

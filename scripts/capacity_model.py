@@ -16,8 +16,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dgl_grappa.capacity import (GB, Workload, distdgl_feature_step_bytes, epoch_bytes, epoch_seconds,  # noqa: E402
-                                 grappa_step_bytes, part_bytes, random_remote_fraction, scale_step_time)
+from dgl_grappa.bench.capacity import (
+    GB,
+    Workload,
+    distdgl_feature_step_bytes,
+    epoch_bytes,
+    epoch_seconds,
+    grappa_step_bytes,
+    part_bytes,
+    random_remote_fraction,
+    scale_step_time,
+)
 
 RUNS = ROOT / "runs" / "scale"
 MB = 1e6

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dgl_grappa.metrics import format_bytes  # noqa: E402
+from dgl_grappa.runtime.metrics import format_bytes  # noqa: E402
 
 
 def run_one(config: str, parts: int, link: str, bandwidth: str, out: Path, variants: str, extra: list[str],

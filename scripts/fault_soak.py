@@ -94,8 +94,9 @@ def _job_children(pid: int) -> list:
 
 
 def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args, reference: dict | None) -> dict:
-    from dgl_grappa.checkpoint import CheckpointStore
-    from dgl_grappa.procs import ENV_JOB, processes_of_job
+    from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
+
+    from dgl_grappa.runtime.checkpoint import CheckpointStore
 
     out = work / f"run{i:02d}"
     out.mkdir(parents=True)
@@ -173,7 +174,7 @@ def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args
 def reference_params(work: Path, args):
     import torch
 
-    from dgl_grappa.checkpoint import CheckpointStore
+    from dgl_grappa.runtime.checkpoint import CheckpointStore
 
     out = work / "reference"
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))

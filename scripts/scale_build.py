@@ -9,7 +9,7 @@ instead of pushing a shared machine into swap/OOM. Stages:
     bucket              reshuffle + edges bucketed by part      -> <out>/parts_<method>_p<P>/_work
     write-<p>           part p in DGL's layout                  -> <out>/parts_<method>_p<P>/part<p>
     finish              grappa.json, grappa_partition.json
-    load-drop/keep      dgl_grappa.partition.load_local of part 0
+    load-drop/keep      dgl_grappa.method.local_part.load_local of part 0
 
 Prints a table and merges the figures into ``<out>/build.json`` (one entry per method and
 part count; the generated graph is shared and reused when its config is unchanged).
@@ -53,8 +53,8 @@ def run_stage(stage: str, args: dict) -> dict:
     """Run one stage in this process; returns its figures (JSON-able)."""
     import numpy as np
 
-    from dgl_grappa import bigpart
     from dgl_grappa.data.bigsynth import BigGraph, generate_big
+    from dgl_grappa.partition import bigpart
 
     out = Path(args["out"])
     gdir = out / "graph"
@@ -101,7 +101,8 @@ def run_stage(stage: str, args: dict) -> dict:
                 "halo_share": stats["halo_share"], "disk_bytes": bigpart.folder_bytes(pdir),
                 "part_bytes": [bigpart.folder_bytes(pdir / f"part{q}") for q in range(args["parts"])]}
     if stage.startswith("load-"):
-        from dgl_grappa.partition import load_local, part_config_path
+        from dgl_grappa.method.local_part import load_local
+        from dgl_grappa.partition.layout import part_config_path
 
         lp = load_local(part_config_path(pdir), 0, stage.split("-")[1])
         return {"seconds": time.perf_counter() - t0, "num_inner": lp.num_inner,

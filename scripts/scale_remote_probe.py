@@ -41,8 +41,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from dgl_grappa.bigpart import assign_random, build_csr
     from dgl_grappa.data.bigsynth import BigGraph
+    from dgl_grappa.partition.bigpart import assign_random, build_csr
 
     t0 = time.perf_counter()
     g = BigGraph(ns.graph)

@@ -1,8 +1,8 @@
 """One worker's training throughput on one loaded part, in one process (no network).
 
-Loads part ``--part`` with ``dgl_grappa.partition.load_local``, samples inside it with DGL's
+Loads part ``--part`` with ``dgl_grappa.method.local_part.load_local``, samples inside it with DGL's
 ``NeighborSampler`` (what a Grappa worker does), and times ``--steps`` steps of a GNN
-(``dgl_grappa.models.build_model``, GraphSAGE by default) with Adam: sampling, feature
+(``dgl_grappa.method.models.build_model``, GraphSAGE by default) with Adam: sampling, feature
 gather, forward + backward + step. A real Grappa step adds one gradient all-reduce, whose
 payload is printed (``gradient_bytes``). Also counts the sampled input rows per step and
 how many of them are halo nodes (rows that DistDGL would pull from another machine at the
@@ -43,8 +43,8 @@ def main() -> None:
     import torch
 
     from dgl_grappa.config import ModelConfig
-    from dgl_grappa.models import build_model, gradient_bytes
-    from dgl_grappa.partition import load_local
+    from dgl_grappa.method.local_part import load_local
+    from dgl_grappa.method.models import build_model, gradient_bytes
 
     torch.set_num_threads(ns.threads)
     torch.manual_seed(ns.seed)

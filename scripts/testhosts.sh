@@ -5,4 +5,4 @@
 #   bash scripts/testhosts.sh -n 3 --bandwidth 1gbit -- sh -c 'ip -br addr; echo $TESTHOST_INDEX'
 #   bash scripts/testhosts.sh --sweep          # remove leftovers of killed jobs
 source "$(dirname "${BASH_SOURCE[0]}")/_bootstrap.sh"
-exec python -m dgl_grappa.testhosts "$@"
+exec python -m dgl_grappa.cluster.testhosts "$@"

@@ -18,7 +18,7 @@ def small_graph():
 def small_parts(small_graph, tmp_path_factory):
     """small_graph cut into 2 METIS parts on disk; returns (graph, stats)."""
     from dgl_grappa.config import PartitionConfig
-    from dgl_grappa.partition import partition
+    from dgl_grappa.partition.store import partition
 
     out = tmp_path_factory.mktemp("parts")
     return small_graph, partition(small_graph, PartitionConfig(num_parts=2, method="metis"), out)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from dgl_grappa import bench, bench_report as br
 from clitools import run_cli
-from dgl_grappa.bench import config_changes, derive_metrics, expand, load_bench, parse_system
+from dgl_grappa.bench.matrix import config_changes, derive_metrics, expand, load_bench, parse_system
+
+from dgl_grappa.bench import matrix as bench
+from dgl_grappa.bench import report as br
 from dgl_grappa.config import ConfigError, PartitionConfig, load_config
 
 # ---------------------------------------------------------------------------------------
@@ -380,7 +381,7 @@ def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
 def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
     from dgl_grappa.config import DataConfig, SyntheticConfig
     from dgl_grappa.data import load_dataset
-    from dgl_grappa.partition import partition, partition_fingerprint
+    from dgl_grappa.partition.store import partition, partition_fingerprint
 
     # generator seed 0 and partition seed 0: DGL's RNG is not the generator's, so the parts are
     # not the planted blocks (their cut would be ~0.1, a random 4-way cut is ~0.75)
@@ -405,7 +406,7 @@ def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 def _needs_ns():
-    from dgl_grappa.netns import check_isolation
+    from dgl_grappa.cluster.netns import check_isolation
 
     why = check_isolation(net=True, shm="64m")
     if why is not None:

@@ -3,7 +3,7 @@
 The reference is DGL itself: the same graph and the same node assignment written by
 ``dgl.distributed.partition_graph`` (through the project's ``partition.partition``) and by
 ``bigpart.write_partitions`` must load identically through ``dgl.distributed.load_partition``
-and ``dgl_grappa.partition.load_local``.
+and ``dgl_grappa.method.local_part.load_local``.
 """
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import dgl  # noqa: E402
 
-from dgl_grappa import bigpart  # noqa: E402
 from dgl_grappa.config import ConfigError, PartitionConfig, SyntheticConfig  # noqa: E402
 from dgl_grappa.data.bigsynth import BigGraph, generate_big  # noqa: E402
-from dgl_grappa.partition import load_local, partition, read_stats  # noqa: E402
+from dgl_grappa.method.local_part import load_local  # noqa: E402
+from dgl_grappa.partition import bigpart  # noqa: E402
+from dgl_grappa.partition.layout import read_stats
+from dgl_grappa.partition.store import partition
 
 CFG = SyntheticConfig(num_nodes=20_000, avg_degree=10, feat_dim=16, seed=3)
 # Small chunks so that the graph spans several edge chunks, buckets and top-up rounds.

@@ -7,14 +7,19 @@ on every rank, within that bound, instead of hanging.
 import time
 
 import pytest
-
-from dgl_grappa.launch import WorkerFailed, free_port, init_distributed, shutdown_distributed, spawn_workers
+from dgl_grappa.cluster.launch import (
+    WorkerFailed,
+    free_port,
+    init_distributed,
+    shutdown_distributed,
+    spawn_workers,
+)
 
 
 def _eval_worker(rank, port, eval_timeout_s, sleep_s):
     import torch
 
-    import dgl_grappa.evaluation as ev
+    import dgl_grappa.runtime.evaluation as ev
     from dgl_grappa.config import load_config
 
     init_distributed(rank, 2, port, timeout_s=2.0)  # collectives: 2 s

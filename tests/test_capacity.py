@@ -1,11 +1,18 @@
-"""The capacity model's formulas (dgl_grappa/capacity.py), against simulation and measured runs."""
+"""The capacity model's formulas (dgl_grappa/bench/capacity.py), against simulation and measured runs."""
 import math
 
 import numpy as np
 import pytest
-
-from dgl_grappa.capacity import (Workload, distdgl_feature_step_bytes, epoch_bytes, epoch_seconds, grappa_step_bytes,
-                                 part_bytes, random_remote_fraction, ring_factor)
+from dgl_grappa.bench.capacity import (
+    Workload,
+    distdgl_feature_step_bytes,
+    epoch_bytes,
+    epoch_seconds,
+    grappa_step_bytes,
+    part_bytes,
+    random_remote_fraction,
+    ring_factor,
+)
 
 
 def test_ring_factor_is_what_a_ring_allreduce_sends():

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dgl_grappa import checkpoint as C
 from dgl_grappa.config import load_config
+from dgl_grappa.runtime import checkpoint as C
 
 FP = {"model.hidden": 8}
 

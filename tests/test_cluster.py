@@ -4,10 +4,22 @@ import subprocess
 import sys
 
 import pytest
+from dgl_grappa.cluster.hosts import (
+    IpConfigEntry,
+    Remote,
+    WorkerIdentity,
+    expand_nodelist,
+    expand_tasks_per_node,
+    format_ip_config,
+    parse_ip_config,
+    place_workers,
+    read_ip_config,
+    remote_argv,
+    shell_command,
+    torchrun_env,
+    worker_identity,
+)
 
-from dgl_grappa.cluster import (IpConfigEntry, Remote, WorkerIdentity, expand_nodelist, expand_tasks_per_node,
-                                format_ip_config, parse_ip_config, place_workers, read_ip_config, remote_argv,
-                                shell_command, torchrun_env, worker_identity)
 from dgl_grappa.config import ConfigError
 
 # --- ip_config ---------------------------------------------------------------------------

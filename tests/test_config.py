@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from clitools import run_cli
+
 from dgl_grappa.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from dgl_grappa import coverage as cov
+from dgl_grappa.method import coverage as cov
 
 # Full graph (src -> dst), part A = {0, 1, 2}, part B = {3, 4, 5}:
 #   1->0, 2->0, 3->0   0->1   4->2, 0->2

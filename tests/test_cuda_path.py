@@ -1,6 +1,6 @@
 """run.device=cuda end to end (marker ``gpu``; scripts/test.sh deselects it where no GPU exists).
 
-The full path needs DGL's CUDA build (``dgl_grappa.launch.DGL_CUDA_WHEEL``): the package
+The full path needs DGL's CUDA build (``dgl_grappa.cluster.launch.DGL_CUDA_WHEEL``): the package
 registry's dgl 2.1.0 is CPU-only. On a GPU machine with that CPU-only DGL the job must
 refuse in one line that names the CUDA wheel; with a CUDA DGL it must train on the GPU
 (blocks, features and the model there, NCCL all-reducing the gradients) and evaluate.

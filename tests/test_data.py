@@ -16,8 +16,7 @@ import dgl.data.dgl_dataset  # noqa: E402
 import dgl.data.utils  # noqa: E402
 
 from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig  # noqa: E402
-from dgl_grappa.data import (  # noqa: E402
-    STANDARD_KEYS, generate_sbm, load_dataset, num_classes, planetoid_cache_dir)
+from dgl_grappa.data import STANDARD_KEYS, generate_sbm, load_dataset, num_classes, planetoid_cache_dir
 from dgl_grappa.data.planetoid import PLANETOID_SUFFIXES  # noqa: E402
 
 PLANETOID_ROOT = Path(DataConfig().root)

@@ -19,14 +19,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+from dgl_grappa.cluster.netns import check_isolation, isolate_argv, rate_bits
+from dgl_grappa.cluster.procs import ENV_JOB, JobFailed, processes_of_job
 
 from dgl_grappa import cli
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import run_distdgl
-from dgl_grappa.metrics import ring_allreduce_wire_bytes
-from dgl_grappa.netns import check_isolation, isolate_argv, rate_bits
-from dgl_grappa.partition import GRAPH_NAME
-from dgl_grappa.procs import ENV_JOB, JobFailed, processes_of_job
+from dgl_grappa.partition.layout import GRAPH_NAME
+from dgl_grappa.runtime.metrics import ring_allreduce_wire_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 WHY_NOT = check_isolation(net=True, shm="64m")
@@ -165,8 +165,8 @@ def test_dropin_grappa_never_pulls_a_remote_row(compared):
 
 
 def test_every_system_breaks_its_epoch_down(compared):
-    """metrics.jsonl has the phases of dgl_grappa.metrics.PHASES on every system; they add up."""
-    from dgl_grappa.metrics import PHASE_KEYS
+    """metrics.jsonl has the phases of dgl_grappa.runtime.metrics.PHASES on every system; they add up."""
+    from dgl_grappa.runtime.metrics import PHASE_KEYS
 
     for name in ("distdgl", "grappa-batch", "distdgl-grappa"):
         recs = [json.loads(ln) for ln in (compared["out"] / name / "metrics.jsonl").read_text().splitlines()]
@@ -259,7 +259,7 @@ def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
     # receiver's ACKs, which also go out on lo) depends on how busy the machine is, so the
     # bound is per packet: at most 14 (link) + 20 (IP) + 60 (TCP with options) bytes each.
     code = ("import socket,threading\n"
-            "from dgl_grappa.metrics import lo_bytes\n"
+            "from dgl_grappa.runtime.metrics import lo_bytes\n"
             "def tx_packets():\n"
             "    for line in open('/proc/self/net/dev'):\n"
             "        name, _, rest = line.partition(':')\n"

@@ -14,11 +14,11 @@ import uuid
 import psutil
 import pytest
 import torch
+from dgl_grappa.cluster.netns import check_isolation
+from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
 
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import run_distdgl
-from dgl_grappa.procs import ENV_JOB, processes_of_job
-from dgl_grappa.netns import check_isolation
 
 WHY_NOT = check_isolation(net=False, shm="64m")
 

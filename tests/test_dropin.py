@@ -12,18 +12,18 @@ from __future__ import annotations
 import dgl
 import pytest
 import torch
+from dgl_grappa.cluster.launch import Identity
+from dgl_grappa.cluster.testing import run_distributed
 
-from dgl_grappa import coverage as cov
 from dgl_grappa.config import load_config
-from dgl_grappa.dropin import PartitionLoader
-from dgl_grappa.launch import Identity
-from dgl_grappa.partition import load_local
-from dgl_grappa.reducers import make_correction
-from dgl_grappa.testing import run_distributed
+from dgl_grappa.method import coverage as cov
+from dgl_grappa.method.dropin import PartitionLoader
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.method.reducers import make_correction
 
 
 def _both_paths(rank, world_size, part_config, correction, first_hop):
-    from dgl_grappa.trainer import LocalRuntime
+    from dgl_grappa.method.local_runtime import LocalRuntime
 
     cfg = load_config(None, ["--train.batch_size=300", "--train.fanouts=[5,10]", f"--grappa.correction={correction}",
                              "--grappa.lam=0.4", "--grappa.w_min=0.2", "--train.seed=3", "--train.halo=drop",

@@ -83,8 +83,8 @@ def _user_graph(path: Path, feat_key: str = "feat", seedless_half: bool = False)
 
 def _fake_checkpoint(folder: Path, overrides: list[str], epoch: int = 1) -> Path:
     """A real checkpoint file (the store's format) written for the config of ``overrides``."""
-    from dgl_grappa.checkpoint import CheckpointStore, fingerprint
     from dgl_grappa.config import load_config
+    from dgl_grappa.runtime.checkpoint import CheckpointStore, fingerprint
 
     cfg = load_config(None, overrides)
     return CheckpointStore(folder).save({"model": {"w": torch.zeros(2)}, "optimizer": {}}, epoch, fingerprint(cfg))
@@ -262,7 +262,7 @@ def _run_in_tmpfs(tmp: Path, args: list[str]) -> tuple[int, str]:
     One checkpoint of the tiny model fits, the second does not (the first is kept until a
     new one is complete); a copy of the folder is taken before the namespace goes away.
     """
-    from dgl_grappa.netns import check_isolation
+    from dgl_grappa.cluster.netns import check_isolation
 
     why = check_isolation(net=False, shm="64m")
     if why is not None:
@@ -279,7 +279,7 @@ def _run_in_tmpfs(tmp: Path, args: list[str]) -> tuple[int, str]:
 
 
 def check_disk_full(tmp: Path) -> None:
-    from dgl_grappa.checkpoint import CheckpointStore
+    from dgl_grappa.runtime.checkpoint import CheckpointStore
 
     store = CheckpointStore(tmp / "ck-copy")
     point = store.newest_valid()
@@ -290,7 +290,8 @@ def check_disk_full(tmp: Path) -> None:
 
 
 def check_truncated(tmp: Path) -> None:
-    from dgl_grappa.partition import folder_problem, read_stats
+    from dgl_grappa.partition.layout import read_stats
+    from dgl_grappa.partition.store import folder_problem
 
     out = tmp / "run" / "partitions" / "0"
     assert folder_problem(out, read_stats(out)) is None, "the broken partitioning was rebuilt"

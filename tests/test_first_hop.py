@@ -19,9 +19,11 @@ import pytest
 import torch
 
 from dgl_grappa.config import ConfigError, ModelConfig, PartitionConfig
-from dgl_grappa.models import build_model
-from dgl_grappa.partition import load_local, neighbour_mean, partition
-from dgl_grappa.sampler import LocalBatches, SeedsOnly, layer_sampler
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.method.models import build_model
+from dgl_grappa.method.sampler import LocalBatches, SeedsOnly, layer_sampler
+from dgl_grappa.partition.aggregates import neighbour_mean
+from dgl_grappa.partition.store import partition
 
 N, E, F, C = 200, 1000, 12, 5
 

@@ -106,31 +106,40 @@ def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-# The direction, as layers: a module may import its own layer or lower ones, never higher.
-# A new module must be placed here (the test names it otherwise).
-LAYERS = {
-    0: ["config"],
-    1: ["netns", "procs", "launch", "metrics", "testing", "cluster", "testhosts", "capacity", "guard",  # processes,
-        "remote", "faults", "restarts", "checkpoint"],              # hosts, measurement, checkpoints
-    2: ["data", "partition", "bigpart", "scheduler"],                # graphs and partitionings
-    3: ["coverage", "sampler", "reducers", "models", "evaluation"],  # the method core
-    4: ["repartition", "dropin"],                                    # runtime parts both sides use
-    5: ["trainer", "distdgl"],                                       # the two runtimes
-    6: ["native", "compare", "bench", "bench_report", "cli", "worker", "__main__"],  # launchers, side by side,
-                                                                     # benchmarks, command line, workers
-}
+# The direction, as layers of folders, bottom first: a module may import its own folder or a
+# lower layer's, never a higher one. Each entry is a sub-package of dgl_grappa or one of its
+# top-level modules; every folder and top-level module must be placed (the test names any
+# that is not), and ARCHITECTURE.md's layer table must say the same (test below).
+LAYERS = [
+    ["config", "env"],       # 0 the config tree, the environment variables
+    ["cluster"],             # 1 processes, hosts, networks
+    ["data"],                # 2 datasets
+    ["partition"],           # 3 partitionings in DGL's layout
+    ["method"],              # 4 the method: local view, sampler, coverage, reducers, models, drop-in
+    ["runtime"],             # 5 what both runtimes share: metrics, checkpoints, evaluation, repartitioning
+    ["native", "distdgl"],   # 6 the two runtimes, side by side
+    ["bench"],               # 7 compare, the benchmark matrix, reports, the capacity model
+    ["cli", "__main__"],     # 8 the command line
+]
 # Layers whose members stand side by side: none imports another (the DistDGL baseline
 # does not lean on Grappa's trainer, nor the trainer on DistDGL).
-SIDE_BY_SIDE = {5}
+SIDE_BY_SIDE = {6}
+
+
+def top_level_units(package_dir: Path) -> list[str]:
+    """The package's sub-packages and top-level modules: the units that LAYERS places."""
+    units = [d.name for d in package_dir.iterdir() if (d / "__init__.py").is_file()]
+    units += [f.stem for f in package_dir.glob("*.py") if f.name != "__init__.py"]
+    return sorted(units)
 
 
 def _place(mod: str) -> tuple[int, str] | tuple[None, None]:
-    """(layer, top-level name inside the package) of a module."""
+    """(layer, top-level unit inside the package) of a module."""
     rel = mod.split(".", 1)[1] if "." in mod else ""
-    for layer, names in LAYERS.items():
-        for n in names:
-            if rel == n or rel.startswith(n + "."):
-                return layer, n
+    unit = rel.split(".", 1)[0]
+    for layer, names in enumerate(LAYERS):
+        if unit in names:
+            return layer, unit
     return None, None
 
 
@@ -152,6 +161,26 @@ def against_the_direction(edges: dict[str, set[str]]) -> list[str]:
     return sorted(out)
 
 
+def test_every_folder_and_top_level_module_has_a_layer():
+    placed = [n for names in LAYERS for n in names]
+    units = top_level_units(PACKAGE)
+    assert sorted(set(units) - set(placed)) == [], "place these in LAYERS (tests/test_layout.py)"
+    assert sorted(set(placed) - set(units)) == [], "LAYERS names units the package does not have"
+    assert len(placed) == len(set(placed)), "a unit is in two layers"
+
+
+def test_architecture_md_shows_the_same_layers():
+    """ARCHITECTURE.md's layer table (rows ``| N | `unit`, `unit` | ... |``) is LAYERS."""
+    import re
+
+    rows = {}
+    for line in (ROOT / "ARCHITECTURE.md").read_text().splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if m:
+            rows[int(m.group(1))] = sorted(re.findall(r"`([A-Za-z_]+)/?`", m.group(2)))
+    assert rows == {i: sorted(names) for i, names in enumerate(LAYERS)}
+
+
 def test_imports_run_one_way():
     edges = import_graph(PACKAGE)
     unplaced = sorted(m for m in edges if m != "dgl_grappa" and _layer(m) is None)
@@ -161,12 +190,12 @@ def test_imports_run_one_way():
 
 
 def test_the_direction_check_flags_an_upward_and_a_sideways_import():
-    edges = {"dgl_grappa.coverage": {"dgl_grappa.trainer"},                # core -> runtime
-             "dgl_grappa.distdgl.metering": {"dgl_grappa.trainer", "dgl_grappa.evaluation"},
-             "dgl_grappa.trainer": {"dgl_grappa.evaluation"}}
+    edges = {"dgl_grappa.method.coverage": {"dgl_grappa.native.trainer"},  # the method -> a runtime
+             "dgl_grappa.distdgl.metering": {"dgl_grappa.native.trainer", "dgl_grappa.runtime.evaluation"},
+             "dgl_grappa.native.trainer": {"dgl_grappa.runtime.evaluation"}}
     assert against_the_direction(edges) == [
-        "dgl_grappa.coverage (layer 3) imports dgl_grappa.trainer (layer 5)",
-        "dgl_grappa.distdgl.metering (layer 5) imports dgl_grappa.trainer (layer 5)"]
+        "dgl_grappa.distdgl.metering (layer 6) imports dgl_grappa.native.trainer (layer 6)",
+        "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 6)"]
 
 
 def test_the_package_has_no_import_cycle():
@@ -234,5 +263,5 @@ def test_the_wheel_ships_the_distdgl_trainer(tmp_path):
     trainer = TRAINER_MODULE.replace(".", "/") + ".py"
     assert trainer in names, sorted(n for n in names if n.startswith("dgl_grappa/distdgl/"))
     # ... and everything it is started through: the launcher's and the trainer's entry points.
-    assert {"dgl_grappa/distdgl/__main__.py", "dgl_grappa/netns.py", "dgl_grappa/procs.py"} <= names
+    assert {"dgl_grappa/distdgl/__main__.py", "dgl_grappa/cluster/netns.py", "dgl_grappa/cluster/procs.py"} <= names
     assert not any(n.startswith(("scripts/", "tests/")) for n in names)

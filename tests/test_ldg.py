@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from dgl_grappa.config import PartitionConfig
-from dgl_grappa.partition import (balance_stats, edge_cut_stats, ldg_assignment, load_local, partition,
-                                  partition_fingerprint, undirected_csr)
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.partition.assign import balance_stats, edge_cut_stats, ldg_assignment, undirected_csr
+from dgl_grappa.partition.store import partition, partition_fingerprint
 
 
 def _cut(src, dst, a):
@@ -84,8 +85,8 @@ def test_written_by_partition_graph(small_graph, tmp_path):
 
 
 def test_bigpart_and_the_scheduler_use_the_same_ldg(small_graph):
-    from dgl_grappa import bigpart
-    from dgl_grappa.scheduler import AssignmentSpec, compute_assignment
+    from dgl_grappa.partition import bigpart
+    from dgl_grappa.partition.schedule import AssignmentSpec, compute_assignment
 
     spec = AssignmentSpec(num_parts=4, method="ldg", seed=2)
     a0, a1 = compute_assignment(small_graph, spec, 0), compute_assignment(small_graph, spec, 1)

@@ -1,4 +1,4 @@
-"""Tests of dgl_grappa.models: shapes, finiteness, block == whole-graph equivalence, grads."""
+"""Tests of dgl_grappa.method.models: shapes, finiteness, block == whole-graph equivalence, grads."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from dgl_grappa.config import ConfigError, ModelConfig  # noqa: E402
-from dgl_grappa.models import GNN, MODEL_NAMES, build_model, gradient_bytes  # noqa: E402
+from dgl_grappa.method.models import GNN, MODEL_NAMES, build_model, gradient_bytes  # noqa: E402
 
 N, E, F, C = 200, 1000, 12, 5
 NUM_ISOLATED_DST = 10  # nodes 0..9 get no in-edges (as after dropping halo nodes)

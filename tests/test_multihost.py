@@ -1,7 +1,7 @@
 """Beyond one host: Grappa and DistDGL across namespace test hosts, workers joining from a torchrun
 environment, the ssh path, copied partitions, and that nothing outlives a launcher on any host.
 
-Real processes on real test hosts (:mod:`dgl_grappa.testhosts`: network + mount namespaces
+Real processes on real test hosts (:mod:`dgl_grappa.cluster.testhosts`: network + mount namespaces
 on a bridge); skipped, with the reason, only where those cannot be made (not root). The
 ssh path runs the launcher's real ssh code against the test hosts through
 ``tests/fake_ssh.py``, which behaves as OpenSSH does for what the launcher relies on (one
@@ -20,10 +20,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
+from dgl_grappa.cluster.testhosts import NETNS_DIR, TestHosts, check_hosts_possible, sweep_stale
 
-from dgl_grappa.metrics import ring_allreduce_wire_bytes
-from dgl_grappa.procs import ENV_JOB, processes_of_job
-from dgl_grappa.testhosts import NETNS_DIR, TestHosts, check_hosts_possible, sweep_stale
+from dgl_grappa.runtime.metrics import ring_allreduce_wire_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -71,7 +71,7 @@ def _netns() -> set[str]:
 
 def _ours_left(before: set[str]) -> list[str]:
     """Test-host namespaces made since ``before`` whose owner is dead (ours; live ones are other jobs')."""
-    from dgl_grappa.testhosts import _JOB_RE, _owner_alive
+    from dgl_grappa.cluster.testhosts import _JOB_RE, _owner_alive
 
     return sorted(n for n in _netns() - before if not _owner_alive(_JOB_RE.match(n).group(1)))
 
@@ -108,7 +108,7 @@ time.sleep(300)
 
 
 def _guarded(tag: str, *extra):
-    p = subprocess.Popen([PY, "-m", "dgl_grappa.guard", *extra, "--", PY, "-c", TREE], stdin=subprocess.PIPE,
+    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", *extra, "--", PY, "-c", TREE], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True, env=_env(**{ENV_JOB: tag}), cwd=ROOT)
     r, _, _ = select.select([p.stdout], [], [], 30)
     assert r, "the guarded command did not start"
@@ -144,7 +144,7 @@ def test_guard_hangup_kills_the_whole_tree():
 def test_guard_kills_the_tree_when_the_launcher_is_killed():
     # A "launcher" holds the guard's stdin and is SIGKILLed: no cleanup code of its own runs.
     tag = uuid.uuid4().hex
-    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'dgl_grappa.guard', '--', "
+    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'dgl_grappa.cluster.guard', '--', "
             f"sys.executable, '-c', {TREE!r}], stdin=subprocess.PIPE); p.wait()")
     launcher = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, env=_env(**{ENV_JOB: tag}),
                                 cwd=ROOT)
@@ -158,13 +158,13 @@ def test_guard_kills_the_tree_when_the_launcher_is_killed():
 
 
 def test_guard_passes_the_exit_status_and_kill_job():
-    p = subprocess.Popen([PY, "-m", "dgl_grappa.guard", "--", PY, "-c", "raise SystemExit(7)"], stdin=subprocess.PIPE,
+    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", "--", PY, "-c", "raise SystemExit(7)"], stdin=subprocess.PIPE,
                          env=_env(), cwd=ROOT)  # stdin held open, as the launcher does
     assert p.wait(timeout=30) == 7
     p.stdin.close()
     tag = uuid.uuid4().hex
     p, grandchild = _guarded(tag, "--no-stdin")
-    out = subprocess.run([PY, "-m", "dgl_grappa.guard", "--kill-job", tag], capture_output=True, text=True,
+    out = subprocess.run([PY, "-m", "dgl_grappa.cluster.guard", "--kill-job", tag], capture_output=True, text=True,
                          timeout=30, env=_env(), cwd=ROOT).stdout
     assert "killed 3 processes" in out
     p.wait(timeout=30)
@@ -201,7 +201,7 @@ def _wait(procs, logs: Path, timeout=240):
 
 
 def test_worker_joins_from_a_torchrun_environment_on_localhost(tmp_path):
-    from dgl_grappa.launch import free_port
+    from dgl_grappa.cluster.launch import free_port
 
     out = tmp_path / "out"
     cfg = _config(tmp_path, out)
@@ -219,8 +219,9 @@ def test_worker_joins_from_a_torchrun_environment_on_localhost(tmp_path):
 
 
 def test_worker_environment_errors_are_one_line(tmp_path):
+    from dgl_grappa.native.worker import cmd_worker
+
     from dgl_grappa.config import ConfigError, load_config
-    from dgl_grappa.worker import cmd_worker
 
     cfg = _config(tmp_path, tmp_path / "out")
     with pytest.raises(ConfigError, match="WORLD_SIZE=3 but partition.num_parts=2"):
@@ -311,7 +312,7 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
                 break
             time.sleep(0.5)
         assert launcher.poll() is None and (out / "metrics.jsonl").is_file(), "the workers never trained"
-        from dgl_grappa.testhosts import STATE_DIR
+        from dgl_grappa.cluster.testhosts import STATE_DIR
 
         (job,) = [d.name for d in STATE_DIR.iterdir()
                   if (d / "owner").is_file() and (d / "owner").read_text().split()[0] == str(launcher.pid)]
@@ -385,8 +386,9 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
 
 
 def test_hosts_config_errors_are_one_line(tmp_path):
+    from dgl_grappa.cluster.remote import Cluster
+
     from dgl_grappa.config import ConfigError, load_config
-    from dgl_grappa.remote import Cluster
 
     cfg = _config(tmp_path, tmp_path / "out")
     cases = [
@@ -425,9 +427,9 @@ def test_hosts_config_errors_are_one_line(tmp_path):
 
 def test_device_selection_and_backend():
     import torch
+    from dgl_grappa.cluster.launch import backend_for, select_device
 
     from dgl_grappa.config import ConfigError, load_config
-    from dgl_grappa.launch import backend_for, select_device
 
     assert backend_for("cpu") == "gloo" and backend_for("cuda") == "cpu:gloo,cuda:nccl"
     assert select_device("cpu", 3) == torch.device("cpu")
@@ -443,7 +445,7 @@ def test_device_selection_and_backend():
 
 @needs_hosts
 def test_latency_needs_netem_and_is_refused_cleanly_without_it(tmp_path):
-    from dgl_grappa.testhosts import netem_available
+    from dgl_grappa.cluster.testhosts import netem_available
 
     before = _netns()
     p = _cli("train", "--config", str(_config(tmp_path, tmp_path / "out")), "--launch.remote=netns",

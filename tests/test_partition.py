@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from dgl_grappa.partition import edge_cut_stats, load_local, read_stats
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.partition.assign import edge_cut_stats
+from dgl_grappa.partition.layout import read_stats
 
 
 def test_layout_and_stats(small_parts):
@@ -67,7 +69,7 @@ def test_bad_halo_value(small_parts):
 
 def test_single_part(small_graph, tmp_path):
     from dgl_grappa.config import PartitionConfig
-    from dgl_grappa.partition import partition
+    from dgl_grappa.partition.store import partition
 
     stats = partition(small_graph, PartitionConfig(num_parts=1), tmp_path)
     assert stats["edge_cut"] == 0.0 and stats["halo_nodes"] == [0]

@@ -1,7 +1,7 @@
 """Recovery from dead workers, through the real command line (spawned gloo workers, real DistDGL jobs).
 
 Where a worker dies is chosen by the test at random (printed, so a failure can be rerun
-with ``RECOVERY_SEED``) and injected with ``DGL_GRAPPA_FAULT`` (:mod:`dgl_grappa.faults`):
+with ``RECOVERY_SEED``) and injected with ``DGL_GRAPPA_FAULT`` (:mod:`dgl_grappa.cluster.faults`):
 the worker SIGKILLs itself at that point, once.
 
 * Native runtime: a worker killed mid-epoch -> the launcher restarts the group from the
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from dgl_grappa.cluster.netns import check_isolation
 
-from dgl_grappa.checkpoint import CheckpointStore
-from dgl_grappa.netns import check_isolation
+from dgl_grappa.runtime.checkpoint import CheckpointStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = int(os.environ.get("RECOVERY_SEED", time.time_ns() % 100_000))
@@ -224,8 +224,8 @@ def test_distdgl_trainer_killed_during_a_repartition_switch_resumes_at_the_bound
 # ---------------------------------------------------------------------------------------
 
 def _external_worker(rank, world_size, cfg, part_config, n_classes, out_dir):
-    from dgl_grappa.launch import Identity
-    from dgl_grappa.trainer import run_worker
+    from dgl_grappa.cluster.launch import Identity
+    from dgl_grappa.native.trainer import run_worker
 
     run_worker(Identity(rank, world_size, rank), cfg, part_config, n_classes, out_dir, resume="auto")
 
@@ -234,10 +234,11 @@ def test_externally_started_workers_continue_from_the_newest_checkpoint(tmp_path
     """What ``python -m dgl_grappa worker`` does under torchrun: every start resumes with "auto"."""
     import shutil
 
+    from dgl_grappa.cluster.testing import run_distributed
+
     from dgl_grappa.config import load_config
     from dgl_grappa.data import load_dataset, num_classes
-    from dgl_grappa.scheduler import prepare_schedule
-    from dgl_grappa.testing import run_distributed
+    from dgl_grappa.partition.schedule import prepare_schedule
 
     def cfg_for(epochs):
         return load_config(None, [a for a in NATIVE if not a.startswith(("--train.epochs", "--run.timeout"))]

@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from dgl_grappa.cluster.testing import run_distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from dgl_grappa.reducers import make_correction
-from dgl_grappa.testing import run_distributed
+from dgl_grappa.method.reducers import make_correction
 
 WORLD = 2
 N_PER_RANK = 6

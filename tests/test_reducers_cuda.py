@@ -60,7 +60,7 @@ def _reference(world, weights):
 def _step(rank, correction, w_override=None, **kw):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from dgl_grappa.reducers import make_correction
+    from dgl_grappa.method.reducers import make_correction
 
     dev = torch.device("cuda", rank)
     model = _model(dev)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import torch
 from dgl.dataloading import NeighborSampler
+from dgl_grappa.cluster.testing import run_distributed
 
-from dgl_grappa.partition import load_local
-from dgl_grappa.sampler import LocalBatches, LocalFeatures, equal_steps
-from dgl_grappa.testing import run_distributed
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.method.sampler import LocalBatches, LocalFeatures, equal_steps
 
 
 def test_halo_drop_never_leaves_the_partition(small_parts):

@@ -10,14 +10,14 @@ import dgl
 import numpy as np
 import pytest
 import torch
+from dgl_grappa.cluster.launch import Identity
+from dgl_grappa.cluster.testing import run_distributed
 
-from dgl_grappa import repartition as R
-from dgl_grappa import scheduler as S
 from dgl_grappa.config import SyntheticConfig, load_config
 from dgl_grappa.data import num_classes, synthetic_graph
-from dgl_grappa.launch import Identity
-from dgl_grappa.partition import load_local
-from dgl_grappa.testing import run_distributed
+from dgl_grappa.method.local_part import load_local
+from dgl_grappa.partition import schedule as S
+from dgl_grappa.runtime import repartition as R
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -223,7 +223,7 @@ class StateProbe:
 
 
 def _worker_with_probe(rank, world_size, cfg, part_config, n_classes, out_dir):
-    from dgl_grappa.trainer import run_worker
+    from dgl_grappa.native.trainer import run_worker
 
     run_worker(Identity(rank, world_size, rank), cfg, part_config, n_classes, out_dir,
                hooks=StateProbe(out_dir, rank))
@@ -275,7 +275,7 @@ def test_cli_train_repartitions_every_epoch(tmp_path):
 
 
 def test_k_for_two_percent_stall():
-    from dgl_grappa.repartition import k_for_stall
+    from dgl_grappa.runtime.repartition import k_for_stall
 
     # build 0.8 s, load 0.02 s, epochs of 0.2 s: k >= 4 (no stall) and k >= 0.02 / 0.004 = 5
     assert k_for_stall(0.8, 0.02, 0.2) == 5

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from clitools import train
-from dgl_grappa.metrics import PHASE_KEYS, PhaseTimes, read_jsonl
-from dgl_grappa.netns import check_isolation
+from dgl_grappa.cluster.netns import check_isolation
+
+from dgl_grappa.runtime.metrics import PHASE_KEYS, PhaseTimes, read_jsonl
 
 SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
          "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
@@ -39,7 +39,7 @@ def test_phase_times_add_up():
 
 
 def test_gather_is_bit_identical_to_indexing():
-    from dgl_grappa.sampler import LocalFeatures
+    from dgl_grappa.method.sampler import LocalFeatures
 
     table = torch.randn(1000, 24)
     ids = torch.randint(0, 1000, (5000,))
@@ -53,8 +53,8 @@ def test_gather_is_bit_identical_to_indexing():
 def test_step_cap_takes_the_first_batches_of_the_uncapped_split(small_parts):
     from dgl.dataloading import NeighborSampler
 
-    from dgl_grappa.partition import load_local
-    from dgl_grappa.sampler import LocalBatches
+    from dgl_grappa.method.local_part import load_local
+    from dgl_grappa.method.sampler import LocalBatches
 
     _, stats = small_parts
     lp = load_local(stats["part_config"], 0, "drop")
@@ -148,9 +148,9 @@ def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, 
 @pytest.fixture(scope="module")
 def big_small(tmp_path_factory):
     """A 6k-node (easy) graph written by generate_big and cut into 2 LDG parts by bigpart."""
-    from dgl_grappa import bigpart
     from dgl_grappa.config import SyntheticConfig
     from dgl_grappa.data.bigsynth import generate_big
+    from dgl_grappa.partition import bigpart
 
     root = tmp_path_factory.mktemp("bigsmall")
     g = generate_big(SyntheticConfig(num_nodes=6000, avg_degree=10, preset="easy", seed=2), root / "graph",
@@ -160,7 +160,7 @@ def big_small(tmp_path_factory):
 
 
 def test_lean_loader_gives_the_same_local_view(big_small):
-    from dgl_grappa.partition import load_local, load_local_lean
+    from dgl_grappa.method.local_part import load_local, load_local_lean
 
     _, _, stats = big_small
     for halo in ("drop", "keep"):
@@ -175,7 +175,7 @@ def test_lean_loader_gives_the_same_local_view(big_small):
                 assert torch.equal(getattr(a, k), getattr(b, k)), k
             assert torch.equal(a.train_ids, b.train_ids.long()) and a.halo_bytes_loaded == b.halo_bytes_loaded
             # coverage from the lean edge list equals coverage from the normal one
-            from dgl_grappa import coverage as cov
+            from dgl_grappa.method import coverage as cov
 
             ca = cov.coverage(a.src, a.dst, a.graph.num_nodes(), a.in_degree.long(), 2)
             cb = cov.coverage(b.src, b.dst, b.graph.num_nodes(), b.in_degree.long(), 2)
@@ -184,7 +184,7 @@ def test_lean_loader_gives_the_same_local_view(big_small):
 
 def test_lean_loader_reads_first_hop_aggregates_like_load_local(small_parts):
     """A prebuilt partitioning written by ``partition`` holds ``agg``: the lean loader serves first_hop=exact."""
-    from dgl_grappa.partition import load_local, load_local_lean
+    from dgl_grappa.method.local_part import load_local, load_local_lean
 
     _, stats = small_parts
     for halo in ("drop", "keep"):
@@ -220,7 +220,7 @@ def test_prebuilt_partitions_train_and_evaluate_like_the_normal_path(big_small, 
 
 def test_layerwise_evaluation_equals_whole_graph_inference(small_parts):
     """Every model, 3 layers, tiny chunks: the layer-wise logits equal whole-graph inference."""
-    from dgl_grappa.testing import run_distributed
+    from dgl_grappa.cluster.testing import run_distributed
 
     g, stats = small_parts
     run_distributed(_layerwise_worker, 2, stats["part_config"], str(Path(stats["part_config"]).parent / "lw"))
@@ -231,8 +231,8 @@ def _layerwise_worker(rank, world_size, part_config, work):
 
     from dgl_grappa.config import Config, DataConfig, ModelConfig, SyntheticConfig
     from dgl_grappa.data import load_dataset
-    from dgl_grappa.evaluation import LayerwiseEvaluator, evaluate
-    from dgl_grappa.models import build_model
+    from dgl_grappa.method.models import build_model
+    from dgl_grappa.runtime.evaluation import LayerwiseEvaluator, evaluate
 
     cfg = Config()
     cfg.data = DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=3000, seed=3))

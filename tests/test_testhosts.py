@@ -15,10 +15,16 @@ import warnings
 from pathlib import Path
 
 import pytest
-
-from dgl_grappa.cluster import Remote, WorkerIdentity, remote_argv, torchrun_env
-from dgl_grappa.testhosts import (NETNS_DIR, STATE_DIR, TestHosts, TestHostsError, check_hosts_possible,
-                                  netem_available, sweep_stale)
+from dgl_grappa.cluster.hosts import Remote, WorkerIdentity, remote_argv, torchrun_env
+from dgl_grappa.cluster.testhosts import (
+    NETNS_DIR,
+    STATE_DIR,
+    TestHosts,
+    TestHostsError,
+    check_hosts_possible,
+    netem_available,
+    sweep_stale,
+)
 
 _WHY = check_hosts_possible()
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"test hosts cannot be made here: {_WHY}")
@@ -69,7 +75,7 @@ with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=60) as s:
 """
 ALLREDUCE = """
 import datetime, os, torch, torch.distributed as dist
-from dgl_grappa.cluster import worker_identity
+from dgl_grappa.cluster.hosts import worker_identity
 me = worker_identity(os.environ)
 dist.init_process_group("gloo", init_method="env://", rank=me.rank, world_size=me.world_size,
                         timeout=datetime.timedelta(seconds=60))
@@ -310,7 +316,7 @@ def test_cleanup_after_an_exception_kills_everything_inside():
 
 OWNER = """
 import sys, time
-from dgl_grappa.testhosts import TestHosts
+from dgl_grappa.cluster.testhosts import TestHosts
 h = TestHosts(2).start()
 h[1].popen(["sleep", "300"])
 print(h.job, flush=True)
@@ -376,13 +382,13 @@ def test_stale_job_of_a_killed_owner_is_swept_and_live_jobs_are_not():
 
 
 def test_command_line():
-    out = subprocess.run([PY, "-m", "dgl_grappa.testhosts", "-n", "2", "--bandwidth", "500mbit", "--",
+    out = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "-n", "2", "--bandwidth", "500mbit", "--",
                           "sh", "-c", 'echo "$TESTHOST_INDEX $MASTER_ADDR $TESTHOST_ADDRS"'],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "[h0] 0 10.77.0.1 10.77.0.1,10.77.0.2" in out.stdout and "[h1] 1 10.77.0.1" in out.stdout, out.stdout
     job = out.stdout.split()[1].rstrip(":")
     assert "nsenter --net=/run/netns/dgh-" in out.stdout and not _leftovers(job)
-    bad = subprocess.run([PY, "-m", "dgl_grappa.testhosts", "--latency-ms", "-1"], capture_output=True, text=True,
+    bad = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "--latency-ms", "-1"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "latency_ms=-1.0" in bad.stderr

@@ -4,11 +4,11 @@ import statistics
 from pathlib import Path
 
 import pytest
-
 from clitools import train
+
 from dgl_grappa.config import ModelConfig
-from dgl_grappa.metrics import read_jsonl
-from dgl_grappa.models import build_model, gradient_bytes
+from dgl_grappa.method.models import build_model, gradient_bytes
+from dgl_grappa.runtime.metrics import read_jsonl
 
 PLANETOID = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "planetoid"
 needs_cora = pytest.mark.skipif(not (PLANETOID / "ind.cora.x").is_file(),

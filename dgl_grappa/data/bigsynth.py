@@ -213,7 +213,7 @@ def write_arrays(out_dir: str | Path, src: np.ndarray, dst: np.ndarray, *, feat:
     """Store an in-memory graph in the on-disk format of :func:`generate_big`.
 
     For graphs that are not generated here (any direction, no symmetry required), so that
-    :mod:`dgl_grappa.bigpart` can partition them; the arrays must fit in memory.
+    :mod:`dgl_grappa.partition.bigpart` can partition them; the arrays must fit in memory.
 
     Args:
         out_dir: output folder.

@@ -5,9 +5,8 @@ keys below, with fixed dtypes, so the rest of the package never has to guess.
 """
 from __future__ import annotations
 
-import torch
-
 import dgl
+import torch
 
 #: The ndata keys every loaded graph carries (and only these).
 STANDARD_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask")

@@ -27,6 +27,7 @@ from dgl.data.citation_graph import CitationGraphDataset
 from dgl.data.utils import _get_dgl_url
 
 from ..config import ConfigError
+from ..env import ENV_CACHE
 from .common import make_graph
 
 #: The eight files of the original Planetoid release (``ind.<dataset>.<suffix>``).
@@ -46,7 +47,7 @@ def cache_root() -> Path:
         ``$DGL_GRAPPA_CACHE`` if set, else ``$XDG_CACHE_HOME/dgl_grappa``, else
         ``~/.cache/dgl_grappa``.
     """
-    env = os.environ.get("DGL_GRAPPA_CACHE")
+    env = os.environ.get(ENV_CACHE)
     if env:
         return Path(env).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME")

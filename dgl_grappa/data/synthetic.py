@@ -24,10 +24,9 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+import dgl
 import numpy as np
 import torch
-
-import dgl
 
 from ..config import SyntheticConfig
 from .common import make_graph

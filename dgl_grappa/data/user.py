@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 import dgl
+import torch
 from dgl import DGLError
 
 from ..config import ConfigError, DataConfig

@@ -5,7 +5,7 @@ Three layers, outermost first:
 1. :func:`run_distdgl` (the caller: ``compare``, tests, ``python -m dgl_grappa.distdgl``).
    Makes sure the partitions exist, writes the resolved config, and runs the launcher as
    one child process, inside a private network namespace when the machine allows it (so
-   the job's loopback bytes are measured and can be shaped, see :mod:`dgl_grappa.netns`).
+   the job's loopback bytes are measured and can be shaped, see :mod:`dgl_grappa.cluster.netns`).
    The wait is bounded; on a timeout the whole process group and tree are killed by PID.
 2. :func:`launch` (the launcher process, ``python -m dgl_grappa.distdgl _launch``). One
    DistDGL server and one trainer per partition ("machine"). With more than one machine
@@ -36,15 +36,14 @@ Layout: :mod:`.machine_id` (the override, applied by importing this package),
 :mod:`.launcher` (:func:`launch`, the server), :mod:`.run` (:func:`run_distdgl`), :mod:`.job`
 (one job), :mod:`.segments` (one job per partitioning, merged), :mod:`.metering` (:class:`TrainerMeter`,
 :class:`TrafficCounter`), :mod:`.cli`. Running a command bounded in its namespaces and
-killing process trees is :mod:`dgl_grappa.procs` (nothing DistDGL-specific).
+killing process trees is :mod:`dgl_grappa.cluster.procs` (nothing DistDGL-specific).
 """
 # First: applies the machine-id override at import time (see above).
-from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
-
-from ..procs import JobFailed
+from ..cluster.procs import JobFailed
 from .cli import main
 from .job import TRAINER_MODULE, trainer_command
 from .launcher import launch, log  # noqa: F401
+from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
 from .metering import TrafficCounter, TrainerMeter, num_classes
 from .run import run_distdgl
 

@@ -6,9 +6,9 @@ import signal
 import sys
 from pathlib import Path
 
-from ..procs import EXIT_USER_ERROR, JobFailed
-from .run import run_distdgl
+from ..cluster.procs import EXIT_USER_ERROR, JobFailed
 from .launcher import FAILURE_FILE, _server_main, launch
+from .run import run_distdgl
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,11 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     Runs the DistDGL job (servers + trainers, ``python -m dgl_grappa.distdgl.train``) on the config's
     partitions and prints its summary line. ``_launch`` and ``_server`` are internal.
     """
+    from ..cluster.launch import setup_logging
+    from ..cluster.netns import IsolationError
     from ..config import ConfigError, load_config
-    from ..launch import setup_logging
-    from ..metrics import format_bytes
-    from ..netns import IsolationError
-    from ..partition import part_config_path
+    from ..partition.layout import part_config_path
+    from ..runtime.metrics import format_bytes
 
     argv = list(sys.argv[1:] if argv is None else argv)
     setup_logging(None)

@@ -5,8 +5,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..cluster.procs import JobFailed, run_isolated
 from ..config import write_resolved_config
-from ..procs import JobFailed, run_isolated
 
 TRAINER_MODULE = "dgl_grappa.distdgl.train"
 """The DistDGL trainer shipped inside the package (``python -m dgl_grappa.distdgl.train``), so
@@ -48,7 +48,7 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
         grappa: pass ``--grappa`` to the trainer (the drop-in).
         script: trainer script, or None for ``compare.script`` / the package's trainer module.
         extra_args: more trainer arguments.
-        in_ns: run in a private network namespace (see :func:`dgl_grappa.procs.run_isolated`).
+        in_ns: run in a private network namespace (see :func:`dgl_grappa.cluster.procs.run_isolated`).
         quiet: the job's output goes to ``out/<label>.log``.
 
     Returns:

@@ -9,7 +9,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ..procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, kill_tree, rc_text, set_subreaper, tail
+from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, kill_tree, rc_text, set_subreaper, tail
 from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
@@ -19,7 +19,7 @@ FAILURE_FILE = "launch_failure.txt"
 
 
 def _free_ports(n: int, base: int) -> list[int]:
-    from ..launch import free_port
+    from ..cluster.launch import free_port
 
     if base:
         return [base + 10 * i for i in range(n)]
@@ -46,7 +46,7 @@ def _wait_exec(pid: int, marker: str, deadline: float) -> None:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             raise JobFailed(f"process {pid} ended while its namespace was being set up") from None
-        if b"dgl_grappa.netns" not in cmd and any(marker.encode() in c for c in cmd):
+        if b"dgl_grappa.cluster.netns" not in cmd and any(marker.encode() in c for c in cmd):
             return
         time.sleep(0.02)
     raise JobFailed("a server's namespace was not ready in time")
@@ -66,9 +66,9 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
         JobFailed: a process died or a bound was exceeded (the message names which, with
             the tail of its log). Every process of the job is gone when this returns or raises.
     """
+    from ..cluster.launch import threads_per_worker
+    from ..cluster.netns import check_isolation, isolate_argv
     from ..config import uses_hosts
-    from ..launch import threads_per_worker
-    from ..netns import check_isolation, isolate_argv
 
     if uses_hosts(cfg):
         return launch_on_hosts(cfg, part_config, out_dir, trainer_argv)
@@ -152,7 +152,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
 
     Host i is DGL machine i: its server serves partition i and its trainer, rank i, trains
     on it; both share that host's /dev/shm (on test hosts a private one per host). DGL's
-    ip_config holds the hosts' addresses (:func:`dgl_grappa.cluster.format_ip_config`), so
+    ip_config holds the hosts' addresses (:func:`dgl_grappa.cluster.hosts.format_ip_config`), so
     every trainer finds its own machine id from its own address, as on real machines: no
     machine-id override. The trainers get torchrun's variables (MASTER_ADDR = host 0) and
     count their host's interface bytes per epoch (``DGL_GRAPPA_WIRE=nic``). With
@@ -161,12 +161,12 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
 
     Args, Raises: as for :func:`launch`.
     """
-    from ..cluster import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
+    from ..cluster.hosts import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
+    from ..cluster.launch import free_port, threads_per_worker
+    from ..cluster.remote import Cluster
     from ..config import ConfigError
-    from ..launch import free_port, threads_per_worker
-    from ..metrics import ENV_WIRE
-    from ..partition import part_files
-    from ..remote import Cluster
+    from ..partition.layout import part_files
+    from ..env import ENV_WIRE
 
     n = cfg.partition.num_parts
     dd = cfg.distdgl
@@ -218,7 +218,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
     if summary_path.is_file():
         import json
 
-        from ..metrics import write_json
+        from ..runtime.metrics import write_json
 
         summary = json.loads(summary_path.read_text())
         for h in summary.get("wire_hosts") or []:

@@ -7,7 +7,7 @@ so the override must sit at import time).
 """
 import os
 
-ENV_MACHINE_ID = "DGL_GRAPPA_MACHINE_ID"
+from ..env import ENV_MACHINE_ID
 
 
 def _override_machine_id() -> None:

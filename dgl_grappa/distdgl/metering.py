@@ -102,8 +102,8 @@ class TrainerMeter:
     """Everything a DistDGL trainer script needs besides training itself.
 
     Per epoch: training time by the same clock as Grappa's trainer
-    (:class:`dgl_grappa.metrics.EpochClock`: from a barrier at the start to the end of the
-    slowest rank's last step), where it went (the phases of :data:`dgl_grappa.metrics.PHASES`:
+    (:class:`dgl_grappa.runtime.metrics.EpochClock`: from a barrier at the start to the end of the
+    slowest rank's last step), where it went (the phases of :data:`dgl_grappa.runtime.metrics.PHASES`:
     ``sample`` = the loader's ``next()``, ``gather`` = from there to the model's forward, i.e.
     the script's ``g.ndata["feat"][input_nodes]`` KVStore pull, ``forward``, ``backward`` =
     from the end of the forward to ``optimizer.step()``, i.e. loss, zero_grad and backward
@@ -111,7 +111,7 @@ class TrainerMeter:
     hooks on ``optimizer`` when given, and counted as ``other`` otherwise), the gradient, feature and RPC bytes
     of this rank, and on rank 0 the loopback bytes of the whole job (read before the
     starting barrier and after every rank has finished, evaluation excluded). Rank 0 also
-    evaluates the model on the whole graph (:class:`dgl_grappa.evaluation.GlobalEvaluator`,
+    evaluates the model on the whole graph (:class:`dgl_grappa.runtime.evaluation.GlobalEvaluator`,
     timed apart) and writes ``metrics.jsonl`` and ``summary.json``.
 
     Args:
@@ -139,8 +139,8 @@ class TrainerMeter:
                  mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None):
         import torch.distributed as dist
 
-        from ..evaluation import GlobalEvaluator
-        from ..metrics import EpochClock, EpochLog, HostWireMeter, WireMeter
+        from ..runtime.evaluation import GlobalEvaluator
+        from ..runtime.metrics import EpochClock, EpochLog, HostWireMeter, WireMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
@@ -206,7 +206,7 @@ class TrainerMeter:
             self.correction.take_bytes()
         self._losses = []
         steps = 0
-        from ..metrics import PhaseTimes
+        from ..runtime.metrics import PhaseTimes
 
         self._times = times = PhaseTimes()
         self.epoch_started = time.time()  # wall clock (restart accounting across processes)
@@ -234,8 +234,8 @@ class TrainerMeter:
         """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record."""
         import torch.distributed as dist
 
-        from ..metrics import format_bytes, ring_allreduce_wire_bytes
-        from ..models import gradient_bytes
+        from ..method.models import gradient_bytes
+        from ..runtime.metrics import format_bytes, ring_allreduce_wire_bytes
 
         cur = self._cur
         cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
@@ -269,12 +269,10 @@ class TrainerMeter:
     def finish(self, model, extra: dict | None = None) -> dict | None:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
         import torch.distributed as dist
-
         from dgl.distributed import rpc
 
-        from ..metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch, write_json
-        from ..models import gradient_bytes
-
+        from ..method.models import gradient_bytes
+        from ..runtime.metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch, write_json
         from .machine_id import ENV_MACHINE_ID
 
         # Which DGL machine this trainer is, and whether the one-host override chose it.

@@ -4,7 +4,7 @@ DistDGL itself has no answer to a dead trainer (the others hang in the client ba
 the servers stay up; the launcher kills the whole job, bounded). Here the job is started
 again from the newest intact checkpoint its trainers wrote (``--checkpoint_dir``, every
 ``checkpoint.every`` epochs and at the job's end), up to ``launch.max_restarts`` times in
-the whole run (:class:`~dgl_grappa.restarts.RestartBudget`, shared by the segments of a
+the whole run (:class:`~dgl_grappa.runtime.restarts.RestartBudget`, shared by the segments of a
 repartitioning run). A user error (one line, e.g. a checkpoint that cannot be written) is
 not retried.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..checkpoint import CheckpointStore, fingerprint
+from ..cluster.procs import JobFailed
 from ..config import ConfigError
-from ..procs import JobFailed
-from ..restarts import RestartBudget
+from ..runtime.checkpoint import CheckpointStore, fingerprint
+from ..runtime.restarts import RestartBudget
 from .job import run_job
 from .launcher import FAILURE_FILE
 

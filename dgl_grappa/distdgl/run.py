@@ -5,9 +5,9 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..cluster.procs import isolation_plan
 from ..config import ConfigError, dropin_problem
-from ..partition import ensure_partitions
-from ..procs import isolation_plan
+from ..partition.store import ensure_partitions
 from .segments import run_segments
 
 
@@ -48,11 +48,11 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)
     if cfg.launch.master_port:
-        from ..launch import check_port_free
+        from ..cluster.launch import check_port_free
 
         check_port_free(cfg.launch.master_port, "launch.master_port")
     if cfg.distdgl.base_port and not in_ns:  # inside a private namespace every port is free
-        from ..launch import check_port_free
+        from ..cluster.launch import check_port_free
 
         for i in range(cfg.partition.num_parts + 1):
             check_port_free(cfg.distdgl.base_port + 10 * i, "distdgl.base_port")
@@ -61,8 +61,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
             raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
                               "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
-    from ..checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
-    from ..restarts import RestartBudget
+    from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
+    from ..runtime.restarts import RestartBudget
     from .recovery import run_resumable_job, supports_checkpoints
 
     point = resolve_resume(cfg, out_dir=out)

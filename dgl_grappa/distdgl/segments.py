@@ -6,7 +6,7 @@ import logging
 import time
 from pathlib import Path
 
-from ..procs import JobFailed
+from ..cluster.procs import JobFailed
 
 log = logging.getLogger("dgl_grappa")
 
@@ -21,19 +21,19 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     run's checkpoint folder. A segment whose trainer dies is restarted from the newest
     checkpoint (``launch.max_restarts`` in the whole run; listed in ``restarts``).
     Partitioning 0 is built synchronously; partitioning j+1 is built by a
-    :class:`~dgl_grappa.repartition.BackgroundBuilder` process while segment j trains
+    :class:`~dgl_grappa.runtime.repartition.BackgroundBuilder` process while segment j trains
     (it competes with the job for the CPUs). Each segment writes into ``out/segments/<j>``;
     the run's metrics.jsonl and summary.json merge them and add ``switches`` (restart
     cost and its parts per switch) and ``restart_s_total``.
     """
     import dataclasses
 
-    from ..checkpoint import CheckpointStore, checkpoint_dir, fingerprint
     from ..data import load_dataset
-    from ..metrics import read_jsonl, write_json
-    from ..repartition import BuildError, start_builder
-    from ..restarts import RestartBudget
-    from ..scheduler import num_partitionings, partition_root, prepare_schedule, remove_old
+    from ..partition.schedule import num_partitionings, partition_root, prepare_schedule, remove_old
+    from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
+    from ..runtime.metrics import read_jsonl, write_json
+    from ..runtime.repartition import BuildError, start_builder
+    from ..runtime.restarts import RestartBudget
     from .recovery import run_resumable_job
 
     k, epochs = cfg.schedule.k, cfg.train.epochs
@@ -141,11 +141,11 @@ def _merge_segment_summaries(segs: list[dict]) -> dict:
     """One summary for a run made of segments.
 
     Epoch times, accuracies and wire bytes follow the rule of every single run
-    (:func:`dgl_grappa.metrics.epoch_summary` over the concatenated epoch records: the
+    (:func:`dgl_grappa.runtime.metrics.epoch_summary` over the concatenated epoch records: the
     median of per-epoch maxima, not a median of the segments' medians); the per-worker byte
     figures, which the records do not hold for every worker, are the median over segments.
     """
-    from ..metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch
+    from ..runtime.metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch
 
     sums = [s["summary"] for s in segs]
     recs = [r for s in segs for r in s["records"]]

@@ -8,7 +8,7 @@ The flow is the one of DGL's distributed GraphSAGE example: initialize -> proces
 -> DistGraph -> node_split -> DistNodeDataLoader -> DDP, features pulled through the
 KVStore (``g.ndata["feat"][input_nodes]``). ``--grappa`` changes two things:
 
-1. the loader: ``dgl_grappa.dropin.GrappaLoader`` samples only inside this machine's
+1. the loader: ``dgl_grappa.method.dropin.GrappaLoader`` samples only inside this machine's
    partition, so every feature row the loop asks for is local (no remote pull);
 2. the DDP model gets Grappa's coverage-corrected communication hook.
 
@@ -27,7 +27,7 @@ The trainer is started by the launcher (a server and a trainer per partition), w
     python -m dgl_grappa.distdgl --config configs/default.yaml --grappa   # drop-in Grappa
 
 Checkpoints and restarts: with ``--checkpoint_dir DIR`` rank 0 writes a checkpoint
-(:mod:`dgl_grappa.checkpoint`: atomic, loaded with ``weights_only=True``; model, optimizer,
+(:mod:`dgl_grappa.runtime.checkpoint`: atomic, loaded with ``weights_only=True``; model, optimizer,
 next epoch, every rank's RNG states and records) every ``checkpoint.every`` epochs and after
 the job's last epoch; ``--resume PATH`` makes every rank load it before training. The
 launcher uses both to restart a job whose trainer died (``launch.max_restarts``) and, with
@@ -48,23 +48,22 @@ import datetime
 import os
 import time
 
-# Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
-# its machine id on a one-host cluster; a copied script must import it before DGL starts.
-import dgl_grappa.distdgl as gd
-
 import dgl
 import torch as th
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from dgl_grappa import faults
+# Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
+# its machine id on a one-host cluster; a copied script must import it before DGL starts.
+import dgl_grappa.distdgl as gd
+from dgl_grappa.cluster import faults
+from dgl_grappa.cluster.launch import backend_for, select_device
+from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import DROPIN_HALO_NOTE, dropin_halo, load_config
-from dgl_grappa.launch import backend_for, select_device
-from dgl_grappa.dropin import GrappaLoader
-from dgl_grappa.models import build_model
-from dgl_grappa.partition import GRAPH_NAME
-from dgl_grappa.procs import process_start_time
-from dgl_grappa.reducers import make_correction
+from dgl_grappa.method.dropin import GrappaLoader
+from dgl_grappa.method.models import build_model
+from dgl_grappa.method.reducers import make_correction
+from dgl_grappa.partition.layout import GRAPH_NAME
 
 
 def param_checksum(model):
@@ -78,7 +77,7 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
     The others wait for the outcome on the evaluation group (bounded by run.eval_timeout_s);
     a write that fails (disk full, ...) raises CheckpointError on every rank.
     """
-    from dgl_grappa.checkpoint import CheckpointError, fingerprint, rng_state
+    from dgl_grappa.runtime.checkpoint import CheckpointError, fingerprint, rng_state
 
     mine = {"rng": rng_state(), "records": records}
     rank = th.distributed.get_rank()
@@ -102,7 +101,8 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
 
 def load_checkpoint(path, cfg, model, optimizer):
     """Every rank loads the same file (identical model and optimizer) and its own RNG states; never runs code from it."""
-    from dgl_grappa.checkpoint import fingerprint, load_checkpoint as read, set_rng_state
+    from dgl_grappa.runtime.checkpoint import fingerprint, set_rng_state
+    from dgl_grappa.runtime.checkpoint import load_checkpoint as read
 
     ck = read(path, fingerprint(cfg))
     model.load_state_dict(ck["model"])
@@ -193,7 +193,7 @@ def train():
             faults.hit("switch", rank=th.distributed.get_rank(), epoch=args.start_epoch)
     store = None
     if args.checkpoint_dir:
-        from dgl_grappa.checkpoint import CheckpointStore
+        from dgl_grappa.runtime.checkpoint import CheckpointStore
 
         store = CheckpointStore(args.checkpoint_dir, cfg.checkpoint.keep_last)
     restart["init_done"] = time.time()
@@ -249,8 +249,8 @@ def train():
 
 def main():
     """Run the trainer; a user error (e.g. a checkpoint that cannot be written) is one line and EXIT_USER_ERROR."""
+    from dgl_grappa.cluster.procs import EXIT_USER_ERROR
     from dgl_grappa.config import ConfigError
-    from dgl_grappa.procs import EXIT_USER_ERROR
 
     try:
         train()

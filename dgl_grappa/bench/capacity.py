@@ -1,0 +1,194 @@
+"""Capacity model: bytes on the wire, memory and time per worker, Grappa vs DistDGL.
+
+Pure arithmetic, no DGL; docs/scaling.md derives every formula and checks it against the
+measured runs (``scripts/capacity_model.py`` prints those checks and the predictions).
+
+Symbols (all per epoch unless said otherwise): N nodes, E directed edges, F feature
+width (float32, so a row is 4F bytes), P workers = parts = machines, T training nodes,
+B seeds per worker per step, M gradient bytes (``dgl_grappa.method.models.gradient_bytes``),
+I unique input rows of one sampled mini-batch, rho the share of them that another
+machine owns (DistDGL pulls those), S = ceil(T / (P B)) steps per worker.
+
+* Grappa: one ring all-reduce per step, each worker sends ``2 (P-1)/P x (M + c)`` bytes
+  (c = the correction scalars, 4-8 bytes), so ``S x 2 (P-1)/P x (M + c)``; plus the part
+  itself once (from storage: features and structure of N/P nodes), and again on every
+  repartitioning.
+* DistDGL: the same all-reduce plus ``rho x I x (4F + 8)`` bytes of remote feature rows
+  (4F per row back, an 8-byte id per row out) and the remote-sampling RPCs per step.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+GB = 1e9
+
+
+def ring_factor(p: int) -> float:
+    """Bytes each worker sends per byte of payload in a ring all-reduce: 2 (P-1) / P.
+
+    Example:
+        >>> ring_factor(2), ring_factor(4)
+        (1.0, 1.5)
+    """
+    return 2.0 * (p - 1) / p if p > 1 else 0.0
+
+
+def random_remote_fraction(p: int, input_rows: float, batch: int) -> float:
+    """rho for a random partition: every input row but the (local) seeds is remote with
+    probability (P-1)/P.
+
+    Example:
+        >>> round(random_remote_fraction(4, 146447, 1000), 3)
+        0.745
+    """
+    return (p - 1) / p * max(input_rows - batch, 0.0) / input_rows
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One training job: graph, partitioning, model and mini-batch shape.
+
+    Attributes:
+        name: label for tables.
+        num_nodes, num_edges, feat_dim: N, E (directed), F.
+        train_nodes: T.
+        num_parts: P (one worker per machine).
+        model_bytes: M.
+        input_rows: I, unique input rows per mini-batch of B seeds (measured or estimated).
+        remote_fraction: rho, share of those rows DistDGL pulls from other machines.
+        batch: B.
+        halo_share: halo nodes / inner nodes of a part (for halo "keep").
+        rpc_share: DistDGL's sampling RPC bytes as a share of its feature bytes
+            (measured 0.06 with METIS and 0.14 with random partitions on the 100k graph).
+        corr_bytes: scalars the Grappa correction adds to each all-reduce.
+    """
+
+    name: str
+    num_nodes: float
+    num_edges: float
+    feat_dim: int
+    train_nodes: float
+    num_parts: int
+    model_bytes: float
+    input_rows: float
+    remote_fraction: float
+    batch: int = 1000
+    halo_share: float = 1.0
+    rpc_share: float = 0.06
+    corr_bytes: int = 4
+
+    @property
+    def steps(self) -> int:
+        """S: steps per worker per epoch."""
+        return math.ceil(self.train_nodes / (self.num_parts * self.batch))
+
+    def with_(self, **kw) -> "Workload":
+        """A copy with some fields replaced."""
+        return replace(self, **kw)
+
+
+def grappa_step_bytes(w: Workload) -> float:
+    """Bytes one Grappa worker sends per step: the gradient all-reduce."""
+    return ring_factor(w.num_parts) * (w.model_bytes + w.corr_bytes)
+
+
+def distdgl_feature_step_bytes(w: Workload) -> float:
+    """Remote feature bytes one DistDGL trainer moves per step: rho I (4F + 8)."""
+    return w.remote_fraction * w.input_rows * (4 * w.feat_dim + 8)
+
+
+def distdgl_step_bytes(w: Workload) -> float:
+    """All bytes of one DistDGL trainer per step: features, sampling RPC, all-reduce."""
+    return distdgl_feature_step_bytes(w) * (1 + w.rpc_share) + ring_factor(w.num_parts) * w.model_bytes
+
+
+def epoch_bytes(w: Workload) -> dict:
+    """Bytes per worker per epoch, both systems, and their ratio.
+
+    Returns:
+        ``{"steps", "grappa", "distdgl", "distdgl_features", "ratio"}``.
+
+    Example:
+        >>> w = Workload("x", 1e5, 1e6, 64, 6e4, 2, 41_280, 42_700, 0.155)
+        >>> round(epoch_bytes(w)["distdgl_features"] / 1e6, 1)   # measured 50-52 MB
+        52.4
+    """
+    s = w.steps
+    g, d = s * grappa_step_bytes(w), s * distdgl_step_bytes(w)
+    return {"steps": s, "grappa": g, "distdgl": d, "distdgl_features": s * distdgl_feature_step_bytes(w),
+            "ratio": d / g if g else math.inf}
+
+
+def part_bytes(w: Workload, edge_bytes: float = 4.0, halo: str = "drop", cut: float = 0.0) -> dict:
+    """What one worker holds: its features (plus halo rows with ``keep``) and structure.
+
+    Args:
+        w: the workload.
+        edge_bytes: bytes per local edge of the in-memory structure (4 for an int32 CSC;
+            measured 54 at load time for today's ``load_local`` with int64 COO + CSC).
+        halo: "drop" or "keep".
+        cut: edge-cut fraction (a kept halo brings the cut edges into the part).
+
+    Returns:
+        ``{"features", "structure", "total"}`` in bytes.
+    """
+    keep = halo == "keep"
+    n_local = w.num_nodes / w.num_parts * (1 + (w.halo_share if keep else 0.0))
+    # keep: all in-edges of the part plus the out-edges to its halo (DGL's 1-hop part);
+    # drop: only the edges between inner nodes.
+    e_local = w.num_edges / w.num_parts * ((1 + cut) if keep else (1 - cut))
+    feats = n_local * 4 * w.feat_dim
+    struct = e_local * edge_bytes + 8 * n_local
+    return {"features": feats, "structure": struct, "total": feats + struct}
+
+
+def epoch_seconds(w: Workload, step_compute_s: float, bandwidth_Bps: float, latency_s: float = 0.0,
+                  remote_row_s: float = 0.0) -> dict:
+    """Epoch time per worker: compute, plus bytes / bandwidth (per-machine links).
+
+    DistDGL's remote fetch sits on the critical path of a step unless prefetched, so its
+    time is given as a range: from full overlap (max of compute and transfer) to none
+    (their sum); the measured runs fall inside it (docs/scaling.md). ``remote_row_s`` is
+    DistDGL's CPU cost per remote row that no network removes (RPC, serialisation, remote
+    sampling; calibrated from loopback runs). Grappa's all-reduce adds ring latency
+    2 (P-1) x ``latency_s`` per step.
+
+    Args:
+        w: the workload.
+        step_compute_s: local sampling + gather + forward/backward per step.
+        bandwidth_Bps: bytes per second of each worker's link.
+        latency_s: per-message latency.
+        remote_row_s: DistDGL CPU seconds per remote input row.
+
+    Returns:
+        ``{"grappa", "distdgl_low", "distdgl_high"}`` in seconds.
+
+    Example:
+        >>> w = Workload("x", 1e5, 1e6, 64, 6e4, 2, 41_280, 42_700, 0.155)
+        >>> t = epoch_seconds(w, 0.037, 1.25e8)
+        >>> t["distdgl_low"] <= t["distdgl_high"] and t["grappa"] < t["distdgl_high"]
+        True
+    """
+    s = w.steps
+    ar = grappa_step_bytes(w) / bandwidth_Bps + 2 * (w.num_parts - 1) * latency_s
+    fetch = distdgl_step_bytes(w) / bandwidth_Bps
+    cpu = step_compute_s + w.remote_fraction * w.input_rows * remote_row_s
+    return {"grappa": s * (step_compute_s + ar),
+            "distdgl_low": s * max(cpu, fetch), "distdgl_high": s * (cpu + fetch + ar)}
+
+
+def scale_step_time(measured_s: float, measured_rows: float, measured_width: float, measured_cores: float,
+                    rows: float, width: float, cores: float, efficiency: float = 0.5) -> float:
+    """Per-step compute time moved to another workload and machine: proportional to
+    input rows x (F + hidden), inversely to cores x parallel efficiency.
+
+    Example:
+        >>> scale_step_time(1.0, 100, 256, 2, 200, 256, 4, efficiency=1.0)
+        1.0
+    """
+    return measured_s * (rows / measured_rows) * (width / measured_width) * (measured_cores / (cores * efficiency))
+
+
+__all__ = ["GB", "Workload", "distdgl_feature_step_bytes", "distdgl_step_bytes", "epoch_bytes", "epoch_seconds",
+           "grappa_step_bytes", "part_bytes", "random_remote_fraction", "ring_factor", "scale_step_time"]

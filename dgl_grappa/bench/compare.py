@@ -1,0 +1,337 @@
+"""``python -m dgl_grappa compare``: DistDGL and Grappa side by side, on the same partitions.
+
+One after the other, on the partitioning of ``cfg.partition`` (made once, under
+``<output dir>/partitions/0``), with the same model, fan-outs, batch size, optimizer and
+the same global evaluation:
+
+1. ``distdgl``: the real DistDGL job (servers + trainers, remote sampling and feature
+   pulls; :mod:`dgl_grappa.distdgl`), unless ``compare.distdgl`` is false;
+2. ``grappa-<variant>``: the Grappa runtime (``python -m dgl_grappa train``) once per
+   correction in ``compare.variants``;
+3. ``distdgl-grappa``: the drop-in script with ``--grappa`` when ``compare.dropin``.
+
+Every run is its own process tree in its own network namespace (when the machine
+allows it: root), so each measures its own loopback bytes; ``network.bandwidth`` shapes
+that loopback for all runs alike. Writes ``<output dir>/compare.json``, ``report.md``
+(the table, each figure also as a ratio to DistDGL), ``accuracy_vs_time.png`` and
+``bytes_per_epoch.png``, and prints the table.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from ..runtime.metrics import format_bytes
+
+log = logging.getLogger("dgl_grappa")
+
+PLOTS = ("accuracy_vs_time.png", "bytes_per_epoch.png")
+
+
+def _ratio(x: float | None, base: float | None) -> float | None:
+    if x is None or base is None or base == 0:
+        return None
+    return x / base
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r:.3g}x"
+
+
+def curve(records: list[dict]) -> list[tuple[float, float]]:
+    """(cumulative training seconds, val acc) at every evaluated epoch (evaluation time excluded)."""
+    out, t = [], 0.0
+    for r in records:
+        t += r["epoch_time_s"]
+        if r.get("val_acc") is not None:
+            out.append((t, r["val_acc"]))
+    return out
+
+
+def run_grappa(cfg, out: Path, isolate: bool) -> dict:
+    """One Grappa job (``python -m dgl_grappa train`` on ``cfg``, in its namespaces); its summary.json.
+
+    Raises:
+        JobFailed: the job failed (its log is ``out/run.log``).
+    """
+    from ..cluster.procs import run_isolated
+    from ..config import write_resolved_config
+
+    resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
+    (out / "summary.json").unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "dgl_grappa", "train", "--config", str(resolved)]
+    run_isolated(argv, cfg, isolate, cfg.run.timeout_s + 120, shm=cfg.distdgl.shm_size if isolate else "",
+                 label=out.name, log_path=out / "run.log")
+    return json.loads((out / "summary.json").read_text())
+
+
+def run_compare(cfg) -> dict:
+    """Run every system of the comparison and write compare.json, report.md and the plots.
+
+    Args:
+        cfg: validated Config (the ``compare`` section says what runs).
+
+    Returns:
+        The compare.json content: ``runs`` (name -> summary fields, curve), ``baseline``,
+        ``target_acc``, ``rows`` (the table), ``isolated`` and the paths written.
+
+    Raises:
+        ConfigError / IsolationError: bad config, or bandwidth shaping impossible here.
+        JobFailed: a run failed (the others already done are kept on disk).
+    """
+    from ..cluster.procs import isolation_plan
+    from ..config import ConfigError, dropin_problem, uses_hosts
+    from ..distdgl import run_distdgl
+    from ..partition.store import ensure_partitions
+    from ..runtime.metrics import read_jsonl, write_json
+
+    why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
+    if why is not None:
+        raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
+    from ..config import check_output_dir
+
+    check_output_dir(cfg.run.output_dir, "run.output_dir")
+    out = Path(cfg.run.output_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    stats, _ = ensure_partitions(cfg)
+    part_dir = str(Path(stats["part_config"]).resolve().parent)
+    isolate = isolation_plan(cfg)  # False across hosts: each run opens its hosts, which count their own bytes
+    hosts = uses_hosts(cfg)
+    if not isolate and not hosts:
+        log.warning("not root: runs share the host's loopback, so wire bytes are not measured (app counts only)")
+
+    def sub(name: str, **grappa):
+        return dataclasses.replace(
+            cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
+            run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
+            # each run its own checkpoints (<its output>/checkpoints): they must not clear each other's
+            checkpoint=dataclasses.replace(cfg.checkpoint, dir="", resume=""),
+            grappa=dataclasses.replace(cfg.grappa, **grappa))
+
+    plan = []
+    if cfg.compare.distdgl:
+        plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
+    for v in cfg.compare.variants:
+        plan.append((f"grappa-{v}", lambda c: run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
+    if cfg.compare.dropin:
+        plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
+
+    runs: dict[str, dict] = {}
+    for i, (name, fn, kw) in enumerate(plan):
+        c = sub(name, **kw)
+        t0 = time.perf_counter()
+        print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
+        summary = fn(c)
+        records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
+        runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
+                      "records": records, "curve": curve(records), "job_wall_s": time.perf_counter() - t0}
+        s = summary
+        print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, val "
+              f"{s['val_acc']:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
+
+    result = summarize(cfg, runs, stats, isolate or hosts)
+    write_json(out / "compare.json", result)
+    (out / "report.md").write_text(report_markdown(result))
+    plot(result, out)
+    return result
+
+
+def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
+    """The comparison table and targets from the runs' summaries and records."""
+    from ..runtime.metrics import time_to_target
+
+    base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
+    base = runs[base_name]["summary"]
+    target = cfg.compare.target_acc or round(0.98 * base["best_val_acc"], 4)
+    rows = []
+    for name, r in runs.items():
+        s = r["summary"]
+        tta = time_to_target(r["records"], target)
+        b_tta = time_to_target(runs[base_name]["records"], target)
+        row = {"system": name, "epoch_time_s": s["epoch_time_s"],
+               "wire_bytes_per_epoch": s.get("wire_bytes_per_epoch"),
+               "app_bytes_per_epoch": s.get("app_bytes_per_epoch"),
+               "one_time_bytes_per_epoch": s.get("one_time_bytes_per_epoch"),
+               "grad_bytes_per_epoch": s.get("grad_bytes_per_epoch"),
+               "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
+               "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
+               "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts"),
+               "phases": s.get("phases")}
+        for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
+            row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
+        row["time_to_target_ratio"] = _ratio(tta, b_tta)
+        rows.append(row)
+    c = cfg
+    from ..config import uses_hosts
+
+    return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
+            "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
+            "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
+                               if r["summary"].get("cluster")), None),
+            "network_link": (c.network.link if c.launch.remote == "netns" else "real network")
+            if uses_hosts(c) else "loopback (shared)", "num_parts": c.partition.num_parts,
+            "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
+            "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
+            "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
+            "batch_size": c.train.batch_size, "rows": rows, "runs": runs,
+            "plots": list(PLOTS)}
+
+
+def format_table(result: dict, markdown: bool = False) -> str:
+    """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
+    head = ["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch", "val acc",
+            "test acc", f"time to val {result['target_acc']:.3f}"]
+    lines = []
+    for r in result["rows"]:
+        tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
+        lines.append([
+            r["system"],
+            f"{r['epoch_time_s']:.3f} s ({_fmt_ratio(r['epoch_time_s_ratio'])})",
+            f"{format_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
+            f"{format_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
+            format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
+            f"{r['val_acc']:.4f} ({_fmt_ratio(r['val_acc_ratio'])})",
+            f"{r['test_acc']:.4f} ({_fmt_ratio(r['test_acc_ratio'])})",
+            f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
+        ])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(row) + " |" for row in lines]
+        return "\n".join(out)
+    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths))  # noqa: E731
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines])
+
+
+def phase_table(result: dict) -> str:
+    """Where each system's epoch goes (median seconds per phase, rank 0; see dgl_grappa.runtime.metrics.PHASES)."""
+    from ..runtime.metrics import PHASE_KEYS
+
+    keys = [k for k in PHASE_KEYS if k != "overlap_s"]
+    out = ["| system | epoch | " + " | ".join(k[:-2] for k in keys) + " |", "|" + "---|" * (len(keys) + 2)]
+    for r in result["rows"]:
+        ph = r.get("phases") or {}
+        out.append(f"| {r['system']} | {r['epoch_time_s']:.3f} s | "
+                   + " | ".join(f"{ph[k]:.3f}" if k in ph else "-" for k in keys) + " |")
+    return "\n".join(out)
+
+
+def _setting(result: dict) -> str:
+    link = result.get("network_link", "loopback (shared)")
+    if link == "per_host":
+        bw = f"{result.get('num_hosts')} test hosts, each its own {result['network_bandwidth'] or 'unshaped'} link"
+    elif link == "shared":
+        bw = f"{result.get('num_hosts')} test hosts sharing one {result['network_bandwidth'] or 'unshaped'} link"
+    elif link == "real network":
+        bw = "ssh hosts, their real network"
+    else:
+        bw = result["network_bandwidth"] or "unshaped loopback"
+    return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
+            f"parts (edge cut {result['edge_cut']:.3f}), {result['model']} x{result['num_layers']}, fan-outs "
+            f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
+
+
+def report_markdown(result: dict) -> str:
+    """report.md: setting, table, how each column is measured, plots."""
+    wire_note = ("measured: tx bytes of the loopback of the run's private network namespace, all processes, "
+                 "training epochs only (evaluation excluded; the epoch clock's window, so its barrier and 8-byte "
+                 "max all-reduce are in it), median over epochs"
+                 if result["isolated"] else "not measured (needs root for a private network namespace)")
+    if result.get("remote", "none") != "none":
+        wire_note = ("measured: the tx bytes of every host's network interface, summed over the hosts (each byte "
+                     "leaves one host), training epochs only (the epoch clock's window, read by one worker per host), "
+                     "median over epochs; each host's tx/rx is in the runs' summary.json (`wire_hosts`)")
+    return "\n".join([
+        f"# Comparison: {result['name']}", "",
+        _setting(result), "",
+        format_table(result, markdown=True), "",
+        f"Ratios in parentheses are to `{result['baseline']}`.", "",
+        "- **epoch time**: one definition for every system (`dgl_grappa.runtime.metrics.EpochClock`): an epoch is "
+        "timed from a barrier at its start to the end of its slowest worker, evaluation excluded; the column is "
+        "the median of those per-epoch times over the epochs, and training time (time to target) is their sum. "
+        "A DistDGL run restarted per partitioning concatenates its segments' epochs and applies the same rule.",
+        f"- **wire bytes/epoch**: {wire_note}.",
+        "- **app bytes/epoch**: what the application handed to the network, all workers: remote KVStore "
+        "rows (row + 8-byte id), sampling RPC payloads, and the DDP gradient payload x 2(W-1)/W (gloo's ring "
+        "all-reduce).",
+        "- **one-time bytes/epoch**: what Grappa's workers read once per partitioning (with `train.halo=keep` "
+        "each halo row's features, in-degree and first-hop aggregate, from its owner; with the halo dropped and "
+        "an exact first hop, the outside neighbours' rows the owners aggregate), all workers, divided by the "
+        "epochs; read at load time from the owners' partition files, so in neither column before it.",
+        "- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last epoch.",
+        f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or above "
+        "the target (evaluation time excluded).", "",
+        "## Where an epoch goes", "",
+        phase_table(result), "",
+        "Median seconds per epoch of rank 0 (`metrics.jsonl` has every epoch). sample: drawing the blocks "
+        "(DistDGL: the loader's `next()`, with its sampling RPCs); gather: the input features (DistDGL: the "
+        "KVStore pull); backward: until DDP hands the last gradient bucket to the hook (DistDGL, which has no "
+        "hook to time: the whole backward with its all-reduce); allreduce (Grappa): from there to the end of "
+        "`backward()`, i.e. the collective's exposed time and the wait for a peer behind in the step; other: "
+        "the rest of rank 0's time; wait: rank 0's wait for the epoch's slowest worker. They add up to the "
+        "epoch time (minus any overlap of prefetching).", "",
+        "![accuracy vs time](accuracy_vs_time.png)", "",
+        "![bytes per epoch](bytes_per_epoch.png)", "",
+    ])
+
+
+def plot(result: dict, out: Path) -> None:
+    """accuracy_vs_time.png and bytes_per_epoch.png (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, r in result["runs"].items():
+        if r["curve"]:
+            xs, ys = zip(*r["curve"])
+            ax.plot(xs, ys, marker="o", ms=3, label=name)
+    ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=f"target {result['target_acc']:.3f}")
+    ax.set_xlabel("training time (s, evaluation excluded)")
+    ax.set_ylabel("validation accuracy (whole graph)")
+    ax.set_title(f"{result['name']}: accuracy vs wall time", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[0], dpi=120)
+    plt.close(fig)
+
+    rows = result["rows"]
+    names = [r["system"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    x = range(len(rows))
+    wire = [r["wire_bytes_per_epoch"] or 0 for r in rows]
+    app = [r["app_bytes_per_epoch"] or 0 for r in rows]
+    for off, vals, label in ((-0.2, wire, "wire (measured)"), (0.2, app, "application count")):
+        bars = ax.bar([i + off for i in x], vals, width=0.4, label=label)
+        for b, v in zip(bars, vals):
+            if v > 0:
+                ax.annotate(format_bytes(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names, fontsize=8)
+    if max(wire + app) > 0:
+        ax.set_yscale("log")
+    ax.set_ylabel("bytes per epoch (all workers)")
+    ax.set_title(f"{result['name']}: bytes per training epoch", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out / PLOTS[1], dpi=120)
+    plt.close(fig)
+
+
+def cmd_compare(cfg) -> int:
+    """CLI entry: run the comparison, print the table and where everything went."""
+    result = run_compare(cfg)
+    out = Path(cfg.run.output_dir)
+    print()
+    print(_setting(result))
+    print(format_table(result))
+    print(f"ratios are to {result['baseline']}; wrote {out / 'compare.json'}, {out / 'report.md'}, "
+          + ", ".join(str(out / p) for p in PLOTS))
+    return 0

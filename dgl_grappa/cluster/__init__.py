@@ -1,0 +1,17 @@
+"""Processes, hosts and networks: everything that starts, places, isolates or stops a process.
+
+Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.config`).
+
+* :mod:`.launch` - spawned local workers, gloo process groups, devices, threads;
+* :mod:`.procs` - running a command bounded in its namespaces, killing process trees;
+* :mod:`.guard` - the remote end of every launched command (import-free: ``python -m
+  dgl_grappa.cluster.guard``);
+* :mod:`.hosts` - ip_config files, Slurm node lists, a worker's identity from its environment;
+* :mod:`.remote` - commands on other hosts (ssh, or the test hosts);
+* :mod:`.netns` - private network namespaces, loopback shaping (``tc``);
+* :mod:`.testhosts` - several emulated hosts on one machine (``python -m dgl_grappa.cluster.testhosts``);
+* :mod:`.faults` - fault injection for recovery tests;
+* :mod:`.testing` - helpers for multi-process tests.
+
+Kept free of imports at package level, so the guard starts in a fraction of a second.
+"""

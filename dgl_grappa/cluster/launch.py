@@ -1,0 +1,307 @@
+"""Processes: local multi-process launch with bounded waits, and the worker's identity.
+
+One machine: ``spawn_workers`` starts ``nprocs`` spawned processes that each call
+``fn(rank, *args)``; ``init_distributed`` joins them into a gloo group on 127.0.0.1 with a
+timeout on every collective. Nothing here waits without a bound: the join loop kills the
+whole group by PID when the job's deadline passes or a worker dies. A worker started by
+torchrun, Slurm or the multi-host launcher joins with ``init_distributed_env`` instead
+(``init_method="env://"``, identity from :func:`dgl_grappa.cluster.hosts.worker_identity`).
+
+Devices (``run.device``): on cpu the group is gloo; on cuda it is ``cpu:gloo,cuda:nccl``:
+NCCL all-reduces the gradient buckets (CUDA tensors), gloo carries the small control
+collectives on CPU tensors and objects (epoch clock, step counts, summaries), and the
+worker uses the GPU of its LOCAL_RANK (:func:`select_device`).
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import multiprocessing.connection as mp_connection
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .procs import JobFailed
+
+log = logging.getLogger("dgl_grappa")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who this process is: passed around instead of reading environment variables.
+
+    Attributes:
+        rank: global rank in the gloo group.
+        world_size: number of workers.
+        part: the partition this worker trains on (= rank in Grappa mode).
+        local_rank: rank among the workers of its host (its GPU with run.device=cuda).
+        host_index: index of its host (0 on one machine).
+    """
+
+    rank: int
+    world_size: int
+    part: int
+    local_rank: int = 0
+    host_index: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def backend_for(device: str) -> str:
+    """The process group's backend for ``run.device``: gloo, or NCCL for CUDA tensors + gloo for CPU ones."""
+    return "gloo" if device == "cpu" else "cpu:gloo,cuda:nccl"
+
+
+DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
+"""DGL's CUDA build for the pinned torch 2.2 (from DGL's own wheel site; no package registry has one)."""
+
+
+def check_dgl_cuda(device: torch.device) -> None:
+    """Raise a one-line ConfigError unless this DGL can put a graph on ``device`` (a CUDA build).
+
+    The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
+    blocks (and the model's message passing) cannot move to a GPU.
+    """
+    import dgl
+
+    from ..config import ConfigError
+
+    try:
+        dgl.graph(([0], [0])).to(device)
+    except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
+                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
+
+
+def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> torch.device:
+    """The torch device of a worker: the CPU, or the GPU of its local rank (made current).
+
+    Args:
+        device: ``run.device``.
+        local_rank: the worker's rank on its host (LOCAL_RANK): its GPU.
+        check_dgl: with cuda, also check that DGL is a CUDA build (:func:`check_dgl_cuda`).
+
+    Raises:
+        ConfigError: run.device=cuda where torch sees no GPU, fewer GPUs than local ranks,
+            or a CPU-only DGL.
+    """
+    from ..config import ConfigError
+
+    if device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError("run.device=cuda but torch sees no CUDA device here (no GPU, or no driver); "
+                          "use --run.device=cpu")
+    n = torch.cuda.device_count()
+    if local_rank >= n:
+        raise ConfigError(f"run.device=cuda: LOCAL_RANK={local_rank} but this host has {n} GPU(s); start at most "
+                          f"{n} workers per host (launch.workers_per_host / torchrun --nproc_per_node)")
+    torch.cuda.set_device(local_rank)
+    dev = torch.device("cuda", local_rank)
+    if check_dgl:
+        check_dgl_cuda(dev)
+    return dev
+
+
+def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, device: str = "cpu") -> Identity:
+    """Join the process group on 127.0.0.1:port; every collective is bounded by timeout_s.
+
+    Args:
+        device: ``run.device``; cuda selects GPU ``rank`` first (one machine: local rank = rank).
+
+    Returns:
+        The worker's :class:`Identity` (part = rank).
+    """
+    select_device(device, rank, check_dgl=False)
+    dist.init_process_group(
+        backend_for(device),
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return Identity(rank=rank, world_size=world_size, part=rank, local_rank=rank)
+
+
+def init_distributed_env(who, timeout_s: float, device: str = "cpu") -> Identity:
+    """Join the process group from a torchrun / Slurm / launcher environment (``init_method="env://"``).
+
+    Args:
+        who: the worker's :class:`dgl_grappa.cluster.hosts.WorkerIdentity` (from the environment).
+        timeout_s: bound on every collective.
+        device: ``run.device`` (cuda: the GPU of ``who.local_rank``).
+
+    Returns:
+        The worker's :class:`Identity` (part = rank, local rank and host from ``who``).
+    """
+    # env:// reads these; under Slurm they may have been derived (first host, job-id port).
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = who.master_addr, str(who.master_port)
+    select_device(device, who.local_rank, check_dgl=False)
+    dist.init_process_group(backend_for(device), init_method="env://", rank=who.rank, world_size=who.world_size,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
+                    host_index=who.host_index)
+
+
+def shutdown_distributed(clean: bool = True) -> None:
+    """Leave the process group if this process joined one (safe to call twice).
+
+    Args:
+        clean: every rank reached the end normally. Then all ranks meet at a barrier first
+            (bounded by the group's timeout), so none tears down while another still talks
+            to it; after an error the group is destroyed at once.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if clean:
+        dist.barrier()
+        # torch 2.2's gloo worker thread frees the last finished work objects after the
+        # wait returns, and freeing their tensors needs the GIL; destroying the group joins
+        # that thread while holding the GIL, which deadlocked here (seen with py-spy). A
+        # short sleep releases the GIL so the worker thread can finish first.
+        time.sleep(0.2)
+    dist.destroy_process_group()
+
+
+def setup_logging(rank: int | None = None, level: int = logging.INFO) -> None:
+    """Log lines carry the rank, e.g. ``[rank 1] ...``; the launcher logs as ``[main]``."""
+    prefix = "[main]" if rank is None else f"[rank {rank}]"
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix} %(message)s", "%H:%M:%S"))
+    root = logging.getLogger("dgl_grappa")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def threads_per_worker(nprocs: int, requested: int = 0) -> int:
+    """Torch threads for each of nprocs workers sharing this machine's cores."""
+    if requested > 0:
+        return requested
+    return max(1, (os.cpu_count() or 1) // max(1, nprocs))
+
+
+class UserError(Exception):
+    """Raised by a spawned worker for a user error (one line, e.g. a checkpoint that cannot be
+    written): the launcher reports its message alone and does not restart the job."""
+
+
+class WorkerFailed(JobFailed):
+    """A spawned worker raised, died, or the job ran past its deadline.
+
+    Attributes:
+        rank: the first worker that failed (None: the deadline passed).
+        exit_code: its exit status (negative: killed by that signal), None if it raised.
+        timed_out: the job ran past its deadline (not a worker's death).
+        user_error: the one-line message of a worker's :class:`UserError`, else None.
+    """
+
+    def __init__(self, msg: str, rank: int | None = None, exit_code: int | None = None, timed_out: bool = False,
+                 user_error: str | None = None):
+        super().__init__(msg)
+        self.rank, self.exit_code, self.timed_out, self.user_error = rank, exit_code, timed_out, user_error
+
+    @property
+    def reason(self) -> str:
+        """One line: which worker, how ("worker 1 was killed by SIGKILL")."""
+        if self.timed_out or self.rank is None:
+            return str(self).splitlines()[0]
+        if self.exit_code is None:
+            lines = [ln for ln in str(self).splitlines() if ln.strip()]
+            return f"worker {self.rank} raised {lines[-1].strip() if lines else 'an exception'}"
+        from .procs import rc_text
+
+        return f"worker {self.rank} {rc_text(self.exit_code)}"
+
+
+def _kill_all(processes: list, timeout_s: float = 10.0) -> None:
+    """SIGKILL every live process of the group by PID; reap each, waiting at most ``timeout_s`` in all."""
+    for p in processes:
+        if p.is_alive():
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout_s
+    for p in processes:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll_s: float = 1.0) -> None:
+    """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes and wait, at most timeout_s.
+
+    The first worker that dies (any signal, any non-zero status) or raises ends the wait:
+    the others are SIGKILLed by PID at once (a survivor would otherwise block in its next
+    collective until the gloo timeout), and every join is bounded.
+
+    Args:
+        fn: a top-level (picklable) function.
+        nprocs: number of processes.
+        args: extra arguments for fn.
+        timeout_s: the whole job's bound; past it every worker is killed.
+
+    Raises:
+        WorkerFailed: a worker raised (its traceback is in the message), exited non-zero,
+            or the deadline passed. The other workers are killed first.
+    """
+    ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="spawn")
+    procs = ctx.processes
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            mp_connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=poll_s)
+            for i, p in enumerate(procs):
+                if p.exitcode is None or p.exitcode == 0:
+                    continue
+                _kill_all(procs)
+                queue = ctx.error_queues[i]
+                if not queue.empty():
+                    trace = queue.get()
+                    last = [ln for ln in trace.splitlines() if ln.strip()][-1:] or [""]
+                    marker = f"{UserError.__module__}.{UserError.__name__}: "
+                    user = last[0][len(marker):] if last[0].startswith(marker) else None
+                    raise WorkerFailed(user or f"worker {i} failed:\n{trace}", rank=i, user_error=user)
+                from .procs import rc_text
+
+                raise WorkerFailed(f"worker {i} {rc_text(p.exitcode)}", rank=i, exit_code=p.exitcode)
+            if all(p.exitcode == 0 for p in procs):
+                return
+            if time.monotonic() > deadline:
+                raise WorkerFailed(f"the job ran past run.timeout_s={timeout_s:.0f}s; all workers were killed "
+                                   "(raise --run.timeout_s if the job is just slow)", timed_out=True)
+    finally:
+        _kill_all(procs)
+
+
+def check_port_free(port: int, key: str, host: str = "127.0.0.1") -> None:
+    """Raise a one-line ConfigError when ``port`` cannot be bound on ``host`` (``key`` names the setting)."""
+    from ..config import ConfigError
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(f"{key}={port}: port {port} on {host} is already in use ({exc.strerror}); pick another "
+                              f"port, or {key}=0 for a free one") from None
+
+
+def set_threads(n: int) -> None:
+    torch.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)

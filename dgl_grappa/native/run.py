@@ -1,0 +1,195 @@
+"""``python -m dgl_grappa train``'s launcher on one machine: checks, partitions, workers, restarts.
+
+1. Every input is checked before anything is written (output folder, port, checkpoint to
+   resume from, the graph against ``partition.num_parts``, a reused partition folder file
+   by file); a user error is one line (ConfigError) and leaves no folder behind.
+2. The partitioning the run starts on is made or verified: ``partitions/0`` for a fresh
+   run, the partitioning of the resumed epoch for a resumed one (rebuilt when missing).
+3. One spawned worker per part (:func:`dgl_grappa.native.trainer.train_worker`). When a worker
+   dies (any signal, any exit status) the others are killed by PID at once, and the whole
+   group starts again from the newest intact checkpoint, up to ``launch.max_restarts``
+   times (:class:`~dgl_grappa.runtime.restarts.RestartBudget`); each restart is logged and listed in
+   summary.json's ``restarts``. A deadline or a user error is not retried.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from ..cluster.launch import WorkerFailed, check_port_free, free_port, spawn_workers
+from ..config import Config, ConfigError, check_output_dir
+from ..runtime.checkpoint import CheckpointStore, ResumePoint, checkpoint_dir, fingerprint, resolve_resume
+from ..runtime.restarts import RestartBudget
+
+log = logging.getLogger("dgl_grappa")
+
+
+@contextlib.contextmanager
+def removed_on_user_error(path: Path):
+    """Remove ``path`` (and the parents created for it) again if a ConfigError leaves the block."""
+    top = None
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        top, p = p, p.parent
+    try:
+        yield
+    except ConfigError:
+        if top is not None and top.exists():
+            shutil.rmtree(top, ignore_errors=True)
+        raise
+
+
+def check_inputs(cfg: Config) -> ResumePoint | None:
+    """The checks that need no graph: output folders, the rendezvous port, the checkpoint to resume from.
+
+    Returns:
+        The checkpoint the run resumes from (``checkpoint.resume``), or None.
+
+    Raises:
+        ConfigError: one line naming the problem and the fix.
+    """
+    check_output_dir(cfg.run.output_dir, "run.output_dir")
+    if cfg.checkpoint.dir:
+        check_output_dir(cfg.checkpoint.dir, "checkpoint.dir")
+    if cfg.launch.master_port:
+        check_port_free(cfg.launch.master_port, "launch.master_port")
+    return resolve_resume(cfg)
+
+
+def _train_nodes_check(stats: dict) -> None:
+    train = stats.get("train_nodes")
+    if train is not None and sum(train) == 0:
+        raise ConfigError("the graph has no training nodes (train_mask is all false); give it a training split")
+
+
+def prepare_partitions(cfg: Config, g, start_epoch: int, fresh: bool) -> dict:
+    """The partitioning the run starts on; its statistics (``part_config`` is what the workers load).
+
+    Args:
+        cfg: the run's config.
+        g: the graph (or None: loaded when a build needs it).
+        start_epoch: the first epoch to train (a resumed run's checkpoint epoch).
+        fresh: a new run (old partitionings are cleared) rather than a resumed one.
+    """
+    if cfg.schedule.k > 0:
+        from ..partition.schedule import prepare_schedule, resume_partitioning, resume_schedule
+
+        if fresh:
+            return prepare_schedule(cfg, g)
+        return resume_schedule(cfg, resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k), g)
+    from ..partition.store import ensure_partitions
+
+    stats, _ = ensure_partitions(cfg, g)
+    return stats
+
+
+def _builder(cfg: Config, start_epoch: int):
+    """The background builder for a run starting at ``start_epoch``, or None when no later partitioning is needed."""
+    if cfg.schedule.k <= 0:
+        return None
+    from ..partition.schedule import num_partitionings, resume_partitioning
+    from ..runtime.repartition import start_builder
+
+    if resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k) + 1 >= num_partitionings(cfg.train.epochs,
+                                                                                                 cfg.schedule.k):
+        return None
+    return start_builder(cfg)
+
+
+def run_native(cfg: Config) -> tuple[dict, dict]:
+    """Train with spawned workers on this machine, restarting from checkpoints when a worker dies.
+
+    Args:
+        cfg: the validated config.
+
+    Returns:
+        (summary.json's content with ``restarts`` and ``job_wall_s`` added, the starting
+        partitioning's statistics).
+
+    Raises:
+        ConfigError: a user error (before the run, or reported by a worker); nothing is restarted.
+        WorkerFailed: a worker died and no restart was left, or the deadline passed.
+    """
+    from ..data import load_dataset, num_classes
+    from .trainer import train_worker
+
+    out = Path(cfg.run.output_dir)
+    point = check_inputs(cfg)
+    start = point.epoch if point is not None else 0
+    builder = None
+    with removed_on_user_error(out):
+        if cfg.partition.prebuilt:
+            # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
+            from ..partition.prebuilt import prebuilt_num_classes, prebuilt_stats
+
+            g, stats = None, prebuilt_stats(cfg)
+            n_classes = prebuilt_num_classes(cfg, stats)
+            _train_nodes_check(stats)
+        else:
+            g = load_dataset(cfg.data)
+            n_classes = num_classes(g)
+            if point is None:
+                builder = _builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
+            try:
+                stats = prepare_partitions(cfg, g, start, fresh=point is None)
+                _train_nodes_check(stats)
+            except BaseException:
+                if builder is not None:
+                    builder.close()
+                raise
+    del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
+    from ..partition.store import format_stats
+
+    print(format_stats(stats) if stats.get("edge_cut") is not None else
+          f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    store = CheckpointStore(checkpoint_dir(cfg), cfg.checkpoint.keep_last)
+    if point is None:
+        n = store.clear()
+        if n:
+            log.warning("removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
+                        n, store.root)
+    else:
+        log.info("resuming from %s (epoch %d, step %d)", point.path, point.epoch, point.step)
+    budget = RestartBudget(cfg.launch.max_restarts, "Grappa job")
+    resume = point.path if point is not None else ""
+    part_config = stats["part_config"]
+    first_stats, first_point = stats, point
+    t0 = time.perf_counter()
+    while True:
+        if builder is None:
+            builder = _builder(cfg, start)
+        port = cfg.launch.master_port or free_port()
+        extra = (builder.channel if builder is not None else None, resume)
+        try:
+            spawn_workers(train_worker, cfg.partition.num_parts,
+                          (cfg, part_config, n_classes, port, str(out), *extra), timeout_s=cfg.run.timeout_s)
+            break
+        except WorkerFailed as exc:
+            if exc.user_error is not None:
+                raise ConfigError(exc.user_error) from None
+            if exc.timed_out or budget.left <= 0:
+                raise
+            point = store.newest_valid(fingerprint(cfg))  # a corrupt newest one falls back, with a log line
+            start = point.epoch if point is not None else 0
+            budget.restart(exc.reason, point.path if point is not None else None, start)
+            resume = point.path if point is not None else ""
+            if cfg.schedule.k > 0:
+                part_config = prepare_partitions(cfg, None, start, fresh=False)["part_config"]
+        finally:
+            if builder is not None:
+                builder.close()
+                builder = None
+    summary_path = out / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["edge_cut"] = first_stats["edge_cut"]
+    summary["job_wall_s"] = time.perf_counter() - t0
+    summary["restarts"] = budget.taken
+    if first_point is not None:
+        summary["resumed_from"] = {"path": first_point.path, "epoch": first_point.epoch}
+    summary_path.write_text(json.dumps(summary, indent=1))
+    return summary, first_stats

@@ -1,0 +1,233 @@
+"""Grappa beyond one host: a worker that joins from its environment, and the launcher that starts them on hosts.
+
+* :func:`cmd_worker` is ``python -m dgl_grappa worker --config C``: one worker started by
+  torchrun, srun, or the launcher below. Its identity comes from the environment
+  (:func:`dgl_grappa.cluster.hosts.worker_identity`: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+  MASTER_PORT, or SLURM_PROCID, SLURM_NTASKS, SLURM_NODELIST ...), it joins the process
+  group with ``init_method="env://"``, trains partition = rank, on the GPU of its
+  LOCAL_RANK with ``run.device=cuda``, and resumes from the newest checkpoint when there is
+  one (``resume="auto"``: torchrun and Slurm restart whole worker groups themselves).
+  Rank 0 makes the partitions if they are not there yet (the others wait, bounded by
+  ``run.collective_timeout_s``), loads the whole graph for evaluation, and is the only
+  writer of metrics.jsonl and summary.json.
+* :func:`train_on_hosts` is ``python -m dgl_grappa train`` with ``launch.remote: ssh`` or
+  ``netns``: it partitions here, writes the resolved config, (with
+  ``launch.copy_partitions``) copies each host its parts, starts ``worker`` on every host
+  with the torchrun variables (MASTER_ADDR = host 0), waits (bounded), and stops every
+  worker on every host whatever happens (:class:`dgl_grappa.cluster.remote.Cluster`).
+
+Storage: as in DistDGL, every host is assumed to see the partitions, the config and the
+output folder at the same paths (shared storage). Where it does not, ``launch.copy_partitions``
+copies them (and rank 0 sends each later partitioning over the process group).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from ..config import Config, ConfigError, write_resolved_config
+
+log = logging.getLogger("dgl_grappa")
+
+
+# ---------------------------------------------------------------------------------------
+# One worker, joining from its environment
+# ---------------------------------------------------------------------------------------
+
+def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None) -> tuple[str, int]:
+    """Every rank: the first partitioning's json and the number of classes (rank 0 makes them if needed).
+
+    Raises:
+        JobFailed: rank 0 could not make the partitions (every rank raises it).
+        ConfigError: a worker's part is missing on its host (every rank raises it).
+    """
+    import torch.distributed as dist
+
+    from ..cluster.procs import JobFailed
+    from ..partition.layout import has_part
+    from ..partition.share import share_partition
+
+    payload: list = [None]
+    if ident.is_main:
+        try:
+            if part_config is None or n_classes is None:
+                from ..data import load_dataset, num_classes
+
+                g = load_dataset(cfg.data)
+                n_classes = num_classes(g)
+                if part_config is None:
+                    if cfg.schedule.k > 0:
+                        from ..partition.schedule import prepare_schedule
+
+                        stats = prepare_schedule(cfg, g)
+                    else:
+                        from ..partition.store import ensure_partitions
+
+                        stats, _ = ensure_partitions(cfg, g)
+                    part_config = stats["part_config"]
+                del g
+            payload = [("ok", str(Path(part_config).resolve()), int(n_classes))]
+        except Exception as exc:  # noqa: BLE001 - every rank must hear of it, not wait for a timeout
+            payload = [("error", f"{type(exc).__name__}: {exc}", 0)]
+    dist.broadcast_object_list(payload, src=0)  # the others wait here while rank 0 partitions
+    status, part_config, n_classes = payload[0]
+    if status != "ok":
+        raise JobFailed(f"rank 0 could not prepare the partitions: {part_config}")
+    halo = cfg.train.halo
+    if cfg.launch.copy_partitions:
+        share_partition(part_config, ident.rank, ident.host_index, halo)
+    else:
+        have: list = [None] * ident.world_size
+        dist.all_gather_object(have, (ident.host_index, has_part(Path(part_config).parent, ident.part, halo)))
+        missing = [(r, h) for r, (h, ok) in enumerate(have) if not ok]
+        if missing:
+            raise ConfigError(f"{part_config}: the files of part(s) {[r for r, _ in missing]} are missing on host(s) "
+                              f"{sorted({h for _, h in missing})}; put the partitions on storage every host shares, "
+                              "or set --launch.copy_partitions=true")
+    return part_config, n_classes
+
+
+def cmd_worker(cfg: Config, part_config: str | None = None, num_classes: int | None = None,
+               resume: str | None = "auto", env=None) -> int:
+    """``python -m dgl_grappa worker``: one worker of a job started by torchrun, srun or the launcher.
+
+    Args:
+        cfg: the run's config (the same file on every host).
+        part_config: the first partitioning's json, when the launcher made it (else rank 0 does).
+        num_classes: likewise.
+        resume: passed to :func:`dgl_grappa.native.trainer.run_worker` ("auto": the newest checkpoint).
+        env: the environment to read the identity from (default: ``os.environ``).
+
+    Returns:
+        0; failures raise (ConfigError: exit 2, JobFailed and others: exit 1).
+    """
+    from ..cluster.hosts import worker_identity
+    from ..cluster.launch import (
+        init_distributed_env,
+        set_threads,
+        setup_logging,
+        shutdown_distributed,
+        threads_per_worker,
+    )
+    from .trainer import run_worker
+
+    who = worker_identity(os.environ if env is None else env)
+    if who.world_size != cfg.partition.num_parts:
+        raise ConfigError(f"WORLD_SIZE={who.world_size} but partition.num_parts={cfg.partition.num_parts}: one "
+                          f"worker trains one part; start {cfg.partition.num_parts} workers or set "
+                          f"--partition.num_parts={who.world_size}")
+    setup_logging(who.rank)
+    # torchrun sets OMP_NUM_THREADS (1 with several workers per node); the launcher sets it for test hosts.
+    threads = cfg.run.num_threads or int(os.environ.get("OMP_NUM_THREADS") or 0) \
+        or threads_per_worker(who.local_world_size)
+    set_threads(threads)
+    log.info("worker %d of %d (%s): host %d (%s), local rank %d, master %s:%d, %d threads, device %s",
+             who.rank, who.world_size, who.source, who.host_index, os.uname().nodename, who.local_rank,
+             who.master_addr, who.master_port, threads, cfg.run.device)
+    ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device)
+    clean = False
+    try:
+        part_config, n_classes = _prepare(cfg, ident, part_config, num_classes)
+        out = Path(cfg.run.output_dir)
+        if ident.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+        run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume)
+        clean = True
+    finally:
+        shutdown_distributed(clean)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# The launcher: workers on hosts (ssh, or the project's test hosts)
+# ---------------------------------------------------------------------------------------
+
+def train_on_hosts(cfg: Config) -> dict:
+    """``train`` across hosts: partitions here, one ``worker`` per part on its host, bounded, stopped.
+
+    Returns:
+        summary.json's content (rank 0's, with ``cluster``, ``edge_cut`` and ``job_wall_s``
+        added, and each host's address in ``wire_hosts``).
+
+    Raises:
+        ConfigError: bad hosts (one line). JobFailed: a worker failed (the tail of its log)
+            or the job ran past ``run.timeout_s``; no process is left on any host.
+    """
+    from ..cluster.hosts import WorkerIdentity, torchrun_env
+    from ..cluster.launch import free_port, threads_per_worker
+    from ..cluster.remote import Cluster, wait_all
+    from ..data import load_dataset, num_classes
+    from ..partition.layout import part_files
+    from ..partition.store import ensure_partitions, format_stats
+    from ..env import ENV_WIRE
+    from ..runtime.metrics import write_json
+
+    n = cfg.partition.num_parts
+    out = Path(cfg.run.output_dir).resolve()
+    cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
+    from ..cluster.procs import ENV_JOB
+
+    job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
+    cluster = Cluster(cfg, n, job)  # validates the hosts before anything is built
+    out.mkdir(parents=True, exist_ok=True)
+    g = load_dataset(cfg.data)
+    n_classes = num_classes(g)
+    if cfg.schedule.k > 0:
+        from ..partition.schedule import prepare_schedule
+
+        stats = prepare_schedule(cfg, g)
+    else:
+        stats, _ = ensure_partitions(cfg, g)
+    del g
+    print(format_stats(stats), flush=True)
+    part_config = str(Path(stats["part_config"]).resolve())
+    part_dir = Path(part_config).parent
+    if cfg.schedule.k == 0:
+        cfg = dataclasses.replace(cfg, partition=dataclasses.replace(cfg.partition, out_dir=str(part_dir)))
+    resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
+    (out / "summary.json").unlink(missing_ok=True)
+    logs = out / "logs"
+    t0 = time.perf_counter()
+    with cluster:
+        if cfg.launch.copy_partitions:
+            for h in range(len(cluster.entries)):
+                cluster.copy_to(h, out, [resolved.name])
+                cluster.copy_to(h, part_dir, part_files(part_dir, cluster.ranks_on(h), cfg.train.halo,
+                                                        metadata=h == 0))
+            log.info("copied the config and each host's parts of %s to %d hosts", part_dir, len(cluster.entries))
+        port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
+        # Test hosts share this machine's cores; real machines divide their own among their workers.
+        threads = threads_per_worker(n, cfg.run.num_threads) if cluster.kind == "netns" else cfg.run.num_threads
+        procs = []
+        for s in cluster.slots:
+            who = WorkerIdentity(s.rank, n, s.local_rank, len(cluster.ranks_on(s.host_index)), s.host_index,
+                                 cluster.addresses[0], port, "torchrun")
+            env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"})
+            if threads:
+                env["OMP_NUM_THREADS"] = str(threads)
+            argv = [sys.executable, "-m", "dgl_grappa", "worker", "--config", str(resolved),
+                    "--part-config", part_config, "--num-classes", str(n_classes)]
+            procs.append(cluster.start(s.host_index, argv, env, logs / f"worker{s.rank}.log", f"worker{s.rank}"))
+        log.info("%d workers on %d hosts (%s), master %s:%d, logs in %s", n, len(cluster.entries), cluster.kind,
+                 cluster.addresses[0], port, logs)
+        wait_all(procs, time.monotonic() + cfg.run.timeout_s, "worker", cfg.run.timeout_s)
+        if cfg.launch.copy_partitions:  # rank 0 wrote them on host 0
+            cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
+        described = cluster.describe()
+    summary_path = out / "summary.json"
+    if not summary_path.is_file():
+        from ..cluster.procs import JobFailed
+
+        raise JobFailed(f"the workers ended without writing {summary_path}")
+    summary = json.loads(summary_path.read_text())
+    for h in summary.get("wire_hosts") or []:
+        h["address"] = described["hosts"][h["host"]]["address"]
+    summary.update({"edge_cut": stats["edge_cut"], "job_wall_s": time.perf_counter() - t0, "cluster": described})
+    write_json(summary_path, summary)
+    return summary

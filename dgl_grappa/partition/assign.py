@@ -1,0 +1,255 @@
+"""Node assignments: which part each node goes to, and what a cut costs.
+
+DGL's METIS and random are chosen inside ``partition_graph``; the restreaming LDG of
+:func:`ldg_assignment` (the package's one LDG, used by ``partition``, ``bigpart`` and
+the repartition schedule) is written through DGL's own code by :func:`forced_assignment`.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+
+from ..config import ConfigError
+
+METHODS = ("metis", "random", "ldg")
+"""partition.method values: DGL's METIS and random, and the restreaming LDG of :func:`ldg_assignment`."""
+
+
+def edge_cut_stats(src: np.ndarray, dst: np.ndarray, assignment: np.ndarray, num_parts: int) -> dict:
+    """Edge-cut fraction and per-part halo share of a node assignment.
+
+    Args:
+        src, dst: edges of the full graph (dst aggregates from src).
+        assignment: part id of every node.
+        num_parts: number of parts.
+
+    Returns:
+        ``{"edge_cut": float, "inner_nodes": [...], "halo_nodes": [...], "halo_share": [...]}``
+        where the halo of part p are the distinct sources outside p of edges into p, and
+        halo_share = halo / inner.
+    """
+    ps, pd = assignment[src], assignment[dst]
+    cut = ps != pd
+    n = assignment.shape[0]
+    inner = np.bincount(assignment, minlength=num_parts)
+    # Distinct (destination part, source node) pairs of cut edges = halo nodes of each part.
+    keys = np.unique(pd[cut].astype(np.int64) * n + src[cut])
+    halo = np.bincount(keys // n, minlength=num_parts)
+    return {
+        "edge_cut": float(cut.mean()) if cut.size else 0.0,
+        "inner_nodes": inner.tolist(),
+        "halo_nodes": halo.tolist(),
+        "halo_share": [float(h) / max(int(i), 1) for h, i in zip(halo, inner)],
+    }
+
+
+def balance_stats(assignment: np.ndarray, num_parts: int, train_mask: np.ndarray | None = None) -> dict:
+    """Node balance (largest part / mean part) and, with ``train_mask``, train-node balance."""
+    sizes = np.bincount(assignment, minlength=num_parts)
+    out = {"node_balance": float(sizes.max() / max(sizes.mean(), 1e-12))}
+    if train_mask is not None:
+        t = np.bincount(assignment[train_mask], minlength=num_parts)
+        out["train_balance"] = float(t.max() / max(t.mean(), 1e-12))
+        out["train_nodes"] = t.tolist()
+    return out
+
+
+def undirected_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the neighbourhoods of a directed edge list taken both ways (in- and out-neighbours).
+
+    Returns:
+        ``(indptr int64 [N+1], indices [2E])``, int32 indices when N < 2**31.
+    """
+    a = np.concatenate((dst, src)).astype(np.int64, copy=False)
+    b = np.concatenate((src, dst))
+    order = np.argsort(a, kind="stable")
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(a, minlength=num_nodes), out=indptr[1:])
+    return indptr, b[order].astype(np.int32 if num_nodes < 2 ** 31 else np.int64)
+
+
+LDG_STREAM = 0x1D6
+"""RNG stream of :func:`ldg_assignment` (``default_rng([seed, LDG_STREAM])``): a bare
+``default_rng(seed)`` would repeat the synthetic generator's own permutation for the same seed."""
+
+
+def ldg_assignment(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, passes: int = 3,
+                   slack: float = 0.05, seed: int = 0, train_mask: np.ndarray | None = None,
+                   block: int | None = None) -> np.ndarray:
+    """Restreaming linear deterministic greedy (LDG), vectorised over blocks of nodes: the one LDG of the package.
+
+    LDG (Stanton & Kliot, KDD 2012) streams the nodes in a seeded random order and puts node
+    v into ``argmax_p |N(v) in P_p| * (1 - |P_p| / C)`` with the hard capacity
+    ``C = (1 + slack) N / P`` (full parts are closed). Restreaming (Nishimura & Ugander, KDD
+    2013): ``passes`` passes, each in a new order; a node's neighbours count with their latest
+    part (this pass or the previous one), and its own previous placement is taken out of the
+    part sizes while it is re-placed. With ``train_mask``, a train node's score is also
+    multiplied by ``1 - |train in P_p| / C_train`` under a hard cap ``C_train = (1 + slack)
+    N_train / P``, so every worker gets its share of seeds.
+
+    Vectorised: the nodes of a block of ``block`` nodes decide together on the sizes at the
+    block's start; parts a block would overfill keep their best-scoring candidates and the
+    others choose again among the parts still open, so both caps hold exactly (except in
+    pathological cases where no part has room for a node under both caps: it then goes one
+    over). Ties (no placed
+    neighbour) break at random, weighted towards emptier parts. O(passes x (N + E)).
+
+    Args:
+        indptr, indices: CSR of each node's neighbours (for a directed graph, in- and
+            out-neighbours: :func:`undirected_csr`).
+        num_parts: P.
+        passes: streaming passes (>= 1); 3 by default (the research's setting).
+        slack: allowed imbalance of nodes and train nodes (0.05 = cap 1.05 x the mean).
+        seed: seed of the stream orders and tie-breaks (stream :data:`LDG_STREAM`).
+        train_mask: bool [N]; balance train nodes too.
+        block: nodes decided together; default ``clamp(slack * N / P / 4, 16, 8192)``, so a
+            block is small against the slack of a part.
+
+    Returns:
+        int64 [N] part ids in [0, P).
+
+    Example:
+        >>> indptr, indices = undirected_csr(np.array([0, 1, 2]), np.array([1, 2, 3]), 4)
+        >>> ldg_assignment(indptr, indices, 2, seed=0).shape
+        (4,)
+    """
+    if passes < 1:
+        raise ConfigError(f"ldg passes={passes} must be >= 1")
+    if slack < 0:
+        raise ConfigError(f"ldg slack={slack} must be >= 0")
+    n, k = indptr.shape[0] - 1, int(num_parts)
+    if k <= 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    rng = np.random.default_rng([int(seed), LDG_STREAM])
+    cap = max(math.ceil(n / k), math.floor((1.0 + slack) * n / k))
+    tm = None if train_mask is None else np.asarray(train_mask, dtype=bool)
+    tcap = 0
+    if tm is not None:
+        nt = int(tm.sum())
+        tcap = max(math.ceil(nt / k), math.floor((1.0 + slack) * nt / k))
+    bs = int(block) if block else int(min(8192, max(16, slack * n / k / 4)))
+    part = np.full(n, -1, dtype=np.int64)
+    size = np.zeros(k, dtype=np.float64)
+    tsize = np.zeros(k, dtype=np.float64)
+    for _ in range(passes):
+        order = rng.permutation(n)
+        for i in range(0, n, bs):
+            nodes = order[i:i + bs]
+            b = nodes.shape[0]
+            old = part[nodes]
+            placed = old >= 0
+            size -= np.bincount(old[placed], minlength=k)
+            is_t = tm[nodes] if tm is not None else np.zeros(b, dtype=bool)
+            if tm is not None:
+                tsize -= np.bincount(old[placed & is_t], minlength=k)
+            starts, ends = indptr[nodes], indptr[nodes + 1]
+            lens = ends - starts
+            row = np.repeat(np.arange(b), lens)
+            pos = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens) \
+                + np.repeat(starts, lens)
+            npart = part[indices[pos]]
+            ok = npart >= 0
+            counts = np.bincount(row[ok] * k + npart[ok], minlength=b * k).reshape(b, k).astype(np.float64)
+            pen = np.clip(1.0 - size / cap, 0.0, None)
+            score = (counts + rng.random((b, k)) * 1e-3) * pen
+            score[:, size >= cap] = -np.inf
+            if tm is not None and is_t.any():
+                tpen = np.clip(1.0 - tsize / tcap, 0.0, None)
+                st = score[is_t] * tpen
+                st[:, tsize >= tcap] = -np.inf
+                score[is_t] = st
+            choice = _capped_choice(score, size, cap, is_t, tsize, tcap)
+            part[nodes] = choice
+            size += np.bincount(choice, minlength=k)
+            if tm is not None:
+                tsize += np.bincount(choice[is_t], minlength=k)
+    return part
+
+
+def _over_cap(choice: np.ndarray, score: np.ndarray, members: np.ndarray, base: np.ndarray, cap: int) -> np.ndarray:
+    """Positions (into ``choice``) of the members that overfill their chosen part: the lowest scores beyond the room."""
+    idx = np.flatnonzero(members)
+    if idx.size == 0:
+        return idx
+    ch = choice[idx]
+    sc = score[idx, ch]
+    order = np.lexsort((-sc, ch))
+    ch_sorted = ch[order]
+    first = np.flatnonzero(np.concatenate(([True], ch_sorted[1:] != ch_sorted[:-1])))
+    lengths = np.diff(np.concatenate((first, [ch_sorted.shape[0]])))
+    rank = np.arange(ch_sorted.shape[0]) - np.repeat(first, lengths)
+    room = np.maximum(cap - base[ch_sorted], 0)
+    return idx[order[rank >= room]]
+
+
+def _capped_choice(score: np.ndarray, size: np.ndarray, cap: int, is_t: np.ndarray, tsize: np.ndarray,
+                   tcap: int) -> np.ndarray:
+    """Each row's best part such that no part exceeds ``cap`` nodes (``tcap`` train nodes) after the block.
+
+    Every row takes its best part; where a part would overflow, it keeps its best-scoring
+    rows and the others (few: a block is small against a part's slack) choose one by one,
+    train rows first, the best part that still has room for them.
+    """
+    n_rows, k = score.shape
+    choice = score.argmax(1)
+    bad = np.zeros(n_rows, dtype=bool)
+    bad[_over_cap(choice, score, np.ones(n_rows, dtype=bool), size, cap)] = True
+    if is_t.any():
+        bad[_over_cap(choice, score, is_t, tsize, tcap)] = True
+    if not bad.any():
+        return choice
+    ok = ~bad
+    room = cap - size - np.bincount(choice[ok], minlength=k)
+    troom = tcap - tsize - np.bincount(choice[ok & is_t], minlength=k)
+    rows = np.flatnonzero(bad)
+    for r in rows[np.argsort(~is_t[rows], kind="stable")]:
+        s = score[r].copy()
+        full = room <= 0
+        if is_t[r]:
+            full |= troom <= 0
+        s[full] = -np.inf
+        if np.isfinite(s).any():
+            p = int(s.argmax())
+        else:  # no part has room for it (pathological): the emptiest, one over its cap
+            p = int(np.argmax(room + (troom if is_t[r] else 0)))
+        choice[r] = p
+        room[p] -= 1
+        if is_t[r]:
+            troom[p] -= 1
+    return choice
+
+
+@contextlib.contextmanager
+def forced_assignment(assignment: np.ndarray, num_parts: int):
+    """Make ``dgl.distributed.partition_graph(part_method="metis")`` use ``assignment``.
+
+    partition_graph takes only ``metis`` or ``random`` and has no argument for a ready
+    assignment; re-implementing its halo construction, id reshuffling and file writing
+    would copy DGL. Relabelling nodes cannot make METIS (or DGL's seeded random draw, whose
+    part sizes are random) yield an arbitrary assignment either. So, for the duration of
+    the call, the module-level name partition_graph calls for METIS is bound to a function
+    that returns ``assignment``; everything else is DGL's own code. The function checks its
+    arguments, and callers check the written ``assignment.npy`` against ``assignment``
+    (:func:`partition` for ``ldg``, ``scheduler.write_layout``), so a DGL version that
+    partitions differently fails loudly instead of silently.
+    """
+    import dgl.distributed.partition as dgl_part
+
+    original = dgl_part.metis_partition_assignment
+    calls = []
+
+    def fixed(sim_g, k, *args, **kwargs):
+        if k != num_parts or sim_g.num_nodes() != assignment.shape[0]:
+            raise RuntimeError(f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
+                               f"the forced assignment has {num_parts} parts of {assignment.shape[0]}")
+        calls.append(k)
+        return torch.from_numpy(np.ascontiguousarray(assignment, dtype=np.int64))
+
+    dgl_part.metis_partition_assignment = fixed
+    try:
+        yield calls
+    finally:
+        dgl_part.metis_partition_assignment = original

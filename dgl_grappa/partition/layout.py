@@ -1,0 +1,161 @@
+"""DGL's partition layout on disk: its names, files and per-part structure.
+
+A folder in DGL's layout is ``<graph>.json`` + ``part<i>/`` (``graph.dgl``, ``node_feat.dgl``, ...),
+as ``dgl.distributed.partition_graph`` writes it; these functions read it without DGL's
+loader where memory matters.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import dgl
+import torch
+from torch import Tensor
+
+from ..config import ConfigError
+
+log = logging.getLogger("dgl_grappa")
+
+
+GRAPH_NAME = "grappa"
+STATS_FILE = "grappa_partition.json"
+# Node data written into every partition; "in_degree" is the full-graph in-degree, which a
+# worker cannot count from its own edges for halo nodes.
+NODE_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask", "in_degree")
+# First-hop completion (train.first_hop=exact): the full-graph mean of every node's in-neighbours'
+# features (0 without in-neighbours), written next to NODE_KEYS by ``partition`` (the partitioner has the
+# whole graph; in a cluster the owners compute it from the halo rows they read, which is what
+# load_local counts as one-time bytes). Optional: partitions without it serve first_hop=sampled.
+AGG_KEY = "agg"
+# Bumped when the files ``partition`` writes change (2: the ``agg`` node data), so cached
+# partitionings of an older layout are not reused.
+LAYOUT_VERSION = 2
+
+
+def part_config_path(out_dir: str | Path) -> Path:
+    """The ``<graph>.json`` that DGL's loaders take, inside a partition folder."""
+    return Path(out_dir) / f"{GRAPH_NAME}.json"
+
+
+def read_stats(out_dir: str | Path) -> dict | None:
+    """The statistics ``partition`` wrote into out_dir, or None when there are none."""
+    f = Path(out_dir) / STATS_FILE
+    if not f.is_file() or not part_config_path(out_dir).is_file():
+        return None
+    return json.loads(f.read_text())
+
+
+def part_edges(pg: dgl.DGLGraph) -> tuple[Tensor, Tensor]:
+    # A DistDGL server's shared-memory partition may allow CSC only; derive (src, dst) from it then.
+    formats = pg.formats()
+    if "coo" in formats["created"] or "coo" in formats.get("not created", []):
+        return pg.edges()
+    indptr, indices, _ = pg.adj_tensors("csc")
+    dst = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr[1:] - indptr[:-1])
+    return indices, dst
+
+
+def part_files(part_dir: str | Path, parts: list[int], halo: str = "drop", metadata: bool = True) -> list[str]:
+    """The files of a partitioning folder that workers of ``parts`` need, relative to it.
+
+    Args:
+        part_dir: the partitioning folder (``<graph>.json`` + ``part<i>/``).
+        parts: the parts trained on one host.
+        halo: with "keep", every part's ``node_feat.dgl`` too (halo rows are read from
+            their owners' files at load time).
+        metadata: the folder's top-level files (json, statistics, assignment: what rank 0's
+            schedule reads); else only the json.
+
+    Returns:
+        Relative paths, sorted.
+    """
+    d = Path(part_dir)
+    out = {f.name for f in d.iterdir() if f.is_file()} if metadata else {part_config_path(d).name}
+    for p in parts:
+        out |= {str(f.relative_to(d)) for f in (d / f"part{p}").rglob("*") if f.is_file()}
+    if halo == "keep":
+        out |= {str(f.relative_to(d)) for f in d.glob("part*/node_feat.dgl")}
+    return sorted(out)
+
+
+def has_part(part_dir: str | Path, part: int, halo: str = "drop") -> bool:
+    """Whether a partitioning folder holds what the worker of ``part`` loads (json + its files)."""
+    d = Path(part_dir)
+    try:
+        meta = json.loads(part_config_path(d).read_text())
+        files = list(meta[f"part-{part}"].values())
+        if halo == "keep":
+            files += [meta[f"part-{p}"]["node_feats"] for p in range(meta["num_parts"])]
+    except (OSError, ValueError, KeyError):
+        return False
+    return all((d / f).is_file() for f in files)
+
+
+def node_map(meta: dict) -> list[tuple[int, int]]:
+    nm = meta["node_map"]["_N"] if isinstance(meta["node_map"], dict) else meta["node_map"]
+    return [(int(lo), int(hi)) for lo, hi in nm]
+
+
+def part_paths(part_config: str | Path, part_id: int) -> tuple[dict, Path, Path]:
+    part_config = Path(part_config)
+    meta = json.loads(part_config.read_text())
+    files = meta[f"part-{part_id}"]
+    base = part_config.parent
+    graph_file, feat_file = Path(files["part_graph"]), Path(files["node_feats"])
+    return meta, (graph_file if graph_file.is_absolute() else base / graph_file), \
+        (feat_file if feat_file.is_absolute() else base / feat_file)
+
+
+def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop", *,
+                        in_edges_of_inner: bool = False) -> dict:
+    """One part's structure from its ``graph.dgl``, as an int32 CSC, without DGL's loader.
+
+    The part's graph is read once (int64 COO with its edge data), the wanted edges are
+    kept, it is freed, and the kept edges become a CSC over local ids (by destination; the
+    file's edge order within a destination). ``halo="drop"``: edges among inner nodes;
+    ``halo="keep"``: every edge of the part (as :func:`local_graph`). With
+    ``in_edges_of_inner``: every edge into an inner node, from inner and halo nodes alike
+    (the complete in-neighbourhoods of the inner nodes, which layer-wise evaluation needs).
+
+    Returns:
+        ``indptr`` (int64 [n + 1]), ``indices`` (int32 source local ids), ``num_nodes`` n
+        (local nodes the CSC spans), ``num_inner``, ``global_ids`` (int64 [local nodes of the
+        part]), ``owner`` (int64), ``edge_order_sorted`` (whether no sort was needed).
+    """
+    meta, graph_file, _ = part_paths(part_config, part_id)
+    pg = dgl.load_graphs(str(graph_file))[0][0]
+    inner = pg.ndata["inner_node"].bool()
+    num_inner = int(inner.sum())
+    if not bool(inner[:num_inner].all()):
+        raise RuntimeError("unexpected partition layout: inner nodes are not first")
+    gids = pg.ndata[dgl.NID].to(torch.int64)
+    owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
+    n_all = pg.num_nodes()
+    src, dst = part_edges(pg)
+    del pg
+    if in_edges_of_inner:
+        keep, n = dst < num_inner, num_inner
+    elif halo == "drop":
+        keep, n = (src < num_inner) & (dst < num_inner), num_inner
+    elif halo == "keep":
+        keep, n = None, n_all
+    else:
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    if keep is not None:
+        src, dst = src[keep], dst[keep]
+        del keep
+    is_sorted = bool((dst[1:] >= dst[:-1]).all()) if dst.numel() > 1 else True
+    if not is_sorted:
+        order = torch.sort(dst, stable=True).indices
+        src, dst = src[order], dst[order]
+        del order
+    counts = torch.bincount(dst, minlength=n)
+    del dst
+    indptr = torch.zeros(n + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    indices = src.to(torch.int32)
+    del src
+    return {"indptr": indptr, "indices": indices, "num_nodes": n, "num_inner": num_inner, "global_ids": gids,
+            "owner": owner, "edge_order_sorted": is_sorted, "num_parts": len(node_map(meta))}

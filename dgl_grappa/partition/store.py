@@ -1,0 +1,253 @@
+"""Writing and caching partitionings: ``partition`` (DGL's ``partition_graph`` plus the
+method's node data) and ``ensure_partitions`` (reuse a folder whose fingerprint and
+files match, else cut again).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import time
+from pathlib import Path
+
+import dgl
+import numpy as np
+import torch
+
+from ..config import Config, ConfigError, PartitionConfig
+from .aggregates import neighbour_mean
+from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
+from .layout import AGG_KEY, GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
+
+log = logging.getLogger("dgl_grappa")
+
+
+def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None) -> dict:
+    """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
+
+    Args:
+        g: homogeneous graph with ndata feat, label, train/val/test_mask.
+        cfg: partition options (num_parts, method, balance_*, seed).
+        out_dir: target folder (created; DGL's layout).
+        fingerprint: anything that identifies the input (stored so a later run can reuse it).
+
+    Returns:
+        Statistics: edge_cut, inner/halo node counts and halo_share per part, seconds,
+        and ``part_config`` (path of the json).
+
+    Example:
+        >>> stats = partition(g, cfg.partition, "runs/x/partitions/0")   # doctest: +SKIP
+        >>> stats["edge_cut"]                                            # doctest: +SKIP
+        0.05
+    """
+    if cfg.method not in METHODS:
+        raise ConfigError(f"partition.method={cfg.method!r} is not allowed; use one of {', '.join(METHODS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    g = g.clone()
+    g.ndata["in_degree"] = g.in_degrees().to(torch.int64)
+    g.ndata[AGG_KEY] = neighbour_mean(g, g.ndata["feat"])
+    for k in list(g.ndata.keys()):
+        if k not in NODE_KEYS + (AGG_KEY,):
+            del g.ndata[k]
+    balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
+    check_partitionable(g.num_nodes(), cfg.num_parts)
+    t0 = time.perf_counter()
+    assign_s = 0.0
+    forced = contextlib.nullcontext()
+    dgl_method = cfg.method
+    if cfg.method == "ldg" and cfg.num_parts > 1:
+        indptr, indices = undirected_csr(*(t.numpy() for t in g.edges()), g.num_nodes())
+        assignment = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
+                                    seed=cfg.seed, train_mask=g.ndata["train_mask"].numpy().astype(bool))
+        assign_s = time.perf_counter() - t0
+        forced, dgl_method = forced_assignment(assignment, cfg.num_parts), "metis"
+        forced_parts = assignment
+    elif cfg.method == "ldg":
+        dgl_method = "random"  # one part: nothing to assign
+    dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
+    # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
+    try:
+        with forced, (contextlib.redirect_stdout(io.StringIO()) if cfg.method == "ldg" else contextlib.nullcontext()):
+            orig_nids, _ = dgl.distributed.partition_graph(
+                g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
+                balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
+    except dgl.DGLError as exc:
+        log.debug("partition_graph failed: %s", exc)
+        raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
+                          f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
+                          f"e.g. --partition.num_parts={max(1, cfg.num_parts // 2)}") from None
+    seconds = time.perf_counter() - t0
+    meta = json.loads(part_config_path(out).read_text())
+    # New (shuffled) ids are contiguous per part; map them back to the original nodes.
+    new_part = np.zeros(g.num_nodes(), dtype=np.int64)
+    for p, (lo, hi) in enumerate(meta["node_map"]["_N"]):
+        new_part[lo:hi] = p
+    assignment = np.empty(g.num_nodes(), dtype=np.int64)
+    assignment[orig_nids.numpy()] = new_part
+    src, dst = (t.numpy() for t in g.edges())
+    stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
+    train = g.ndata["train_mask"].numpy().astype(bool)
+    stats.update(balance_stats(assignment, cfg.num_parts, train))
+    stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
+                  "assign_seconds": assign_s, "layout": LAYOUT_VERSION,
+                  "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
+                  "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
+                  "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
+    # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
+    if cfg.method == "ldg" and cfg.num_parts > 1 and not np.array_equal(assignment, forced_parts):
+        raise RuntimeError(f"DGL wrote a different assignment into {out} than LDG computed "
+                           "(this DGL version partitions differently; report it)")
+    np.save(out / "assignment.npy", assignment)
+    np.save(out / "orig_ids.npy", orig_nids.numpy())
+    stats["files"] = file_manifest(out)
+    (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
+    return stats
+
+
+def check_partitionable(num_nodes: int, num_parts: int) -> None:
+    """Raise a one-line ConfigError when a graph of ``num_nodes`` nodes cannot have ``num_parts`` parts."""
+    if num_parts > num_nodes:
+        raise ConfigError(f"partition.num_parts={num_parts} is more than the graph's {num_nodes} nodes; use at most "
+                          f"{num_nodes} parts (better far fewer: every part needs training nodes)")
+
+
+def file_manifest(out_dir: str | Path) -> dict[str, list]:
+    """``{relative path: [bytes, sha256]}`` of every file of a partition folder (its stats file excepted).
+
+    Stored in the stats, so that a reused folder is checked file by file
+    (:func:`folder_problem`) instead of trusting whatever is on disk.
+    """
+    out = Path(out_dir)
+    manifest = {}
+    for f in sorted(out.rglob("*")):
+        if f.is_file() and f.name != STATS_FILE and not f.name.startswith("."):
+            manifest[str(f.relative_to(out))] = [f.stat().st_size, _sha256(f)]
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def folder_problem(out_dir: str | Path, stats: dict) -> str | None:
+    """What is wrong with a partition folder against its recorded manifest, or None when it is intact.
+
+    Sizes first (a truncated file is found without reading it), then the sha256 of each file.
+    """
+    out = Path(out_dir)
+    manifest = stats.get("files")
+    if not manifest:
+        return "it has no file manifest (written by an older version)"
+    for rel, (size, _) in manifest.items():
+        f = out / rel
+        if not f.is_file():
+            return f"{f} is missing"
+        if f.stat().st_size != size:
+            return f"{f} is {f.stat().st_size} bytes, {size} were written (truncated or replaced)"
+    for rel, (_, digest) in manifest.items():
+        if _sha256(out / rel) != digest:
+            return f"{out / rel} has changed since it was written (sha256 differs)"
+    return None
+
+
+
+def format_stats(stats: dict) -> str:
+    """A short table of a partitioning for the terminal."""
+    lines = [f"{stats['method']} into {stats['num_parts']} parts: edge-cut fraction {stats['edge_cut']:.4f} "
+             f"({stats['seconds']:.2f} s)", "part  inner_nodes  halo_nodes  halo/inner"]
+    for p, (i, h, s) in enumerate(zip(stats["inner_nodes"], stats["halo_nodes"], stats["halo_share"])):
+        lines.append(f"{p:>4}  {i:>11}  {h:>10}  {s:>9.1%}")
+    return "\n".join(lines)
+
+
+def partition_dir(cfg: Config) -> Path:
+    """Where this run's partitioning lives (issue: <output dir>/partitions/<j>/)."""
+    return Path(cfg.partition.out_dir) if cfg.partition.out_dir else Path(cfg.run.output_dir) / "partitions" / "0"
+
+
+SEEDLESS_METHODS = ("metis",)
+"""Partition methods that draw nothing at random: ``partition.seed`` leaves them unchanged."""
+
+
+def partition_fingerprint(cfg: Config) -> dict:
+    """What identifies a partitioning: the data and partition settings (not where it is written).
+
+    ``partition.seed`` is left out for :data:`SEEDLESS_METHODS`, so that runs which differ
+    only in the seed share one METIS partitioning.
+    """
+    part = dataclasses.asdict(cfg.partition)
+    part.pop("out_dir")
+    if part["method"] in SEEDLESS_METHODS:
+        part.pop("seed")
+    data = dataclasses.asdict(cfg.data)
+    if cfg.data.name == "dgl":  # the same path may hold another graph later
+        try:
+            st = Path(cfg.data.path).stat()
+            data["file"] = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            pass
+    if part["method"] != "ldg":
+        part.pop("ldg_passes", None)
+        part.pop("ldg_slack", None)
+    return {"data": data, "partition": part, "layout": LAYOUT_VERSION}
+
+
+def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key, "<unset>"), b.get(key, "<unset>")
+        if isinstance(x, dict) and isinstance(y, dict):
+            d = _first_difference(x, y, f"{prefix}{key}.")
+            if d:
+                return d
+        elif x != y:
+            return f"{prefix}{key}={x!r} there, {y!r} here"
+    return ""
+
+
+def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict, dgl.DGLGraph | None]:
+    """Partition the configured graph unless an identical partitioning already exists.
+
+    The partitioning is reused when its recorded fingerprint (the data and partition
+    settings) equals this config's; otherwise the graph is loaded (unless given) and cut.
+
+    Args:
+        cfg: the run's config (``data``, ``partition``, ``run.output_dir``).
+        g: the graph, when the caller has loaded it already.
+
+    Returns:
+        (partition statistics, the graph or None when it was not needed).
+    """
+    from ..data import load_dataset
+
+    out = partition_dir(cfg)
+    fp = json.loads(json.dumps(partition_fingerprint(cfg)))
+    stats = read_stats(out)
+    chosen = bool(cfg.partition.out_dir)  # a folder the user named, not one inside this run's output
+    if stats is not None and stats.get("fingerprint") == fp:
+        why = folder_problem(out, stats)
+        if why is None:
+            log.info("reusing the partitioning in %s", out)
+            return stats, g
+        log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
+    elif stats is not None and chosen:
+        raise ConfigError(f"partition.out_dir={out} holds a partitioning of another graph or settings "
+                          f"({_first_difference(stats.get('fingerprint') or {}, fp)}); point --partition.out_dir at "
+                          "a new folder, or remove that one")
+    elif chosen and out.is_dir() and any(out.iterdir()):
+        raise ConfigError(f"partition.out_dir={out} is not empty and holds no dgl_grappa partitioning; point "
+                          "--partition.out_dir at a new or empty folder")
+    if g is None:
+        g = load_dataset(cfg.data)
+    check_partitionable(g.num_nodes(), cfg.partition.num_parts)
+    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", g.num_nodes(), g.num_edges(),
+             cfg.partition.num_parts, cfg.partition.method, out)
+    return partition(g, cfg.partition, out, fingerprint=fp), g

@@ -1,0 +1,386 @@
+"""Global evaluation, the same for every system: rank 0's model on the whole graph, timed apart.
+
+Evaluation is not training: it reads the whole graph with full neighbourhoods (no
+sampling, no partitions), runs on rank 0 only while the other workers wait at a barrier,
+and its seconds are reported next to the epoch time, never inside it. That barrier is on a
+gloo group of its own, bounded by ``run.eval_timeout_s`` (a whole-graph evaluation may take
+longer than ``run.collective_timeout_s``, the bound of the training collectives); the
+trainers wait on the same group while rank 0 writes a checkpoint. Grappa's trainer and
+the DistDGL trainer use this one module, so their accuracies are measured alike. For a graph
+that no process may hold whole (``partition.prebuilt``), :class:`LayerwiseEvaluator`
+computes the same full-neighbourhood inference layer by layer over the parts.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ..config import Config
+from .metrics import ANON_PEAK
+
+log = logging.getLogger("dgl_grappa")
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
+    """Accuracy on the val and test masks of the whole graph, full neighbourhoods.
+
+    Args:
+        model: the GNN (called as ``model(g, feat)``); its train/eval mode is restored.
+        g: the whole graph with ndata feat, label, val_mask, test_mask.
+
+    Returns:
+        ``{"val": accuracy, "test": accuracy}``.
+    """
+    param = next(model.parameters(), None)
+    if param is not None and param.device != g.device:
+        # A worker training on a GPU: the whole graph stays in host memory, a copy of the model goes there.
+        model = copy.deepcopy(model).to(g.device)
+    was_training = model.training
+    model.eval()
+    pred = model(g, g.ndata["feat"]).argmax(-1)
+    model.train(was_training)
+    correct = pred == g.ndata["label"]
+    return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
+
+
+def eval_due(cfg: Config, epoch: int) -> bool:
+    """Whether epoch ``epoch`` ends with a global evaluation (every ``train.eval_every``, and the last)."""
+    last = epoch == cfg.train.epochs - 1
+    return last or (cfg.train.eval_every > 0 and (epoch + 1) % cfg.train.eval_every == 0)
+
+
+def rank0_wait_group(cfg: Config):
+    """The gloo group on which the workers wait for rank 0's own work (evaluation, checkpoints).
+
+    A collective (every rank creates its evaluator at the same point), bounded by
+    ``run.eval_timeout_s``; None outside a process group.
+    """
+    if dist.is_available() and dist.is_initialized():
+        return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=cfg.run.eval_timeout_s))
+    return None
+
+
+def wait_for_rank0(group, obj=None):
+    """Every rank: wait (at most ``run.eval_timeout_s``) until rank 0 is done with work of its own.
+
+    Args:
+        group: the evaluator's group (:func:`rank0_wait_group`), or None (no process group).
+        obj: rank 0's outcome to hand to everyone (ignored on the other ranks).
+
+    Returns:
+        Rank 0's ``obj``.
+    """
+    if group is None:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0, group=group)
+    return box[0]
+
+
+class GlobalEvaluator:
+    """Rank 0 evaluates on the whole graph when an evaluation is due; the others wait for it.
+
+    Args:
+        cfg: the run's config (``data`` says which graph, ``train.eval_every`` when).
+        is_main: this process is rank 0 (the only one that loads the whole graph).
+
+    Example:
+        >>> ev = GlobalEvaluator(cfg, rank == 0)           # doctest: +SKIP
+        >>> rec.update(ev.after_epoch(model, epoch))       # doctest: +SKIP
+    """
+
+    def __init__(self, cfg: Config, is_main: bool):
+        self.cfg = cfg
+        self.graph = None
+        self.group = rank0_wait_group(cfg)
+        if is_main:
+            from ..data import load_dataset  # only rank 0 needs the whole graph
+
+            self.graph = load_dataset(cfg.data)
+
+    def wait_for_rank0(self, obj=None):
+        """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
+        return wait_for_rank0(self.group, obj)
+
+    def after_epoch(self, model: torch.nn.Module, epoch: int) -> dict:
+        """Evaluate after ``epoch`` if due (a collective: every worker must call it).
+
+        Returns:
+            ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0,
+            ``val_acc`` and ``test_acc``.
+        """
+        if not eval_due(self.cfg, epoch):
+            return {}
+        t0 = time.perf_counter()
+        out = {}
+        if self.graph is not None:
+            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph).items()}
+        if self.group is not None:
+            dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates
+        out["eval_time_s"] = time.perf_counter() - t0
+        return out
+
+
+def eval_mode(cfg: Config) -> str:
+    """The evaluation ``train.eval_mode`` resolves to: "whole" or "layerwise"."""
+    mode = cfg.train.eval_mode
+    if mode == "auto":
+        return "layerwise" if cfg.partition.prebuilt else "whole"
+    return mode
+
+
+class LayerwiseEvaluator:
+    """Evaluation without the whole graph in any process: layer by layer, part by part, in chunks.
+
+    Every worker computes the outputs of its own part's inner nodes with full
+    neighbourhoods: a partition in DGL's layout holds every in-edge of a part's inner nodes
+    (from inner and 1-hop halo nodes), so layer l of an inner node needs only layer l-1 of
+    its in-neighbours. The layer outputs of all nodes live in memory-mapped files
+    ``<work_dir>/h<l>.npy`` ([num_nodes, width] float32, rows in the partitioning's global
+    ids): h0 = the features (each worker writes its inner rows, once), and for each layer
+    every worker, chunk by chunk, reads the rows of the chunk's sources, applies
+    :meth:`GNN.layer <dgl_grappa.method.models.GNN.layer>` on a block (the chunk's inner nodes as
+    destinations, their in-neighbours as sources) and writes the chunk's rows; a barrier
+    separates the layers. The last layer's logits are compared with the labels of the
+    part's val/test nodes, and one all-reduce sums the counts. No sampling: the result
+    equals whole-graph inference up to float rounding (summation order). The files of
+    h1.. are removed after each evaluation, h0 at :meth:`close`.
+
+    Memory per worker: the part's in-CSC (int32, 4 B per in-edge of its inner nodes, read at
+    the first evaluation) and one chunk (``train.eval_chunk_nodes`` destinations, their
+    in-edges and the rows of their sources). ``train.eval_concurrency`` bounds how many
+    workers hold a chunk (and read their part's files) at the same time. The files need a
+    folder every worker sees (one host here).
+
+    Args:
+        cfg: the run's config (``train.eval_every``, ``eval_chunk_nodes``, ``eval_concurrency``).
+        rank, world_size: this worker and the group (one part per worker).
+        part_config: the partitioning's json.
+        work_dir: folder of the embedding files.
+    """
+
+    def __init__(self, cfg: Config, rank: int, world_size: int, part_config: str, work_dir: str | Path):
+        from ..partition.layout import node_map, part_paths
+
+        self.cfg, self.rank, self.world = cfg, rank, world_size
+        self.part_config = part_config
+        self.work = Path(work_dir)
+        self.chunk = cfg.train.eval_chunk_nodes
+        k = cfg.train.eval_concurrency
+        self.turns = 1 if k <= 0 else -(-world_size // k)  # ceil: groups of k workers take turns
+        self.my_turn = 0 if k <= 0 else rank // k
+        meta, _, _ = part_paths(part_config, rank)
+        self.node_map = node_map(meta)
+        if len(self.node_map) != world_size:
+            raise ValueError(f"layer-wise evaluation needs one part per worker: {len(self.node_map)} parts, "
+                             f"{world_size} workers")
+        self.num_nodes = self.node_map[-1][1]
+        self.ready = False
+        self.last_stats: dict = {}
+        self.group = rank0_wait_group(cfg)  # trainers wait here while rank 0 writes a checkpoint
+
+    def wait_for_rank0(self, obj=None):
+        """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
+        return wait_for_rank0(self.group, obj)
+
+    # -- set-up, at the first evaluation -------------------------------------------------
+    def _in_turns(self, fn) -> None:
+        """Run ``fn()`` on every worker, ``eval_concurrency`` at a time (a collective)."""
+        for turn in range(self.turns):
+            if turn == self.my_turn:
+                fn()
+            if self.turns > 1:
+                dist.barrier()
+
+    def _prepare(self) -> None:
+        """Read this part's structure, labels and masks; write its feature rows into h0."""
+        import dgl
+
+        from ..partition.layout import part_paths, read_part_structure
+
+        self._create(0, None)  # rank 0 makes the folder; h0's width is known after the reads
+
+        def load():
+            st = read_part_structure(self.part_config, self.rank, in_edges_of_inner=True)
+            self.indptr, self.indices, self.num_inner, self.gids = (st["indptr"], st["indices"], st["num_inner"],
+                                                                    st["global_ids"])
+            lo, hi = self.node_map[self.rank]
+            # DGL's layout gives the inner nodes of part p the global ids node_map[p], in order.
+            self.contiguous = bool(hi - lo == self.num_inner
+                                   and torch.equal(self.gids[: self.num_inner], torch.arange(lo, hi)))
+            _, _, feat_file = part_paths(self.part_config, self.rank)
+            node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+            self.label = node["label"].to(torch.int64)
+            self.masks = {k: node[f"{k}_mask"].bool() for k in ("val", "test")}
+            self._feat = node["feat"]
+            self.feat_dim = int(self._feat.shape[1])
+            ANON_PEAK.sample()
+
+        self._in_turns(load)
+        self._create(0, self.feat_dim)
+
+        def write():
+            h0 = self._open(0, write=True)
+            for a in range(0, self.num_inner, self.chunk):
+                self._write_rows(h0, a, self._feat[a: a + self.chunk])
+            self._feat = None
+            del h0
+
+        self._in_turns(write)
+        dist.barrier()
+        self.ready = True
+        if self.rank == 0:
+            log.info("layer-wise evaluation: parts read, features written to %s", self._path(0))
+
+    # -- files -------------------------------------------------------------------------
+    def _path(self, layer: int) -> Path:
+        return self.work / f"h{layer}.npy"
+
+    def _create(self, layer: int, width: int | None) -> None:
+        """Rank 0 creates the (sparse) file of layer ``layer``; everyone waits for it."""
+        import numpy as np
+
+        if self.rank == 0:
+            self.work.mkdir(parents=True, exist_ok=True)
+            if width is not None:
+                mm = np.lib.format.open_memmap(self._path(layer), mode="w+", dtype=np.float32,
+                                               shape=(self.num_nodes, width))
+                del mm
+        dist.barrier()
+
+    def _open(self, layer: int, write: bool = False) -> Tensor:
+        """The layer's file as a [num_nodes, width] tensor over a shared memory map.
+
+        Mapped once per layer and pass: pages come from (and go to) the page cache that every
+        worker on the host shares, so rows written by one worker are seen by the others
+        without a flush, and a row is faulted in once per layer, not once per chunk. Those
+        pages count in this process's resident size as file-backed pages (``file_gb`` of
+        :func:`dgl_grappa.runtime.metrics.memory_stats`), not as its own memory.
+        """
+        import warnings
+
+        import numpy as np
+
+        mm = np.load(self._path(layer), mmap_mode="r+" if write else "r")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a read-only map gives a non-writable tensor: we only read it
+            return torch.from_numpy(mm)
+
+    def _write_rows(self, out: Tensor, first: int, rows: Tensor) -> None:
+        """Rows of inner nodes ``first .. first + len(rows)`` (local ids) into a layer's map ``out``."""
+        if self.contiguous:
+            lo = self.node_map[self.rank][0] + first
+            out[lo: lo + rows.shape[0]] = rows
+        else:
+            out[self.gids[first: first + rows.shape[0]]] = rows
+
+    # -- evaluation ----------------------------------------------------------------------
+    def _block(self, a: int, b: int):
+        """Block of inner nodes [a, b): destinations first among the sources (DGL's convention)."""
+        import dgl
+
+        e0, e1 = int(self.indptr[a]), int(self.indptr[b])
+        nbr = self.indices[e0:e1].to(torch.int64)
+        inside = (nbr >= a) & (nbr < b)
+        others, inv = torch.unique(nbr[~inside], return_inverse=True)
+        new = torch.empty_like(nbr)
+        new[inside] = nbr[inside] - a
+        new[~inside] = (b - a) + inv
+        src_local = torch.cat([torch.arange(a, b), others])
+        block = dgl.create_block(("csc", (self.indptr[a: b + 1] - e0, new, torch.arange(e1 - e0))),
+                                 num_src_nodes=src_local.numel(), num_dst_nodes=b - a)
+        return block, self.gids[src_local]
+
+    def _width(self, model, layer: int, width_in: int) -> int:
+        import dgl
+
+        tiny = dgl.create_block((torch.tensor([0]), torch.tensor([0])), num_src_nodes=1, num_dst_nodes=1)
+        return int(model.layer(layer, tiny, torch.zeros(1, width_in)).shape[1])
+
+    def _layer(self, model, layer: int, last: bool, correct: Tensor, stats: dict) -> None:
+        h_in = self._open(layer)
+        h_out = None if last else self._open(layer + 1, write=True)
+        for a in range(0, self.num_inner, self.chunk):
+            b = min(a + self.chunk, self.num_inner)
+            block, src_gids = self._block(a, b)
+            h = torch.index_select(h_in, 0, src_gids)
+            out = model.layer(layer, block, h)
+            stats["chunks"] += 1
+            stats["read_rows"] += int(src_gids.numel())
+            if last:
+                hit = out.argmax(-1) == self.label[a:b]
+                for j, k in enumerate(("val", "test")):
+                    m = self.masks[k][a:b]
+                    correct[2 * j] += float(hit[m].sum())
+                    correct[2 * j + 1] += float(m.sum())
+            else:
+                self._write_rows(h_out, a, out)
+            ANON_PEAK.sample()
+            del block, h, out
+        del h_in, h_out
+
+    @torch.no_grad()
+    def evaluate(self, model) -> dict[str, float]:
+        """Accuracy on the val and test nodes of the whole graph (a collective: every worker calls it)."""
+        was_training = model.training
+        model.eval()
+        stats = {"chunks": 0, "read_rows": 0}
+        t0 = time.perf_counter()
+        if not self.ready:
+            self._prepare()
+            stats["prepare_s"] = time.perf_counter() - t0
+        correct = torch.zeros(4, dtype=torch.float64)  # val correct, val count, test correct, test count
+        width = self.feat_dim
+        num_layers = model.num_layers
+        for layer in range(num_layers):
+            t_layer = time.perf_counter()
+            last = layer == num_layers - 1
+            out_w = self._width(model, layer, width)
+            if not last:
+                self._create(layer + 1, out_w)
+            self._in_turns(lambda: self._layer(model, layer, last, correct, stats))
+            dist.barrier()  # layer l + 1 is complete everywhere before anyone reads it
+            if self.rank == 0 and layer > 0:
+                self._path(layer).unlink(missing_ok=True)
+            stats[f"layer{layer}_s"] = time.perf_counter() - t_layer
+            if self.rank == 0:
+                log.info("layer-wise evaluation: layer %d of %d done in %.1f s", layer + 1, num_layers,
+                         stats[f"layer{layer}_s"])
+            width = out_w
+        dist.all_reduce(correct)
+        model.train(was_training)
+        stats["seconds"] = time.perf_counter() - t0
+        self.last_stats = stats
+        return {"val": float(correct[0] / max(correct[1], 1)), "test": float(correct[2] / max(correct[3], 1))}
+
+    def after_epoch(self, model, epoch: int) -> dict:
+        """Evaluate after ``epoch`` if due (a collective); ``eval_time_s`` and the accuracies (rank 0)."""
+        if not eval_due(self.cfg, epoch):
+            return {}
+        t0 = time.perf_counter()
+        acc = self.evaluate(model)
+        out = {"val_acc": acc["val"], "test_acc": acc["test"]} if self.rank == 0 else {}
+        out["eval_time_s"] = time.perf_counter() - t0
+        out["eval_stats"] = dict(self.last_stats)
+        return out
+
+    def close(self) -> None:
+        """Remove the embedding files (rank 0)."""
+        if self.rank == 0 and self.work.is_dir():
+            for f in self.work.glob("h*.npy"):
+                f.unlink(missing_ok=True)
+
+
+def make_evaluator(cfg: Config, rank: int, world_size: int, part_config: str, out_dir: str | Path):
+    """The evaluator ``train.eval_mode`` asks for (see :func:`eval_mode`); same interface either way."""
+    if eval_mode(cfg) == "layerwise":
+        return LayerwiseEvaluator(cfg, rank, world_size, part_config, Path(out_dir) / "eval")
+    return GlobalEvaluator(cfg, rank == 0)
