@@ -63,7 +63,7 @@ def test_capped_epochs_refuse_distdgl_sampler_processes():
 
 
 def test_every_shipped_config_loads():
-    configs = sorted((ROOT / "configs").glob("*.yaml"))
+    configs = sorted((ROOT / "configs").glob("*.yaml")) + sorted((ROOT / "benchmarks").glob("*/config.yaml"))
     assert configs, "no configs shipped"
     for f in configs:
         load_config(f)

@@ -19,8 +19,8 @@ the bound + 60 s), processes of the job left afterwards, and (native) whether th
 parameters equal those of an unfaulted run with the same seed, bit for bit. Prints a table
 and writes JSON.
 
-    python scripts/fault_soak.py                 # 20 native runs
-    python scripts/fault_soak.py --n 6 --distdgl-every 3 --json runs/soak.json
+    python tests/fault_soak.py                   # 20 native runs
+    python tests/fault_soak.py --n 6 --distdgl-every 3 --json runs/soak.json
 """
 from __future__ import annotations
 
