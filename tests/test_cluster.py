@@ -1,8 +1,14 @@
-"""cluster.py: ip_config parsing, torchrun/Slurm identities, placement, remote command quoting."""
+"""cluster/: ip_config parsing, torchrun/Slurm identities, placement, remote command quoting, killing process trees."""
+import ast
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import psutil
 import pytest
 from dgl_grappa.cluster.hosts import (
     IpConfigEntry,
@@ -20,7 +26,9 @@ from dgl_grappa.cluster.hosts import (
     worker_identity,
 )
 
+from dgl_grappa.cluster.ptree import kill_job, kill_session, kill_tree
 from dgl_grappa.config import ConfigError
+from dgl_grappa.env import ENV_JOB
 
 # --- ip_config ---------------------------------------------------------------------------
 
@@ -241,3 +249,196 @@ def test_shell_string_roundtrips_through_a_real_shell(tmp_path):
                        cwd=str(d))
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
     assert json.loads(out) == [NASTY, "; rm -rf $X '\"", str(d)]
+
+
+# --- killing process trees (real processes) ------------------------------------------------
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+# A parent with two children, one of which starts a grandchild in a session of its own
+# (as DGL's and torch's helpers do); prints [child, child, grandchild].
+TREE = f"""
+import json, signal, subprocess, sys, time
+a = subprocess.Popen({SLEEP!r})
+b = subprocess.Popen([sys.executable, "-c", "import subprocess, time; g = subprocess.Popen({SLEEP!r}, "
+                      "start_new_session=True); print(g.pid, flush=True); time.sleep(300)"],
+                     stdout=subprocess.PIPE, text=True)
+print(json.dumps([a.pid, b.pid, int(b.stdout.readline())]), flush=True)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # reap killed children at once, as a launcher does
+time.sleep(300)
+"""
+
+# A process whose child leaves a daemon behind: the daemon is re-parented away from the tree
+# (to init) but stays in its process group; prints the daemon's PID, then exits.
+ORPHAN = f"""
+import subprocess, sys
+mid = subprocess.Popen([sys.executable, "-c", "import subprocess; print(subprocess.Popen({SLEEP!r}).pid)"],
+                       stdout=subprocess.PIPE, text=True)
+daemon = mid.stdout.readline().strip()
+mid.wait()
+print(daemon, flush=True)
+"""
+
+
+def _start(code: str, **kw) -> tuple[subprocess.Popen, list[int]]:
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, **kw)
+    ready, _, _ = select.select([p.stdout], [], [], 60)
+    if not ready:
+        p.kill()
+        pytest.fail("the process tree did not start within 60 s")
+    pids = json.loads(p.stdout.readline())
+    return p, pids if isinstance(pids, list) else [pids]
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # killed, its parent not yet reaping
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _dies(pid: int, timeout_s: float = 20.0) -> bool:
+    # A group's members get SIGKILL but nobody waits for them: give the kernel a bounded while.
+    try:
+        psutil.wait_procs([psutil.Process(pid)], timeout=timeout_s)
+    except psutil.NoSuchProcess:
+        pass
+    return _dead(pid)
+
+
+def _cleanup(pids) -> None:
+    # Only when an assertion failed: nothing of the test may outlive it.
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_kill_tree_kills_children_and_a_grandchild_in_its_own_session():
+    p, pids = _start(TREE)
+    try:
+        g = psutil.Process(pids[2])
+        assert g.pid == os.getsid(g.pid) != os.getsid(p.pid)  # the grandchild leads a session of its own
+        assert kill_tree(p.pid, timeout_s=20) == 4
+        # kill_tree waited for them: none is left running when it returns.
+        assert [pid for pid in [p.pid, *pids] if not _dead(pid)] == []
+    finally:
+        _cleanup([p.pid, *pids])
+
+
+def test_kill_tree_can_spare_the_root():
+    p, pids = _start(TREE)
+    try:
+        assert kill_tree(p.pid, include_self=False, timeout_s=20) == 3
+        assert [pid for pid in pids if not _dead(pid)] == []
+        assert p.poll() is None and not _dead(p.pid)
+    finally:
+        _cleanup([p.pid, *pids])
+        p.wait(timeout=10)
+
+
+def test_kill_session_kills_what_left_the_tree_through_the_group():
+    p, [daemon] = _start(ORPHAN + "import time; time.sleep(300)\n", start_new_session=True)
+    try:
+        assert daemon not in [c.pid for c in psutil.Process(p.pid).children(recursive=True)]
+        assert os.getpgid(daemon) == p.pid  # only the group still ties it to the session
+        kill_session(p, timeout_s=20)
+        assert p.returncode == -signal.SIGKILL  # reaped by Popen, which saw the real status
+        assert _dies(daemon)
+    finally:
+        _cleanup([p.pid, daemon])
+
+
+def test_kill_session_after_the_leader_exited_still_kills_its_group():
+    p, [daemon] = _start(ORPHAN, start_new_session=True)
+    try:
+        assert p.wait(timeout=30) == 0 and not _dead(daemon)
+        kill_session(p, timeout_s=20)
+        assert _dies(daemon)
+    finally:
+        _cleanup([daemon])
+
+
+def test_kill_job_kills_exactly_the_tagged_processes():
+    tag = os.urandom(8).hex()
+    tagged, pids = _start(TREE, env=dict(os.environ, **{ENV_JOB: tag}))
+    other = subprocess.Popen(SLEEP, env=dict(os.environ, **{ENV_JOB: tag + "-other"}))
+    try:
+        assert kill_job(tag, timeout_s=20) == 4
+        assert [pid for pid in [tagged.pid, *pids] if not _dead(pid)] == []
+        assert other.poll() is None
+    finally:
+        _cleanup([tagged.pid, *pids, other.pid])
+        tagged.wait(timeout=10)
+        other.wait(timeout=10)
+
+
+# --- the guard's imports --------------------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "dgl_grappa"
+LIGHT = {"psutil"}  # besides the standard library
+
+
+def heavy_imports(module: str, package_dir: Path = PACKAGE) -> list[str]:
+    """Imports outside the standard library and :data:`LIGHT` that importing ``module`` runs.
+
+    Follows the package's own modules (and the ``__init__`` of each package on the way),
+    function-level imports included: they run on the remote host as surely, only later.
+    """
+    top = package_dir.name
+
+    def source(mod: str) -> Path | None:
+        rel = mod.split(".")[1:]
+        if not rel:
+            return package_dir / "__init__.py"
+        for f in (package_dir.joinpath(*rel[:-1], rel[-1] + ".py"), package_dir.joinpath(*rel, "__init__.py")):
+            if f.is_file():
+                return f
+        return None
+
+    heavy, seen, todo = [], set(), [module]
+    while todo:
+        mod = todo.pop()
+        parts = mod.split(".")
+        for m in [".".join(parts[:i]) for i in range(1, len(parts) + 1)]:
+            path = source(m)
+            if m in seen or path is None:
+                continue
+            seen.add(m)
+            here = m if path.name == "__init__.py" else m.rpartition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    base = node.module or ""
+                    if node.level:
+                        pkg = here.split(".")[: len(here.split(".")) - node.level + 1]
+                        base = ".".join(pkg + ([base] if base else []))
+                    names = [base] + [f"{base}.{a.name}" for a in node.names]
+                else:
+                    continue
+                for name in names:
+                    if name.split(".")[0] == top:
+                        todo.append(name)
+                    elif name.split(".")[0] not in sys.stdlib_module_names | LIGHT and name not in heavy:
+                        heavy.append(name)
+    return heavy
+
+
+@pytest.mark.unit
+def test_the_guard_imports_nothing_heavy():
+    # It runs on remote hosts as `python -m dgl_grappa.cluster.guard`, before torch or DGL are importable.
+    assert heavy_imports("dgl_grappa.cluster.guard") == []
+
+
+@pytest.mark.unit
+def test_the_import_scan_follows_the_package_into_function_level_imports(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("import os\n")
+    (pkg / "sub" / "a.py").write_text("import psutil\nfrom ..b import f\n")
+    (pkg / "b.py").write_text("def f():\n    import torch.nn\n")
+    assert heavy_imports("pkg.sub.a", pkg) == ["torch.nn"]
+    assert heavy_imports("pkg.sub", pkg) == []

@@ -3,7 +3,9 @@
 Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.config`).
 
 * :mod:`.launch` - spawned local workers, gloo process groups, devices, threads;
-* :mod:`.procs` - running a command bounded in its namespaces, killing process trees;
+* :mod:`.procs` - running a command bounded in its namespaces, killed as a tree at the end;
+* :mod:`.ptree` - killing processes by PID: trees, sessions, a job's tagged processes
+  (import-free, the one implementation every launcher, the guard and the test hosts call);
 * :mod:`.guard` - the remote end of every launched command (import-free: ``python -m
   dgl_grappa.cluster.guard``);
 * :mod:`.hosts` - ip_config files, Slurm node lists, a worker's identity from its environment;

@@ -19,8 +19,9 @@ can still reach: kill every process there whose environment carries ``DGL_GRAPPA
 Why not ``ssh -tt``: a pseudo-terminal does deliver SIGHUP to the remote session when the
 connection drops, but it merges stderr into stdout, rewrites line ends, and a process that
 ignores SIGHUP or leaves the session (DGL's and torch's helpers) survives it; the stdin
-guard needs no terminal and kills by PID. Kept free of heavy imports (psutil only): it starts
-in a fraction of a second and can run before torch or DGL are importable.
+guard needs no terminal and kills by PID (:mod:`dgl_grappa.cluster.ptree`). Kept free of heavy
+imports (psutil only, here and in ptree): it starts in a fraction of a second and can run
+before torch or DGL are importable.
 
 Example (what the launcher runs on host 1)::
 
@@ -38,6 +39,7 @@ import subprocess
 import sys
 
 from ..env import ENV_JOB  # import-free, like this module
+from .ptree import kill_job, kill_session  # import-free too
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 """Exit status of a guard whose launcher hung up (or died) before CMD finished."""
@@ -49,62 +51,6 @@ def _die_with_guard() -> None:
     # Runs in the child between fork and exec: SIGKILL it when the guard dies.
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def kill_session(pid: int, alive: bool = True) -> None:
-    """SIGKILL process ``pid``'s descendants, itself and its process group (it leads one).
-
-    Args:
-        pid: the session leader.
-        alive: it has not been reaped yet. After it was, only its group is signalled (the
-            PID could be someone else's by now; a group id cannot be reused while members live).
-    """
-    import psutil
-
-    procs = []
-    if alive:
-        try:
-            root = psutil.Process(pid)
-            procs = root.children(recursive=True) + [root]
-        except psutil.NoSuchProcess:
-            pass
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    try:
-        os.killpg(pid, signal.SIGKILL)  # whatever was re-parented away from the tree
-    except (ProcessLookupError, PermissionError):
-        pass
-    psutil.wait_procs(procs, timeout=10)
-
-
-def kill_job(job: str) -> int:
-    """SIGKILL every process on this host whose environment carries ``DGL_GRAPPA_JOB=job``.
-
-    Returns:
-        How many were signalled (this process excluded).
-    """
-    import psutil
-
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        if p.pid == os.getpid():
-            continue
-        try:
-            if p.environ().get(ENV_JOB) == job:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            continue
-    # All listed first, then all killed: a death that takes others with it (PDEATHSIG) cannot hide one.
-    for p in found:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(found, timeout=10)
-    return len(found)
 
 
 def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:
@@ -145,11 +91,7 @@ def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:
                           file=sys.stderr, flush=True)
                     return EXIT_HANGUP
     finally:
-        kill_session(child.pid, alive=child.returncode is None)
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        kill_session(child)
 
 
 def main(argv: list[str] | None = None) -> int:

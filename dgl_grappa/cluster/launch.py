@@ -18,7 +18,6 @@ import datetime
 import logging
 import multiprocessing.connection as mp_connection
 import os
-import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .procs import JobFailed
+from .ptree import kill_listed
 
 log = logging.getLogger("dgl_grappa")
 
@@ -233,12 +233,8 @@ class WorkerFailed(JobFailed):
 
 def _kill_all(processes: list, timeout_s: float = 10.0) -> None:
     """SIGKILL every live process of the group by PID; reap each, waiting at most ``timeout_s`` in all."""
-    for p in processes:
-        if p.is_alive():
-            try:
-                os.kill(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    # Reaped by join, not by psutil: join must see each exit status (spawn_workers reads it).
+    kill_listed([p.pid for p in processes if p.is_alive()], timeout_s=None)
     deadline = time.monotonic() + timeout_s
     for p in processes:
         p.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from ..env import ENV_JOB
+from .ptree import job_processes, kill_session
 
 """Every process of a job carries this tag (a fresh id per job): tests use it to prove that
 nothing outlived the job."""
@@ -38,78 +39,16 @@ class JobFailed(RuntimeError):
         self.user_error = user_error
 
 
-def kill_tree(pid: int, include_self: bool = True, timeout_s: float = 10.0) -> int:
-    """SIGKILL a process and all its descendants, by PID, and reap them.
-
-    The descendants are listed first (while their parents still exist), then everybody
-    is killed at once, so no child escapes by being re-parented mid-way.
-
-    Args:
-        pid: root of the tree.
-        include_self: kill ``pid`` itself too (False: only its descendants).
-        timeout_s: bound on waiting for them to disappear.
-
-    Returns:
-        Number of processes signalled.
-    """
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = root.children(recursive=True)
-    except psutil.NoSuchProcess:
-        return 0
-    if include_self:
-        procs.append(root)
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=timeout_s)
-    return len(procs)
-
-
-def kill_group_and_tree(proc: subprocess.Popen) -> None:
-    """Kill a child started with ``start_new_session=True``: its tree and its process group.
-
-    The tree is walked only while the child is alive (after it has been reaped its PID
-    could belong to someone else); the group (id = the child's PID) catches whatever is
-    left, e.g. processes re-parented away from the tree.
-    """
-    if proc.poll() is None:
-        kill_tree(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def processes_of_job(job: str) -> list[int]:
-    """PIDs of live processes whose environment carries ``DGL_GRAPPA_JOB=job``."""
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if p.environ().get(ENV_JOB) == job:
-                out.append(p.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            continue
-    return out
+    """PIDs of live processes (this one excluded) whose environment carries ``DGL_GRAPPA_JOB=job``."""
+    return [p.pid for p in job_processes(job)]
 
 
 def set_subreaper() -> None:
     """Make this process the reaper of its orphaned descendants.
 
     Orphans of our children (e.g. DGL sampler processes of a killed trainer) are then
-    re-parented to us, so ``kill_tree(os.getpid())`` still finds them.
+    re-parented to us, so ``ptree.kill_tree(os.getpid())`` still finds them.
     """
     import ctypes
 
@@ -216,7 +155,7 @@ def run_isolated(argv: list[str], cfg, isolate: bool, timeout_s: float, *, shm: 
                             + (f" (log: {log_path})" if log_path else "")) from None
         finally:
             # Nothing of the job may outlive it: on success, failure, timeout or Ctrl+C.
-            kill_group_and_tree(proc)
+            kill_session(proc)
     finally:
         if sink is not None:
             sink.close()

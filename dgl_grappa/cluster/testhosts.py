@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .netns import IsolationError, rate_bits
+from .ptree import kill_listed
 
 NAME_PREFIX = "dgh-"
 """Network namespaces of test hosts are named ``dgh-<job>`` (bridge) and ``dgh-<job>-h<i>``."""
@@ -191,11 +192,9 @@ def _teardown(job: str) -> None:
         pids = _pids_in(inodes)
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # No wait here: a killed process stays a zombie until its parent reaps it, and the
+        # next listing skips zombies; new ones (forked meanwhile) are caught by the next pass.
+        kill_listed(pids, timeout_s=None)
         time.sleep(0.05)
     for m in mnts:
         _run(["umount", str(m)], check=False)

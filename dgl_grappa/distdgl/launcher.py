@@ -9,7 +9,8 @@ import time
 import uuid
 from pathlib import Path
 
-from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, kill_tree, rc_text, set_subreaper, tail
+from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, rc_text, set_subreaper, tail
+from ..cluster.ptree import kill_tree
 from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
