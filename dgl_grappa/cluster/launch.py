@@ -299,5 +299,8 @@ def check_port_free(port: int, key: str, host: str = "127.0.0.1") -> None:
 
 
 def set_threads(n: int) -> None:
+    """Use ``n`` threads in this process: torch's intra-op pool and ``OMP_NUM_THREADS`` (read by
+    the OpenMP code of DGL and METIS and inherited by the processes this one starts); the one
+    place that sets both."""
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)

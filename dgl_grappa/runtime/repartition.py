@@ -68,8 +68,9 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     # One thread: the builder shares the machine with the training workers.
-    torch.set_num_threads(1)
-    os.environ["OMP_NUM_THREADS"] = "1"
+    from ..cluster.launch import set_threads
+
+    set_threads(1)
     try:
         from ..data import load_dataset
 
