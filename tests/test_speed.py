@@ -1,7 +1,7 @@
 """Where an epoch goes, its floor, the hot path's optimisations, TensorBoard, prebuilt partitions.
 
 Real spawned gloo workers on small synthetic graphs. Nothing here asserts on speed (the
-machine is shared): the phase figures must be present, non-negative and add up; the floor
+machine is shared): the phase figures must be present, fit inside the epoch and add up; the floor
 must send no gradient bytes; every optimisation must leave the training trajectory
 bit-identical; prebuilt partitions (bigpart) must train and evaluate like the normal path.
 """
@@ -16,11 +16,21 @@ import torch
 from clitools import train
 from dgl_grappa.cluster.netns import check_isolation
 
-from dgl_grappa.runtime.metrics import PHASE_KEYS, PhaseTimes, read_jsonl
+from dgl_grappa.runtime.metrics import PHASE_KEYS, PHASES, PhaseTimes, read_jsonl
 
 SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
          "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
 WHY_NOT_NS = check_isolation(net=True)
+
+
+def _timed_inside_the_epoch(r: dict, prefix: str = "") -> bool:
+    """The timed phases (less what ran at once) fit in the worker's own part of the epoch.
+
+    ``other_s`` and ``wait_s``, the rest, are clamped at 0 by :meth:`PhaseTimes.breakdown`,
+    so only the raw figures can show a phase timed twice or outside the epoch.
+    """
+    timed = sum(r[f"{prefix}{p}_s"] for p in PHASES) - r[f"{prefix}overlap_s"]
+    return timed <= r[f"{prefix}epoch_time_s"] - r[f"{prefix}wait_s"] + 1e-9
 
 
 def _trajectory(out: Path) -> list[tuple]:
@@ -89,7 +99,7 @@ def test_every_epoch_is_broken_down(plain_run):
     out, s = plain_run
     recs = read_jsonl(out / "metrics.jsonl")
     for r in recs:
-        assert all(r[k] >= 0 for k in PHASE_KEYS), r
+        assert _timed_inside_the_epoch(r) and r["worker_epoch_time_s"] <= r["epoch_time_s"], r
         busy = sum(r[k] for k in PHASE_KEYS if k not in ("wait_s", "overlap_s")) - r["overlap_s"]
         assert busy == pytest.approx(r["worker_epoch_time_s"], rel=1e-6, abs=1e-6)
         assert busy + r["wait_s"] == pytest.approx(r["epoch_time_s"], rel=1e-6, abs=1e-6)
@@ -118,9 +128,14 @@ def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, 
         # epoch clock's barrier and 8-byte MAX (a few hundred bytes) ...
         assert r["floor_grad_bytes"] == 0 and r["grad_bytes"] > 0
         assert r["floor_wire_bytes"] < 4096 < r["grad_bytes"] <= r["wire_bytes"], r
-        assert r["floor_allreduce_s"] >= 0 and r["allreduce_only_s"] > 0 and r["floor_epoch_time_s"] > 0
-        # ... and prefetching ran the next batch's sampling during the backward pass.
-        assert r["overlap_s"] > 0
+        assert r["allreduce_only_s"] > 0 and r["floor_epoch_time_s"] > 0
+        # The floor pass is an epoch like the others: its phases fit inside it.
+        assert _timed_inside_the_epoch(r, "floor_"), r
+        # Prefetching samples the next batch while the backward pass and its all-reduce run,
+        # so what ran at once is part of that time (whether the threads did overlap at all
+        # is up to the scheduler, so no lower bound).
+        assert _timed_inside_the_epoch(r), r
+        assert r["overlap_s"] <= r["backward_s"] + r["allreduce_s"] + 1e-9, r
         busy = sum(r[k] for k in PHASE_KEYS if k not in ("wait_s", "overlap_s")) - r["overlap_s"]
         assert busy == pytest.approx(r["worker_epoch_time_s"], rel=1e-6, abs=1e-6)
     assert s["floor_s"] == pytest.approx(s["floor_epoch_s"] + s["allreduce_only_s"])
