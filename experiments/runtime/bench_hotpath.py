@@ -16,7 +16,7 @@ Epoch 0 (warm-up) is dropped; round r = the next len(variants) epochs, in an ord
 rotates with r; per round every variant's epoch time is divided by ``before``'s (paired
 ratios), and the table shows their medians and each variant's median phase breakdown.
 
-    python scripts/bench_hotpath.py --config configs/compare.yaml --rounds 6 -- --partition.num_parts=4
+    python experiments/runtime/bench_hotpath.py --config configs/compare.yaml --rounds 6 -- --partition.num_parts=4
 
 Writes ``<out>/bench_hotpath.json`` (and the job's metrics.jsonl).
 """

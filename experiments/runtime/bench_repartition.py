@@ -13,7 +13,7 @@ exactly as the background builder does (assignment + DGL's on-disk layout, via
 
 Prints a table and writes JSON. Example (the issue's setting)::
 
-    DGLBACKEND=pytorch python scripts/bench_repartition.py --num-nodes 100000 --parts 4 --count 10
+    DGLBACKEND=pytorch python experiments/runtime/bench_repartition.py --num-nodes 100000 --parts 4 --count 10
 """
 from __future__ import annotations
 
@@ -26,11 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from dgl_grappa.config import SyntheticConfig  # noqa: E402
-from dgl_grappa.data import synthetic_graph  # noqa: E402
-from dgl_grappa.partition import schedule as S  # noqa: E402
+from dgl_grappa.config import SyntheticConfig
+from dgl_grappa.data import synthetic_graph
+from dgl_grappa.partition import schedule as S
 
 
 def bench_method(g, method: str, parts: int, count: int, seed: int, workdir: Path) -> dict:

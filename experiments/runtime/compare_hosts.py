@@ -9,7 +9,7 @@ directions), ``shared`` (all hosts behind one link of that rate), and ``unshaped
 Prints a table and writes ``<out>/compare_hosts.json`` and ``<out>/compare_hosts.md``.
 Needs root (test hosts). Example (the README's tables)::
 
-    DGLBACKEND=pytorch python scripts/compare_hosts.py --config configs/compare.yaml --parts 2 4 \\
+    DGLBACKEND=pytorch python experiments/runtime/compare_hosts.py --config configs/compare.yaml --parts 2 4 \\
         --links per_host shared unshaped --bandwidth 1gbit --out runs/compare-hosts
 """
 from __future__ import annotations
@@ -22,10 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
-from dgl_grappa.runtime.metrics import format_bytes  # noqa: E402
+from dgl_grappa.runtime.metrics import format_bytes
 
 
 def run_one(config: str, parts: int, link: str, bandwidth: str, out: Path, variants: str, extra: list[str],

@@ -2,19 +2,17 @@
 
 Measured inputs come from the README's compare tables and notes/distdgl-recipe.md (100k
 graph; constants below, with their source) and from runs/scale/*.json (the 100M-edge
-build and probes: scripts/scale_build.py, scale_train_probe.py, scale_remote_probe.py)
+build and probes: experiments/scale/scale_build.py, scale_train_probe.py, scale_remote_probe.py)
 when present. Prints tables and writes runs/scale/capacity.json.
 
-    python scripts/capacity_model.py
+    python experiments/scale/capacity_model.py
 """
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from dgl_grappa.bench.capacity import (
     GB,

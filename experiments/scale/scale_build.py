@@ -14,8 +14,8 @@ instead of pushing a shared machine into swap/OOM. Stages:
 Prints a table and merges the figures into ``<out>/build.json`` (one entry per method and
 part count; the generated graph is shared and reused when its config is unchanged).
 
-    nice -n 10 python scripts/scale_build.py --out runs/scale --parts 4 --method ldg
-    python scripts/scale_build.py --out runs/scale --nodes 20000 --avg-degree 10 --feat-dim 16   # smoke run
+    nice -n 10 python experiments/scale/scale_build.py --out runs/scale --parts 4 --method ldg
+    python experiments/scale/scale_build.py --out runs/scale --nodes 20000 --avg-degree 10 --feat-dim 16   # smoke run
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- child side
@@ -127,7 +126,7 @@ def _rss_of_tree(pid: int) -> int:
 def spawn_stage(stage: str, args: dict, result_file: Path) -> dict:
     """Run ``stage`` in a child; kill it past the memory or time limit. Returns its figures
     plus ``wall_s`` and ``peak_rss_gb`` (the child's ru_maxrss)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DGLBACKEND="pytorch", OMP_NUM_THREADS=str(args["threads"]))
+    env = dict(os.environ, DGLBACKEND="pytorch", OMP_NUM_THREADS=str(args["threads"]))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--child-args", json.dumps(args),
            "--child-result", str(result_file)]
     result_file.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ unique input rows ``I_s`` and the fraction ``rho`` owned by other parts, for eac
 assignment given (e.g. the LDG assignment of a build, and random ones). Those two numbers
 are the inputs of the DistDGL side of the capacity model in docs/scaling.md.
 
-    nice -n 10 python scripts/scale_remote_probe.py --graph runs/scale/graph \
+    nice -n 10 python experiments/scale/scale_remote_probe.py --graph runs/scale/graph \
         --assign runs/scale/assign_ldg_p4.npy runs/scale/assign_ldg_p8.npy --random 4 8 \
         --out runs/scale/remote_probe.json
 """

@@ -8,7 +8,7 @@ payload is printed (``gradient_bytes``). Also counts the sampled input rows per 
 how many of them are halo nodes (rows that DistDGL would pull from another machine at the
 first hop; with ``--halo keep``). Prints a table and writes JSON.
 
-    nice -n 10 python scripts/scale_train_probe.py --part-config runs/scale/parts_ldg_p4/grappa.json \
+    nice -n 10 python experiments/scale/scale_train_probe.py --part-config runs/scale/parts_ldg_p4/grappa.json \
         --halo keep --steps 40 --out runs/scale/train_probe.json
 """
 from __future__ import annotations

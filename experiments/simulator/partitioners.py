@@ -1,20 +1,23 @@
-"""Node partitioners as pure numpy functions: random, (restreaming) LDG / Fennel, METIS.
+"""Node partitioners of the simulator: random, restreaming LDG (the package's), Fennel, METIS.
 
 Every partitioner takes the graph as an in-neighbour CSR (``indptr``, ``indices``; the
 graphs here are symmetric, so in-neighbours are all neighbours) and returns ``part``, an
 int64 array with the part id of every node.
 
-LDG (Stanton & Kliot, KDD 2012) streams the nodes in some order and puts node v into
+LDG is the package's own, :func:`dgl_grappa.partition.assign.ldg_assignment`, called as
+``partition.method=ldg`` calls it (neighbourhoods from
+:func:`~dgl_grappa.partition.assign.undirected_csr`, train nodes balanced, the
+``partition.ldg_passes`` / ``partition.ldg_slack`` defaults), so a simulated LDG cell and a
+runtime one with the same seed cut the graph the same way.
 
-    argmax_p  |N(v) ∩ P_p| * (1 - |P_p| / C)          C = capacity = slack * N / k
-
-Fennel (Tsourakakis et al., WSDM 2014) uses ``|N(v) ∩ P_p| - alpha * gamma * |P_p|^(gamma-1)``.
-Restreaming (Nishimura & Ugander, KDD 2013): later passes count the neighbours' parts of
-the previous pass (so every neighbour is known), and a node's own previous placement is
-taken out of the sizes while it is re-placed. ``train_mask`` adds the same multiplicative
+Fennel (Tsourakakis et al., WSDM 2014) streams the nodes in some order and puts node v into
+``argmax_p |N(v) ∩ P_p| - alpha * gamma * |P_p|^(gamma-1)`` under a hard capacity
+``C = slack * N / k``. Restreaming (Nishimura & Ugander, KDD 2013): later passes count the
+neighbours' parts of the previous pass (so every neighbour is known), and a node's own
+previous placement is taken out of the sizes while it is re-placed. ``train_mask`` adds a
 penalty on the part's share of train nodes, so every worker gets seeds.
 
-Cost: O(N + E) per pass (one Python step per node with a numpy bincount over its
+Cost: O(N + E) per pass (Fennel: one Python step per node with a numpy bincount over its
 neighbours: ~1 s per pass per 100k nodes on one core). Perturbation per repartitioning
 = a different ``seed`` (stream order).
 """
@@ -31,21 +34,18 @@ def random_partition(n: int, k: int, seed: int) -> np.ndarray:
     return rng.permutation(np.arange(n, dtype=np.int64) % k)
 
 
-def stream_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: int = 3,
-                     seed: int = 0, method: str = "ldg", slack: float = 1.05,
-                     train_mask: np.ndarray | None = None, order: str = "random",
+def fennel_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: int = 3,
+                     seed: int = 0, slack: float = 1.05, train_mask: np.ndarray | None = None,
                      init: np.ndarray | None = None) -> np.ndarray:
-    """(Re)streaming LDG or Fennel.
+    """(Re)streaming Fennel.
 
     Args:
         indptr, indices: CSR of the (symmetric) graph.
         k: number of parts.
         passes: 1 = one-pass streaming; >1 = restreaming.
         seed: RNG seed of the stream order (the per-switch perturbation).
-        method: "ldg" or "fennel".
         slack: hard capacity = slack * n / k (also for train nodes when train_mask given).
-        train_mask: bool [n]; balance train nodes too (multiplicative penalty + hard cap).
-        order: "random" or "bfs" (BFS from a random node; better first pass on sparse graphs).
+        train_mask: bool [n]; balance train nodes too (additive penalty + hard cap).
         init: optional starting assignment (restream from it; passes then counts from it).
 
     Returns:
@@ -53,10 +53,7 @@ def stream_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
     """
     n = indptr.shape[0] - 1
     rng = np.random.default_rng(seed)
-    if order == "bfs":
-        perm = _bfs_order(indptr, indices, rng)
-    else:
-        perm = rng.permutation(n)
+    perm = rng.permutation(n)
     part = np.full(n, -1, dtype=np.int64) if init is None else init.astype(np.int64).copy()
     size = np.bincount(part[part >= 0], minlength=k).astype(np.float64)
     cap = slack * n / k
@@ -66,7 +63,6 @@ def stream_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
         tcap = slack * max(int(tm.sum()), 1) / k
     m = indices.shape[0]
     alpha = np.sqrt(k) * m / max(n, 1) ** 1.5  # Fennel's alpha for gamma = 1.5 (m = directed edges)
-    eps = 1e-9
     for _ in range(passes):
         for v in perm:
             old = part[v]
@@ -76,15 +72,9 @@ def stream_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
                     tsize[old] -= 1
             nb = part[indices[indptr[v]:indptr[v + 1]]]
             cnt = np.bincount(nb[nb >= 0], minlength=k).astype(np.float64)
-            if method == "ldg":
-                pen = 1.0 - size / cap
-                if tm is not None and tm[v]:
-                    pen = pen * (1.0 - tsize / tcap)
-                score = cnt * pen + eps * pen  # ties (e.g. no placed neighbour): least loaded
-            else:
-                score = cnt - alpha * 1.5 * np.sqrt(size)
-                if tm is not None and tm[v]:
-                    score = score - alpha * 1.5 * np.sqrt(tsize) * (n / max(tcap * k, 1))
+            score = cnt - alpha * 1.5 * np.sqrt(size)
+            if tm is not None and tm[v]:
+                score = score - alpha * 1.5 * np.sqrt(tsize) * (n / max(tcap * k, 1))
             full = size + 1 > cap
             if tm is not None and tm[v]:
                 full |= tsize + 1 > tcap
@@ -97,22 +87,19 @@ def stream_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
     return part
 
 
-def _bfs_order(indptr: np.ndarray, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Node order of a BFS (restarted at random unvisited nodes), via scipy's csgraph."""
-    import scipy.sparse as sp
-    from scipy.sparse.csgraph import breadth_first_order
+def ldg_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: int | None = None, seed: int = 0,
+                  train_mask: np.ndarray | None = None) -> np.ndarray:
+    """The package's restreaming LDG, as ``partition.method=ldg`` runs it (``passes`` None: its default)."""
+    from dgl_grappa.config import PartitionConfig
+    from dgl_grappa.partition.assign import ldg_assignment, undirected_csr
+
+    defaults = PartitionConfig()
     n = indptr.shape[0] - 1
-    a = sp.csr_matrix((np.ones(indices.shape[0], dtype=np.int8), indices, indptr), shape=(n, n))
-    seen = np.zeros(n, dtype=bool)
-    out = []
-    for s in rng.permutation(n):
-        if seen[s]:
-            continue
-        o = breadth_first_order(a, int(s), directed=False, return_predecessors=False)
-        o = o[~seen[o]]
-        seen[o] = True
-        out.append(o)
-    return np.concatenate(out)
+    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    ptr, ind = undirected_csr(np.asarray(indices, dtype=np.int64), dst, n)
+    tm = None if train_mask is None else np.asarray(train_mask, dtype=bool)
+    return ldg_assignment(ptr, ind, k, passes=defaults.ldg_passes if passes is None else passes,
+                          slack=defaults.ldg_slack, seed=seed, train_mask=tm)
 
 
 def metis_partition(graph, k: int, seed: int = 0, train_mask=None) -> np.ndarray:
@@ -151,13 +138,12 @@ def make_partition(method: str, indptr, indices, k: int, seed: int, train_mask=N
     n = indptr.shape[0] - 1
     if method == "random":
         p = random_partition(n, k, seed)
-    elif method in ("ldg", "fennel"):
-        p = stream_partition(indptr, indices, k, passes=passes, seed=seed, method=method, train_mask=train_mask)
+    elif method == "ldg":
+        p = ldg_partition(indptr, indices, k, passes=passes, seed=seed, train_mask=train_mask)
     elif method == "ldg1":
-        p = stream_partition(indptr, indices, k, passes=1, seed=seed, method="ldg", train_mask=train_mask)
-    elif method == "ldgbfs":
-        p = stream_partition(indptr, indices, k, passes=passes, seed=seed, method="ldg", train_mask=train_mask,
-                             order="bfs")
+        p = ldg_partition(indptr, indices, k, passes=1, seed=seed, train_mask=train_mask)
+    elif method == "fennel":
+        p = fennel_partition(indptr, indices, k, passes=passes, seed=seed, train_mask=train_mask)
     elif method == "metis":
         p = metis_partition(dgl_graph, k, seed, train_mask)
     else:

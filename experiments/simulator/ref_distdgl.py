@@ -12,7 +12,7 @@ Which worker holds which train node does not matter here: with full-graph sampli
 computation tree is the same on any worker, and the workers' losses are averaged. The train
 nodes are dealt out evenly in a random order (``node_split(force_even=True)``'s balance).
 
-    cd research && PYTHONPATH=$PWD/.. DGLBACKEND=pytorch python ref_distdgl.py \
+    DGLBACKEND=pytorch python experiments/simulator/ref_distdgl.py \
         --dataset cora --model gcn --layers 3 --parts 8 --seeds 0,1,2,3,4,5,6,7,8,9
 """
 from __future__ import annotations

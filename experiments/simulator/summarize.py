@@ -1,4 +1,4 @@
-"""Tables from research/results/*.json: accuracy mean±std, paired difference to DistDGL with a
+"""Tables from experiments/simulator/results/*.json: accuracy mean±std, paired difference to DistDGL with a
 95 % t-interval, bytes/epoch ratio to DistDGL, cache memory. Prints markdown."""
 from __future__ import annotations
 
