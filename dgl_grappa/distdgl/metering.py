@@ -1,7 +1,6 @@
 """Inside a trainer: byte counters, the epoch meter, evaluation and the summary."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from pathlib import Path
@@ -101,8 +100,8 @@ def num_classes(g) -> int:
 class TrainerMeter:
     """Everything a DistDGL trainer script needs besides training itself.
 
-    Per epoch: training time by the same clock as Grappa's trainer
-    (:class:`dgl_grappa.runtime.metrics.EpochClock`: from a barrier at the start to the end of the
+    Per epoch: training time by the same meter as Grappa's trainer
+    (:class:`dgl_grappa.runtime.meter.EpochMeter`: from a barrier at the start to the end of the
     slowest rank's last step), where it went (the phases of :data:`dgl_grappa.runtime.metrics.PHASES`:
     ``sample`` = the loader's ``next()``, ``gather`` = from there to the model's forward, i.e.
     the script's ``g.ndata["feat"][input_nodes]`` KVStore pull, ``forward``, ``backward`` =
@@ -139,26 +138,21 @@ class TrainerMeter:
                  mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None):
         import torch.distributed as dist
 
+        from ..cluster.hosts import worker_identity
         from ..runtime.evaluation import GlobalEvaluator
-        from ..runtime.metrics import EpochClock, EpochLog, HostWireMeter, WireMeter
+        from ..runtime.meter import EpochMeter
 
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
         self.system, self.mode, self.halo = system, mode, halo
-        self.clock = EpochClock()
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.traffic = TrafficCounter.install()
-        self.wire = WireMeter(main=self.rank == 0)
-        # Across hosts (DGL_GRAPPA_WIRE=nic): each host's interface bytes, read by its local rank 0.
-        self.host_wire = HostWireMeter(int(os.environ.get("GROUP_RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)))
-        self.records: list[dict] = []
         self._cur: dict = {}
         self._losses: list[float] = []
         self.evaluator = GlobalEvaluator(cfg, self.rank == 0)
-        self.mlog = None
-        if self.rank == 0:
-            self.out.mkdir(parents=True, exist_ok=True)
-            self.mlog = EpochLog(self.out, cfg.run.tensorboard)
+        # Across hosts (DGL_GRAPPA_WIRE=nic) its host's interface bytes are read by the host's local rank 0.
+        who = worker_identity(os.environ)
+        self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
         self._marks = [0.0, 0.0, 0.0, 0.0]
         self._times = None
@@ -184,12 +178,14 @@ class TrainerMeter:
                 t.add("optimizer", o1 - o0)
         self._marks = [0.0, 0.0, 0.0, 0.0]
 
+    @property
+    def records(self) -> list[dict]:
+        """This job's epoch records so far (with those taken over by :meth:`preload`)."""
+        return self.epoch_meter.records
+
     def preload(self, records: list[dict]) -> None:
         """Take the records of epochs trained before a restart (from a checkpoint) as this job's own."""
-        for rec in records:
-            self.records.append(dict(rec))
-            if self.mlog is not None:
-                self.mlog.write(rec)
+        self.epoch_meter.preload(records)
 
     def epoch(self, loader, epoch: int):
         """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches).
@@ -198,17 +194,12 @@ class TrainerMeter:
         trainer (the loaders shuffle per epoch, so successive epochs see different seeds).
         """
         cap = self.cfg.train.steps_per_epoch
-        self.wire.start()      # rank 0, before the barrier: nobody can send before it
-        self.host_wire.start()
-        self.clock.start()     # the barrier
+        self._times = times = self.epoch_meter.start()  # the barrier
         self.traffic.take()    # drop whatever happened between epochs
         if self.correction is not None:
             self.correction.take_bytes()
         self._losses = []
         steps = 0
-        from ..runtime.metrics import PhaseTimes
-
-        self._times = times = PhaseTimes()
         self.epoch_started = time.time()  # wall clock (restart accounting across processes)
         it = iter(loader)
         while not (cap and steps >= cap):
@@ -222,7 +213,7 @@ class TrainerMeter:
             steps += 1
             yield batch
             self._close_step(fetched)
-        t = self.clock.stop()
+        t = self.epoch_meter.stop()
         traffic = self.traffic.take()
         self._cur = {"epoch": epoch, "worker_epoch_time_s": t, "steps": steps, **traffic}
 
@@ -232,9 +223,8 @@ class TrainerMeter:
 
     def end_epoch(self, epoch: int, model) -> dict:
         """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record."""
-        import torch.distributed as dist
-
         from ..method.models import gradient_bytes
+        from ..runtime.meter import all_workers
         from ..runtime.metrics import format_bytes, ring_allreduce_wire_bytes
 
         cur = self._cur
@@ -242,77 +232,51 @@ class TrainerMeter:
                              else cur["steps"] * gradient_bytes(model))
         cur["loss"] = sum(self._losses) / len(self._losses) if self._losses else float("nan")
         # Also the point where every rank has finished its steps (uneven ones included).
-        slowest = self.clock.slowest(cur["worker_epoch_time_s"])
-        wire = self.wire.stop()
-        hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
-        if hosts:
-            wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
-        cur.update(self._times.breakdown(cur["worker_epoch_time_s"], slowest))
-        everyone: list = [None] * self.world
-        dist.all_gather_object(everyone, cur)
-        rec = dict(cur, epoch_time_s=slowest, wire_bytes=wire)
-        if hosts is not None:
-            rec["wire_hosts"] = hosts
+        rec = dict(cur, **self.epoch_meter.end())
+        everyone = all_workers(cur)
         for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes"):
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
         rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
                             + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
         rec.update(self.evaluator.after_epoch(model, epoch))
-        self.records.append(rec)
+        self.epoch_meter.record(rec)
         if self.rank == 0:
-            self.mlog.write(rec)
             acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
             print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
-                  f"{format_bytes(rec['feature_bytes_all'])}, wire {format_bytes(wire)}{acc}", flush=True)
+                  f"{format_bytes(rec['feature_bytes_all'])}, wire {format_bytes(rec['wire_bytes'])}{acc}", flush=True)
         return rec
 
     def finish(self, model, extra: dict | None = None) -> dict | None:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
-        import torch.distributed as dist
         from dgl.distributed import rpc
 
         from ..method.models import gradient_bytes
-        from ..runtime.metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch, write_json
+        from ..runtime.meter import all_workers, run_summary
+        from ..runtime.metrics import median, wire_per_epoch, write_json
         from .machine_id import ENV_MACHINE_ID
 
+        recs = self.records
         # Which DGL machine this trainer is, and whether the one-host override chose it.
         mine = {"rank": self.rank, "machine_id": rpc.get_machine_id(), "hostname": os.uname().nodename,
-                "machine_id_override": os.environ.get(ENV_MACHINE_ID),
-                "epoch_time_s": median([r["worker_epoch_time_s"] for r in self.records]),
-                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in self.records]),
-                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in self.records]),
-                "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in self.records]),
-                "remote_rows_total": sum(r["remote_rows"] for r in self.records),
-                "pull_rows_total": sum(r["pull_rows"] for r in self.records),
-                "steps_per_epoch": median([r["steps"] for r in self.records])}
-        per_worker: list = [None] * self.world
-        dist.all_gather_object(per_worker, mine)
+                "machine_id_override": os.environ.get(ENV_MACHINE_ID), **self.epoch_meter.worker_figures(),
+                "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in recs]),
+                "remote_rows_total": sum(r["remote_rows"] for r in recs),
+                "pull_rows_total": sum(r["pull_rows"] for r in recs),
+                "steps_per_epoch": median([r["steps"] for r in recs])}
+        per_worker = all_workers(mine)
         if self.rank != 0:
             return None
-        recs = self.records
         c = self.cfg
-        summary = {
-            "system": self.system, "name": c.name, "dataset": c.data.name, "model": c.model.name,
-            "num_layers": c.model.num_layers, "num_parts": self.world, "partition_method": c.partition.method,
-            "mode": self.mode, "halo": self.halo,
-            "correction": c.grappa.correction if self.correction is not None else "none (DDP)",
-            "hops": c.hops, "steps_per_epoch": max(w["steps_per_epoch"] for w in per_worker),
-            # epochs, epoch/train/eval time, accuracies (None when a restart segment ended
-            # before any evaluation was due) and wire bytes: one rule for every system
-            **epoch_summary(recs),
-            "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
-            "model_grad_bytes": gradient_bytes(model),
-            "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
-            "rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
-            "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
-            "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
-            "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
-            "network_bandwidth": c.network.bandwidth or None,
-            **({"wire_hosts": wh} if (wh := hosts_wire_summary(recs)) is not None else {}),
-            "workers": per_worker,
-            "config": dataclasses.asdict(c),
-            **(extra or {}),
-        }
+        own = {"rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
+               "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
+               "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
+               "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
+               "network_bandwidth": c.network.bandwidth or None, **(extra or {})}
+        summary = run_summary(c, recs, per_worker, system=self.system, num_parts=self.world, mode=self.mode,
+                              halo=self.halo,
+                              correction=c.grappa.correction if self.correction is not None else "none (DDP)",
+                              steps_per_epoch=max(w["steps_per_epoch"] for w in per_worker),
+                              model_grad_bytes=gradient_bytes(model), own=own)
         write_json(self.out / "summary.json", summary)
-        self.mlog.close()
+        self.epoch_meter.close()
         return summary

@@ -57,6 +57,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 # its machine id on a one-host cluster; a copied script must import it before DGL starts.
 import dgl_grappa.distdgl as gd
 from dgl_grappa.cluster import faults
+from dgl_grappa.cluster.hosts import worker_identity
 from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import DROPIN_HALO_NOTE, dropin_halo, load_config
@@ -64,6 +65,7 @@ from dgl_grappa.method.dropin import GrappaLoader
 from dgl_grappa.method.models import build_model
 from dgl_grappa.method.reducers import make_correction
 from dgl_grappa.partition.layout import GRAPH_NAME
+from dgl_grappa.runtime.checkpoint import checkpoint_due
 
 
 def param_checksum(model):
@@ -75,36 +77,32 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
     """Rank 0 writes model, optimizer, next epoch, every rank's RNG states and records (a collective).
 
     The others wait for the outcome on the evaluation group (bounded by run.eval_timeout_s);
-    a write that fails (disk full, ...) raises CheckpointError on every rank.
+    a write that fails (disk full, ...) raises CheckpointError on every rank
+    (:func:`dgl_grappa.runtime.agreement.save_on_rank0`, the protocol of Grappa's trainer).
     """
-    from dgl_grappa.runtime.checkpoint import CheckpointError, fingerprint, rng_state
+    from dgl_grappa.partition.schedule import partitioning_index
+    from dgl_grappa.runtime.agreement import save_on_rank0
+    from dgl_grappa.runtime.checkpoint import fingerprint
 
-    mine = {"rng": rng_state(), "records": records}
-    rank = th.distributed.get_rank()
-    states = [None] * th.distributed.get_world_size() if rank == 0 else None
-    th.distributed.gather_object(mine, states, dst=0)
-    outcome = None
-    if rank == 0:
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "ranks": states,
-                 "records": records, "checksum": param_checksum(model),
-                 "schedule": {"k": cfg.schedule.k, "next": next_epoch // cfg.schedule.k if cfg.schedule.k else 0}}
-        try:
-            path = store.save(state, next_epoch, fingerprint(cfg), step=sum(r.get("steps", 0) for r in records))
-            outcome = ("ok", str(path))
-        except CheckpointError as exc:
-            outcome = ("error", str(exc))
-    status, body = meter.evaluator.wait_for_rank0(outcome)
-    if status != "ok":
-        raise CheckpointError(body)
-    return body
+    def state(ranks):
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "ranks": ranks,
+                "records": records, "checksum": param_checksum(model),
+                "schedule": {"k": cfg.schedule.k, "next": partitioning_index(next_epoch, cfg.schedule.k)}}
+
+    return save_on_rank0(store, state, records, next_epoch, fingerprint(cfg), sum(r.get("steps", 0) for r in records),
+                         meter.evaluator.wait_for_rank0)
 
 
 def load_checkpoint(path, cfg, model, optimizer):
-    """Every rank loads the same file (identical model and optimizer) and its own RNG states; never runs code from it."""
-    from dgl_grappa.runtime.checkpoint import fingerprint, set_rng_state
-    from dgl_grappa.runtime.checkpoint import load_checkpoint as read
+    """Every rank loads the same file (identical model and optimizer) and its own RNG states; never runs code from it.
 
-    ck = read(path, fingerprint(cfg))
+    A rank that cannot read the file gets its bytes from rank 0
+    (:func:`dgl_grappa.runtime.agreement.load_everywhere`, a collective).
+    """
+    from dgl_grappa.runtime.agreement import load_everywhere
+    from dgl_grappa.runtime.checkpoint import fingerprint, set_rng_state
+
+    ck = load_everywhere(path, fingerprint(cfg))
     model.load_state_dict(ck["model"])
     optimizer.load_state_dict(ck["optimizer"])
     ranks = ck["ranks"]
@@ -138,7 +136,7 @@ def train():
     th.set_num_threads(1)
 
     # run.device=cuda: the GPU of LOCAL_RANK; NCCL for the gradient all-reduce, gloo for the rest.
-    device = select_device(cfg.run.device, int(os.environ.get("LOCAL_RANK", 0)))
+    device = select_device(cfg.run.device, worker_identity(os.environ).local_rank)
     dgl.distributed.initialize(args.ip_config)
     th.distributed.init_process_group(backend=backend_for(cfg.run.device),
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))
@@ -174,7 +172,7 @@ def train():
 
     stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
     seg_start = args.start_epoch if args.segment_start is None else args.segment_start
-    prior, mine = [], []  # this rank's records before this job's segment, and inside it (from a checkpoint)
+    prior = []  # this rank's records before this job's segment (from a checkpoint)
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
                             optimizer=optimizer)
@@ -235,8 +233,7 @@ def train():
         meter.end_epoch(epoch, model.module)
         restart.setdefault("first_epoch_start", meter.epoch_started)
         restart["last_epoch_end"] = time.time()
-        every = cfg.checkpoint.every
-        if store is not None and (epoch + 1 == stop or (every > 0 and (epoch + 1) % every == 0)):
+        if store is not None and checkpoint_due(cfg, epoch, last=stop):
             t = time.perf_counter()
             save_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter)
             restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))

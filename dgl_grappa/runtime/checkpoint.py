@@ -225,6 +225,21 @@ def checkpoint_dir(cfg: Config, out_dir: str | Path | None = None) -> Path:
     return Path(out_dir if out_dir is not None else cfg.run.output_dir) / "checkpoints"
 
 
+def checkpoint_due(cfg: Config, epoch: int, last: int | None = None) -> bool:
+    """Whether a checkpoint follows ``epoch``: every ``checkpoint.every`` epochs, before a
+    repartition boundary and after the last epoch (``last``, default ``train.epochs``).
+
+    Example:
+        >>> from dgl_grappa.config import Config
+        >>> checkpoint_due(Config(), epoch=0, last=1)
+        True
+    """
+    nxt = epoch + 1
+    every = cfg.checkpoint.every
+    boundary = cfg.schedule.k > 0 and nxt % cfg.schedule.k == 0
+    return nxt == (cfg.train.epochs if last is None else last) or boundary or (every > 0 and nxt % every == 0)
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """A checkpoint chosen to resume from.
