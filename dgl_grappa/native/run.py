@@ -87,19 +87,6 @@ def prepare_partitions(cfg: Config, g, start_epoch: int, fresh: bool) -> dict:
     return stats
 
 
-def _builder(cfg: Config, start_epoch: int):
-    """The background builder for a run starting at ``start_epoch``, or None when no later partitioning is needed."""
-    if cfg.schedule.k <= 0:
-        return None
-    from ..partition.schedule import num_partitionings, resume_partitioning
-    from ..runtime.repartition import start_builder
-
-    if resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k) + 1 >= num_partitionings(cfg.train.epochs,
-                                                                                                 cfg.schedule.k):
-        return None
-    return start_builder(cfg)
-
-
 def run_native(cfg: Config) -> tuple[dict, dict]:
     """Train with spawned workers on this machine, restarting from checkpoints when a worker dies.
 
@@ -115,6 +102,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
         WorkerFailed: a worker died and no restart was left, or the deadline passed.
     """
     from ..data import load_dataset, num_classes
+    from ..runtime.repartition import start_builder
     from .trainer import train_worker
 
     out = Path(cfg.run.output_dir)
@@ -133,7 +121,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
             g = load_dataset(cfg.data)
             n_classes = num_classes(g)
             if point is None:
-                builder = _builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
+                builder = start_builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
             try:
                 stats = prepare_partitions(cfg, g, start, fresh=point is None)
                 _train_nodes_check(stats)
@@ -162,7 +150,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     t0 = time.perf_counter()
     while True:
         if builder is None:
-            builder = _builder(cfg, start)
+            builder = start_builder(cfg, start)
         port = cfg.launch.master_port or free_port()
         extra = (builder.channel if builder is not None else None, resume)
         try:

@@ -15,7 +15,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -35,34 +34,21 @@ from ..cluster.launch import (
 from ..config import Config, ConfigError
 from ..method.local_part import load_local, load_local_lean
 from ..method.local_runtime import LocalRuntime
-from ..method.models import build_model, gradient_bytes
+from ..method.models import build_model
 from ..method.reducers import TimedComm, make_correction
-from ..partition.share import share_partition
+from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
-    CheckpointError,
     CheckpointStore,
     checkpoint_dir,
+    checkpoint_due,
     fingerprint,
-    load_checkpoint,
-    resolve_resume,
-    rng_state,
     set_rng_state,
 )
 from ..runtime.evaluation import make_evaluator
-from ..runtime.metrics import (
-    ANON_PEAK,
-    EpochClock,
-    EpochLog,
-    HostWireMeter,
-    PhaseTimes,
-    WireMeter,
-    epoch_summary,
-    hosts_wire_summary,
-    median,
-    memory_stats,
-    ring_allreduce_wire_bytes,
-    write_json,
-)
+from ..runtime.meter import EpochMeter
+from ..runtime.metrics import ANON_PEAK, PhaseTimes, memory_stats
+from .floor import FloorProbe
+from .summary import write_summary
 
 log = logging.getLogger("dgl_grappa")
 
@@ -71,12 +57,14 @@ class Trainer:
     """One worker's gradient-only training: model, DDP hook, optimizer and the epoch loop.
 
     The parts, torchtitan-style: :meth:`train_step` (one batch), :meth:`train_epoch` (the
-    steps of one epoch, timed by :class:`~dgl_grappa.runtime.metrics.EpochClock`), :meth:`evaluate`
-    (the global evaluation when due), :meth:`fit` (every epoch, then the summary),
-    :meth:`state_dict` and :meth:`close` (teardown, the repartition driver included; safe
-    twice). The data side of the current partitioning is a separate object,
-    :class:`LocalRuntime` in :attr:`rt`, swapped at repartitioning boundaries while the
-    model, its DDP wrapper, the reducer and the optimizer carry over.
+    steps of one epoch, measured by :class:`~dgl_grappa.runtime.meter.EpochMeter`), :meth:`evaluate`
+    (the global evaluation when due), :meth:`fit` (every epoch, checkpoints, then the summary
+    of :mod:`.summary`), :meth:`state_dict` / :meth:`load_state_dict` and :meth:`close`
+    (teardown, the repartition driver included; safe twice). The data side of the current
+    partitioning is a separate object, :class:`LocalRuntime` in :attr:`rt`, swapped at
+    repartitioning boundaries (:meth:`_switch`) while the model, its DDP wrapper, the reducer
+    and the optimizer carry over. With ``run.floor`` a :class:`~.floor.FloorProbe` follows
+    every epoch.
 
     Args:
         ident: this worker (process group already initialised).
@@ -105,7 +93,7 @@ class Trainer:
         self.bar = None
         self._pool = None  # helper thread of train.prefetch (the backward pass)
         self.prefetched = None
-        self.records: list[dict] = []
+        self.meter = None
         self.epoch = 0  # the next epoch to train
         self.step = 0   # training steps taken so far
         self.resumed_from: str | None = None
@@ -114,15 +102,19 @@ class Trainer:
         try:
             # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
             self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir)
-            ck = self._agree_resume(cfg.checkpoint.resume if resume is None else resume)
+            agreed = agree_resume(cfg, cfg.checkpoint.resume if resume is None else resume, out_dir, self.fingerprint,
+                                  self.evaluator.wait_for_rank0)
+            ck, self.resumed_from = agreed if agreed is not None else (None, None)
             start = int(ck["epoch"]) if ck is not None else 0
             if cfg.schedule.k > 0:
-                from ..runtime.repartition import RepartitionDriver  # first, so a builder starts while we load
+                from ..runtime.repartition import RepartitionDriver
+
+                # first, so that a builder starts while this worker loads its part
                 self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel, start_epoch=start)
                 if ck is not None and "schedule" in ck:
                     self.driver.load_state_dict(ck["schedule"])
                 if start > 0:
-                    part_config = self._resume_partitioning()
+                    part_config = self.driver.resumed_part_config(self.evaluator.wait_for_rank0)
             torch.manual_seed(cfg.train.seed)
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
@@ -148,10 +140,9 @@ class Trainer:
             self.correction.set_contributors(self.rt.contributors)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-            self.clock = EpochClock()
-            self.wire = WireMeter(main=ident.is_main)  # loopback bytes of the job's private netns, training only
-            self.host_wire = HostWireMeter(ident.host_index, ident.local_rank)  # across hosts: each host's NIC
-            self.mlog = EpochLog(self.out_dir, cfg.run.tensorboard) if ident.is_main else None
+            self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir, cfg.run.tensorboard)
+            self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
+                          if cfg.run.floor else None)
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
@@ -239,7 +230,7 @@ class Trainer:
         """Train one epoch (switching partitionings first when one starts here); its record.
 
         The record's ``epoch_time_s`` is the epoch's slowest worker, measured by
-        :class:`~dgl_grappa.runtime.metrics.EpochClock` (the same clock as the DistDGL trainer's);
+        :class:`~dgl_grappa.runtime.meter.EpochMeter` (the same meter as the DistDGL trainer's);
         ``worker_epoch_time_s`` is this worker's own; ``wire_bytes`` (rank 0, in a private
         network namespace) the loopback bytes of that window.
         """
@@ -254,23 +245,20 @@ class Trainer:
             rec["partitioning"] = self.driver.current
         self.epoch = epoch + 1
         self.step += self.rt.steps
-        if self.cfg.run.floor:
-            rec.update(self.floor_epoch(epoch))
+        if self.floor is not None:
+            rec.update(self.floor.measure(lambda: self._run_epoch(epoch), self.rt.steps))
         return rec
 
     def _run_epoch(self, epoch: int) -> dict:
-        """The steps of one epoch under the epoch clock; its record (time, phases, bytes, loss)."""
+        """The steps of one epoch under the epoch meter; its record (time, phases, bytes, loss)."""
         self.ddp.train()
         rt = self.rt
         losses, weights = [], []
-        times = PhaseTimes()
-        inputs = rt.epoch_inputs(epoch, times)
         # train.prefetch: the next batch is sampled while this step's backward and all-reduce run.
         prefetch = rt.prefetch and rt.steps > 1
         self.comm.take_inflight()
-        self.wire.start()   # rank 0, before the barrier: nobody sends before it
-        self.host_wire.start()
-        self.clock.start()  # the barrier
+        times = self.meter.start()  # the barrier
+        inputs = rt.epoch_inputs(epoch, times)
         self.prefetched = next(inputs) if prefetch else None
         for step in range(rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
@@ -281,86 +269,21 @@ class Trainer:
             losses.append(loss)
             weights.append(weight)
         self.prefetched = None
-        mine = self.clock.stop()
+        self.meter.stop()
         inputs.close()
-        ANON_PEAK.sample()  # after the timed region: /proc reads stay out of the epoch
-        # After the timed region; also the point where every worker has finished its steps.
-        slowest = self.clock.slowest(mine)
-        wire = self.wire.stop()
-        hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
-        if hosts:
-            wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
+        common = self.meter.end()
         remote, local = rt.features.take_bytes()
-        rec = {"epoch": epoch, "epoch_time_s": slowest, "worker_epoch_time_s": mine,
-               **times.breakdown(mine, slowest), "allreduce_inflight_s": self.comm.take_inflight(),
-               "loss": sum(losses) / len(losses),
-               "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
-               "feature_bytes": remote, "local_feature_bytes": local, "wire_bytes": wire}
-        if hosts is not None:
-            rec["wire_hosts"] = hosts
-        return rec
-
-    def floor_epoch(self, epoch: int) -> dict:
-        """Measure the floor of ``epoch`` in this run (``run.floor``): what the epoch cannot beat.
-
-        Two timed passes right after the real epoch, by the same epoch clock, neither of which
-        changes the training: (1) the same steps (same batches, same model, loss and
-        optimizer) with the no-op hook, i.e. local compute on this worker's part without any
-        communication (model, optimizer and RNG state are restored afterwards, so the run's
-        trajectory is bit-identical with and without the floor); (2) the all-reduce alone:
-        the same number of steps, each all-reducing buffers of the sizes the hook all-reduced
-        in the real epoch's last step (same count, same bytes), nothing else.
-
-        Returns:
-            ``floor_epoch_time_s`` (1), ``allreduce_only_s`` (2), ``floor_grad_bytes`` (bytes
-            the hook handed to collectives during (1): 0, but for the shrinkage-to-mean
-            scalar all-reduced before each backward), ``floor_wire_bytes`` (rank 0, in a
-            private network namespace: the loopback bytes of (1)), and pass (1)'s phases
-            as ``floor_<phase>_s``.
-        """
-        import copy
-
-        payload = list(self.comm.step_payload)
-        # DGL's sampling RNG needs no saving: every epoch's batches reseed it (LocalBatches.epoch).
-        snap = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict()),
-                torch.get_rng_state())
-        self.correction.take_bytes()
-        self.comm.noop = True
-        try:
-            floor = self._run_epoch(epoch)
-        finally:
-            self.comm.noop = False
-            self.model.load_state_dict(snap[0])
-            self.optimizer.load_state_dict(snap[1])
-            torch.set_rng_state(snap[2])
-        out = {"floor_epoch_time_s": floor["epoch_time_s"], "floor_grad_bytes": floor["grad_bytes"],
-               "floor_wire_bytes": floor["wire_bytes"]}
-        out.update({f"floor_{k}": floor[k] for k in floor if k.endswith("_s") and k not in
-                    ("epoch_time_s", "worker_epoch_time_s", "allreduce_inflight_s")})
-        out["allreduce_only_s"] = self.allreduce_only_epoch(self.rt.steps, payload)
-        return out
-
-    def allreduce_only_epoch(self, steps: int, payload_bytes: list[int]) -> float:
-        """The epoch clock around ``steps`` x one all-reduce per bucket of ``payload_bytes`` (float32).
-
-        Buckets are launched asynchronously and then waited for, as DDP does at the end of
-        backward; the group is the correction's.
-        """
-        group = self.correction.state.group
-        bufs = [torch.zeros(max(1, b // 4), dtype=torch.float32) for b in payload_bytes]
-        self.clock.start()
-        for _ in range(steps):
-            works = [dist.all_reduce(b, group=group, async_op=True) for b in bufs]
-            for w in works:
-                w.wait()
-        return self.clock.slowest(self.clock.stop())
+        return {"epoch": epoch, **common, "allreduce_inflight_s": self.comm.take_inflight(),
+                "loss": sum(losses) / len(losses),
+                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
+                "feature_bytes": remote, "local_feature_bytes": local}
 
     def evaluate(self, epoch: int) -> dict:
         """The global evaluation after ``epoch`` when due (a collective; rank 0 evaluates), else {}."""
         return self.evaluator.after_epoch(self.model, epoch)
 
     def fit(self) -> dict | None:
-        """Train every remaining epoch, log each, and write the summary.
+        """Train every remaining epoch, log each, checkpoint when due, and write the summary.
 
         Returns:
             summary.json's content on rank 0, None on the other ranks.
@@ -369,145 +292,33 @@ class Trainer:
         self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
                         disable=not (ident.is_main and cfg.run.progress))
         t_loop = time.perf_counter()
-        restored = len(self.records)
+        restored = len(self.meter.records)
         for epoch in range(self.epoch, cfg.train.epochs):
             rec = self.train_epoch(epoch)
             rec.update(self.evaluate(epoch))
-            self.records.append(rec)
+            self.meter.record(rec)
             if ident.is_main:
-                self.mlog.write(rec)
                 self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
                                      val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
                 self.bar.update(1)
-            if self.checkpoint_due(epoch):
+            if checkpoint_due(cfg, epoch):
                 self.save_checkpoint()
         self.bar.close()
-        train_wall = time.perf_counter() - t_loop - sum(r.get("eval_time_s", 0.0) for r in self.records[restored:])
-        return self.summary(train_wall)
+        evals = sum(r.get("eval_time_s", 0.0) for r in self.meter.records[restored:])
+        return write_summary(self, time.perf_counter() - t_loop - evals)
 
-    def checkpoint_due(self, epoch: int) -> bool:
-        """Whether a checkpoint follows ``epoch``: every ``checkpoint.every`` epochs, before a
-        repartition boundary and after the last epoch."""
-        nxt = epoch + 1
-        every = self.cfg.checkpoint.every
-        boundary = self.cfg.schedule.k > 0 and nxt % self.cfg.schedule.k == 0
-        return nxt == self.cfg.train.epochs or boundary or (every > 0 and nxt % every == 0)
-
-    def save_checkpoint(self) -> str | None:
-        """Write a checkpoint of the state after the last trained epoch (a collective; rank 0 writes).
-
-        Every rank's RNG states and records are gathered to rank 0, which writes the file
-        atomically (:class:`~dgl_grappa.runtime.checkpoint.CheckpointStore`); the others wait on the
-        evaluation group (bounded by ``run.eval_timeout_s``) for the outcome.
-
-        Returns:
-            The checkpoint's path.
+    def save_checkpoint(self) -> str:
+        """Write a checkpoint of the state after the last trained epoch (a collective; rank 0 writes,
+        :func:`~dgl_grappa.runtime.agreement.save_on_rank0`); its path.
 
         Raises:
             CheckpointError: on every rank, when rank 0 could not write it (disk full, ...).
         """
-        mine = {"rng": rng_state(), "records": self.records}
-        gathered = [None] * self.ident.world_size if self.ident.is_main else None
-        dist.gather_object(mine, gathered, dst=0)
-        outcome = None
+        path = save_on_rank0(self.store, lambda ranks: dict(self.state_dict(), ranks=ranks), self.meter.records,
+                             self.epoch, self.fingerprint, self.step, self.evaluator.wait_for_rank0)
         if self.ident.is_main:
-            state = self.state_dict()
-            state["ranks"] = gathered
-            try:
-                outcome = ("ok", str(self.store.save(state, self.epoch, self.fingerprint, self.step)))
-            except CheckpointError as exc:
-                outcome = ("error", str(exc))
-        status, body = self.evaluator.wait_for_rank0(outcome)
-        if status != "ok":
-            raise CheckpointError(body)
-        if self.ident.is_main:
-            log.info("checkpoint after epoch %d (step %d): %s", self.epoch - 1, self.step, body)
-        return body
-
-    def _agree_resume(self, resume: str) -> dict | None:
-        """Every rank: the checkpoint to resume from (rank 0 chooses; ``resume`` = "", "auto" or a file).
-
-        Rank 0 picks the checkpoint (the newest intact one for "auto", with a log line for
-        every corrupt one it passes) and tells the others; every rank then reads that file.
-        A rank that cannot read it (storage not shared) gets its bytes from rank 0.
-        """
-        choice = None
-        if self.ident.is_main and resume:  # reads and hashes files: the others wait on the evaluation group
-            try:
-                point = resolve_resume(self.cfg, resume, self.out_dir)
-                choice = ("ok", point.path if point is not None else None)
-            except CheckpointError as exc:
-                choice = ("error", str(exc))
-        choice = self.evaluator.wait_for_rank0(choice)
-        if choice is None:
-            return None
-        status, path = choice
-        if status != "ok":
-            raise CheckpointError(path)
-        if path is None:
-            if self.ident.is_main:
-                log.info("resume=auto: no checkpoint in %s; starting from epoch 0", self.store.root)
-            return None
-        ck, why = None, None
-        try:
-            ck = load_checkpoint(path, self.fingerprint)
-        except CheckpointError as exc:
-            why = str(exc)
-        ok = torch.tensor([0 if ck is None else 1])
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-        if int(ok[0]) == 0:  # somebody cannot read the file: rank 0 sends it
-            if self.ident.is_main and ck is None:
-                raise CheckpointError(why)
-            data = [Path(path).read_bytes() if self.ident.is_main else None]
-            dist.broadcast_object_list(data, src=0)
-            if ck is None:
-                import io
-
-                ck = torch.load(io.BytesIO(data[0]), map_location="cpu", weights_only=True)
-        self.resumed_from = path
-        return ck
-
-    def _resume_partitioning(self) -> str:
-        """The json of the partitioning a resumed run starts on (rank 0 rebuilds it when missing)."""
-        j = self.driver.current
-        if self.ident.is_main:
-            from ..partition.schedule import resume_schedule
-
-            # Started by the launcher, this is a check (the launcher ensured it already); started
-            # by an external starter (torchrun, Slurm), rank 0 builds it here when missing.
-            resume_schedule(self.cfg, j)
-        self.evaluator.wait_for_rank0()  # bounded by run.eval_timeout_s
-        return self.driver.part_config(j)
-
-    def summary(self, train_wall_s: float) -> dict | None:
-        """Gather the per-worker figures (once, after training) and, on rank 0, write summary.json.
-
-        Args:
-            train_wall_s: wall time of the epoch loop without evaluation (epochs + switches).
-        """
-        lp, rt, records = self.rt.lp, self.rt, self.records
-        mine = {"rank": self.ident.rank, "part": self.ident.part, "inner_nodes": lp.num_inner,
-                "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
-                "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
-                "setup": self.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
-                "one_time_bytes": self.one_time_bytes, "rows_held": lp.rows_held,
-                "coverage_train": rt.coverage_stats(),
-                "epoch_time_s": median([r["worker_epoch_time_s"] for r in records]),
-                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in records]),
-                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in records]),
-                "feature_bytes_total": sum(r["feature_bytes"] for r in records)}
-        per_worker: list = [None] * self.ident.world_size
-        dist.all_gather_object(per_worker, mine)
-        if not self.ident.is_main:
-            return None
-        summary = build_summary(self.cfg, records, per_worker, rt.steps, gradient_bytes(self.model))
-        summary["device"] = str(self.device)
-        if (wh := hosts_wire_summary(records)) is not None:
-            summary["wire_hosts"] = wh
-        if self.driver is not None:
-            summary.update(self.driver.summary(train_wall_s))
-        write_json(self.out_dir / "summary.json", summary)
-        return summary
+            log.info("checkpoint after epoch %d (step %d): %s", self.epoch - 1, self.step, path)
+        return path
 
     def state_dict(self) -> dict:
         """What a checkpoint holds besides every rank's RNG states and records (added by
@@ -516,10 +327,7 @@ class Trainer:
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
                  "step": self.step}
         if self.driver is not None:
-            from ..partition.schedule import partitioning_index
-
-            state["schedule"] = dict(self.driver.state_dict(),
-                                     next=partitioning_index(self.epoch, self.cfg.schedule.k))
+            state["schedule"] = self.driver.state_dict(self.epoch)
         return state
 
     def load_state_dict(self, ck: dict) -> None:
@@ -535,21 +343,20 @@ class Trainer:
         ranks = ck.get("ranks") or []
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
         if mine is not None:
-            self.records = [dict(r) for r in mine["records"] if r["epoch"] < self.epoch]
+            # metrics.jsonl restarts with the epochs the checkpoint covers
+            self.meter.preload(r for r in mine["records"] if r["epoch"] < self.epoch)
             set_rng_state(mine["rng"])
-        if self.mlog is not None:
-            for rec in self.records:  # metrics.jsonl restarts with the epochs the checkpoint covers
-                self.mlog.write(rec)
         if self.ident.is_main:
             log.info("resumed from %s: epoch %d, step %d", self.resumed_from, self.epoch, self.step)
 
     def close(self) -> None:
-        """Teardown: the progress bar and the repartition driver (its builder). Safe twice."""
+        """Teardown: the progress bar, the log, the helper thread, the evaluator and the repartition
+        driver (its builder). Safe twice."""
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        if getattr(self, "mlog", None) is not None:
-            self.mlog.close()
+        if self.meter is not None:
+            self.meter.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
@@ -565,12 +372,6 @@ class Trainer:
         model, its DDP wrapper, the reducer and the optimizer state carry over untouched.
         """
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
-        if self.cfg.launch.copy_partitions:  # hosts without shared storage: rank 0 sends the new parts
-            share_partition(part_config, self.ident.rank, self.ident.host_index, self.cfg.train.halo)
-            if self.ident.host_index != 0 and self.ident.local_rank == 0:  # host 0's are rank 0's to remove
-                from ..partition.schedule import partition_root, remove_old
-
-                remove_old(partition_root(self.out_dir), self.driver.current, self.cfg.schedule.keep_last)
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
         lp = load_local(part_config, self.ident.part, self.cfg.train.halo, self.cfg.first_hop)
@@ -604,70 +405,10 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
     return summary
 
 
-def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int) -> dict:
-    """The run's summary.json (see the README for every field)."""
-    return {
-        "system": "grappa",
-        "name": cfg.name,
-        "dataset": cfg.data.name,
-        "model": cfg.model.name,
-        "num_layers": cfg.model.num_layers,
-        "num_parts": cfg.partition.num_parts,
-        "partition_method": cfg.partition.method,
-        "mode": cfg.train.mode,
-        "halo": cfg.train.halo,
-        "first_hop": cfg.first_hop,
-        "empty": cfg.model.empty if cfg.model.name == "sage" else None,
-        "correction": cfg.grappa.correction,
-        "hops": cfg.hops,
-        "steps_per_epoch": steps,
-        # epochs, epoch/train/eval time (one clock and one rule for every system: the median
-        # over epochs of each epoch's slowest worker), accuracies and wire bytes
-        **epoch_summary(records),
-        **floor_summary(records),
-        "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
-        "model_grad_bytes": model_grad_bytes,
-        "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),
-        "feature_bytes_total": sum(w["feature_bytes_total"] for w in per_worker),
-        # all workers together: what the app handed over (wire bytes: measured, above)
-        "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
-        + sum(w["feature_bytes_per_epoch"] for w in per_worker),
-        # One-time bytes (halo rows and first-hop aggregates, read once per partitioning, all
-        # workers and partitionings together) and what they add to every epoch they serve.
-        "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
-        "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(records), 1),
-        # Memory: feature-width rows a worker holds (features, + aggregates with exact) per inner node.
-        "rows_held_max": max(w["rows_held"] for w in per_worker),
-        "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
-        "workers": per_worker,
-        "config": asdict(cfg),
-    }
-
-
 def _timed_backward(loss: Tensor) -> float:
     """``loss.backward()`` (in train.prefetch's helper thread); returns the time it ended."""
     loss.backward()
     return time.perf_counter()
-
-
-def floor_summary(records: list[dict]) -> dict:
-    """The floor's summary fields (``run.floor``; all None when it was not measured).
-
-    ``floor_epoch_s``: median over epochs of the no-op-reducer epoch (local compute only);
-    ``allreduce_only_s``: median of the all-reduce-alone epoch; ``floor_s``: their sum, the
-    time an epoch cannot beat; ``epoch_over_floor``: ``epoch_time_s / floor_s`` (medians of
-    epochs measured in the same run, interleaved epoch by epoch); ``floor_grad_bytes_per_epoch``.
-    """
-    fl = [r for r in records if "floor_epoch_time_s" in r]
-    if not fl:
-        return {"floor_epoch_s": None, "allreduce_only_s": None, "floor_s": None, "epoch_over_floor": None}
-    f = median([r["floor_epoch_time_s"] for r in fl])
-    a = median([r["allreduce_only_s"] for r in fl])
-    e = median([r["epoch_time_s"] for r in fl])
-    return {"floor_epoch_s": f, "allreduce_only_s": a, "floor_s": f + a, "epoch_over_floor": e / (f + a),
-            "floor_grad_bytes_per_epoch": median([r["floor_grad_bytes"] for r in fl]),
-            "floor_phases": {k[len("floor_"):]: median([r[k] for r in fl]) for k in fl[0]
-                             if k.startswith("floor_") and k.endswith("_s") and k != "floor_epoch_time_s"}}
 
 
 def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str,

@@ -44,7 +44,9 @@ from ..partition.schedule import (
     partitioning_index,
     remove_old,
     resume_partitioning,
+    resume_schedule,
 )
+from ..partition.share import share_partition
 
 log = logging.getLogger("dgl_grappa")
 
@@ -211,9 +213,10 @@ class BackgroundBuilder(BuilderClient):
             self.proc.join(5.0)
 
 
-def start_builder(cfg: Config) -> BackgroundBuilder | None:
-    """Launcher side: the builder for a run, or None when the run needs no second partitioning."""
-    if cfg.schedule.k <= 0 or num_partitionings(cfg.train.epochs, cfg.schedule.k) < 2:
+def start_builder(cfg: Config, start_epoch: int = 0) -> BackgroundBuilder | None:
+    """Launcher side: the builder for a run starting at ``start_epoch``, or None when no later partitioning is needed."""
+    k, epochs = cfg.schedule.k, cfg.train.epochs
+    if k <= 0 or resume_partitioning(start_epoch, epochs, k) + 1 >= num_partitionings(epochs, k):
         return None
     return BackgroundBuilder(cfg, partition_root(cfg.run.output_dir), Path(cfg.run.output_dir) / "builder.log")
 
@@ -284,10 +287,25 @@ class RepartitionDriver:
         """The json of partitioning ``j`` (default: the current one)."""
         return str(part_config_path(self.root / str(self.current if j is None else j)))
 
-    def state_dict(self) -> dict:
-        """What a checkpoint keeps of the schedule: position, switch records, what was asked of the builder."""
+    def resumed_part_config(self, wait_for_rank0) -> str:
+        """Every worker: the json of the partitioning a resumed run starts on (rank 0 rebuilds it when missing).
+
+        Args:
+            wait_for_rank0: the evaluator's bounded wait (``run.eval_timeout_s``) for rank 0's check.
+        """
+        if self.ident.is_main:
+            # Started by the launcher, this is a check (the launcher ensured it already); started
+            # by an external starter (torchrun, Slurm), rank 0 builds it here when missing.
+            resume_schedule(self.cfg, self.current)
+        wait_for_rank0()
+        return self.part_config()
+
+    def state_dict(self, next_epoch: int) -> dict:
+        """What a checkpoint keeps of the schedule: position, switch records, what was asked of the builder,
+        and ``next``, the partitioning of ``next_epoch`` (the epoch the checkpoint resumes at)."""
         return {"k": self.k, "current": self.current, "initial": self.initial, "switches": self.switches,
-                "requested": sorted(self.builder.requested) if self.builder is not None else []}
+                "requested": sorted(self.builder.requested) if self.builder is not None else [],
+                "next": partitioning_index(next_epoch, self.k)}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the records of a checkpoint (the position comes from the resumed epoch)."""
@@ -295,7 +313,11 @@ class RepartitionDriver:
         self.switches = [s for s in state.get("switches", []) if s.get("index", 0) <= self.current]
 
     def agree(self, epoch: int) -> tuple[str, float]:
-        """Every worker: the next partitioning's json once it is ready, and the stall (s)."""
+        """Every worker: the next partitioning's json once it is ready, and the stall (s).
+
+        With ``launch.copy_partitions`` (hosts without shared storage) rank 0 then sends the
+        new parts to the other hosts, whose first worker removes their old copies.
+        """
         j = partitioning_index(epoch, self.k)
         t0 = time.perf_counter()
         payload: list = [None]
@@ -311,6 +333,11 @@ class RepartitionDriver:
             raise BuildError(f"rank {self.ident.rank}: repartition at epoch {epoch} failed: {body}")
         self._pending = body
         self.current = j
+        ident = self.ident
+        if self.cfg.launch.copy_partitions:
+            share_partition(body["part_config"], ident.rank, ident.host_index, self.cfg.train.halo)
+            if ident.host_index != 0 and ident.local_rank == 0:  # host 0's are rank 0's to remove (record())
+                remove_old(self.root, self.current, self.cfg.schedule.keep_last)
         return body["part_config"], stall
 
     def record(self, rt, stall_s: float, load_s: float, epoch: int | None = None) -> dict | None:

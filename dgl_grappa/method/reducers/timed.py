@@ -6,7 +6,7 @@ of the backward computation, as far as communication is concerned), how long eac
 collective was in flight, and the payload bytes of every bucket (what an all-reduce of the
 same buckets alone must move). With ``noop`` set, the hook returns the local gradient
 without communicating: the floor of an epoch (local compute only) is the same job run that
-way (see :meth:`dgl_grappa.native.trainer.Trainer.floor_epoch`).
+way (see :class:`dgl_grappa.native.floor.FloorProbe`).
 
 The cost is two ``perf_counter`` reads and one future callback per bucket.
 
