@@ -39,6 +39,7 @@ def _cell(seed, layers, accs, *, dataset="syn", partition="random", parts=4, mod
             "partition": {"num_nodes": 100}}
 
 
+@pytest.mark.unit
 def test_t_interval_matches_scipy():
     from scipy import stats
 
@@ -51,6 +52,7 @@ def test_t_interval_matches_scipy():
     assert br.t_interval([]) == (None, None, None)
 
 
+@pytest.mark.unit
 def test_accuracy_rows_paired_differences_and_goal_marks():
     cells = []
     for s, (b, g2, g3) in enumerate([(0.80, 0.795, 0.795), (0.82, 0.81, 0.815), (0.81, 0.80, 0.80)]):
@@ -73,6 +75,7 @@ def test_accuracy_rows_paired_differences_and_goal_marks():
     assert goals[2]["met"] is True and "no run repartitioned" in goals[2]["figure"]  # schedule.k = 0: no stall
 
 
+@pytest.mark.unit
 def test_convergence_compares_the_last_fifth_of_the_epochs_with_the_fifth_before():
     def recs(vals):  # evaluated every 2nd epoch of 20
         return [{"epoch": e, **({"val_acc": vals[e // 2]} if e % 2 else {})} for e in range(20)]
@@ -90,6 +93,7 @@ def test_convergence_compares_the_last_fifth_of_the_epochs_with_the_fifth_before
     assert br.accuracy_table(rows).splitlines()[-1].endswith("| 0/1 |")
 
 
+@pytest.mark.unit
 def test_a_seed_without_its_distdgl_run_is_not_paired():
     cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.7}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.9},
                                                                  status={"distdgl": "failed"})]
@@ -98,6 +102,7 @@ def test_a_seed_without_its_distdgl_run_is_not_paired():
     assert g["diff_mean"] == pytest.approx(-10.0) and g["diff_lo"] is None
 
 
+@pytest.mark.unit
 def test_coverage_counts_done_partial_failed_stale_and_outside():
     plan_cells = {}
     for s in range(4):
@@ -134,6 +139,7 @@ def test_coverage_counts_done_partial_failed_stale_and_outside():
     assert next(r for r in rows if r["system"] == "distdgl")["seeds"] == 2
 
 
+@pytest.mark.unit
 def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when_measured():
     cells = [_cell(0, 2, {"distdgl": 0.80, "grappa": 0.77}, bw="1gbit", epoch={"distdgl": 2.0, "grappa": 0.4},
                    bytes_={"distdgl": 4e6, "grappa": 5e4}),
@@ -161,6 +167,7 @@ def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when
     assert br.speed_goals(rows)[3]["met"] is False
 
 
+@pytest.mark.unit
 def test_phase_table_gives_each_phase_its_share_of_the_epoch_and_skips_runs_without_phases():
     cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8})]
     for c, gather in zip(cells, (0.2, 0.4)):  # DistDGL's gather differs by seed: the row averages it
@@ -178,6 +185,7 @@ def test_phase_table_gives_each_phase_its_share_of_the_epoch_and_skips_runs_with
     assert "| grappa |" not in md
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kind", ["accuracy", "speed"])
 def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
     cells = [_cell(s, layers, {"distdgl": 0.8, "grappa": 0.79 + s / 100}) for s in range(2) for layers in (2, 3)]
@@ -200,6 +208,7 @@ def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
         assert pngs == ["acc_vs_time.png", "bytes_per_epoch.png", "speedup.png"]
 
 
+@pytest.mark.unit
 def test_derive_metrics_amortises_one_time_bytes():
     s = {"epochs": 4, "wire_bytes_per_epoch": 1000.0, "app_bytes_per_epoch": 900.0, "test_acc": 0.5,
          "workers": [{"halo_bytes_loaded": 200}, {"halo_bytes_loaded": 200}], "config": {"x": 1},
@@ -212,6 +221,7 @@ def test_derive_metrics_amortises_one_time_bytes():
     assert m["one_time_bytes"] == 4000 and m["bytes_per_epoch_amortised"] == 1900.0 and m["bytes_source"] == "app"
 
 
+@pytest.mark.unit
 def test_config_changes_ignore_new_keys_at_their_default():
     default = {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}}
     old = {"train": {"epochs": 10, "gone": 1}, "grappa": {"correction": "batch"}}
@@ -222,6 +232,7 @@ def test_config_changes_ignore_new_keys_at_their_default():
                                        "grappa.correction: 'batch' -> 'none'"]
 
 
+@pytest.mark.unit
 def test_a_cell_stays_done_when_only_the_data_location_differs():
     # A cell archived on one machine (data.root next to that checkout) and planned in a clone
     # elsewhere: the same graph read from another folder is the same run.
@@ -237,6 +248,7 @@ def test_a_cell_stays_done_when_only_the_data_location_differs():
     assert config_changes(stored, bench.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
 
 
+@pytest.mark.unit
 def test_a_cell_stays_done_when_only_compare_settings_differ():
     # compare.variants' default moved from [batch] to [none]; no bench run reads it, so cells
     # stored before stay done. compare.script (the DistDGL trainer) does reach a run.
@@ -273,6 +285,7 @@ def _write_bench(tmp_path: Path, bench: str, extra: str = "") -> Path:
     return tmp_path / "bench.yaml"
 
 
+@pytest.mark.unit
 def test_expand_axes_fanouts_systems_and_shared_partitions(tmp_path):
     path = _write_bench(tmp_path, f"""
 datasets: [{tmp_path / 'base.yaml'}]
@@ -305,6 +318,7 @@ systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
     assert pdir(partition="random", seed=0, model="sage") == pdir(partition="random", seed=0, model="gcn")
 
 
+@pytest.mark.unit
 def test_extra_sub_matrices_join_the_matrix_and_follow_the_selection(tmp_path):
     path = _write_bench(tmp_path, f"""
 datasets: [{tmp_path / 'base.yaml'}]
@@ -378,6 +392,7 @@ def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
 # partition.seed
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
     from dgl_grappa.config import DataConfig, SyntheticConfig
     from dgl_grappa.data import load_dataset
@@ -494,6 +509,7 @@ archive: {tmp_path / 'archive'}
     assert "runs ok 3 of 6" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.unit
 def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     out, arch = tmp_path / "out", tmp_path / "archive"
     a = {"cell_id": "a", "axes": {"seed": 0}, "systems": {"grappa": {"status": "ok"}}}
@@ -519,6 +535,7 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     assert bench.read_archived(bench.archive_path(arch, "b")) is None
 
 
+@pytest.mark.unit
 def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs():
     """One noisy final evaluation is not the statistic: the window's mean is, for every system alike."""
     recs = [{"epoch": e, **({"test_acc": a, "val_acc": a} if a is not None else {})}
@@ -533,6 +550,7 @@ def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs(
     assert g["acc_mean"] == pytest.approx(0.80) and g["diff_mean"] == pytest.approx(0.0)
 
 
+@pytest.mark.unit
 def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
     cells = [_cell(s, 2, {"distdgl": 0.80, "grappa": 0.80, "grappa-old": 0.70}) for s in range(2)]
     goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
@@ -542,6 +560,7 @@ def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
     assert goal["met"] is False and "syn random-4 sage-3 -1.00 (n=2)" in goal["figure"]
 
 
+@pytest.mark.unit
 def test_pooled_by_depth_separates_scatter_from_a_systematic_loss():
     rows = [{"layers": 3, "diff_mean": d} for d in (-0.1, +0.5, +0.2, -0.05)] + [{"layers": 2, "diff_mean": -0.3}]
     text = br.pooled_by_depth(rows)
@@ -552,6 +571,7 @@ def test_pooled_by_depth_separates_scatter_from_a_systematic_loss():
     assert br.pooled_by_depth([]) == ""
 
 
+@pytest.mark.unit
 def test_time_to_target_counts_setup_and_epochs_up_to_the_first_hit():
     recs = [{"epoch": e, "epoch_time_s": 1.0, **({"val_acc": v} if v is not None else {})}
             for e, v in enumerate([0.2, None, 0.7, 0.6, 0.9])]
@@ -561,6 +581,7 @@ def test_time_to_target_counts_setup_and_epochs_up_to_the_first_hit():
     assert br.time_to_target(None, 0.1) is None
 
 
+@pytest.mark.unit
 def test_accuracy_rows_race_every_system_to_98_percent_of_distdgl_plateau():
     def run(vals, dt, load_s=None):
         recs = [{"epoch": e, "epoch_time_s": dt, "val_acc": v, "test_acc": v} for e, v in enumerate(vals)]
@@ -579,6 +600,7 @@ def test_accuracy_rows_race_every_system_to_98_percent_of_distdgl_plateau():
     assert "2.5 (1/1)" in br.accuracy_table([base, g, slow]) and "- (0/1)" in br.accuracy_table([base, g, slow])
 
 
+@pytest.mark.unit
 def test_tta_summary_counts_faster_rows_and_names_the_misses():
     rows = [{"system": "distdgl", "seeds": 3, "tta_speedup": None, "tta_reached": 3},
             {"system": "grappa", "seeds": 3, "tta_speedup": 2.0, "tta_reached": 3, "dataset": "cora",

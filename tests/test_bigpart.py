@@ -27,6 +27,8 @@ from dgl_grappa.partition import bigpart  # noqa: E402
 from dgl_grappa.partition.layout import read_stats
 from dgl_grappa.partition.store import partition
 
+pytestmark = pytest.mark.unit
+
 CFG = SyntheticConfig(num_nodes=20_000, avg_degree=10, feat_dim=16, seed=3)
 # Small chunks so that the graph spans several edge chunks, buckets and top-up rounds.
 GEN = {"chunk_edges": 30_000, "feat_rows": 3_000}

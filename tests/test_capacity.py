@@ -14,6 +14,8 @@ from dgl_grappa.bench.capacity import (
     ring_factor,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def test_ring_factor_is_what_a_ring_allreduce_sends():
     # reduce-scatter + all-gather: each of P-1 rounds sends 1/P of the payload, twice

@@ -12,6 +12,8 @@ import torch
 from dgl_grappa.config import load_config
 from dgl_grappa.runtime import checkpoint as C
 
+pytestmark = pytest.mark.unit
+
 FP = {"model.hidden": 8}
 
 

@@ -33,12 +33,14 @@ from dgl_grappa.env import ENV_JOB
 # --- ip_config ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_ip_config_lines_ports_comments():
     text = "# two machines\n\n10.0.0.1 30050   # head\n  10.0.0.2\nnode-3.cluster 40000\n::1 30060\n"
     assert parse_ip_config(text) == [IpConfigEntry("10.0.0.1", 30050), IpConfigEntry("10.0.0.2", None),
                                      IpConfigEntry("node-3.cluster", 40000), IpConfigEntry("::1", 30060)]
 
 
+@pytest.mark.unit
 def test_ip_config_same_ip_different_ports_is_fine_but_duplicates_are_not():
     assert len(parse_ip_config("127.0.0.1 30050\n127.0.0.1 30060\n")) == 2
     # no port = DGL's default 30050, so this repeats line 1
@@ -46,6 +48,7 @@ def test_ip_config_same_ip_different_ports_is_fine_but_duplicates_are_not():
         parse_ip_config("127.0.0.1 30050\n127.0.0.1\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, match", [
     ("10.0.0.1 30050 2\n", r"ip_config line 1: .* has 3 fields"),
     ("10.0.0.1\n10.0.0.2 port\n", r"line 2: port 'port' must be a number"),
@@ -59,6 +62,7 @@ def test_ip_config_junk_is_one_line_error(text, match):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.unit
 def test_ip_config_file_roundtrip_is_dgl_clean(tmp_path):
     p = tmp_path / "ip_config.txt"
     p.write_text("# c\n10.0.0.1\n10.0.0.2 30060\n")
@@ -74,6 +78,7 @@ def test_ip_config_file_roundtrip_is_dgl_clean(tmp_path):
 # --- Slurm lists -------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, hosts", [
     ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
     ("node[01-03,07],gpu5", ["node01", "node02", "node03", "node07", "gpu5"]),
@@ -87,12 +92,14 @@ def test_expand_nodelist(text, hosts):
     assert expand_nodelist(text) == hosts
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text", ["node[1-3", "node1-3]", "node[3-1]", "node[a-b]", "a,,b", "n[[1]]"])
 def test_expand_nodelist_rejects_junk(text):
     with pytest.raises(ConfigError, match="host list"):
         expand_nodelist(text)
 
 
+@pytest.mark.unit
 def test_expand_tasks_per_node():
     assert expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
     assert expand_tasks_per_node("4") == [4]
@@ -106,12 +113,14 @@ TORCHRUN = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE
             "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29510"}
 
 
+@pytest.mark.unit
 def test_torchrun_identity_and_roundtrip():
     ident = worker_identity(TORCHRUN)
     assert ident == WorkerIdentity(5, 8, 1, 4, 1, "10.0.0.1", 29510, "torchrun")
     assert worker_identity(torchrun_env(ident)) == ident
 
 
+@pytest.mark.unit
 def test_torchrun_host_index_without_group_rank():
     env = {k: v for k, v in TORCHRUN.items() if k != "GROUP_RANK"}
     assert worker_identity(env).host_index == 1  # 5 // 4
@@ -121,6 +130,7 @@ def test_torchrun_host_index_without_group_rank():
     assert (ident.host_index, ident.local_rank, ident.local_world_size) == (3, 0, 1)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("change, match", [
     ({"RANK": "8"}, r"RANK=8 must be in \[0, WORLD_SIZE=8\)"),
     ({"RANK": "x"}, r"RANK='x' is not an integer"),
@@ -147,6 +157,7 @@ SLURM = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_
          "SLURM_NODELIST": "node[01-03,07]", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_JOB_ID": "123456"}
 
 
+@pytest.mark.unit
 def test_slurm_identity():
     ident = worker_identity(SLURM)
     assert ident == WorkerIdentity(5, 7, 1, 2, 2, "node01", 20000 + 123456 % 10000, "slurm")
@@ -158,10 +169,12 @@ def test_slurm_identity():
                                                                                                29999)
 
 
+@pytest.mark.unit
 def test_torchrun_wins_over_slurm():
     assert worker_identity({**SLURM, **TORCHRUN}).source == "torchrun"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("change, match", [
     ({"SLURM_PROCID": "7"}, r"SLURM_PROCID=7 must be in \[0, SLURM_NTASKS=7\)"),
     ({"SLURM_NODEID": "4"}, r"SLURM_NODEID=4 but SLURM_NODELIST has 4 hosts"),
@@ -182,6 +195,7 @@ def test_slurm_inconsistent(change, match):
         worker_identity(env)
 
 
+@pytest.mark.unit
 def test_no_environment():
     with pytest.raises(ConfigError, match="no torchrun or Slurm environment"):
         worker_identity({"HOME": "/root"})
@@ -190,6 +204,7 @@ def test_no_environment():
 # --- placement ---------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_placement_host_by_host():
     slots = place_workers(5, ["a", "b", "c"], workers_per_host=2)
     assert [(s.rank, s.host_index, s.host, s.local_rank) for s in slots] == [
@@ -197,6 +212,7 @@ def test_placement_host_by_host():
     assert [s.host for s in place_workers(2, ["a", "b"])] == ["a", "b"]
 
 
+@pytest.mark.unit
 def test_placement_errors():
     with pytest.raises(ConfigError, match=r"5 workers do not fit on 2 hosts x 2 per host; .*workers_per_host=3"):
         place_workers(5, ["a", "b"], 2)
@@ -211,6 +227,7 @@ def test_placement_errors():
 NASTY = ["it's", 'say "hi"', "$HOME", "`id`", "a;b", "x y", "", "*", "new\nline", "--flag", "é"]
 
 
+@pytest.mark.unit
 def test_ssh_argv():
     r = Remote("ssh", user="alice", port=2222, identity_file="/keys/id ed", ssh_options=("-o", "ConnectTimeout=5"),
                env={"NCCL_DEBUG": "WARN"})
@@ -222,6 +239,7 @@ def test_ssh_argv():
     assert remote_argv(Remote("ssh"), 0, "h", ["true"])[-2:] == ["h", "exec true"]
 
 
+@pytest.mark.unit
 def test_remote_kinds_share_the_shell_string():
     script = shell_command(["echo", "x"], {"A": "1"}, "/tmp")
     assert remote_argv(Remote("ssh"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp")[-1] == script
@@ -230,6 +248,7 @@ def test_remote_kinds_share_the_shell_string():
     assert remote_argv(Remote("none"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp") == ["sh", "-c", script]
 
 
+@pytest.mark.unit
 def test_remote_errors():
     with pytest.raises(ConfigError, match="launch.remote='rsh' is unknown"):
         remote_argv(Remote("rsh"), 0, "h", ["true"])

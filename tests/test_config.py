@@ -13,6 +13,7 @@ from dgl_grappa.config import ConfigError, load_config
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.unit
 def test_precedence_cli_over_file_over_defaults(tmp_path):
     f = tmp_path / "c.yaml"
     f.write_text("train:\n  epochs: 7\n  fanouts: [5, 6]\nmodel:\n  hidden: 32\n")
@@ -25,6 +26,7 @@ def test_precedence_cli_over_file_over_defaults(tmp_path):
     assert cfg.name == "c" and cfg.run.output_dir == "runs/c"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("yaml_text,match", [
     ("trian:\n  epochs: 3\n", "unknown config key 'trian'"),
     ("train:\n  epochz: 3\n", "unknown config key 'train.epochz'"),
@@ -44,6 +46,7 @@ def test_bad_yaml_is_one_line_error(tmp_path, yaml_text, match):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("override,match", [
     ("--train.epochz=1", "unknown config key 'train.epochz'"),
     ("--train=1", "'train' is a section"),
@@ -56,12 +59,14 @@ def test_bad_override(override, match):
         load_config(None, [override])
 
 
+@pytest.mark.unit
 def test_capped_epochs_refuse_distdgl_sampler_processes():
     with pytest.raises(ConfigError, match="set --distdgl.num_samplers=0 or --train.steps_per_epoch=0"):
         load_config(None, ["--train.steps_per_epoch=5", "--distdgl.num_samplers=2"])
     assert load_config(None, ["--train.steps_per_epoch=5"]).train.steps_per_epoch == 5
 
 
+@pytest.mark.unit
 def test_every_shipped_config_loads():
     configs = sorted((ROOT / "configs").glob("*.yaml")) + sorted((ROOT / "benchmarks").glob("*/config.yaml"))
     assert configs, "no configs shipped"

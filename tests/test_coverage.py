@@ -4,6 +4,8 @@ import torch
 
 from dgl_grappa.method import coverage as cov
 
+pytestmark = pytest.mark.unit
+
 # Full graph (src -> dst), part A = {0, 1, 2}, part B = {3, 4, 5}:
 #   1->0, 2->0, 3->0   0->1   4->2, 0->2
 # Part A's local graph (halo dropped) keeps 1->0, 2->0, 0->1, 0->2.

@@ -19,6 +19,8 @@ from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig  # noqa: 
 from dgl_grappa.data import STANDARD_KEYS, generate_sbm, load_dataset, num_classes, planetoid_cache_dir
 from dgl_grappa.data.planetoid import PLANETOID_SUFFIXES  # noqa: E402
 
+pytestmark = pytest.mark.unit
+
 PLANETOID_ROOT = Path(DataConfig().root)
 
 

@@ -300,6 +300,7 @@ def test_bandwidth_without_privileges_is_a_one_line_error(tmp_path):
     assert "root" in lines[0]
 
 
+@pytest.mark.unit
 def test_wire_accounting_helpers():
     assert ring_allreduce_wire_bytes([100.0]) == 0.0
     assert ring_allreduce_wire_bytes([100.0, 100.0]) == 200.0     # W=2: each sends its buffer once

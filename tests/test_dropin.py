@@ -69,6 +69,7 @@ def test_dropin_core_matches_the_native_runtime(small_parts, correction, first_h
     run_distributed(_both_paths, 2, stats["part_config"], correction, first_hop, timeout_s=180)
 
 
+@pytest.mark.unit
 def test_dropin_refuses_halo_keep_and_the_node_correction(small_parts):
     _, stats = small_parts
     pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)

@@ -309,6 +309,7 @@ WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-n
 ROWS = documented()
 
 
+@pytest.mark.unit
 def test_the_table_lists_every_case_and_every_case_has_a_row():
     cases = {name[len("setup_"):].replace("_", "-") for name in globals() if name.startswith("setup_")}
     assert set(ROWS) == cases, (sorted(set(ROWS) - cases), sorted(cases - set(ROWS)))

@@ -40,6 +40,7 @@ def _model(name: str, layers: int, in_feats: int = F, classes: int = C, **kw):
     return build_model(ModelConfig(name=name, num_layers=layers, hidden=16, dropout=0.3, **kw), in_feats, classes)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["sage", "gcn", "gin"])
 @pytest.mark.parametrize("layers", [1, 2, 3])
 def test_precomputed_first_layer_is_the_full_first_layer(name, layers):
@@ -56,6 +57,7 @@ def test_precomputed_first_layer_is_the_full_first_layer(name, layers):
     assert torch.allclose(rows, alone(g, x)[seeds], atol=1e-5)
 
 
+@pytest.mark.unit
 def test_gat_refuses_aggregates_and_blocks_must_match():
     g, x = _graph()
     agg, deg = neighbour_mean(g, x), g.in_degrees()
@@ -68,12 +70,14 @@ def test_gat_refuses_aggregates_and_blocks_must_match():
         _model("sage", 2)(blocks, x, agg=agg, deg=deg)  # 2 blocks, but only layer 1 is sampled
 
 
+@pytest.mark.unit
 def test_layer_sampler_skips_the_first_layer():
     assert layer_sampler([5, 10], "sampled").fanouts == [5, 10]
     assert layer_sampler([5, 10], "exact").fanouts == [10]
     assert isinstance(layer_sampler([5], "exact"), SeedsOnly)
 
 
+@pytest.mark.unit
 def test_dropout_acts_on_x_only():
     # train mode, dropout on: the aggregate rows pass untouched (x = 0, so only agg reaches the output)
     g, x = _graph()
@@ -93,6 +97,7 @@ def parts4(small_graph, tmp_path_factory):
     return small_graph, partition(small_graph, PartitionConfig(num_parts=4, method="random", seed=1), out)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("halo", ["keep", "drop"])
 def test_loaded_aggregates_are_the_full_graphs(parts4, halo):
     g, stats = parts4
@@ -113,6 +118,7 @@ def test_loaded_aggregates_are_the_full_graphs(parts4, halo):
         assert plain.agg is None and plain.one_time_bytes == (n_halo * (row + 8) if halo == "keep" else 0)
 
 
+@pytest.mark.unit
 def test_exact_first_hop_needs_the_aggregates(parts4, tmp_path):
     _, stats = parts4
     src = Path(stats["part_config"]).parent
@@ -150,6 +156,7 @@ def _local_and_full(g, stats, part, model, fanouts, draws, seed=0):
     return total / draws, full
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["sage", "gcn"])
 def test_halo_keep_and_exact_first_hop_give_the_full_graph_output(parts4, name):
     g, stats = parts4
@@ -172,6 +179,7 @@ def test_sampled_last_layer_is_unbiased_monte_carlo(parts4):
     assert err_many < err_one / 8, (err_one, err_many)  # ... and averages out (~1/sqrt(300))
 
 
+@pytest.mark.unit
 def test_empty_self_imputes_only_empty_sampled_neighbourhoods():
     g, x = _graph()
     deg = g.in_degrees()

@@ -16,6 +16,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dgl_grappa"
 
@@ -161,6 +163,7 @@ def against_the_direction(edges: dict[str, set[str]]) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.unit
 def test_every_folder_and_top_level_module_has_a_layer():
     placed = [n for names in LAYERS for n in names]
     units = top_level_units(PACKAGE)
@@ -169,6 +172,7 @@ def test_every_folder_and_top_level_module_has_a_layer():
     assert len(placed) == len(set(placed)), "a unit is in two layers"
 
 
+@pytest.mark.unit
 def test_architecture_md_shows_the_same_layers():
     """ARCHITECTURE.md's layer table (rows ``| N | `unit`, `unit` | ... |``) is LAYERS."""
     import re
@@ -181,6 +185,7 @@ def test_architecture_md_shows_the_same_layers():
     assert rows == {i: sorted(names) for i, names in enumerate(LAYERS)}
 
 
+@pytest.mark.unit
 def test_imports_run_one_way():
     edges = import_graph(PACKAGE)
     unplaced = sorted(m for m in edges if m != "dgl_grappa" and _layer(m) is None)
@@ -189,6 +194,7 @@ def test_imports_run_one_way():
     assert wrong == [], "imports against the direction:\n" + "\n".join(wrong)
 
 
+@pytest.mark.unit
 def test_the_direction_check_flags_an_upward_and_a_sideways_import():
     edges = {"dgl_grappa.method.coverage": {"dgl_grappa.native.trainer"},  # the method -> a runtime
              "dgl_grappa.distdgl.metering": {"dgl_grappa.native.trainer", "dgl_grappa.runtime.evaluation"},
@@ -198,6 +204,7 @@ def test_the_direction_check_flags_an_upward_and_a_sideways_import():
         "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 6)"]
 
 
+@pytest.mark.unit
 def test_the_package_has_no_import_cycle():
     cycles = import_cycles(import_graph(PACKAGE))
     assert cycles == [], "modules that import each other (directly or through others): " + "; ".join(
@@ -212,6 +219,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
     return root / "pkg"
 
 
+@pytest.mark.unit
 def test_the_checker_finds_a_loop_through_a_function_level_import(tmp_path):
     pkg = _write(tmp_path, {
         "pkg/__init__.py": "",
@@ -223,6 +231,7 @@ def test_the_checker_finds_a_loop_through_a_function_level_import(tmp_path):
     assert import_cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
+@pytest.mark.unit
 def test_the_checker_counts_init_reexports_and_resolves_parent_relative_imports(tmp_path):
     pkg = _write(tmp_path, {
         "pkg/__init__.py": "",
@@ -234,6 +243,7 @@ def test_the_checker_counts_init_reexports_and_resolves_parent_relative_imports(
     assert import_cycles(import_graph(pkg)) == [["pkg.core", "pkg.side", "pkg.side.y"]]
 
 
+@pytest.mark.unit
 def test_the_checker_does_not_count_a_package_importing_its_own_submodules(tmp_path):
     pkg = _write(tmp_path, {
         "pkg/__init__.py": "",

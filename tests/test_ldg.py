@@ -13,6 +13,8 @@ from dgl_grappa.method.local_part import load_local
 from dgl_grappa.partition.assign import balance_stats, edge_cut_stats, ldg_assignment, undirected_csr
 from dgl_grappa.partition.store import partition, partition_fingerprint
 
+pytestmark = pytest.mark.unit
+
 
 def _cut(src, dst, a):
     return float((a[src] != a[dst]).mean())

@@ -52,6 +52,7 @@ def data():
     return _graph()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name,layers", CASES)
 def test_block_and_graph_forward_shapes(data, name, layers):
     g, x = data
@@ -68,6 +69,7 @@ def test_block_and_graph_forward_shapes(data, name, layers):
     assert torch.isfinite(full).all()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name,layers", CASES)
 def test_full_fanout_blocks_equal_whole_graph(data, name, layers):
     # In eval mode (no dropout), blocks with every in-edge kept compute exactly the
@@ -82,6 +84,7 @@ def test_full_fanout_blocks_equal_whole_graph(data, name, layers):
     torch.testing.assert_close(out_blocks, out_graph, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name,layers", CASES)
 def test_backward_gives_finite_grads_on_every_parameter(data, name, layers):
     g, x = data
@@ -96,6 +99,7 @@ def test_backward_gives_finite_grads_on_every_parameter(data, name, layers):
         assert torch.isfinite(p.grad).all(), f"{pname} has a non-finite gradient"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_graph_without_edges_is_finite(name):
     # Every node has zero in-degree: no crash, no NaN, and outputs depend on the features.
@@ -109,6 +113,7 @@ def test_graph_without_edges_is_finite(name):
     assert not torch.allclose(out[0], out[1]), "zero-in-degree nodes lost their own features"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_wrong_number_of_blocks_raises(data, name):
     g, x = data
@@ -123,6 +128,7 @@ def test_wrong_number_of_blocks_raises(data, name):
         model("not a graph", x)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name,layers", CASES)
 def test_gradient_bytes_is_four_bytes_per_float32_parameter(name, layers):
     model = _model(name, layers)
@@ -135,12 +141,14 @@ def test_gradient_bytes_is_four_bytes_per_float32_parameter(name, layers):
     assert gradient_bytes(model.double()) == 8 * sum(p.numel() for p in params[1:])
 
 
+@pytest.mark.unit
 def test_gat_widths():
     model = build_model(ModelConfig(name="gat", num_layers=3, hidden=16, heads=4), F, C)
     assert [conv._out_feats for conv in model.layers] == [4, 4, C]  # hidden // heads, then C
     assert all(conv._num_heads == 4 for conv in model.layers)
 
 
+@pytest.mark.unit
 def test_one_layer_is_a_single_conv(data):
     g, x = data
     for name in MODEL_NAMES:
@@ -149,6 +157,7 @@ def test_one_layer_is_a_single_conv(data):
         assert model(g, x).shape == (N, C)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("bad, message", [
     (dict(name="mlp"), "model.name"),
     (dict(num_layers=0), "model.num_layers"),

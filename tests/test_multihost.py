@@ -425,6 +425,7 @@ def test_hosts_config_errors_are_one_line(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.unit
 def test_device_selection_and_backend():
     import torch
     from dgl_grappa.cluster.launch import backend_for, select_device

@@ -10,6 +10,8 @@ from dgl_grappa.method.local_part import load_local
 from dgl_grappa.partition.assign import edge_cut_stats
 from dgl_grappa.partition.layout import read_stats
 
+pytestmark = pytest.mark.unit
+
 
 def test_layout_and_stats(small_parts):
     g, stats = small_parts

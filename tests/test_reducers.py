@@ -137,6 +137,7 @@ def test_empty_batch_has_zero_weight():
     run_distributed(_empty_batch_worker, WORLD)
 
 
+@pytest.mark.unit
 def test_unknown_correction():
     with pytest.raises(ValueError, match="unknown correction"):
         make_correction("median")

@@ -11,6 +11,7 @@ from dgl_grappa.method.local_part import load_local
 from dgl_grappa.method.sampler import LocalBatches, LocalFeatures, equal_steps
 
 
+@pytest.mark.unit
 def test_halo_drop_never_leaves_the_partition(small_parts):
     g, stats = small_parts
     assignment = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "assignment.npy"))
@@ -34,6 +35,7 @@ def test_halo_drop_never_leaves_the_partition(small_parts):
         assert torch.equal(torch.cat(seen).sort().values, lp.train_ids.repeat(2).sort().values)
 
 
+@pytest.mark.unit
 def test_halo_keep_samples_halo_nodes_as_leaves(small_parts):
     _, stats = small_parts
     lp = load_local(stats["part_config"], 0, "keep")
@@ -45,6 +47,7 @@ def test_halo_keep_samples_halo_nodes_as_leaves(small_parts):
     assert halo_seen
 
 
+@pytest.mark.unit
 def test_feature_reads_outside_the_resident_rows_are_counted_or_refused():
     table = torch.arange(12, dtype=torch.float32).reshape(6, 2)
     resident = torch.tensor([True, True, True, False, False, True])
@@ -59,6 +62,7 @@ def test_feature_reads_outside_the_resident_rows_are_counted_or_refused():
         f.gather(torch.tensor([6]))
 
 
+@pytest.mark.unit
 def test_exact_step_count_with_fewer_seeds_than_steps(small_parts):
     _, stats = small_parts
     lp = load_local(stats["part_config"], 0, "drop")

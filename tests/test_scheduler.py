@@ -36,6 +36,7 @@ def _edges(g):
     return tuple(t.numpy() for t in g.edges())
 
 
+@pytest.mark.unit
 def test_schedule_arithmetic():
     assert [S.partitioning_index(e, 2) for e in range(5)] == [0, 0, 1, 1, 2]
     assert [S.partitioning_index(e, 0) for e in range(3)] == [0, 0, 0]
@@ -45,6 +46,7 @@ def test_schedule_arithmetic():
     assert S.num_partitionings(10, 0) == 1 and S.num_partitionings(10, 20) == 1
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", S.METHODS)
 def test_assignments_are_balanced_and_change_at_every_switch(small_graph, method):
     spec = S.AssignmentSpec(num_parts=3, method=method, seed=5)
@@ -60,6 +62,7 @@ def test_assignments_are_balanced_and_change_at_every_switch(small_graph, method
         assert not np.array_equal(a1, S.compute_assignment(small_graph, S.AssignmentSpec(3, method, seed=6), 1))
 
 
+@pytest.mark.unit
 def test_metis_inputs_per_method(small_graph, monkeypatch):
     """What METIS is given: the graph itself at j=0, then the method's perturbation."""
     seen = []
@@ -90,6 +93,7 @@ def test_metis_inputs_per_method(small_graph, monkeypatch):
             assert counts.shape[0] == full.shape[0] // 2 and counts.min() == 1 and counts.max() == S.WEIGHT_MAX
 
 
+@pytest.mark.unit
 def test_chunk_rotation_is_base_plus_rotating_chunk():
     n, w = 1003, 4
     parts = np.stack([S.chunk_rotation(n, w, seed=1, j=j) for j in range(w + 1)])
@@ -105,6 +109,7 @@ def test_chunk_rotation_is_base_plus_rotating_chunk():
     assert all(len(set(parts[:w, v])) == w for v in np.nonzero(~kept)[0][:20])
 
 
+@pytest.mark.unit
 def test_overlap_matches_part_labels():
     rng = np.random.default_rng(0)
     a = rng.integers(0, 4, 10_000)
@@ -116,6 +121,7 @@ def test_overlap_matches_part_labels():
     assert S.overlap(a, rng.integers(0, 4, 10_000), 4) < 0.3
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", ["metis-perm", "metis-subsample", "metis-weights"])
 def test_perturbed_metis_makes_99pct_of_edges_local_within_10_switches(big_graph, method):
     # 100k-node hard synthetic graph, 4 parts: partitioning 0 + 10 switches.
@@ -128,6 +134,7 @@ def test_perturbed_metis_makes_99pct_of_edges_local_within_10_switches(big_graph
     assert fractions[-1] >= 0.99, fractions
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("method", ["chunk-rotation", "metis-subsample"])
 def test_layout_is_dgl_standard_and_matches_assignment(small_graph, tmp_path, method):
     spec = S.AssignmentSpec(num_parts=2, method=method, seed=2)
@@ -151,6 +158,7 @@ def test_layout_is_dgl_standard_and_matches_assignment(small_graph, tmp_path, me
     assert gpb.num_partitions() == 2
 
 
+@pytest.mark.unit
 def test_remove_old_keeps_the_newest(tmp_path):
     for j in range(5):
         (tmp_path / str(j)).mkdir()
@@ -274,6 +282,7 @@ def test_cli_train_repartitions_every_epoch(tmp_path):
     assert "switch to partitioning 2 at epoch 2" in res.stderr
 
 
+@pytest.mark.unit
 def test_k_for_two_percent_stall():
     from dgl_grappa.runtime.repartition import k_for_stall
 

@@ -37,6 +37,7 @@ def _trajectory(out: Path) -> list[tuple]:
     return [(r["loss"], r.get("val_acc"), r.get("test_acc"), r["grad_bytes"]) for r in read_jsonl(out / "metrics.jsonl")]
 
 
+@pytest.mark.unit
 def test_phase_times_add_up():
     t = PhaseTimes()
     for k, v in (("sample", 0.5), ("gather", 0.25), ("forward", 1.0), ("backward", 0.5), ("allreduce", 0.25)):
@@ -48,6 +49,7 @@ def test_phase_times_add_up():
     assert sum(b[k] for k in PHASE_KEYS if k not in ("wait_s", "overlap_s")) - b["overlap_s"] == pytest.approx(3.0)
 
 
+@pytest.mark.unit
 def test_gather_is_bit_identical_to_indexing():
     from dgl_grappa.method.sampler import LocalFeatures
 
@@ -60,6 +62,7 @@ def test_gather_is_bit_identical_to_indexing():
     assert torch.equal(f.gather(ids), table[ids]) and f.take_bytes()[0] == int((~resident[ids]).sum()) * 24 * 4
 
 
+@pytest.mark.unit
 def test_step_cap_takes_the_first_batches_of_the_uncapped_split(small_parts):
     from dgl.dataloading import NeighborSampler
 
@@ -174,6 +177,7 @@ def big_small(tmp_path_factory):
     return root, g, stats
 
 
+@pytest.mark.unit
 def test_lean_loader_gives_the_same_local_view(big_small):
     from dgl_grappa.method.local_part import load_local, load_local_lean
 
@@ -197,6 +201,7 @@ def test_lean_loader_gives_the_same_local_view(big_small):
             assert torch.allclose(ca, cb, atol=1e-6)
 
 
+@pytest.mark.unit
 def test_lean_loader_reads_first_hop_aggregates_like_load_local(small_parts):
     """A prebuilt partitioning written by ``partition`` holds ``agg``: the lean loader serves first_hop=exact."""
     from dgl_grappa.method.local_part import load_local, load_local_lean
