@@ -6,12 +6,12 @@ of the configured matrix), so it is tested on hand-made cells.
 
 Two kinds:
 
-* ``accuracy`` (issue 8): per (dataset, partitioner, parts, model, layers[, network]) and
+* ``accuracy`` (the accuracy goals): per (dataset, partitioner, parts, model, layers[, network]) and
   system, test accuracy mean +- std over seeds; for every system but DistDGL the paired
   per-seed difference to DistDGL in points with a 95 % t-interval, "met" when the mean
   difference is >= -1.0 point (>= 0 at 3 or more layers); bytes per epoch (amortised) and
   their ratio to DistDGL; plots of accuracy vs layers and accuracy vs bytes per epoch.
-* ``speed`` (issue 11): per cell (seeds averaged) and system, epoch time and the speedup
+* ``speed`` (the speed goals): per cell (seeds averaged) and system, epoch time and the speedup
   DistDGL / system, bytes per epoch and their ratio, test accuracy next to it (a speedup
   that loses more than 1 point is marked), epoch / floor where a summary carries
   ``floor_s``; plots of the speedups, accuracy vs training time, bytes per epoch.
@@ -94,7 +94,7 @@ def t_interval(xs: list[float], confidence: float = 0.95) -> tuple[float | None,
 
 
 def accuracy_goal(mean_diff_points: float | None, layers: int) -> bool | None:
-    """Issue 8's accuracy goal: mean difference to DistDGL >= -1.0 point, >= 0 at 3+ layers."""
+    """The accuracy goal: mean difference to DistDGL >= -1.0 point, >= 0 at 3+ layers."""
     if mean_diff_points is None:
         return None
     return mean_diff_points >= (0.0 if layers >= 3 else -1.0)
@@ -352,7 +352,7 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
             ep = _metric(cs, name, "epoch_time_s")
             if not ep:
                 continue
-            # the floor as issue 11 defines it: local compute (no-op reducer) + the all-reduce alone
+            # the floor as the speed goals define it: local compute (no-op reducer) + the all-reduce alone
             floors = _metric(cs, name, "floor_s")
             floor_ratios = [e / f for e, f in zip(ep, floors) if f] if len(floors) == len(ep) else []
             d = _paired(cs, name, ACC_KEY, scale=100.0) if name != BASELINE else []
@@ -485,7 +485,7 @@ def tta_summary(rows: list[dict]) -> str:
 
 
 def accuracy_goals(rows: list[dict]) -> list[dict]:
-    """Issue 8's goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured).
+    """The accuracy goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured).
 
     The goals are about the package's defaults: where the rows hold a system named
     :data:`DEFAULTS` only its rows are graded (other variants, e.g. the old defaults, are shown
@@ -520,7 +520,7 @@ def accuracy_goals(rows: list[dict]) -> list[dict]:
 
 
 def speed_goals(rows: list[dict]) -> list[dict]:
-    """Issue 11's goals from the speed rows: each ``{"goal", "met", "figure"}``."""
+    """The speed goals from the speed rows: each ``{"goal", "met", "figure"}``."""
     grappa = [r for r in rows if r["system"] != BASELINE and r["speedup"] is not None]
     at = [r for r in grappa if str(r["bandwidth"]).lower() == "1gbit" and r["parts"] == 4]
     fair = [r for r in at if not r["loses_accuracy"]]
@@ -730,7 +730,7 @@ ACCURACY_NOTES = """\
 - **Δ vs DistDGL**: per seed, this system's test accuracy minus DistDGL's on the same partitioning (same seed:
   same partition, initialisation seed and sampling seed), in points; mean over the seeds and a two-sided 95 %
   Student-t interval (n - 1 degrees of freedom; none with one seed).
-- **goal** (issue 8): met when the mean difference is >= -1.0 point, and >= 0 at 3 or more layers.
+- **goal** (the accuracy goal): met when the mean difference is >= -1.0 point, and >= 0 at 3 or more layers.
 - **bytes/epoch (amortised)**: bytes on the wire per training epoch (loopback of the run's private network
   namespace, median over epochs; the application's own count where not measured), plus one-time bytes (a
   summary's `one_time_bytes_total`, else the halo feature bytes the workers read at load time) divided by the
@@ -749,7 +749,7 @@ ACCURACY_NOTES = """\
   its last 20 % of evaluations); Grappa's count starts with its slowest worker's one-time partition and halo
   load; DistDGL's server start-up is not counted. Mean over the seeds that reached it (reached / seeds);
   **DistDGL / system**: per seed, DistDGL's time over this system's, averaged over seeds where both reached it.
-  These runs are on an unshaped loopback network on 2 shared cores: the issue 11 report has the shaped times.
+  These runs are on an unshaped loopback network on 2 shared cores: the speed report has the shaped times.
 """
 
 SPEED_NOTES = """\
@@ -804,12 +804,12 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
     if kind == "accuracy":
         rows = accuracy_rows(shown, None)
         _attach_data_name(rows, shown)
-        parts += ["## Goals (issue 8)", "", goals_table(accuracy_goals(rows)), "",
+        parts += ["## Accuracy goals", "", goals_table(accuracy_goals(rows)), "",
                   tta_summary(rows), "",
                   "## Matrix", "", accuracy_table(rows) if rows else "(no finished run yet)", "", ACCURACY_NOTES]
     else:
         rows = speed_rows(shown, None)
-        parts += ["## Goals (issue 11)", "", goals_table(speed_goals(rows)), "",
+        parts += ["## Speed goals", "", goals_table(speed_goals(rows)), "",
                   "## Matrix", "", speed_table(rows) if rows else "(no finished run yet)", "", SPEED_NOTES,
                   "## Where an epoch goes", "", phase_table(rows), "", PHASE_NOTES]
     if plots:

@@ -1,7 +1,7 @@
 """Repartition schedule: partitioning j serves epochs [j*k, (j+1)*k); j+1 is built ahead.
 
 Every ``schedule.k`` epochs the node-to-worker assignment changes, so that over time every
-edge is local in some partitioning (DESIGN.md section 2). Repartitioning has three
+edge is local in some partitioning. Repartitioning has three
 layers; the first two live here:
 
 * **Assignments** (in-process): :func:`compute_assignment` gives partitioning j of a graph

@@ -170,7 +170,8 @@ def format_stats(stats: dict) -> str:
 
 
 def partition_dir(cfg: Config) -> Path:
-    """Where this run's partitioning lives (issue: <output dir>/partitions/<j>/)."""
+    """Where this run's partitioning lives: ``partition.out_dir``, else ``<run.output_dir>/partitions/0/``
+    (a repartitioning run keeps its j-th under ``partitions/<j>/``)."""
     return Path(cfg.partition.out_dir) if cfg.partition.out_dir else Path(cfg.run.output_dir) / "partitions" / "0"
 
 
