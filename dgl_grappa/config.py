@@ -408,7 +408,7 @@ class BenchConfig:
     parts, models, layers, bandwidths, seeds). The matrix is the union; a command-line
     selection applies to these too."""
     archive: str = ""
-    """Folder kept in the repository (e.g. docs/accuracy/cells) that holds a gzip'd copy of
+    """Folder kept in the repository (e.g. benchmarks/accuracy/cells) that holds a gzip'd copy of
     every cell file, so that results outlive the machine and its out_dir: a cell found there
     counts as done (resuming on a fresh clone runs only what is missing) and is reported like
     those in out_dir, which win where both have a cell; out_dir's cells that it lacks are

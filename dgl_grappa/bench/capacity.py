@@ -1,7 +1,7 @@
 """Capacity model: bytes on the wire, memory and time per worker, Grappa vs DistDGL.
 
 Pure arithmetic, no DGL; docs/scaling.md derives every formula and checks it against the
-measured runs (``scripts/capacity_model.py`` prints those checks and the predictions).
+measured runs (``experiments/scale/capacity_model.py`` prints those checks and the predictions).
 
 Symbols (all per epoch unless said otherwise): N nodes, E directed edges, F feature
 width (float32, so a row is 4F bytes), P workers = parts = machines, T training nodes,

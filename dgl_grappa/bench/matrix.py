@@ -814,7 +814,7 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
         (run config, matrix config, overrides from the bench file's other sections).
     """
     if path is None:
-        raise ConfigError("bench needs --config, e.g. --config configs/accuracy.yaml")
+        raise ConfigError("bench needs --config, e.g. --config benchmarks/accuracy/config.yaml")
     pairs = parse_overrides(args)
     bench_args = [f"--{k}={v}" for k, v in pairs if k.startswith("bench.")]
     other = [f"--{k}={v}" for k, v in pairs if not k.startswith("bench.")]

@@ -3,7 +3,7 @@
 Production code calls :func:`hit` at a few named points; it does nothing unless the
 environment variable ``DGL_GRAPPA_FAULT`` holds a JSON object naming that point. Spawned
 workers, the DistDGL launcher and its trainers inherit the variable, so a test (or
-``scripts/fault_soak.py``) picks where a run dies without touching its code:
+``tests/fault_soak.py``) picks where a run dies without touching its code:
 
 * ``{"point": "step", "rank": 1, "epoch": 2, "step": 3}``: before that training step
   (native trainer and DistDGL trainer);
