@@ -187,11 +187,24 @@ class TrainConfig:
     first_hop: Literal["exact", "sampled"] = "exact"
     """exact (first-hop completion): the model's first layer reads, for every node of a
     computation tree, its features and the full-graph mean of its in-neighbours' features,
-    precomputed once per partitioning (partition node data ``agg``), so layer 0 is exact and
+    precomputed once per partitioning (``python -m dgl_grappa prepare``; ``partition`` does it
+    itself), so layer 0 is exact and
     only layers 1..L-1 are sampled (``fanouts[0]`` is unused). sampled: every layer is
     sampled from the local graph. GAT always samples its first layer (its attention depends
     on learned projections, so nothing can be precomputed): exact falls back to sampled with
     a log line."""
+    memory_budget: str = "1.5"
+    """The most bytes of feature-width node tables (features, first-hop aggregates, halo rows)
+    a worker holds: a multiple of its own feature rows in fp32 (``1.5``), or bytes (``8GB``,
+    ``512MiB``); ``0`` = no limit. Under it the loader keeps only the nodes the training seeds'
+    sampled trees reach, stores the tables in the most exact precision that fits
+    (``train.storage``), and when even int8 does not fit keeps a uniform sample of the halo.
+    A budget below the own reachable rows and aggregates in int8 is an error naming the
+    smallest that fits."""
+    storage: Literal["auto", "fp32", "fp16", "bf16", "int8"] = "auto"
+    """Precision of the feature-width tables a worker holds. auto: the most exact of fp32,
+    fp16 (bf16 for features beyond fp16's range) and int8 (one fp32 scale per row) that holds
+    every reachable node within ``train.memory_budget``. Rows reach the model in fp32."""
     eval_every: int = 5
     """Global evaluation every this many epochs (and always after the last); 0 = end only."""
     eval_mode: Literal["auto", "whole", "layerwise"] = "auto"
@@ -503,6 +516,34 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)")
+_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
+          "tib": 2 ** 40}
+
+
+def parse_budget(text: str) -> tuple[float, int]:
+    """``train.memory_budget`` as (multiple of the own fp32 feature rows, bytes); (0, 0) = no limit.
+
+    Example:
+        >>> parse_budget("1.5"), parse_budget("2x"), parse_budget("8GB"), parse_budget("0")
+        ((1.5, 0), (2.0, 0), (0.0, 8000000000), (0.0, 0))
+    """
+    s = str(text).strip().lower()
+    if s in ("", "0", "none", "off"):
+        return 0.0, 0
+    m = _SIZE.fullmatch(s)
+    if m:
+        return 0.0, int(float(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        mult = float(s[:-1] if s.endswith("x") else s)
+    except ValueError:
+        mult = -1.0
+    if mult < 0 or mult != mult:
+        raise ConfigError(f"train.memory_budget={text!r} is neither a multiple of the own feature rows (e.g. 1.5) "
+                          "nor a size (e.g. 8GB, 512MiB); 0 means no limit")
+    return mult, 0
+
+
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Turn a YAML or CLI value into ``tp``; raise ConfigError naming the key otherwise."""
     origin = get_origin(tp)
@@ -710,6 +751,7 @@ def validate(cfg: Config) -> None:
     _check(t.lr > 0, f"train.lr={t.lr} must be > 0")
     _check(t.weight_decay >= 0, f"train.weight_decay={t.weight_decay} must be >= 0")
     _check(t.eval_every >= 0, f"train.eval_every={t.eval_every} must be >= 0 (0 = only at the end)")
+    parse_budget(t.memory_budget)  # a one-line ConfigError when it is neither a multiple nor a size
     _check(0 <= g.hops <= 6, f"grappa.hops={g.hops} must be in 0..6 (0 = model.num_layers)")
     _check(0.0 <= g.lam <= 1.0, f"grappa.lam={g.lam} must be in [0, 1]")
     _check(0.0 < g.w_min <= 1.0, f"grappa.w_min={g.w_min} must be in (0, 1]")

@@ -216,7 +216,7 @@ def test_load_local_sees_the_same_partition(both, halo):
         # halo rows may sit in another order: compare per global id
         ia, ib = torch.argsort(la.global_ids), torch.argsort(lb.global_ids)
         assert torch.equal(la.global_ids[ia], lb.global_ids[ib])
-        for x, y in ((la.feat, lb.feat), (la.in_degree, lb.in_degree), (la.owner, lb.owner)):
+        for x, y in ((la.feat.full(), lb.feat.full()), (la.in_degree, lb.in_degree), (la.owner, lb.owner)):
             assert torch.equal(x[ia], y[ib])
         ea = sorted(zip(la.global_ids[la.src].tolist(), la.global_ids[la.dst].tolist()))
         eb = sorted(zip(lb.global_ids[lb.src].tolist(), lb.global_ids[lb.dst].tolist()))
@@ -237,7 +237,7 @@ def test_default_layout_reconstructs_the_graph(big, tmp_path):
         lp = load_local(stats["part_config"], p, "keep")
         ids = orig[lp.global_ids.numpy()]
         assert np.all(a[ids[: lp.num_inner]] == p) and np.all(np.diff(ids[: lp.num_inner]) > 0)
-        assert np.array_equal(lp.feat.numpy(), feat[ids])
+        assert np.array_equal(lp.feat.full().numpy(), feat[ids])
         assert np.array_equal(lp.in_degree.numpy(), big.in_degree[ids])
         # inner nodes keep their whole in-neighbourhood
         assert torch.equal(torch.bincount(lp.dst, minlength=lp.graph.num_nodes())[: lp.num_inner],

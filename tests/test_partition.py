@@ -45,7 +45,7 @@ def test_local_view_matches_the_full_graph(small_parts, halo):
     for part in range(2):
         lp = load_local(stats["part_config"], part, halo)
         ids = orig[lp.global_ids]  # original id of every local node
-        assert torch.equal(lp.feat, g.ndata["feat"][ids])
+        assert torch.equal(lp.feat.full(), g.ndata["feat"][ids])
         assert torch.equal(lp.in_degree, g.in_degrees()[ids])
         assert torch.equal(lp.label[: lp.num_inner], g.ndata["label"][ids[: lp.num_inner]])
         assert bool((assignment[ids[: lp.num_inner]] == part).all())

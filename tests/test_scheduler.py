@@ -220,7 +220,7 @@ class StateProbe:
         if self.end is None:
             return
         model, optim = _snapshot(ddp, opt)
-        assert rt is not self.rt and not torch.equal(rt.lp.feat, self.rt.lp.feat), "no switch happened"
+        assert rt is not self.rt and not torch.equal(rt.lp.feat.full(), self.rt.lp.feat.full()), "no switch happened"
         assert optim["state"], "the optimizer state is empty after a trained epoch (reset by the switch?)"
         _assert_same(self.end[0], model, "model")
         _assert_same(self.end[1], optim, "optimizer")

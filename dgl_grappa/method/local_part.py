@@ -1,16 +1,29 @@
 """A worker's local view of its part: the local graph, its features, aggregates and kept halo.
 
-``load_local`` gives worker r its part: the local graph (inner nodes, plus the 1-hop halo
-with ``halo="keep"``), local features (and first-hop aggregates), labels, train ids and
-the global in-degrees. Halo rows are read once here, from the owners' partition files,
-never during a training step, and counted as one-time bytes. ``load_local_lean`` gives
-the same view from the part's files with a fraction of the memory (``partition.prebuilt``).
+:func:`load_local` gives worker r its part: the local graph (inner nodes, plus the 1-hop
+halo with ``halo="keep"``), local features (and first-hop aggregates), labels, train ids and
+the full-graph in-degrees. Halo rows are read once here, from the owners' partition files,
+never during a training step, and counted as one-time bytes.
+
+What a worker keeps is chosen here, under a memory budget (:class:`Keep`):
+
+* **reach**: only the nodes the training seeds' sampled trees can reach (``reach`` sampled
+  hops from the seeds over in-edges; halo nodes are leaves). Exact: no other node can
+  appear in a batch. With sparse labels most of a part is never reached.
+* **precision**: the feature-width tables (features, aggregates, halo rows) are stored
+  in fp32, fp16, bf16 or int8 (:mod:`.storage`); ``auto`` takes the most exact that fits.
+* **halo sample**: when even int8 does not fit, a uniform random subset of the reachable
+  halo nodes is kept, as many as fit (seeded by the part).
+
+The budget counts the feature-width tables (``resident_bytes``), in multiples of the part's
+own feature rows in fp32 (``LocalPartition.own_fp32_bytes``) or in bytes.
 """
 from __future__ import annotations
 
 import logging
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dgl
@@ -18,7 +31,9 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError
-from ..partition.layout import AGG_KEY, NODE_KEYS, node_map, part_edges, part_paths, read_part_structure
+from ..partition.aggregates import load_sidecar
+from ..partition.layout import node_map, part_edges, part_paths, read_part_structure
+from .storage import PRECISIONS, NodeTable, row_bytes
 
 log = logging.getLogger("dgl_grappa")
 
@@ -60,18 +75,52 @@ def local_graph(pg: dgl.DGLGraph, inner: Tensor, halo: str = "drop") -> tuple[dg
     return graph, num_inner, src, dst
 
 
+@dataclass(frozen=True)
+class Keep:
+    """What a worker keeps of its part: the loader's choices (see the module docstring).
+
+    Attributes:
+        reach: sampled hops from the training seeds whose nodes are kept (the model's
+            layers, less one with first-hop completion); None keeps every node of the part.
+        storage: precision of the feature-width tables: fp32, fp16, bf16, int8, or auto
+            (the most exact of fp32, fp16, int8 that fits the budget; bf16 where fp16 would
+            overflow).
+        budget: the most feature-width bytes to hold, as a multiple of the part's own
+            feature rows in fp32; 0 = no limit.
+        budget_bytes: the same in bytes (used instead of ``budget`` when > 0).
+        seed: seed of the halo sample (with the part id).
+
+    Example:
+        >>> Keep(reach=1, storage="auto", budget=1.5)
+        Keep(reach=1, storage='auto', budget=1.5, budget_bytes=0, seed=0)
+    """
+
+    reach: int | None = None
+    storage: str = "fp32"
+    budget: float = 0.0
+    budget_bytes: int = 0
+    seed: int = 0
+
+    def limit(self, own_fp32_bytes: int) -> float:
+        """The budget in bytes for a part whose own feature rows take ``own_fp32_bytes`` in fp32."""
+        if self.budget_bytes > 0:
+            return float(self.budget_bytes)
+        return self.budget * own_fp32_bytes if self.budget > 0 else float("inf")
+
+
 @dataclass
 class LocalPartition:
     """What a worker holds of its part; local ids index every tensor.
 
     Attributes:
         part_id, num_parts: which part of how many.
-        graph: local graph (inner nodes first, then halo nodes when kept), CSC format.
-        num_inner: number of inner (owned) nodes.
+        graph: local graph (kept inner nodes first, then kept halo nodes), CSC format.
+        num_inner: number of inner (owned) nodes in the local graph.
         global_ids: global (shuffled) id of every local node.
         owner: owning part of every local node.
-        feat: features of every local node (halo rows read from the owners at load time).
-        label: label of every inner node.
+        feat: features of every local node (:class:`~.storage.NodeTable`; halo rows read
+            from the owners at load time).
+        label: label of every inner node of the local graph.
         train_ids: local ids of the inner training nodes.
         in_degree: full-graph in-degree of every local node.
         src, dst: the local graph's edges.
@@ -80,6 +129,11 @@ class LocalPartition:
         agg: first-hop aggregate of every local node (``first_hop="exact"``), else None.
         one_time_bytes: bytes a worker moves once for this partitioning (see :func:`load_local`).
         rows_held: feature-width rows this worker holds (features, plus aggregates with exact).
+        part_inner: inner nodes of the part (kept or not).
+        own_fp32_bytes: ``part_inner`` x feature width x 4: the budget's unit.
+        memory: bytes per resident table (``feat_inner``, ``feat_halo``, ``agg_inner``,
+            ``agg_halo``; ``other``: labels, ids, degrees, the graph) and the precision.
+        keep: what the loader chose (nodes reached and kept, halo kept of reachable, precision).
     """
 
     part_id: int
@@ -88,7 +142,7 @@ class LocalPartition:
     num_inner: int
     global_ids: Tensor
     owner: Tensor
-    feat: Tensor
+    feat: NodeTable
     label: Tensor
     train_ids: Tensor
     in_degree: Tensor
@@ -96,45 +150,127 @@ class LocalPartition:
     dst: Tensor
     halo_bytes_loaded: int
     load_seconds: float
-    agg: Tensor | None = None
+    agg: NodeTable | None = None
     one_time_bytes: int = 0
     rows_held: int = 0
+    part_inner: int = 0
+    own_fp32_bytes: int = 0
+    memory: dict = field(default_factory=dict)
+    keep: dict = field(default_factory=dict)
+
+    @property
+    def resident_bytes(self) -> int:
+        """Bytes of the feature-width tables held (features, aggregates, halo rows, in their precision)."""
+        return self.feat.nbytes + (self.agg.nbytes if self.agg is not None else 0)
+
+    @property
+    def resident_other_bytes(self) -> int:
+        """Bytes of everything else held per node and edge: labels, ids, degrees, the graph's arrays."""
+        return int(self.memory.get("other", 0))
 
 
-def _with_halo_rows(part_config, halo_gids: Tensor, halo_owner: Tensor, first_ids: list[int], feat: Tensor,
-                    in_degree: Tensor, agg: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None, int, int]:
-    """Append the halo nodes' rows (features, in-degrees, aggregates when ``agg`` is given),
-    read once from their owners' partition files, to the inner rows.
+def reached_nodes(src: Tensor, dst: Tensor, num_nodes: int, seeds: Tensor, hops: int) -> Tensor:
+    """Bool mask of the nodes within ``hops`` in-edge steps of ``seeds`` (the seeds included).
 
-    Args:
-        halo_gids, halo_owner: global id and owning part of every halo node, in local order.
-        first_ids: the first global id of every part (DGL's layout: contiguous per part).
+    A sampled block for a node draws from its in-neighbours, so these are the only nodes a
+    ``hops``-layer sampled tree from the seeds can contain.
 
-    Returns:
-        (feat, in_degree, agg) with the halo rows appended, the feature bytes read, and the
-        one-time bytes (features, 8-byte in-degree and aggregate of every halo row).
+    Example:
+        >>> src, dst = torch.tensor([0, 1, 2]), torch.tensor([1, 2, 3])   # 0 -> 1 -> 2 -> 3
+        >>> reached_nodes(src, dst, 5, torch.tensor([3]), 2).nonzero().flatten().tolist()
+        [1, 2, 3]
     """
-    n_halo, width = halo_gids.numel(), feat.shape[1]
-    halo_feat = torch.empty((n_halo, width), dtype=feat.dtype)
-    halo_deg = torch.empty(n_halo, dtype=in_degree.dtype)
-    halo_agg = torch.empty((n_halo, width), dtype=feat.dtype) if agg is not None else None
-    for p in torch.unique(halo_owner).tolist():
-        rows = (halo_owner == p).nonzero(as_tuple=True)[0]
-        other, _ = dgl.distributed.load_partition_feats(str(part_config), p, load_edges=False)
-        idx = halo_gids[rows] - first_ids[p]
-        halo_feat[rows] = other["_N/feat"][idx]
-        halo_deg[rows] = other["_N/in_degree"][idx]
-        if halo_agg is not None:
-            halo_agg[rows] = other[f"_N/{AGG_KEY}"][idx]
+    need = torch.zeros(num_nodes, dtype=torch.bool)
+    need[seeds.long()] = True
+    frontier = need.clone()
+    src, dst = src.long(), dst.long()
+    for _ in range(hops):
+        step = torch.zeros(num_nodes, dtype=torch.bool)
+        step[src[frontier[dst]]] = True
+        frontier = step & ~need
+        if not bool(frontier.any()):
+            break
+        need |= frontier
+    return need
+
+
+def _node_data(feat_file: Path, part_config) -> dict:
+    node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+    missing = [k for k in ("feat", "label", "train_mask") if k not in node]
+    if missing:
+        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
+                          "`python -m dgl_grappa partition`, or add them to the partition's node data")
+    return node
+
+
+def _in_degree(node: dict, part_config, part_id: int, rows: Tensor | None = None) -> Tensor:
+    if "in_degree" in node:
+        deg = node["in_degree"]
+        return deg if rows is None else deg[rows]
+    return load_sidecar(part_config, part_id, rows, what="in_degree")
+
+
+def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, tables: int, own_fp32: int, part_id: int,
+            top: float) -> tuple[str, Tensor]:
+    """(precision, halo nodes kept) under the budget: the most exact precision that holds every
+    reachable node, else the last precision with a uniform sample of the halo."""
+    if keep.storage == "auto":
+        ladder = ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8"]
+    elif keep.storage in PRECISIONS:
+        ladder = [keep.storage]
+    else:
+        raise ConfigError(f"train.storage={keep.storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
+    limit = keep.limit(own_fp32)
+    for precision in ladder:
+        row = row_bytes(width, precision) * tables
+        if (n_inner + halo.numel()) * row <= limit:
+            return precision, halo
+    precision = ladder[-1]
+    row = row_bytes(width, precision) * tables
+    room = int((limit - n_inner * row) // row)
+    if room < 0:
+        need = n_inner * row / max(own_fp32, 1)
+        raise ConfigError(
+            f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
+            f"{precision} ({n_inner * row / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
+            f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+    gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
+    chosen = torch.randperm(halo.numel(), generator=gen)[:room]
+    return precision, torch.sort(halo[chosen]).values
+
+
+def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int, exact: bool,
+               precision: str) -> tuple[NodeTable, Tensor, NodeTable | None]:
+    """Features, in-degrees and (exact) aggregates of halo nodes, read once from their owners' files."""
+    n = gids.numel()
+    feat = torch.empty((n, width), dtype=torch.float32)
+    deg = torch.empty(n, dtype=torch.int64)
+    agg = torch.empty((n, width), dtype=torch.float32) if exact else None
+    first = [lo for lo, _ in node_map(meta)]
+    for p in torch.unique(owner).tolist():
+        rows = (owner == p).nonzero(as_tuple=True)[0]
+        idx = gids[rows] - first[p]
+        _, _, feat_file = part_paths(part_config, p)
+        other = _node_data(feat_file, part_config)
+        feat[rows] = other["feat"][idx].float()
+        deg[rows] = _in_degree(other, part_config, p, idx).to(torch.int64)
         del other
-    row_bytes = width * feat.element_size()
-    one_time = n_halo * (row_bytes * (2 if agg is not None else 1) + 8)
-    return (torch.cat([feat, halo_feat]), torch.cat([in_degree, halo_deg]),
-            torch.cat([agg, halo_agg]) if agg is not None else None, halo_feat.numel() * halo_feat.element_size(),
-            one_time)
+        if agg is not None:
+            agg[rows] = load_sidecar(part_config, p, idx)
+    return NodeTable.store(feat, precision), deg, NodeTable.store(agg, precision) if exact else None
 
 
-def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled") -> LocalPartition:
+def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
+    """Partial-sum rows the owners send for the aggregates of inner ``rows`` (prepare's per-node count)."""
+    try:
+        counts = load_sidecar(part_config, part_id, rows, what="remote_owners")
+    except ConfigError:
+        return 0
+    return int(counts.sum())
+
+
+def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
+               lean: bool = False, keep: Keep | None = None) -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -142,116 +278,171 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         part_id: which part.
         halo: "drop" (inner nodes only) or "keep" (1-hop halo nodes kept, their rows read
             once here from the owners' partition files).
-        first_hop: "exact" also loads the first-hop aggregates (node data ``agg``: inner rows
-            from this part, halo rows from their owners with ``halo=keep``); "sampled" does not.
+        first_hop: "exact" also loads the first-hop aggregates (``python -m dgl_grappa
+            prepare`` writes them; ``partition`` does it itself); "sampled" does not.
+        lean: build the graph as an int32 CSC straight from the part's files, with a
+            fraction of the memory of ``dgl.distributed.load_partition``'s int64 COO + CSC
+            (about 8 bytes per local edge instead of ~62); DGL then draws other, equally
+            distributed samples.
+        keep: what to keep under which budget (:class:`Keep`); default: every node, fp32.
 
     Returns:
         A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
-        moves once per partitioning: with ``halo=keep`` every halo row's features, in-degree
-        (8 bytes) and, with ``exact``, aggregate; with ``halo=drop`` and ``exact`` the feature
-        rows (+ 8 bytes) of the outside in-neighbours from which the owner computes its inner
-        nodes' aggregates (here the partitioner has done it: it holds the whole graph).
+        moves once per partitioning: every kept halo row's features, in-degree (8 bytes) and,
+        with ``exact``, aggregate, in the stored precision; and with ``exact`` and a halo that
+        is not kept whole, at most one fp32 partial-sum row per (kept inner node, other owner
+        of its in-neighbours) for its aggregate (with the whole halo the owner computes them
+        from the halo rows it reads).
 
     Raises:
-        ConfigError: node data missing (``agg`` for ``first_hop=exact``: re-create the partitioning).
+        ConfigError: node data or aggregates missing, a budget that cannot hold the own rows.
     """
     if first_hop not in ("exact", "sampled"):
         raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
-    t0 = time.perf_counter()
-    pg, nfeat, _, gpb, _, _, _ = dgl.distributed.load_partition(str(part_config), part_id)
-    node = {k.split("/", 1)[-1]: v for k, v in nfeat.items()}
-    missing = [k for k in NODE_KEYS if k not in node]
-    if missing:
-        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
-                          "`python -m dgl_grappa partition`")
-    exact = first_hop == "exact"
-    if exact and AGG_KEY not in node:
-        raise ConfigError(f"train.first_hop=exact needs node data '{AGG_KEY}' (first-hop aggregates), which partition "
-                          f"{part_config} lacks (written by an older version or another writer, e.g. bigpart); "
-                          "re-create it with `python -m dgl_grappa partition`, or use --train.first_hop=sampled")
-    graph, num_inner, src, dst = local_graph(pg, pg.ndata["inner_node"], halo)
-    gids = pg.ndata[dgl.NID]
-    # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
-    owner = pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata else torch.full_like(gids, part_id)
-    feat, in_degree = node["feat"], node["in_degree"]
-    agg = node[AGG_KEY] if exact else None
-    halo_bytes = 0
-    one_time = 0
-    n_local = graph.num_nodes()
-    row_bytes = feat.shape[1] * feat.element_size()
-    if halo == "drop":
-        gids, owner = gids[:num_inner], owner[:num_inner]
-        if exact:
-            psrc, pdst = part_edges(pg)
-            n_in_halo = int(torch.unique(psrc[(psrc >= num_inner) & (pdst < num_inner)]).numel())
-            one_time = n_in_halo * (row_bytes + 8)
-    else:
-        feat, in_degree, agg, halo_bytes, one_time = _with_halo_rows(
-            part_config, gids[num_inner:], owner[num_inner:], [int(gpb.partid2nids(p)[0]) for p in
-                                                                range(gpb.num_partitions())],
-            feat, in_degree, agg)
-    train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0]
-    return LocalPartition(
-        part_id=part_id, num_parts=gpb.num_partitions(), graph=graph, num_inner=num_inner,
-        global_ids=gids, owner=owner, feat=feat, label=node["label"].to(torch.int64),
-        train_ids=train_ids, in_degree=in_degree, src=src, dst=dst, halo_bytes_loaded=halo_bytes,
-        load_seconds=time.perf_counter() - t0, agg=agg, one_time_bytes=one_time,
-        rows_held=n_local * (2 if exact else 1))
-
-
-def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop",
-                    first_hop: str = "sampled") -> LocalPartition:
-    """A worker's part for training, with a fraction of :func:`load_local`'s memory (partition.prebuilt).
-
-    The same local view (same nodes, edges, features, labels, train nodes, in-degrees), but
-    the graph is an int32 CSC built straight from the part's files (:func:`read_part_structure`:
-    the part's COO is freed before the features are read) instead of int64 COO + CSC after
-    ``dgl.distributed.load_partition``; ids are int32 (so DGL draws other, equally distributed
-    samples than with load_local's int64 graph); halo features are read only with
-    ``halo="keep"``. Per local edge about 8 bytes instead of ~62.
-
-    Args:
-        part_config: the partitioning's json.
-        part_id: which part.
-        halo: "drop" or "keep" (as :func:`load_local`).
-        first_hop: "exact" also loads the first-hop aggregates (as :func:`load_local`; bigpart
-            writes none, so its partitions need "sampled").
-    """
-    if first_hop not in ("exact", "sampled"):
-        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
+    if halo not in ("drop", "keep"):
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    keep = keep or Keep()
     exact = first_hop == "exact"
     t0 = time.perf_counter()
-    st = read_part_structure(part_config, part_id, halo)
-    n, num_inner = st["num_nodes"], st["num_inner"]
-    indptr, indices = st["indptr"], st["indices"]
-    num_edges = int(indices.numel())
-    if num_edges >= 2 ** 31 or n >= 2 ** 31:
-        raise ValueError(f"part {part_id} has {num_edges} edges / {n} nodes: too many for int32 ids")
-    eids = torch.arange(num_edges, dtype=torch.int32)
-    graph = dgl.graph(("csc", (indptr.to(torch.int32), indices, eids)), num_nodes=n, idtype=torch.int32)
-    # The edge list of the CSC (coverage needs it once), int32: destination of every position.
-    dst = torch.repeat_interleave(torch.arange(n, dtype=torch.int32), indptr[1:] - indptr[:-1])
     meta, _, feat_file = part_paths(part_config, part_id)
-    node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
-    missing = [k for k in NODE_KEYS if k not in node]
-    if missing:
-        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
-                          "`python -m dgl_grappa partition`")
-    if exact and AGG_KEY not in node:
-        raise ConfigError(f"train.first_hop=exact needs node data '{AGG_KEY}' (first-hop aggregates), which partition "
-                          f"{part_config} lacks (bigpart writes none); use --train.first_hop=sampled")
-    feat, in_degree = node["feat"], node["in_degree"]
-    agg = node[AGG_KEY] if exact else None
-    gids, owner = st["global_ids"][:n].clone(), st["owner"][:n].clone()
-    # With halo=drop and exact, load_local also counts the outside in-neighbours' rows the
-    # owner needs for the aggregates; the lean reader never keeps those edges, so 0 here.
+    if lean:
+        st = read_part_structure(part_config, part_id, halo)
+        n_local, num_inner = st["num_nodes"], st["num_inner"]
+        indptr, src = st["indptr"], st["indices"]
+        if int(src.numel()) >= 2 ** 31 or n_local >= 2 ** 31:
+            raise ValueError(f"part {part_id} has {src.numel()} edges / {n_local} nodes: too many for int32 ids")
+        dst = torch.repeat_interleave(torch.arange(n_local, dtype=torch.int32), indptr[1:] - indptr[:-1])
+        gids, owner = st["global_ids"][:n_local].clone(), st["owner"][:n_local].clone()
+        num_parts = st["num_parts"]
+        graph = None
+    else:
+        pg, _, _, gpb, _, _, _ = dgl.distributed.load_partition(str(part_config), part_id, load_feats=False)
+        graph, num_inner, src, dst = local_graph(pg, pg.ndata["inner_node"], halo)
+        n_local = graph.num_nodes()
+        gids = pg.ndata[dgl.NID][:n_local]
+        # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
+        owner = (pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata
+                 else torch.full_like(pg.ndata[dgl.NID], part_id))[:n_local]
+        num_parts = gpb.num_partitions()
+        del pg
+    node = _node_data(feat_file, part_config)
+    train_local = node["train_mask"].bool().nonzero(as_tuple=True)[0]
+    width = int(node["feat"].shape[1])
+    own_fp32 = num_inner * width * 4
+    # What can appear in a batch: every node, or what the seeds' trees reach.
+    if keep.reach is None:
+        needed = torch.ones(n_local, dtype=torch.bool)
+    else:
+        needed = reached_nodes(src, dst, n_local, train_local, keep.reach)
+    inner_kept = needed[:num_inner].nonzero(as_tuple=True)[0]
+    halo_reach = needed[num_inner:].nonzero(as_tuple=True)[0] + num_inner
+    top = float(node["feat"].abs().max()) if node["feat"].numel() else 0.0
+    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, width, 2 if exact else 1, own_fp32,
+                                   part_id, top)
+    kept = torch.cat([inner_kept, halo_kept])
+    partial_rows = 0  # fp32 partial sums from other owners, for aggregates the kept halo rows do not cover
+    if exact and halo == "drop":
+        partial_rows = _remote_owner_rows(part_config, part_id, inner_kept)
+    elif exact and halo_kept.numel() < n_local - num_inner:
+        held = torch.zeros(n_local, dtype=torch.bool)
+        held[kept] = True
+        s, d = src.long(), dst.long()
+        miss = (d < num_inner) & held[d] & (s >= num_inner) & ~held[s]
+        partial_rows = int(torch.unique(d[miss] * num_parts + owner[s[miss]]).numel())
+    if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
+        new = torch.full((n_local,), -1, dtype=torch.int64)
+        new[kept] = torch.arange(kept.numel())
+        e = (new[src.long()] >= 0) & (new[dst.long()] >= 0)
+        src, dst = new[src.long()[e]], new[dst.long()[e]]
+        if lean:
+            src, dst = src.to(torch.int32), dst.to(torch.int32)
+        graph = None
+        gids, owner = gids[kept], owner[kept]
+    n_keep, n_inner_keep = kept.numel(), inner_kept.numel()
+    if graph is None:
+        if lean:
+            counts = torch.bincount(dst.long(), minlength=n_keep)
+            indptr = torch.zeros(n_keep + 1, dtype=torch.int64)
+            torch.cumsum(counts, 0, out=indptr[1:])
+            eids = torch.arange(src.numel(), dtype=torch.int32)
+            graph = dgl.graph(("csc", (indptr.to(torch.int32), src.to(torch.int32), eids)), num_nodes=n_keep,
+                              idtype=torch.int32)
+        else:
+            graph = dgl.graph((src, dst), num_nodes=n_keep).formats(["coo", "csc"])
+    relabel = torch.full((num_inner,), -1, dtype=torch.int64)
+    relabel[inner_kept] = torch.arange(n_inner_keep)
+    train_ids = relabel[train_local]
+    if lean:
+        train_ids = train_ids.to(torch.int32)
+    in_degree = _in_degree(node, part_config, part_id, None).to(torch.int64)[inner_kept]
+    all_inner = n_inner_keep == num_inner
+    feat = NodeTable.store(node["feat"] if all_inner else node["feat"][inner_kept], precision)
+    label = node["label"].to(torch.int64)[inner_kept]
+    del node
+    agg = NodeTable.store(load_sidecar(part_config, part_id, None if all_inner else inner_kept), precision) \
+        if exact else None
     halo_bytes = one_time = 0
-    if halo == "keep" and n > num_inner:
-        feat, in_degree, agg, halo_bytes, one_time = _with_halo_rows(
-            part_config, gids[num_inner:], owner[num_inner:], [lo for lo, _ in node_map(meta)], feat, in_degree, agg)
-    train_ids = node["train_mask"].bool().nonzero(as_tuple=True)[0].to(torch.int32)
+    n_halo = n_keep - n_inner_keep
+    if n_halo:
+        hfeat, hdeg, hagg = _halo_rows(part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact,
+                                       precision)
+        feat = NodeTable.cat([feat, hfeat])
+        in_degree = torch.cat([in_degree, hdeg])
+        agg = NodeTable.cat([agg, hagg]) if exact else None
+        halo_bytes = n_halo * width * 4
+        one_time = n_halo * (int(row_bytes(width, precision)) * (2 if exact else 1) + 8)
+    one_time += partial_rows * width * 4
+    memory = _memory(feat, agg, n_inner_keep, n_keep, precision, [gids, owner, label, train_ids, in_degree, src, dst],
+                     graph)
     return LocalPartition(
-        part_id=part_id, num_parts=st["num_parts"], graph=graph, num_inner=num_inner, global_ids=gids, owner=owner,
-        feat=feat, label=node["label"].to(torch.int64), train_ids=train_ids, in_degree=in_degree, src=indices,
-        dst=dst, halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0, agg=agg,
-        one_time_bytes=one_time, rows_held=n * (2 if exact else 1))
+        part_id=part_id, num_parts=num_parts, graph=graph, num_inner=n_inner_keep, global_ids=gids, owner=owner,
+        feat=feat, label=label, train_ids=train_ids, in_degree=in_degree, src=src, dst=dst,
+        halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0, agg=agg, one_time_bytes=one_time,
+        rows_held=n_keep * (2 if exact else 1), part_inner=num_inner, own_fp32_bytes=own_fp32, memory=memory,
+        keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": n_keep,
+              "inner_kept": n_inner_keep, "halo": n_local - num_inner, "halo_reach": int(halo_reach.numel()),
+              "halo_kept": n_halo, "budget_bytes": keep.limit(own_fp32) if keep.limit(own_fp32) < float("inf") else None})
+
+
+def _memory(feat: NodeTable, agg: NodeTable | None, n_inner: int, n: int, precision: str, others: list,
+            graph: dgl.DGLGraph) -> dict:
+    def split(t: NodeTable | None) -> tuple[int, int]:
+        if t is None or n == 0:
+            return 0, 0
+        per = t.nbytes / n
+        return int(round(per * n_inner)), t.nbytes - int(round(per * n_inner))
+
+    fi, fh = split(feat)
+    ai, ah = split(agg)
+    other = sum(int(x.numel() * x.element_size()) for x in others)
+    # the graph's CSC (built for sampling) besides the src/dst edge list counted above
+    other += (graph.num_nodes() + 1 + 2 * graph.num_edges()) * (4 if graph.idtype == torch.int32 else 8)
+    return {"precision": precision, "feat_inner": fi, "feat_halo": fh, "agg_inner": ai, "agg_halo": ah,
+            "resident": fi + fh + ai + ah, "other": other}
+
+
+def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
+                    keep: Keep | None = None) -> LocalPartition:
+    """:func:`load_local` with ``lean=True`` (``partition.prebuilt``)."""
+    return load_local(part_config, part_id, halo, first_hop, lean=True, keep=keep)
+
+
+def keep_for(cfg) -> Keep:
+    """What a training run keeps (:class:`Keep`), from its config.
+
+    ``reach`` is the number of sampled layers (the model's, less the first with first-hop
+    completion), or the coverage recurrence's hops where a correction reads the weights.
+    """
+    from ..config import parse_budget
+
+    sampled = cfg.model.num_layers - (1 if cfg.first_hop == "exact" else 0)
+    reach = max(sampled, cfg.hops) if cfg.grappa.correction != "none" else sampled
+    mult, size = parse_budget(cfg.train.memory_budget)
+    return Keep(reach=reach, storage=cfg.train.storage, budget=mult, budget_bytes=size, seed=cfg.train.seed)
+
+
+def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartition:
+    """Worker ``part_id``'s part as a training run of ``cfg`` keeps it (halo, first hop, budget;
+    a prebuilt partitioning, possibly of a graph no process can hold, is read lean)."""
+    return load_local(part_config, part_id, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
+                      keep=keep_for(cfg))

@@ -160,18 +160,23 @@ class LocalFeatures:
     for one is an error: it would mean the sampler left the partition.
 
     Args:
-        table: [num_local, F] rows of the local nodes.
+        table: [num_local, F] rows of the local nodes: a :class:`~.storage.NodeTable` (any
+            storage precision; rows come back in fp32) or a tensor.
         fetch_remote: optional callable(local_ids) -> rows for non-resident nodes.
         resident: bool mask of rows in ``table`` that hold data (default: all).
     """
 
-    def __init__(self, table: Tensor, fetch_remote: Callable[[Tensor], Tensor] | None = None,
+    def __init__(self, table, fetch_remote: Callable[[Tensor], Tensor] | None = None,
                  resident: Tensor | None = None):
-        self.table = table
+        from .storage import NodeTable
+
+        # A plain tensor is a table stored as it is (fp32 keeps it without a copy).
+        self.table = table if isinstance(table, NodeTable) else NodeTable(table, "fp32")
         self.fetch_remote = fetch_remote
         # None = every row is resident (Grappa's case): the per-step residency check is skipped.
         self.resident = None if resident is None or bool(resident.all()) else resident
-        self.row_bytes = table.shape[1] * table.element_size()
+        # Bytes served per row: what the table holds for it (an int8 row includes its scale).
+        self.row_bytes = self.table.nbytes // max(self.table.shape[0], 1)
         self.remote_bytes = 0
         self.local_bytes = 0
 
@@ -185,16 +190,16 @@ class LocalFeatures:
             raise RuntimeError("a step asked for a node outside this worker's local graph")
         if self.resident is None:
             self.local_bytes += ids.numel() * self.row_bytes
-            return torch.index_select(self.table, 0, ids)
+            return self.table.gather(ids)
         here = self.resident[ids]
         n_remote = int((~here).sum())
         if n_remote == 0:
             self.local_bytes += ids.numel() * self.row_bytes
-            return torch.index_select(self.table, 0, ids)
+            return self.table.gather(ids)
         if self.fetch_remote is None:
             raise RuntimeError(f"a step asked for {n_remote} remote feature rows, but this runtime has no remote "
                                "path (local-only sampling must not leave the partition)")
-        out = torch.index_select(self.table, 0, ids)
+        out = self.table.gather(ids)
         out[~here] = self.fetch_remote(ids[~here])
         self.remote_bytes += n_remote * self.row_bytes
         self.local_bytes += (ids.numel() - n_remote) * self.row_bytes

@@ -32,7 +32,7 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..config import Config, ConfigError
-from ..method.local_part import load_local, load_local_lean
+from ..method.local_part import load_for_training
 from ..method.local_runtime import LocalRuntime
 from ..method.models import build_model
 from ..method.reducers import TimedComm, make_correction
@@ -120,9 +120,7 @@ class Trainer:
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
                 log.info("train.first_hop=%s: GAT's first layer cannot be precomputed (its attention depends on "
                          "learned projections), so it is sampled", cfg.train.first_hop)
-            # A prebuilt partitioning (possibly of a graph no process can hold) is read lean.
-            load = load_local_lean if cfg.partition.prebuilt else load_local
-            lp = load(part_config, ident.part, cfg.train.halo, cfg.first_hop)
+            lp = load_for_training(cfg, part_config, ident.part)
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
             self.rt = LocalRuntime(cfg, ident, lp)
@@ -374,7 +372,7 @@ class Trainer:
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
-        lp = load_local(part_config, self.ident.part, self.cfg.train.halo, self.cfg.first_hop)
+        lp = load_for_training(self.cfg, part_config, self.ident.part)
         self.one_time_bytes += lp.one_time_bytes
         self.rt = LocalRuntime(self.cfg, self.ident, lp)
         self.correction.set_contributors(self.rt.contributors)

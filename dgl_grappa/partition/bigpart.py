@@ -44,6 +44,7 @@ from dgl.data.utils import save_tensors
 
 from ..config import ConfigError
 from ..data.bigsynth import BigGraph
+from .aggregates import prepare
 from .assign import ldg_assignment
 from .layout import GRAPH_NAME, NODE_KEYS, STATS_FILE, part_config_path
 
@@ -438,6 +439,11 @@ def finish(work_dir: str | Path, out_dir: str | Path, parts: list[dict], *, fing
         "fingerprint": fingerprint or {}, "writer": "bigpart", "parts": parts,
         "bucket_seconds": st.seconds,
     }
+    # First-hop aggregates, part by part from the written files (bounded memory, as for any folder).
+    t0 = time.perf_counter()
+    prep = prepare(part_config_path(out))
+    stats["prepare_seconds"] = time.perf_counter() - t0
+    stats["aggregate_remote_pairs"] = [p["remote_pairs"] for p in prep["parts"]]
     (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)

@@ -24,14 +24,11 @@ STATS_FILE = "grappa_partition.json"
 # Node data written into every partition; "in_degree" is the full-graph in-degree, which a
 # worker cannot count from its own edges for halo nodes.
 NODE_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask", "in_degree")
-# First-hop completion (train.first_hop=exact): the full-graph mean of every node's in-neighbours'
-# features (0 without in-neighbours), written next to NODE_KEYS by ``partition`` (the partitioner has the
-# whole graph; in a cluster the owners compute it from the halo rows they read, which is what
-# load_local counts as one-time bytes). Optional: partitions without it serve first_hop=sampled.
-AGG_KEY = "agg"
-# Bumped when the files ``partition`` writes change (2: the ``agg`` node data), so cached
-# partitionings of an older layout are not reused.
-LAYOUT_VERSION = 2
+# The first-hop aggregates (train.first_hop=exact) are not node data: they sit in files of their
+# own next to DGL's (partition/aggregates.py), so DistDGL servers do not load them.
+# Bumped when the files ``partition`` writes change (2: the ``agg`` node data; 3: the aggregates
+# moved to their own files), so cached partitionings of an older layout are not reused.
+LAYOUT_VERSION = 3
 
 
 def part_config_path(out_dir: str | Path) -> Path:

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from ..config import Config, ConfigError, PartitionConfig
-from .aggregates import neighbour_mean
+from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
-from .layout import AGG_KEY, GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
+from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
 
 log = logging.getLogger("dgl_grappa")
 
@@ -48,9 +48,8 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     out.mkdir(parents=True, exist_ok=True)
     g = g.clone()
     g.ndata["in_degree"] = g.in_degrees().to(torch.int64)
-    g.ndata[AGG_KEY] = neighbour_mean(g, g.ndata["feat"])
     for k in list(g.ndata.keys()):
-        if k not in NODE_KEYS + (AGG_KEY,):
+        if k not in NODE_KEYS:
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
     check_partitionable(g.num_nodes(), cfg.num_parts)
@@ -102,6 +101,11 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
                            "(this DGL version partitions differently; report it)")
     np.save(out / "assignment.npy", assignment)
     np.save(out / "orig_ids.npy", orig_nids.numpy())
+    # First-hop aggregates, from the written parts (the same path as for a folder made elsewhere).
+    t1 = time.perf_counter()
+    prep = prepare(part_config_path(out))
+    stats["prepare_seconds"] = time.perf_counter() - t1
+    stats["aggregate_remote_pairs"] = [p["remote_pairs"] for p in prep["parts"]]
     stats["files"] = file_manifest(out)
     (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     return stats
