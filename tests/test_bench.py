@@ -613,3 +613,21 @@ def test_tta_summary_counts_faster_rows_and_names_the_misses():
     assert "faster than DistDGL in 1 of 2 rows" in text and "median 1.25x (range 0.50x-2.00x)" in text
     assert "cora ldg-4 gcn-2 1 of 3" in text
     assert br.tta_summary(rows[:1]) == ""
+
+
+def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
+    """A Grappa entry stored before train.memory_budget existed ran the replicating defaults:
+    it must run again, although the planned value is the key's default; DistDGL's stays."""
+    cfg = load_config(None, [])
+    now = bench.normalised(cfg)
+    old = json.loads(json.dumps(now))
+    del old["train"]["memory_budget"], old["train"]["storage"]
+    for kind, stale in (("grappa", True), ("distdgl", False), ("distdgl-grappa", False)):
+        planned = bench.PlannedSystem(system=bench.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
+                                      config=now, fingerprint="x")
+        why = bench.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
+        assert (why is not None) == stale, (kind, why)
+        assert bench.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
+    assert "train.memory_budget" in bench.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
+        bench.PlannedSystem(system=bench.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
+                            config=now, fingerprint="x")))

@@ -468,6 +468,20 @@ def _default_config() -> dict:
     return normalised(Config())
 
 
+# Keys whose arrival changed what a native Grappa run does at its defaults: an entry stored
+# before a key existed ran the old behaviour, so it is stale for that system kind even when
+# the planned value is the key's default (config_changes passes over keys at their default).
+NEW_BEHAVIOUR_KEYS = {"grappa": ("train.memory_budget", "train.storage")}
+
+
+def _has_key(config: dict, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return False
+        config = config[part]
+    return True
+
+
 def stale_reason(stored: dict | None, planned: PlannedSystem) -> str | None:
     """Why a stored system entry cannot be reused for ``planned`` (None = it can)."""
     if not stored:
@@ -476,6 +490,9 @@ def stale_reason(stored: dict | None, planned: PlannedSystem) -> str | None:
         return f"{stored.get('status', 'unknown')} before"
     if stored.get("kind") != planned.system.kind:
         return f"kind {stored.get('kind')} -> {planned.system.kind}"
+    for key in NEW_BEHAVIOUR_KEYS.get(planned.system.kind, ()):
+        if not _has_key(stored.get("config") or {}, key) and _has_key(planned.config, key):
+            return f"run before {key} existed (the defaults have changed since)"
     changes = config_changes(stored.get("config") or {}, planned.config, _default_config())
     if changes:
         return "config changed: " + "; ".join(changes[:3]) + (" ..." if len(changes) > 3 else "")
