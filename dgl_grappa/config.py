@@ -198,13 +198,13 @@ class TrainConfig:
     a worker holds: a multiple of its own feature rows in fp32 (``1.5``), or bytes (``8GB``,
     ``512MiB``); ``0`` = no limit. Under it the loader keeps only the nodes the training seeds'
     sampled trees reach, stores the tables in the most exact precision that fits
-    (``train.storage``), and when even int8 does not fit keeps a uniform sample of the halo.
-    A budget below the own reachable rows and aggregates in int8 is an error naming the
+    (``train.storage``), and when even int4 does not fit keeps a uniform sample of the halo.
+    A budget below the own reachable rows and aggregates in int4 is an error naming the
     smallest that fits."""
-    storage: Literal["auto", "fp32", "fp16", "bf16", "int8"] = "auto"
+    storage: Literal["auto", "fp32", "fp16", "bf16", "int8", "int4"] = "auto"
     """Precision of the feature-width tables a worker holds. auto: the most exact of fp32,
-    fp16 (bf16 for features beyond fp16's range) and int8 (one fp32 scale per row) that holds
-    every reachable node within ``train.memory_budget``. Rows reach the model in fp32."""
+    fp16 (bf16 for features beyond fp16's range), int8 and int4 (one fp32 scale per row) that
+    holds every reachable node within ``train.memory_budget``. Rows reach the model in fp32."""
     eval_every: int = 5
     """Global evaluation every this many epochs (and always after the last); 0 = end only."""
     eval_mode: Literal["auto", "whole", "layerwise"] = "auto"

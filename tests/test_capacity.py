@@ -56,3 +56,33 @@ def test_part_bytes_and_epoch_seconds_arithmetic():
     assert t["grappa"] == pytest.approx(w.steps * (1.0 + grappa_step_bytes(w) / 1e9))
     assert t["distdgl_low"] == pytest.approx(w.steps * 1.0) and t["distdgl_high"] > t["grappa"]
     assert w.steps == math.ceil(500 / 4000)
+
+
+def test_resident_bytes_count_every_table_and_the_budget_samples_the_halo():
+    from dgl_grappa.bench.capacity import resident_bytes, stored_row_bytes
+
+    w = Workload("x", 1000, 10_000, 8, 500, 4, 100, 50, 0.5, halo_share=2.0)
+    own = 250 * 32
+    # no pruning, fp32: own + halo rows, twice with the aggregates
+    assert resident_bytes(w)["resident"] == (250 + 500) * 2 * 32
+    assert resident_bytes(w, exact=False, halo="drop")["ratio"] == 1.0
+    assert stored_row_bytes(8, "int8") == 12 and stored_row_bytes(8, "fp16") == 16
+    r = resident_bytes(w, precision="int8", inner_frac=0.8, halo_frac=0.5)
+    assert r["resident"] == (200 + 250) * 2 * 12
+    # a budget below that keeps what fits of the halo
+    b = resident_bytes(w, precision="int8", inner_frac=0.8, halo_frac=0.5, budget=1.0)
+    assert b["resident"] == pytest.approx(own) and b["halo_kept_frac"] == pytest.approx((own / 24 - 200) / 250)
+
+
+def test_random_halo_share_matches_a_random_partition():
+    from dgl_grappa.bench.capacity import random_halo_share
+
+    rng = np.random.default_rng(1)
+    n, p = 40_000, 8
+    deg = rng.integers(1, 30, n)
+    src = np.repeat(np.arange(n), deg)
+    dst = rng.integers(0, n, src.size)
+    owner = rng.integers(0, p, n)
+    into0 = (owner[dst] == 0) & (owner[src] != 0)
+    measured = np.unique(src[into0]).size / (owner == 0).sum()
+    assert random_halo_share(p, deg) == pytest.approx(measured, rel=0.03)

@@ -143,6 +143,88 @@ def part_bytes(w: Workload, edge_bytes: float = 4.0, halo: str = "drop", cut: fl
     return {"features": feats, "structure": struct, "total": feats + struct}
 
 
+ROW_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0}
+
+
+def stored_row_bytes(width: int, precision: str) -> float:
+    """Bytes of one stored feature-width row (int8: one byte per value plus a 4-byte scale)."""
+    return width + 4.0 if precision == "int8" else ROW_BYTES[precision] * width
+
+
+def random_halo_share(p: int, degrees) -> float:
+    """Halo / inner nodes of a part of a random P-way partition, from the graph's (out-)degrees.
+
+    A node outside part p is in p's halo when one of its d edges lands in p: probability
+    1 - (1 - 1/P)^d; (P - 1) N / P such nodes over N / P inner ones.
+
+    Example:
+        >>> round(random_halo_share(4, [10] * 100), 2)
+        2.83
+    """
+    import numpy as np
+
+    d = np.asarray(degrees, dtype=np.float64)
+    return (p - 1) * float(np.mean(1.0 - (1.0 - 1.0 / p) ** d)) if p > 1 else 0.0
+
+
+def reach_fractions(train_frac: float, degree: float, cut: float, halo_share: float, hops: int) -> tuple[float, float]:
+    """Shares of a part's inner nodes, and of its halo, that its seeds' ``hops``-hop sampled trees reach.
+
+    Tree-like estimate: inner nodes within k local hops of a seed, 1 - exp(-t (1 + a + ... + a^k))
+    with a = degree x (1 - cut) local in-neighbours per node; a halo node is reached when one
+    of its edges into the part ends at an inner node reached within hops - 1: degree x cut
+    such edges per inner node, spread over halo_share halo nodes per inner node.
+
+    Example:
+        >>> [round(x, 2) for x in reach_fractions(0.6, 10, 0.75, 2.8, 1)]
+        [0.88, 0.7]
+    """
+    if hops <= 0:
+        return min(train_frac, 1.0), 0.0
+    a = degree * (1.0 - cut)
+    def within(k):
+        return 1.0 - math.exp(-train_frac * sum(a ** i for i in range(k + 1)))
+    inner = within(hops)
+    halo = 1.0 - math.exp(-within(hops - 1) * degree * cut / halo_share) if halo_share > 0 else 0.0
+    return inner, halo
+
+
+def resident_bytes(w: Workload, *, halo: str = "keep", exact: bool = True, precision: str = "fp32",
+                   inner_frac: float = 1.0, halo_frac: float = 1.0, budget: float | None = None) -> dict:
+    """Feature-width bytes one worker holds (features, first-hop aggregates, halo rows), and what a budget leaves.
+
+    Args:
+        w: the workload (``halo_share``: the partitioner's measured halo / inner).
+        halo: "keep" or "drop".
+        exact: first-hop aggregates held too (one more row per held node).
+        precision: the tables' storage precision.
+        inner_frac, halo_frac: shares of the inner nodes and of the halo the seeds reach
+            (1.0: everything held, as without pruning; :func:`reach_fractions` estimates them).
+        budget: the loader's budget in multiples of the own fp32 rows (None: no limit); a
+            halo that does not fit is sampled down to what does.
+
+    Returns:
+        ``{"resident", "own_fp32", "ratio", "halo_kept_frac"}`` (ratio = resident / own_fp32).
+
+    Example:
+        >>> w = Workload("x", 1e6, 1e7, 128, 6e5, 4, 1e5, 1e5, 0.75, halo_share=2.0)
+        >>> round(resident_bytes(w)["ratio"], 2), round(resident_bytes(w, precision="int8", budget=1.5)["ratio"], 2)
+        (6.0, 1.5)
+    """
+    inner = w.num_nodes / w.num_parts
+    own = inner * 4 * w.feat_dim
+    per_node = stored_row_bytes(w.feat_dim, precision) * (2 if exact else 1)
+    held_inner = inner * inner_frac
+    halo_nodes = inner * w.halo_share * halo_frac if halo == "keep" else 0.0
+    kept = 1.0
+    if budget is not None and (held_inner + halo_nodes) * per_node > budget * own:
+        room = max(budget * own / per_node - held_inner, 0.0)
+        kept = room / halo_nodes if halo_nodes else 0.0
+        halo_nodes = room
+    total = (held_inner + halo_nodes) * per_node
+    return {"resident": total, "own_fp32": own, "ratio": total / own, "halo_kept_frac": kept}
+
+
 def epoch_seconds(w: Workload, step_compute_s: float, bandwidth_Bps: float, latency_s: float = 0.0,
                   remote_row_s: float = 0.0) -> dict:
     """Epoch time per worker: compute, plus bytes / bandwidth (per-machine links).
@@ -191,4 +273,5 @@ def scale_step_time(measured_s: float, measured_rows: float, measured_width: flo
 
 
 __all__ = ["GB", "Workload", "distdgl_feature_step_bytes", "distdgl_step_bytes", "epoch_bytes", "epoch_seconds",
-           "grappa_step_bytes", "part_bytes", "random_remote_fraction", "ring_factor", "scale_step_time"]
+           "grappa_step_bytes", "part_bytes", "random_halo_share", "random_remote_fraction", "reach_fractions",
+           "resident_bytes", "ring_factor", "scale_step_time", "stored_row_bytes"]

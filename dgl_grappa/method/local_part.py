@@ -11,8 +11,8 @@ What a worker keeps is chosen here, under a memory budget (:class:`Keep`):
   hops from the seeds over in-edges; halo nodes are leaves). Exact: no other node can
   appear in a batch. With sparse labels most of a part is never reached.
 * **precision**: the feature-width tables (features, aggregates, halo rows) are stored
-  in fp32, fp16, bf16 or int8 (:mod:`.storage`); ``auto`` takes the most exact that fits.
-* **halo sample**: when even int8 does not fit, a uniform random subset of the reachable
+  in fp32, fp16, bf16, int8 or int4 (:mod:`.storage`); ``auto`` takes the most exact that fits.
+* **halo sample**: when even int4 does not fit, a uniform random subset of the reachable
   halo nodes is kept, as many as fit (seeded by the part).
 
 The budget counts the feature-width tables (``resident_bytes``), in multiples of the part's
@@ -82,9 +82,9 @@ class Keep:
     Attributes:
         reach: sampled hops from the training seeds whose nodes are kept (the model's
             layers, less one with first-hop completion); None keeps every node of the part.
-        storage: precision of the feature-width tables: fp32, fp16, bf16, int8, or auto
-            (the most exact of fp32, fp16, int8 that fits the budget; bf16 where fp16 would
-            overflow).
+        storage: precision of the feature-width tables: fp32, fp16, bf16, int8, int4, or auto
+            (the most exact of fp32, fp16, int8, int4 that fits the budget; bf16 where fp16
+            would overflow).
         budget: the most feature-width bytes to hold, as a multiple of the part's own
             feature rows in fp32; 0 = no limit.
         budget_bytes: the same in bytes (used instead of ``budget`` when > 0).
@@ -215,7 +215,7 @@ def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, tables: int, own
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
     reachable node, else the last precision with a uniform sample of the halo."""
     if keep.storage == "auto":
-        ladder = ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8"]
+        ladder = ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8", "int4"]
     elif keep.storage in PRECISIONS:
         ladder = [keep.storage]
     else:
