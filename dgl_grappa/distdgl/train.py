@@ -156,7 +156,8 @@ def train():
         exact = cfg.first_hop == "exact"
         loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, hops=cfg.hops, w_min=cfg.grappa.w_min,
                               self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=dropin_halo(cfg.train.halo),
-                              first_hop=cfg.first_hop)
+                              first_hop=cfg.first_hop, part_config=args.part_config,
+                              memory_budget=cfg.train.memory_budget)
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
@@ -215,7 +216,7 @@ def train():
                     # first-hop completion, the precomputed aggregates; every row is local.
                     extra = {"deg": g.ndata["in_degree"][input_nodes].to(device)}
                     if exact:
-                        extra["agg"] = g.ndata["agg"][input_nodes].to(device)
+                        extra["agg"] = loader.aggregates(input_nodes).to(device)
                     out = model(blocks, x, **extra)
                 else:
                     out = model(blocks, x)

@@ -23,8 +23,11 @@ replaces ``DistNodeDataLoader``:
 * first-hop completion (``first_hop="exact"``, the native default) works here too, with one
   more line in the script: the loader samples layers 1..L-1 only, and the script passes the
   partition's precomputed aggregates to its model, ``model(blocks, x,
-  agg=g.ndata["agg"][input_nodes], deg=g.ndata["in_degree"][input_nodes])`` (a model of
-  :mod:`dgl_grappa.method.models`, or any whose first layer takes them). Every row is local.
+  agg=loader.aggregates(input_nodes), deg=g.ndata["in_degree"][input_nodes])`` (a model of
+  :mod:`dgl_grappa.method.models`, or any whose first layer takes them). The loader reads
+  this machine's aggregates once from the partition folder (``part_config``; written by
+  ``python -m dgl_grappa prepare``) and keeps them in the precision the memory budget
+  leaves room for next to the server's features. Every row is local.
   Passing ``deg`` alone (``first_hop="sampled"``) gives GraphSAGE its empty-neighbourhood
   rule. What the drop-in cannot do is keep the halo (``train.halo=keep``): the script
   reads features through the DistGraph, which would pull halo rows every step, so it
@@ -41,11 +44,11 @@ tensors; :class:`GrappaLoader` only reads them from a DistGraph.
 Example (the changes to a DistDGL script):
     >>> corr = make_correction("none")                                          # doctest: +SKIP
     >>> loader = GrappaLoader(g, sampler, batch_size=1000, correction=corr,     # was DistNodeDataLoader
-    ...                       first_hop="exact")                                # doctest: +SKIP
+    ...                       first_hop="exact", part_config=part_config)       # doctest: +SKIP
     >>> model = DDP(model); corr.register(model)                                # was DDP(model)
     >>> for input_nodes, seeds, blocks in loader:                               # doctest: +SKIP
     ...     x = g.ndata["feat"][input_nodes]
-    ...     agg, deg = g.ndata["agg"][input_nodes], g.ndata["in_degree"][input_nodes]
+    ...     agg, deg = loader.aggregates(input_nodes), g.ndata["in_degree"][input_nodes]
     ...     out = model(blocks, x, agg=agg, deg=deg)                            # was model(blocks, x)
 """
 from __future__ import annotations
@@ -98,7 +101,7 @@ class PartitionLoader:
             layers 1..L-1 (``sampler`` loses its first layer, see
             :func:`~dgl_grappa.method.sampler.skip_first_layer`), and the script's model computes
             layer 0 from the partition's precomputed aggregates:
-            ``model(blocks, x, agg=g.ndata["agg"][input_nodes], deg=g.ndata["in_degree"][input_nodes])``
+            ``model(blocks, x, agg=loader.aggregates(input_nodes), deg=g.ndata["in_degree"][input_nodes])``
             (every row is this machine's own).
 
     Attributes:
@@ -164,8 +167,12 @@ class GrappaLoader(PartitionLoader):
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
         sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
-            :class:`PartitionLoader` (``first_hop="exact"`` needs node data ``agg``, which
-            ``python -m dgl_grappa partition`` writes).
+            :class:`PartitionLoader`.
+        part_config: the partition json the servers loaded (``first_hop="exact"`` reads this
+            machine's aggregates from its folder: ``python -m dgl_grappa prepare`` adds them).
+        memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or
+            bytes): the server holds the features in fp32; the aggregates take the most
+            exact precision that fits in the rest (at least int4).
         train_key, degree_key: node-data keys of the training mask and of the full-graph
             in-degree (written by ``python -m dgl_grappa partition``; without it the
             degrees are asked from the servers once, here).
@@ -173,7 +180,8 @@ class GrappaLoader(PartitionLoader):
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
                  w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
-                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree"):
+                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
+                 part_config: str | None = None, memory_budget: str = "1.5"):
         _refuse(correction, halo)  # before anything is asked from the servers
         lp = g.local_partition
         if lp is None:
@@ -194,8 +202,44 @@ class GrappaLoader(PartitionLoader):
         else:
             log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
             deg = g.in_degrees(gids[:n_inner])
-        if first_hop == "exact" and "agg" not in g.ndata:
-            raise ValueError("first_hop='exact' needs node data 'agg' (first-hop aggregates) in the partition; "
-                             "re-create it with `python -m dgl_grappa partition`, or use first_hop='sampled'")
+        if first_hop == "exact" and part_config is None:
+            raise ValueError("first_hop='exact' needs part_config= (this machine's aggregates are read from the "
+                             "partition folder); or use first_hop='sampled'")
+        self.agg = None
+        self._first = first
+        if first_hop == "exact":
+            self.agg = _aggregates(part_config, g.get_partition_book().partid, int(g.ndata["feat"].shape[1]),
+                                   n_inner, memory_budget)
         super().__init__(lp, inner, gids, train, deg, sampler, batch_size, correction, hops=hops, w_min=w_min,
                          self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop)
+
+    def aggregates(self, input_nodes: Tensor) -> Tensor:
+        """fp32 first-hop aggregates of ``input_nodes`` (global ids of this machine's nodes), from local memory."""
+        if self.agg is None:
+            raise RuntimeError("this loader was made with first_hop='sampled': it holds no aggregates")
+        return self.agg.gather(input_nodes - self._first)
+
+
+def _aggregates(part_config, part_id: int, width: int, n_inner: int, memory_budget: str):
+    """This machine's aggregates in the most exact precision that fits next to the server's fp32 features."""
+    from ..config import ConfigError, parse_budget
+    from ..partition.aggregates import load_sidecar
+    from .storage import NodeTable, row_bytes
+
+    agg = load_sidecar(part_config, part_id)
+    if agg.shape != (n_inner, width):
+        raise ValueError(f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
+                         f"({n_inner}, {width}): the folder was prepared for another partitioning; run "
+                         "`python -m dgl_grappa prepare` again")
+    mult, size = parse_budget(memory_budget)
+    own = n_inner * width * 4
+    room = (size or mult * own) - own if (size or mult) else float("inf")
+    for precision in ("fp32", "fp16", "int8", "int4"):
+        if n_inner * row_bytes(width, precision) <= room:
+            break
+    else:
+        raise ConfigError(f"train.memory_budget={memory_budget} leaves no room for the aggregates next to the server's "
+                          f"features (they need {1 + row_bytes(width, 'int4') / (4 * width):.3f} x the own rows in int4)")
+    log.info("drop-in: first-hop aggregates of part %d held in %s (%d bytes)", part_id, precision,
+             int(n_inner * row_bytes(width, precision)))
+    return NodeTable.store(agg, precision)
