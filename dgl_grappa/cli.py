@@ -1,4 +1,8 @@
-"""Command line: ``python -m dgl_grappa {partition,train,compare,bench,worker} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,prepare,train,compare,bench,worker} --config C [--section.key=value ...]``.
+
+``prepare --part-config PATH`` adds what the method needs (first-hop aggregates, full-graph
+in-degrees) to a partition folder in DGL's layout that another tool wrote, part by part,
+next to its files (:func:`dgl_grappa.partition.aggregates.prepare`).
 
 ``worker`` is one worker of a job started by torchrun, srun or the multi-host launcher
 (its identity from the environment, see :mod:`dgl_grappa.native.worker`); ``train`` with
@@ -99,10 +103,28 @@ def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
     return run(cfg, a.part_config, a.num_classes, resume=None if a.no_resume else "auto")
 
 
-COMMANDS = {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare, "worker": cmd_worker,
-            "bench": None}
+def cmd_prepare(extra: list[str]) -> int:
+    from .partition.aggregates import prepare
+
+    ap = argparse.ArgumentParser(prog="python -m dgl_grappa prepare",
+                                 description="add first-hop aggregates and in-degrees to a DGL partition folder")
+    ap.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
+    ap.add_argument("--feat-key", default="feat", help="node data key of the features (default: feat)")
+    ap.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")
+    a = ap.parse_args(extra)
+    rec = prepare(a.part_config, a.feat_key, force=a.force)
+    for part in rec["parts"]:
+        print(f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
+              f"{part['remote_pairs']} partial sums from other parts")
+    print(f"wrote the aggregates next to {rec['part_config']} ({rec['seconds']:.1f} s; a second run is a no-op)")
+    return 0
+
+
+COMMANDS = {"partition": cmd_partition, "prepare": None, "train": cmd_train, "compare": cmd_compare,
+            "worker": cmd_worker, "bench": None}
 """``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself."""
-_OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume")}
+_OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
+              "prepare": ("--part-config", "--feat-key", "--force")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,12 +142,16 @@ def main(argv: list[str] | None = None) -> int:
     while i < len(rest):  # the command's own flags, apart from the config overrides
         name = rest[i].split("=", 1)[0]
         if name in flags:
-            takes = name != "--no-resume" and "=" not in rest[i]
+            takes = name not in ("--no-resume", "--force") and "=" not in rest[i]
             own += rest[i:i + 1 + takes]
             del rest[i:i + 1 + takes]
         else:
             i += 1
     try:
+        if args.command == "prepare":
+            if rest:
+                raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--force], not {rest[0]}")
+            return cmd_prepare(own)
         if args.command == "bench":
             from .bench.matrix import cmd_bench
 

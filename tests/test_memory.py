@@ -191,3 +191,15 @@ def test_keep_follows_the_model_depth_and_first_hop():
     assert (k.reach, k.budget, k.budget_bytes, k.storage) == (2, 0.0, 2 * 10 ** 9, "auto")
     cfg = load_config(None, ["--train.first_hop=sampled", "--grappa.correction=batch", "--grappa.hops=3"])
     assert keep_for(cfg).reach == 3 and keep_for(cfg).budget == 1.5
+
+
+def test_the_prepare_command(dgl_parts, tmp_path, capsys):
+    from dgl_grappa import cli
+
+    _, part_config, _ = dgl_parts
+    assert cli.main(["prepare", "--part-config", str(part_config.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "part 2:" in out and "a second run is a no-op" in out
+    assert cli.main(["prepare", "--part-config", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dgl_grappa: error:") and "does not exist" in err and "\n" not in err
