@@ -160,7 +160,10 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
                "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
                "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
                "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts"),
-               "phases": s.get("phases")}
+               "phases": s.get("phases"),
+               # what the largest worker (DistDGL: machine, its server's shard) holds, and its peak RSS
+               "resident_bytes_max": s.get("resident_bytes_max"), "resident_ratio_max": s.get("resident_ratio_max"),
+               "peak_rss_bytes_max": s.get("machine_peak_rss_bytes_max") or s.get("peak_rss_bytes_max")}
         for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
@@ -184,7 +187,7 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
 def format_table(result: dict, markdown: bool = False) -> str:
     """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
     head = ["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch", "val acc",
-            "test acc", f"time to val {result['target_acc']:.3f}"]
+            "test acc", f"time to val {result['target_acc']:.3f}", "node tables held (x own fp32)", "peak RSS"]
     lines = []
     for r in result["rows"]:
         tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
@@ -197,6 +200,9 @@ def format_table(result: dict, markdown: bool = False) -> str:
             f"{r['val_acc']:.4f} ({_fmt_ratio(r['val_acc_ratio'])})",
             f"{r['test_acc']:.4f} ({_fmt_ratio(r['test_acc_ratio'])})",
             f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
+            (f"{format_bytes(r['resident_bytes_max'])} ({r['resident_ratio_max']:.2f}x)"
+             if r.get("resident_bytes_max") is not None and r.get("resident_ratio_max") is not None else "-"),
+            format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-",
         ])
     if markdown:
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -259,9 +265,14 @@ def report_markdown(result: dict) -> str:
         "rows (row + 8-byte id), sampling RPC payloads, and the DDP gradient payload x 2(W-1)/W (gloo's ring "
         "all-reduce).",
         "- **one-time bytes/epoch**: what Grappa's workers read once per partitioning (with `train.halo=keep` "
-        "each halo row's features, in-degree and first-hop aggregate, from its owner; with the halo dropped and "
-        "an exact first hop, the outside neighbours' rows the owners aggregate), all workers, divided by the "
-        "epochs; read at load time from the owners' partition files, so in neither column before it.",
+        "each kept halo row's features, in-degree and first-hop aggregate, from its owner, in the stored "
+        "precision; with an exact first hop, one partial sum per other owner of a node's in-neighbours whose rows "
+        "are not kept), all workers, divided by the epochs; read at load time from the owners' partition files, "
+        "so in neither column before it.",
+        "- **node tables held**: the feature-width node tables of the largest worker (Grappa: features, first-hop "
+        "aggregates and kept halo rows, in their stored precision, `train.memory_budget`; DistDGL: its machine's "
+        "KVStore shard), and that as a multiple of the worker's own feature rows in fp32. **peak RSS**: the "
+        "largest worker's peak resident memory (DistDGL: a machine's server plus its trainer).",
         "- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last epoch.",
         f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or above "
         "the target (evaluation time excluded).", "",

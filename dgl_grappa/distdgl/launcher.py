@@ -1,6 +1,7 @@
 """The launcher (runs inside the job's network namespace): one DistDGL server and trainer per partition."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -250,7 +251,11 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
         raise JobFailed(f"{msg}\n  last lines of {logs / (name + '.log')}:\n{tail(logs / (name + '.log'))}")
 
     ready_logged = False
+    peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows: the last read is it)
     while True:
+        for i, s in enumerate(servers):
+            if s.poll() is None:
+                peaks[i] = _tree_peak_rss(s.pid) or peaks[i]
         rcs = [t.poll() for t in trainers]
         for i, rc in enumerate(rcs):
             if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix
@@ -286,6 +291,26 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
     if late:
         log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late,
                     dd.shutdown_timeout_s)
+    # The machines' memory, next to what the trainers report (distdgl.run merges it into the summary).
+    (logs.parent / SERVERS_FILE).write_text(json.dumps({"peak_rss_bytes": peaks}))
+
+
+SERVERS_FILE = "servers_memory.json"
+
+
+def _tree_peak_rss(pid: int) -> int | None:
+    """Peak resident bytes of a process and its descendants (a server behind its namespace wrappers)."""
+    import psutil
+
+    from ..runtime.metrics import peak_rss_bytes
+
+    try:
+        procs = [psutil.Process(pid)]
+        procs += procs[0].children(recursive=True)
+    except psutil.Error:
+        return None
+    vals = [peak_rss_bytes(p.pid) for p in procs]
+    return sum(v for v in vals if v) or None
 
 
 def _server_main() -> None:

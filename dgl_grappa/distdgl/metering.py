@@ -97,6 +97,37 @@ def num_classes(g) -> int:
     return int(m[0]) + 1
 
 
+def machine_holding(g, held=None) -> dict:
+    """What a DistDGL machine holds of the graph: its KVStore shard (the server's node tensors,
+    which the trainer maps from shared memory) and its partition's structure.
+
+    ``resident_bytes`` counts the feature-width tables (2-D node tensors as wide as the
+    features) plus ``held`` (the trainer's own tables); ``resident_other_bytes`` the other node
+    tensors (labels, masks, degrees) and the partition graph's arrays.
+    """
+    part = g.local_partition
+    width = int(g.ndata["feat"].shape[1])
+    resident = other = 0
+    for name in g.ndata.keys():
+        try:
+            local = g.ndata[name].local_partition
+        except Exception:  # a tensor this machine does not serve (none in DGL's layout)
+            continue
+        nbytes = local.numel() * local.element_size()
+        if local.dim() == 2 and local.shape[1] == width:
+            resident += nbytes
+        else:
+            other += nbytes
+    if part is not None:
+        other += part.num_nodes() * 8 * 3 + part.num_edges() * 8 * 3  # ids, inner flags, part ids; src, dst, ids
+        n_inner = int(part.ndata["inner_node"].bool().sum())
+    else:
+        n_inner = 0
+    if held is not None:
+        resident += int(held.nbytes)
+    return {"resident_bytes": resident, "resident_other_bytes": other, "own_fp32_bytes": n_inner * width * 4}
+
+
 class TrainerMeter:
     """Everything a DistDGL trainer script needs besides training itself.
 
@@ -125,6 +156,8 @@ class TrainerMeter:
             (DistDGL pulls them from their owners) or the drop-in loader's ``halo``.
         model, optimizer: the script's DDP model and optimizer, to time the forward pass and
             the optimizer step (hooks that only read the clock); optional.
+        held: node tables the trainer holds itself besides its machine's KVStore shard (the
+            drop-in's first-hop aggregates), anything with ``nbytes``; counted in its memory.
 
     Example (the loop of :mod:`dgl_grappa.distdgl.train`):
         >>> for epoch in range(cfg.train.epochs):                      # doctest: +SKIP
@@ -135,7 +168,7 @@ class TrainerMeter:
     """
 
     def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
-                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None):
+                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None, held=None):
         import torch.distributed as dist
 
         from ..cluster.hosts import worker_identity
@@ -153,6 +186,7 @@ class TrainerMeter:
         # Across hosts (DGL_GRAPPA_WIRE=nic) its host's interface bytes are read by the host's local rank 0.
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
+        self.epoch_meter.holding(**machine_holding(g, held))
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
         self._marks = [0.0, 0.0, 0.0, 0.0]
         self._times = None

@@ -11,6 +11,25 @@ from ..partition.store import ensure_partitions
 from .segments import run_segments
 
 
+def machine_memory(out: Path, summary: dict) -> dict:
+    """Each DistDGL machine's peak memory: its server's (the launcher's reading) plus its trainer's.
+
+    Returns:
+        ``servers_peak_rss_bytes`` and ``machine_peak_rss_bytes_max`` (server + trainer of
+        the same machine, the largest), or {} when the launcher read nothing (other hosts).
+    """
+    from .launcher import SERVERS_FILE
+
+    f = out / SERVERS_FILE
+    try:
+        servers = json.loads(f.read_text())["peak_rss_bytes"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    trainers = [w.get("peak_rss_bytes") for w in summary.get("workers") or []]
+    machines = [s + t for s, t in zip(servers, trainers) if s and t]
+    return {"servers_peak_rss_bytes": servers, "machine_peak_rss_bytes_max": max(machines) if machines else None}
+
+
 def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False, script: str | None = None,
                 extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False) -> dict:
     """Run the DistDGL job (baseline, or the drop-in script with ``--grappa``) and return its summary.
@@ -81,5 +100,6 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
                                 resume=point.path if point else None, budget=budget, ckdir=ckdir)
     summary["edge_cut"] = stats["edge_cut"]
     summary["restarts"] = budget.taken
+    summary.update(machine_memory(out, summary))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -176,7 +176,7 @@ def train():
     prior = []  # this rank's records before this job's segment (from a checkpoint)
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
-                            optimizer=optimizer)
+                            optimizer=optimizer, held=getattr(loader, "agg", None))
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, cfg, model.module, optimizer)

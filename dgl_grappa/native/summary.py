@@ -34,7 +34,7 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
     """
     ident, rt, meter = trainer.ident, trainer.rt, trainer.meter
     lp, records = rt.lp, meter.records
-    mine = {"rank": ident.rank, "part": ident.part, "inner_nodes": lp.num_inner,
+    mine = {"rank": ident.rank, "part": ident.part, "inner_nodes": lp.part_inner, "inner_kept": lp.num_inner,
             "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
             "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
             "setup": trainer.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),

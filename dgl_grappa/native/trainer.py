@@ -139,14 +139,17 @@ class Trainer:
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
             self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir, cfg.run.tensorboard)
+            self._holding(lp)
             self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
                           if cfg.run.floor else None)
             if ident.is_main:
                 log.info("config: %s", asdict(cfg))
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-                     "train coverage mean %.3f, halo %s, first hop %s (%d one-time bytes)", ident.part, lp.num_inner,
+                     "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
+                     "%.2f x its own fp32 feature rows (%d one-time bytes)", ident.part, lp.num_inner,
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
-                     cfg.train.halo, cfg.first_hop, lp.one_time_bytes)
+                     cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
+                     lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -375,8 +378,14 @@ class Trainer:
         lp = load_for_training(self.cfg, part_config, self.ident.part)
         self.one_time_bytes += lp.one_time_bytes
         self.rt = LocalRuntime(self.cfg, self.ident, lp)
+        self._holding(lp)
         self.correction.set_contributors(self.rt.contributors)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
+
+    def _holding(self, lp) -> None:
+        """Tell the meter what this worker holds of its part (records and summary.json show it)."""
+        self.meter.holding(lp.resident_bytes, lp.resident_other_bytes, lp.own_fp32_bytes, memory=lp.memory,
+                           keep=lp.keep)
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,

@@ -18,6 +18,11 @@ system's summary.json has) turn the records into the summary.
 
 A figure both runtimes report goes in one place: per epoch in :meth:`EpochMeter.end`, per
 worker in :meth:`EpochMeter.worker_figures`, per run in :func:`run_summary`.
+
+Memory is one of them: the runtime tells the meter what its worker holds
+(:meth:`EpochMeter.holding`: the feature-width node tables, in their stored precision, and
+everything else per node and edge), and every record and summary carries it with the peak
+resident memory (VmHWM) of the process.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from .metrics import (
     epoch_summary,
     hosts_wire_summary,
     median,
+    peak_rss_bytes,
 )
 
 
@@ -65,6 +71,21 @@ class EpochMeter:
         self.records: list[dict] = []
         self._times: PhaseTimes | None = None
         self._mine: float | None = None
+        self.memory: dict = {}
+
+    def holding(self, resident_bytes: int, resident_other_bytes: int, own_fp32_bytes: int | None = None,
+                **detail) -> None:
+        """What this worker holds now (after a load or a switch).
+
+        Args:
+            resident_bytes: the feature-width node tables (features, aggregates, halo rows),
+                in their stored precision.
+            resident_other_bytes: labels, ids, degrees, masks, the graph's arrays.
+            own_fp32_bytes: its own nodes' feature rows in fp32 (the unit of the budget).
+            detail: more to show in summary.json (tables, precision, what was kept).
+        """
+        self.memory = {"resident_bytes": int(resident_bytes), "resident_other_bytes": int(resident_other_bytes),
+                       "own_fp32_bytes": None if own_fp32_bytes is None else int(own_fp32_bytes), **detail}
 
     def start(self) -> PhaseTimes:
         """Open the epoch: wire counters first (nobody sends before the barrier), then the barrier and the clock.
@@ -90,18 +111,21 @@ class EpochMeter:
             The fields every epoch record has: ``epoch_time_s`` (the slowest worker's),
             ``worker_epoch_time_s`` (this one's), the phases (:meth:`PhaseTimes.breakdown`),
             ``wire_bytes`` (rank 0 in a private namespace, or every host's interfaces
-            across hosts; else None) and, across hosts, ``wire_hosts``.
+            across hosts; else None), across hosts ``wire_hosts``, and the largest
+            ``resident_bytes`` and ``peak_rss_bytes`` of any worker (``*_max``).
         """
         mine = self._mine
         ANON_PEAK.sample()  # after the timed region: /proc reads stay out of the epoch
         # Also the point where every worker has finished its steps: the wire window closes after it.
-        slowest = self.clock.slowest(mine)
+        slowest, resident, peak = self.clock.slowest(mine, float(self.memory.get("resident_bytes", -1)),
+                                                     float(peak_rss_bytes() or -1))
         wire = self.wire.stop()
         hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
         if hosts:
             wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
         rec = {"epoch_time_s": slowest, "worker_epoch_time_s": mine, **self._times.breakdown(mine, slowest),
-               "wire_bytes": wire}
+               "wire_bytes": wire, "resident_bytes_max": int(resident) if resident >= 0 else None,
+               "peak_rss_bytes_max": int(peak) if peak >= 0 else None}
         if hosts is not None:
             rec["wire_hosts"] = hosts
         return rec
@@ -122,7 +146,8 @@ class EpochMeter:
         recs = self.records
         return {"epoch_time_s": median([r["worker_epoch_time_s"] for r in recs]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in recs]),
-                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in recs])}
+                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in recs]),
+                **self.memory, "peak_rss_bytes": peak_rss_bytes()}
 
     def close(self) -> None:
         """Close the log (TensorBoard's writer); safe twice."""
@@ -135,6 +160,24 @@ def all_workers(mine: dict) -> list[dict]:
     everyone: list = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
     return everyone
+
+
+def memory_summary(per_worker: list[dict]) -> dict:
+    """The run's memory figures from its workers' (the largest worker's, and its ratio to its own fp32 rows).
+
+    Example:
+        >>> memory_summary([{"resident_bytes": 300, "own_fp32_bytes": 200, "peak_rss_bytes": 9},
+        ...                 {"resident_bytes": 100, "own_fp32_bytes": 100, "peak_rss_bytes": 5}])["resident_ratio_max"]
+        1.5
+    """
+    def top(key):
+        vals = [w.get(key) for w in per_worker if w.get(key) is not None]
+        return max(vals) if vals else None
+
+    ratios = [w["resident_bytes"] / w["own_fp32_bytes"] for w in per_worker
+              if w.get("resident_bytes") is not None and w.get("own_fp32_bytes")]
+    return {"resident_bytes_max": top("resident_bytes"), "resident_other_bytes_max": top("resident_other_bytes"),
+            "resident_ratio_max": max(ratios) if ratios else None, "peak_rss_bytes_max": top("peak_rss_bytes")}
 
 
 def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, system: str, num_parts: int,
@@ -171,6 +214,7 @@ def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, sys
     }
     if (wh := hosts_wire_summary(records)) is not None:
         out["wire_hosts"] = wh
+    out.update(memory_summary(per_worker))
     out.update(own or {})
     out["workers"] = per_worker
     out["config"] = dataclasses.asdict(cfg)

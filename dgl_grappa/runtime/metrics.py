@@ -163,6 +163,18 @@ def memory_stats() -> dict[str, float]:
     return out
 
 
+def peak_rss_bytes(pid: int | str = "self") -> int | None:
+    """A process's peak resident memory (VmHWM, bytes) from /proc (None where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 class AnonPeak:
     """The highest anonymous resident memory (RssAnon, GiB) seen at the moments :meth:`sample` is called.
 
@@ -299,13 +311,17 @@ class EpochClock:
         t, self._t0 = time.perf_counter() - self._t0, None
         return t
 
-    def slowest(self, mine: float) -> float:
-        """The epoch's time: the maximum of every worker's :meth:`stop` (a collective)."""
+    def slowest(self, mine: float, *others: float) -> float | tuple[float, ...]:
+        """The epoch's time: the maximum of every worker's :meth:`stop` (a collective).
+
+        With ``others`` (more per-worker figures, e.g. memory), their maxima too, in the same
+        all-reduce: ``(time, *maxima)``.
+        """
         if not self._distributed():
-            return mine
-        t = torch.tensor([mine], dtype=torch.float64)
+            return (mine, *others) if others else mine
+        t = torch.tensor([mine, *others], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
-        return float(t[0])
+        return tuple(float(v) for v in t) if others else float(t[0])
 
 
 def epoch_summary(records: list[dict]) -> dict:
