@@ -243,21 +243,28 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
                precision: str) -> tuple[NodeTable, Tensor, NodeTable | None]:
     """Features, in-degrees and (exact) aggregates of halo nodes, read once from their owners' files."""
     n = gids.numel()
-    feat = torch.empty((n, width), dtype=torch.float32)
+    # Stored owner by owner: one owner's rows in fp32 at a time, never the whole halo's.
+    feat = NodeTable.empty(n, width, precision)
     deg = torch.empty(n, dtype=torch.int64)
-    agg = torch.empty((n, width), dtype=torch.float32) if exact else None
+    agg = NodeTable.empty(n, width, precision) if exact else None
     first = [lo for lo, _ in node_map(meta)]
     for p in torch.unique(owner).tolist():
         rows = (owner == p).nonzero(as_tuple=True)[0]
         idx = gids[rows] - first[p]
         _, _, feat_file = part_paths(part_config, p)
         other = _node_data(feat_file, part_config)
-        feat[rows] = other["feat"][idx].float()
+        feat.put(rows, other["feat"][idx].float())
         deg[rows] = _in_degree(other, part_config, p, idx).to(torch.int64)
         del other
         if agg is not None:
-            agg[rows] = load_sidecar(part_config, p, idx)
-    return NodeTable.store(feat, precision), deg, NodeTable.store(agg, precision) if exact else None
+            _put_sidecar(agg, rows, part_config, p, idx)
+    return feat, deg, agg
+
+
+def _put_sidecar(table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18) -> None:
+    """Fill ``table[rows]`` with part ``part``'s aggregates of its inner rows ``idx``, a bounded chunk at a time."""
+    for a in range(0, idx.numel(), chunk):
+        table.put(rows[a:a + chunk], load_sidecar(part_config, part, idx[a:a + chunk]))
 
 
 def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
@@ -379,8 +386,10 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     feat = NodeTable.store(node["feat"] if all_inner else node["feat"][inner_kept], precision)
     label = node["label"].to(torch.int64)[inner_kept]
     del node
-    agg = NodeTable.store(load_sidecar(part_config, part_id, None if all_inner else inner_kept), precision) \
-        if exact else None
+    agg = None
+    if exact:
+        agg = NodeTable.empty(n_inner_keep, width, precision)
+        _put_sidecar(agg, torch.arange(n_inner_keep), part_config, part_id, inner_kept)
     halo_bytes = one_time = 0
     n_halo = n_keep - n_inner_keep
     if n_halo:

@@ -92,6 +92,21 @@ class NodeTable:
         return cls(q, precision, scale.float(), width=x.shape[1])
 
     @classmethod
+    def empty(cls, n: int, width: int, precision: str) -> "NodeTable":
+        """A table of ``n`` rows to fill with :meth:`put` (so no fp32 copy of the whole table is ever made)."""
+        proto = cls.store(torch.zeros((1, width)), precision)
+        values = torch.empty((n, *proto.values.shape[1:]), dtype=proto.values.dtype)
+        scale = torch.ones(n, dtype=torch.float32) if proto.scale is not None else None
+        return cls(values, precision, scale, width=width)
+
+    def put(self, rows: Tensor, x: Tensor) -> None:
+        """Store fp32 rows ``x`` at row indices ``rows`` (a tensor, or a slice)."""
+        part = NodeTable.store(x, self.precision)
+        self.values[rows] = part.values
+        if self.scale is not None:
+            self.scale[rows] = part.scale
+
+    @classmethod
     def cat(cls, tables: list["NodeTable"]) -> "NodeTable":
         """The rows of ``tables`` (one precision) one after the other."""
         precision = tables[0].precision
