@@ -151,7 +151,7 @@ def test_layout_is_dgl_standard_and_matches_assignment(small_graph, tmp_path, me
         inner = orig[lp.global_ids[: lp.num_inner].numpy()]
         assert np.array_equal(np.sort(inner), np.nonzero(a == part)[0]), "part must own exactly its assigned nodes"
         nodes = orig[lp.global_ids.numpy()]
-        torch.testing.assert_close(lp.feat, small_graph.ndata["feat"][nodes])
+        torch.testing.assert_close(lp.feat.full(), small_graph.ndata["feat"][nodes])
         assert torch.equal(lp.in_degree, small_graph.in_degrees()[nodes])
         assert torch.equal(lp.label, small_graph.ndata["label"][inner])
     gpb = dgl.distributed.load_partition_book(stats["part_config"], 0)[0]

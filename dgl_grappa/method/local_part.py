@@ -340,7 +340,10 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     if keep.reach is None:
         needed = torch.ones(n_local, dtype=torch.bool)
     else:
-        needed = reached_nodes(src, dst, n_local, train_local, keep.reach)
+        # A part without training seeds takes every agreed step on a placeholder batch of its
+        # node 0 (weight 0, see LocalBatches): it keeps that node's tree.
+        roots = train_local if train_local.numel() or num_inner == 0 else torch.zeros(1, dtype=torch.int64)
+        needed = reached_nodes(src, dst, n_local, roots, keep.reach)
     inner_kept = needed[:num_inner].nonzero(as_tuple=True)[0]
     halo_reach = needed[num_inner:].nonzero(as_tuple=True)[0] + num_inner
     top = float(node["feat"].abs().max()) if node["feat"].numel() else 0.0
