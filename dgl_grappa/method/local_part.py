@@ -210,33 +210,76 @@ def _in_degree(node: dict, part_config, part_id: int, rows: Tensor | None = None
     return load_sidecar(part_config, part_id, rows, what="in_degree")
 
 
-def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, tables: int, own_fp32: int, part_id: int,
-            top: float) -> tuple[str, Tensor]:
+def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: int, halo_tables: int, own_fp32: int,
+            part_id: int, top: float, fixed: int = 0) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
-    reachable node, else the last precision with a uniform sample of the halo."""
+    reachable node, else the last precision with a uniform sample of the halo.
+
+    ``inner_tables`` / ``halo_tables``: feature-width tables held per inner / halo node;
+    ``fixed``: bytes the budget already holds elsewhere (the drop-in: the server's fp32 features).
+    """
     if keep.storage == "auto":
         ladder = ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8", "int4"]
     elif keep.storage in PRECISIONS:
         ladder = [keep.storage]
     else:
         raise ConfigError(f"train.storage={keep.storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
-    limit = keep.limit(own_fp32)
+    limit = keep.limit(own_fp32) - fixed
     for precision in ladder:
-        row = row_bytes(width, precision) * tables
-        if (n_inner + halo.numel()) * row <= limit:
+        row = row_bytes(width, precision)
+        if n_inner * row * inner_tables + halo.numel() * row * halo_tables <= limit:
             return precision, halo
     precision = ladder[-1]
-    row = row_bytes(width, precision) * tables
-    room = int((limit - n_inner * row) // row)
-    if room < 0:
-        need = n_inner * row / max(own_fp32, 1)
+    row = row_bytes(width, precision)
+    room = int((limit - n_inner * row * inner_tables) // (row * halo_tables)) if halo_tables else 0
+    if room < 0 or limit < n_inner * row * inner_tables:
+        need = (fixed + n_inner * row * inner_tables) / max(own_fp32, 1)
         raise ConfigError(
             f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
-            f"{precision} ({n_inner * row / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
+            f"{precision} ({need * own_fp32 / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
             f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
     chosen = torch.randperm(halo.numel(), generator=gen)[:room]
     return precision, torch.sort(halo[chosen]).values
+
+
+def choose_kept(src: Tensor, dst: Tensor, n_local: int, num_inner: int, seeds: Tensor, keep: Keep, width: int, *,
+                inner_tables: int, halo_tables: int, part_id: int, top: float, fixed: int = 0):
+    """Which local nodes a worker keeps, and in which precision (the loader's choice, see the module docstring).
+
+    Args:
+        src, dst: the local graph's edges (inner nodes first, then the halo).
+        n_local, num_inner: its node count and inner share.
+        seeds: local ids of the training seeds (none: node 0's tree, for placeholder steps).
+        keep: reach, storage and budget.
+        width: feature width.
+        inner_tables, halo_tables, fixed: as for the budget (features and aggregates held per node).
+        part_id, top: the part (seeds the halo sample) and the largest feature magnitude (fp16 range).
+
+    Returns:
+        ``(kept local ids, inner ones, reachable halo ids, precision)``; kept is sorted, inner first.
+    """
+    own_fp32 = num_inner * width * 4
+    if keep.reach is None:
+        needed = torch.ones(n_local, dtype=torch.bool)
+    else:
+        # A part without training seeds takes every agreed step on a placeholder batch of its
+        # node 0 (weight 0, see LocalBatches): it keeps that node's tree.
+        roots = seeds if seeds.numel() or num_inner == 0 else torch.zeros(1, dtype=torch.int64)
+        needed = reached_nodes(src, dst, n_local, roots, keep.reach)
+    inner_kept = needed[:num_inner].nonzero(as_tuple=True)[0]
+    halo_reach = needed[num_inner:].nonzero(as_tuple=True)[0] + num_inner
+    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, width, inner_tables, halo_tables, own_fp32,
+                                   part_id, top, fixed)
+    return torch.cat([inner_kept, halo_kept]), inner_kept, halo_reach, precision
+
+
+def relabel(src: Tensor, dst: Tensor, kept: Tensor, n_local: int) -> tuple[Tensor, Tensor]:
+    """The edges among the ``kept`` local nodes, in their new ids 0..k-1 (kept's order)."""
+    new = torch.full((n_local,), -1, dtype=torch.int64)
+    new[kept] = torch.arange(kept.numel())
+    e = (new[src.long()] >= 0) & (new[dst.long()] >= 0)
+    return new[src.long()[e]], new[dst.long()[e]]
 
 
 def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int, exact: bool,
@@ -336,20 +379,13 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     train_local = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     width = int(node["feat"].shape[1])
     own_fp32 = num_inner * width * 4
-    # What can appear in a batch: every node, or what the seeds' trees reach.
-    if keep.reach is None:
-        needed = torch.ones(n_local, dtype=torch.bool)
-    else:
-        # A part without training seeds takes every agreed step on a placeholder batch of its
-        # node 0 (weight 0, see LocalBatches): it keeps that node's tree.
-        roots = train_local if train_local.numel() or num_inner == 0 else torch.zeros(1, dtype=torch.int64)
-        needed = reached_nodes(src, dst, n_local, roots, keep.reach)
-    inner_kept = needed[:num_inner].nonzero(as_tuple=True)[0]
-    halo_reach = needed[num_inner:].nonzero(as_tuple=True)[0] + num_inner
+    # What can appear in a batch: every node, or what the seeds' trees reach; under the budget.
     top = float(node["feat"].abs().max()) if node["feat"].numel() else 0.0
-    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, width, 2 if exact else 1, own_fp32,
-                                   part_id, top)
-    kept = torch.cat([inner_kept, halo_kept])
+    tables = 2 if exact else 1
+    kept, inner_kept, halo_reach, precision = choose_kept(
+        src, dst, n_local, num_inner, train_local, keep, width, inner_tables=tables, halo_tables=tables,
+        part_id=part_id, top=top)
+    halo_kept = kept[inner_kept.numel():]
     partial_rows = 0  # fp32 partial sums from other owners, for aggregates the kept halo rows do not cover
     if exact and halo == "drop":
         partial_rows = _remote_owner_rows(part_config, part_id, inner_kept)
@@ -360,10 +396,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         miss = (d < num_inner) & held[d] & (s >= num_inner) & ~held[s]
         partial_rows = int(torch.unique(d[miss] * num_parts + owner[s[miss]]).numel())
     if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
-        new = torch.full((n_local,), -1, dtype=torch.int64)
-        new[kept] = torch.arange(kept.numel())
-        e = (new[src.long()] >= 0) & (new[dst.long()] >= 0)
-        src, dst = new[src.long()[e]], new[dst.long()[e]]
+        src, dst = relabel(src, dst, kept, n_local)
         if lean:
             src, dst = src.to(torch.int32), dst.to(torch.int32)
         graph = None
@@ -379,9 +412,9 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
                               idtype=torch.int32)
         else:
             graph = dgl.graph((src, dst), num_nodes=n_keep).formats(["coo", "csc"])
-    relabel = torch.full((num_inner,), -1, dtype=torch.int64)
-    relabel[inner_kept] = torch.arange(n_inner_keep)
-    train_ids = relabel[train_local]
+    new_inner = torch.full((num_inner,), -1, dtype=torch.int64)
+    new_inner[inner_kept] = torch.arange(n_inner_keep)
+    train_ids = new_inner[train_local]
     if lean:
         train_ids = train_ids.to(torch.int32)
     in_degree = _in_degree(node, part_config, part_id, None).to(torch.int64)[inner_kept]
