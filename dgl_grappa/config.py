@@ -892,12 +892,10 @@ def _validate_launch(cfg: Config) -> None:
 def dropin_problem(correction: str, halo: str) -> str | None:
     """Why the drop-in loader (DistDGL ``--grappa``) cannot run these settings, or None.
 
-    ``train.halo=keep`` is not refused: the drop-in runs with the halo dropped (see
-    :func:`dropin_halo`).
-
     Args:
         correction: ``grappa.correction``.
-        halo: ``train.halo``.
+        halo: ``train.halo`` (both are served: the drop-in reads the kept halo's rows once
+            through the KVStore and serves them from memory).
 
     Returns:
         A one-line message naming the setting and the fix, or None when the drop-in can run.
@@ -906,15 +904,6 @@ def dropin_problem(correction: str, halo: str) -> str | None:
         return ("grappa.correction=node weights the loss itself, so it is not a drop-in; use "
                 "--grappa.correction=batch, shrinkage or none with the drop-in loader")
     return None
-
-
-DROPIN_HALO_NOTE = ("train.halo=keep is not available to the drop-in loader (the script reads features through the "
-                    "DistGraph, so halo rows would be pulled from their owners every step): it drops the halo")
-
-
-def dropin_halo(halo: str) -> str:
-    """The halo setting the drop-in loader runs with: always "drop" (:data:`DROPIN_HALO_NOTE`)."""
-    return "drop"
 
 
 def to_dict(cfg: Config) -> dict:

@@ -156,7 +156,10 @@ def test_dropin_grappa_never_pulls_a_remote_row(compared):
     assert dropin["remote_rows_total"] == 0   # ... and every row was this machine's own
     assert dropin["feature_bytes_per_epoch"] == 0 and dropin["rpc_bytes_per_epoch"] == 0
     steps = dropin["steps_per_epoch"]
-    assert dropin["halo"] == "drop" and compared["summaries"]["distdgl"]["halo"] == "remote"
+    # the drop-in keeps the halo like the native runtime: its rows are read once, before the epochs
+    assert dropin["halo"] == "keep" and compared["summaries"]["distdgl"]["halo"] == "remote"
+    assert dropin["one_time_bytes_total"] > 0 and compared["summaries"]["distdgl"]["one_time_bytes_total"] == 0
+    assert all(w["resident_bytes"] > 0 and w["own_fp32_bytes"] > 0 for w in dropin["workers"])
     # The same hook as the native runtime: model gradient + batch weight per step; no
     # join() (no extra all-reduce per step), so the same bound as Grappa's own runtime.
     assert dropin["grad_bytes_per_epoch"] == steps * (dropin["model_grad_bytes"] + 4)

@@ -70,12 +70,52 @@ def test_dropin_core_matches_the_native_runtime(small_parts, correction, first_h
 
 
 @pytest.mark.unit
-def test_dropin_refuses_halo_keep_and_the_node_correction(small_parts):
+def test_dropin_refuses_the_node_correction_and_an_unknown_halo(small_parts):
     _, stats = small_parts
     pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)
     args = (pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"], node["_N/in_degree"],
             dgl.dataloading.NeighborSampler([5, 5]), 100)
-    with pytest.raises(ValueError, match="train.halo=keep"):
-        PartitionLoader(*args, halo="keep")
+    with pytest.raises(ValueError, match="halo='far' is not allowed"):
+        PartitionLoader(*args, halo="far")
     with pytest.raises(ValueError, match="grappa.correction=node"):
         PartitionLoader(*args, make_correction("node"))
+    with pytest.raises(ValueError, match="first_hop='block' needs num_nodes"):
+        PartitionLoader(*args, first_hop="block")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("layer", ["sage", "graphconv-right"])
+def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer):
+    """first_hop="block": block 0 (one virtual in-neighbour per destination, its row the aggregate)
+    makes DGL's own SAGEConv('mean') / GraphConv(norm='right') compute the full graph's first layer."""
+    import numpy as np
+    from dgl.nn import GraphConv, SAGEConv
+    from pathlib import Path
+
+    g, stats = small_parts
+    part_config = stats["part_config"]
+    orig = torch.from_numpy(np.load(Path(part_config).parent / "orig_ids.npy"))  # global (shuffled) id -> original
+    pg, node, *_ = dgl.distributed.load_partition(part_config, 1)
+    lp = load_local(part_config, 1, "keep", "exact")
+    n = g.num_nodes()
+    core = PartitionLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
+                           torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),
+                           dgl.dataloading.NeighborSampler([4, 3]), 64, halo="keep", first_hop="block", num_nodes=n)
+    torch.manual_seed(0)
+    conv = SAGEConv(g.ndata["feat"].shape[1], 8, "mean") if layer == "sage" else \
+        GraphConv(g.ndata["feat"].shape[1], 8, norm="right", allow_zero_in_degree=True)
+    row = {int(v): i for i, v in enumerate(lp.global_ids)}
+    feats, aggs = lp.feat.full(), lp.agg.full()
+    input_nodes, seeds, blocks = next(iter(core))
+    assert len(blocks) == 2 and blocks[0].num_src_nodes() == 2 * blocks[0].num_dst_nodes() == input_nodes.numel()
+    real, virtual = input_nodes[input_nodes < n], input_nodes[input_nodes >= n] - n
+    assert torch.equal(real, virtual) and bool((real < n).all())
+    # every row of the batch is one this worker holds (inner or kept halo), and blocks chain
+    assert all(int(v) in row for v in real)
+    assert torch.equal(blocks[0].dstdata[dgl.NID] if dgl.NID in blocks[0].dstdata else real,
+                       real) and blocks[1].num_src_nodes() == blocks[0].num_dst_nodes()
+    x = torch.cat([feats[[row[int(v)] for v in real]], aggs[[row[int(v)] for v in virtual]]])
+    with torch.no_grad():
+        got = conv(blocks[0], x)
+        full = conv(g, g.ndata["feat"])[orig[real]]
+    torch.testing.assert_close(got, full, atol=1e-5, rtol=1e-4)

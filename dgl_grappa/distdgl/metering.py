@@ -157,7 +157,8 @@ class TrainerMeter:
         model, optimizer: the script's DDP model and optimizer, to time the forward pass and
             the optimizer step (hooks that only read the clock); optional.
         held: node tables the trainer holds itself besides its machine's KVStore shard (the
-            drop-in's first-hop aggregates), anything with ``nbytes``; counted in its memory.
+            drop-in's aggregates and kept halo rows), anything with ``nbytes``; counted in its memory.
+        one_time_bytes: what the trainer read once before training (the drop-in's halo rows).
 
     Example (the loop of :mod:`dgl_grappa.distdgl.train`):
         >>> for epoch in range(cfg.train.epochs):                      # doctest: +SKIP
@@ -168,7 +169,8 @@ class TrainerMeter:
     """
 
     def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
-                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None, held=None):
+                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None, held=None,
+                 one_time_bytes: int = 0):
         import torch.distributed as dist
 
         from ..cluster.hosts import worker_identity
@@ -187,6 +189,7 @@ class TrainerMeter:
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
         self.epoch_meter.holding(**machine_holding(g, held))
+        self.one_time_bytes = int(one_time_bytes)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
         self._marks = [0.0, 0.0, 0.0, 0.0]
         self._times = None
@@ -296,7 +299,7 @@ class TrainerMeter:
                 "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in recs]),
                 "remote_rows_total": sum(r["remote_rows"] for r in recs),
                 "pull_rows_total": sum(r["pull_rows"] for r in recs),
-                "steps_per_epoch": median([r["steps"] for r in recs])}
+                "steps_per_epoch": median([r["steps"] for r in recs]), "one_time_bytes": self.one_time_bytes}
         per_worker = all_workers(mine)
         if self.rank != 0:
             return None
@@ -305,6 +308,8 @@ class TrainerMeter:
                "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
                "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
                "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
+               "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
+               "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),
                "network_bandwidth": c.network.bandwidth or None, **(extra or {})}
         summary = run_summary(c, recs, per_worker, system=self.system, num_parts=self.world, mode=self.mode,
                               halo=self.halo,

@@ -60,7 +60,7 @@ from dgl_grappa.cluster import faults
 from dgl_grappa.cluster.hosts import worker_identity
 from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
-from dgl_grappa.config import DROPIN_HALO_NOTE, dropin_halo, load_config
+from dgl_grappa.config import load_config
 from dgl_grappa.method.dropin import GrappaLoader
 from dgl_grappa.method.models import build_model
 from dgl_grappa.method.reducers import make_correction
@@ -151,13 +151,11 @@ def train():
         # Grappa change 1 of 2: sample only inside this machine's partition (and, with
         # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
         correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-        if cfg.train.halo != dropin_halo(cfg.train.halo) and th.distributed.get_rank() == 0:
-            print(f"note: {DROPIN_HALO_NOTE}", flush=True)
         exact = cfg.first_hop == "exact"
         loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, hops=cfg.hops, w_min=cfg.grappa.w_min,
-                              self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=dropin_halo(cfg.train.halo),
+                              self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=cfg.train.halo,
                               first_hop=cfg.first_hop, part_config=args.part_config,
-                              memory_budget=cfg.train.memory_budget)
+                              memory_budget=cfg.train.memory_budget, storage=cfg.train.storage)
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
@@ -176,7 +174,8 @@ def train():
     prior = []  # this rank's records before this job's segment (from a checkpoint)
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
-                            optimizer=optimizer, held=getattr(loader, "agg", None))
+                            optimizer=optimizer, held=loader if args.grappa else None,
+                            one_time_bytes=getattr(loader, "one_time_bytes", 0))
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
@@ -207,14 +206,15 @@ def train():
         with contextlib.nullcontext() if args.grappa else model.join():
             for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
                 faults.hit("step", rank=th.distributed.get_rank(), epoch=epoch, step=steps)  # tests: a trainer dies
-                x = g.ndata["feat"][input_nodes].to(device)
+                # Grappa: every input row from this machine's memory (own rows, the kept halo's)
+                x = (loader.features(input_nodes) if args.grappa else g.ndata["feat"][input_nodes]).to(device)
                 y = g.ndata["label"][seeds].long().to(device)
                 if device.type != "cpu":
                     blocks = [b.to(device) for b in blocks]
                 if args.grappa:
                     # Grappa: full-graph in-degrees (GraphSAGE's empty-neighbourhood rule) and, with
                     # first-hop completion, the precomputed aggregates; every row is local.
-                    extra = {"deg": g.ndata["in_degree"][input_nodes].to(device)}
+                    extra = {"deg": loader.degrees(input_nodes).to(device)}
                     if exact:
                         extra["agg"] = loader.aggregates(input_nodes).to(device)
                     out = model(blocks, x, **extra)

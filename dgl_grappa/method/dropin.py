@@ -59,9 +59,9 @@ import dgl
 import torch
 from torch import Tensor
 
-from ..config import DROPIN_HALO_NOTE, dropin_problem
+from ..config import dropin_problem
 from . import coverage as cov
-from .local_part import local_graph
+from .local_part import local_graph, relabel
 from .reducers.correction import Correction
 from .sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
 
@@ -70,8 +70,8 @@ log = logging.getLogger("dgl_grappa")
 
 def _refuse(correction: Correction | None, halo: str) -> None:
     why = dropin_problem(correction.name if correction is not None else "none", halo)
-    if why is None and halo != "drop":
-        why = DROPIN_HALO_NOTE.replace(": it drops the halo", "; pass halo='drop'")
+    if why is None and halo not in ("drop", "keep"):
+        why = f"halo={halo!r} is not allowed; use drop or keep"
     if why is not None:
         raise ValueError(why)
 
@@ -85,7 +85,8 @@ class PartitionLoader:
         inner: bool mask of the inner (owned) nodes of ``graph``.
         global_ids: global id of every node of ``graph``.
         train_mask: training mask of the inner nodes (local id order).
-        in_degree: full-graph in-degree of the inner nodes (local id order).
+        in_degree: full-graph in-degree of the inner nodes (local id order), and of the halo
+            nodes after them with ``halo="keep"``.
         sampler: a ``dgl.dataloading.NeighborSampler`` (or anything with
             ``sample(graph, seeds)``), used on the local graph.
         batch_size: seeds per batch on the part with the most training nodes; the others
@@ -96,16 +97,24 @@ class PartitionLoader:
         w_min: lower clamp of the node weights.
         self_loops: count a self-loop in both degrees.
         seed: seed of shuffling and sampling (the rank is added).
-        halo: ``train.halo``; only "drop" (see the module docstring).
-        first_hop: "sampled", or "exact" (first-hop completion): the loader samples only
-            layers 1..L-1 (``sampler`` loses its first layer, see
-            :func:`~dgl_grappa.method.sampler.skip_first_layer`), and the script's model computes
-            layer 0 from the partition's precomputed aggregates:
-            ``model(blocks, x, agg=loader.aggregates(input_nodes), deg=g.ndata["in_degree"][input_nodes])``
-            (every row is this machine's own).
+        halo: ``train.halo``: "drop" (inner nodes only) or "keep" (the halo nodes stay, as
+            in the native runtime; their rows must then be served by the caller, see
+            :class:`GrappaLoader`).
+        first_hop: "sampled"; "exact" (first-hop completion through the model: the loader
+            samples only layers 1..L-1, see :func:`~dgl_grappa.method.sampler.skip_first_layer`,
+            and the model computes layer 0 from the aggregates,
+            ``model(blocks, x, agg=loader.aggregates(input_nodes), deg=...)``); or "block"
+            (first-hop completion for a model of the script's own: layers 1..L-1 are sampled and
+            the loader adds block 0, in which every destination has one virtual in-neighbour
+            whose row is its precomputed aggregate, so a mean-aggregating layer, e.g. DGL's
+            ``SAGEConv('mean')``, computes the full-graph first hop; ``input_nodes`` then holds
+            a virtual neighbour's id as ``num_nodes`` + the node's global id).
+        kept: local ids of the nodes to keep (sorted, inner first; :func:`~.local_part.choose_kept`),
+            or None for every node.
+        num_nodes: the whole graph's node count (``first_hop="block"``: the virtual ids).
 
     Attributes:
-        graph: the local (inner-node) graph batches are sampled from.
+        graph: the local graph batches are sampled from.
         global_ids: global id of every node of ``graph``.
         coverage, weights: coverage and node weight of every node of ``graph``.
         train_ids: local ids of the training seeds.
@@ -118,25 +127,37 @@ class PartitionLoader:
     def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
                  in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
                  hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
-                 first_hop: str = "sampled"):
+                 first_hop: str = "sampled", kept: Tensor | None = None, num_nodes: int | None = None):
         _refuse(correction, halo)
-        if first_hop not in ("exact", "sampled"):
-            raise ValueError(f"first_hop={first_hop!r} is not allowed; use exact or sampled")
+        if first_hop not in ("exact", "sampled", "block"):
+            raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
+        if first_hop == "block" and num_nodes is None:
+            raise ValueError("first_hop='block' needs num_nodes= (the whole graph's node count: virtual ids)")
         self.halo = halo
         self.first_hop = first_hop
-        if first_hop == "exact":
+        self.num_nodes = num_nodes
+        if first_hop != "sampled":
             sampler = skip_first_layer(sampler)
         self.graph, n_inner, src, dst = local_graph(graph, inner, halo)
-        self.global_ids = global_ids[:n_inner]
-        self.train_ids = train_mask[:n_inner].bool().nonzero(as_tuple=True)[0]
+        n_local = self.graph.num_nodes()
+        gids, deg = global_ids[:n_local], in_degree[:n_local]
+        train = train_mask[:n_inner].bool()
+        if kept is not None and kept.numel() < n_local:
+            src, dst = relabel(src, dst, kept, n_local)
+            n_kept_inner = int((kept < n_inner).sum())
+            train = train[kept[:n_kept_inner]]
+            gids, deg, n_inner, n_local = gids[kept], deg[kept], n_kept_inner, kept.numel()
+            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+        self.global_ids = gids
+        self.num_inner = n_inner
+        self.train_ids = train.nonzero(as_tuple=True)[0]
         # The script's own loss takes the seeds' labels, so a step without seeds cannot be made
         # weight 0 here: every machine needs training nodes (agreed first, so no trainer waits).
         if seeded_workers(self.train_ids.numel()) < (torch.distributed.get_world_size()
                                                       if torch.distributed.is_initialized() else 1):
             raise ValueError("a machine's partition has no training nodes, and the drop-in loader needs some on "
                              "every machine; use fewer parts or --partition.balance_train=true")
-        self.coverage, self.weights = cov.partition_weights(src, dst, n_inner, in_degree[:n_inner], hops,
-                                                            self_loops, w_min)
+        self.coverage, self.weights = cov.partition_weights(src, dst, n_local, deg, hops, self_loops, w_min)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
         self.batches = LocalBatches(self.graph, self.train_ids, sampler, self.steps, seed=seed * 1000 + rank)
@@ -158,35 +179,90 @@ class PartitionLoader:
         for input_nodes, seeds, blocks in self.batches.epoch(epoch):
             if self.correction is not None:
                 self.correction.prime(self.weights[seeds])
-            yield self.global_ids[input_nodes], self.global_ids[seeds], blocks
+            gids = self.global_ids[input_nodes]
+            if self.first_hop == "block":
+                block0, gids = first_hop_block(gids, self.num_nodes)
+                blocks = [block0] + list(blocks)
+            yield gids, self.global_ids[seeds], blocks
 
+
+def first_hop_block(dst_gids: Tensor, num_nodes: int) -> tuple[dgl.DGLGraph, Tensor]:
+    """Block 0 of first-hop completion for an unmodified mean-aggregating layer.
+
+    Every destination (the input nodes of the sampled layers) gets one in-neighbour: a virtual
+    node whose row is the destination's precomputed first-hop aggregate. A mean over that one
+    neighbour is the aggregate itself, so e.g. ``SAGEConv('mean')`` computes exactly the
+    full-graph first layer: W_self x_v + W_neigh mean_{u in N(v)} x_u. The block's source
+    nodes are the destinations (DGL's convention: first), then the virtual nodes.
+
+    Args:
+        dst_gids: global ids of the destinations.
+        num_nodes: the whole graph's node count: virtual node of v is ``num_nodes + v``.
+
+    Returns:
+        ``(block, input ids)``: input ids = ``dst_gids`` then ``num_nodes + dst_gids``.
+
+    Example:
+        >>> block, ids = first_hop_block(torch.tensor([7, 3]), 10)
+        >>> ids.tolist(), block.num_src_nodes(), block.num_dst_nodes(), block.num_edges()
+        ([7, 3, 17, 13], 4, 2, 2)
+    """
+    n = dst_gids.numel()
+    block = dgl.create_block((torch.arange(n, 2 * n), torch.arange(n)), num_src_nodes=2 * n, num_dst_nodes=n)
+    return block, torch.cat([dst_gids, dst_gids + num_nodes])
 
 class GrappaLoader(PartitionLoader):
     """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`PartitionLoader` over a DistGraph.
 
+    What the loader keeps follows the native runtime's rules (:func:`~.local_part.choose_kept`):
+    the nodes the training seeds' sampled trees reach, the tables in the most exact precision
+    that ``memory_budget`` leaves room for next to the server's fp32 features, and a uniform
+    sample of the halo when even int4 does not fit. With ``halo="keep"`` the kept halo rows
+    (features, in-degrees and, with a first-hop mode, aggregates) are read once here through
+    the KVStore (``one_time_bytes``) and served from memory afterwards: read every row a batch
+    needs with :meth:`features` (``g.ndata["feat"][input_nodes]`` would pull halo rows from
+    their owners every step).
+
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
         sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
-            :class:`PartitionLoader`.
-        part_config: the partition json the servers loaded (``first_hop="exact"`` reads this
-            machine's aggregates from its folder: ``python -m dgl_grappa prepare`` adds them).
-        memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or
-            bytes): the server holds the features in fp32; the aggregates take the most
-            exact precision that fits in the rest (at least int4).
-        train_key, degree_key: node-data keys of the training mask and of the full-graph
-            in-degree (written by ``python -m dgl_grappa partition``; without it the
-            degrees are asked from the servers once, here).
+            :class:`PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates).
+        part_config: the partition json the servers loaded (the aggregates are read from its
+            folder: ``python -m dgl_grappa prepare`` adds them to a folder made elsewhere).
+        memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
+            size): the server holds the own features in fp32, the loader the rest.
+        storage: ``train.storage`` (auto: the most exact precision that fits).
+        train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
+            in-degree (without it the degrees are asked from the servers once, here) and the
+            features.
+
+    Example:
+        >>> loader = GrappaLoader(g, sampler, 1000, make_correction("none"), halo="keep",   # doctest: +SKIP
+        ...                       first_hop="block", part_config=part_config)
+        >>> for input_nodes, seeds, blocks in loader:                                       # doctest: +SKIP
+        ...     out = model(blocks, loader.features(input_nodes))    # the script's own model, unchanged
     """
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
                  w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 part_config: str | None = None, memory_budget: str = "1.5"):
+                 feat_key: str = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 storage: str = "auto"):
+        from ..config import parse_budget
+        from .local_part import Keep, choose_kept
+        from .storage import NodeTable, row_bytes
+
         _refuse(correction, halo)  # before anything is asked from the servers
+        if first_hop not in ("exact", "sampled", "block"):
+            raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
         lp = g.local_partition
         if lp is None:
             raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
                                "drop-in loader needs co-located servers and trainers")
+        completes = first_hop != "sampled"
+        if completes and part_config is None:
+            raise ValueError(f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
+                             "the partition folder); or use first_hop='sampled'")
         inner = lp.ndata["inner_node"].bool()
         n_inner = int(inner.sum())
         gids = lp.ndata[dgl.NID]
@@ -196,50 +272,154 @@ class GrappaLoader(PartitionLoader):
         if n_inner and not torch.equal(gids[:n_inner], torch.arange(first, first + n_inner, dtype=gids.dtype)):
             raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
                                "dgl.distributed.partition_graph (reshuffled ids)")
+        self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
+        self._feat = g.ndata[feat_key].local_partition  # the server's own rows, in shared memory
+        width = int(self._feat.shape[1])
         train = g.ndata[train_key].local_partition[:n_inner]
         if degree_key in g.ndata:
             deg = g.ndata[degree_key].local_partition[:n_inner]
         else:
             log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
             deg = g.in_degrees(gids[:n_inner])
-        if first_hop == "exact" and part_config is None:
-            raise ValueError("first_hop='exact' needs part_config= (this machine's aggregates are read from the "
-                             "partition folder); or use first_hop='sampled'")
-        self.agg = None
-        self._first = first
-        if first_hop == "exact":
-            self.agg = _aggregates(part_config, g.get_partition_book().partid, int(g.ndata["feat"].shape[1]),
-                                   n_inner, memory_budget)
-        super().__init__(lp, inner, gids, train, deg, sampler, batch_size, correction, hops=hops, w_min=w_min,
-                         self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop)
+        # What to keep: the native runtime's choice, with the server's fp32 features already held.
+        _, _, src, dst = local_graph(lp, inner, halo)
+        n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
+        part_id = g.get_partition_book().partid
+        mult, size = parse_budget(memory_budget)
+        layers = len(getattr(sampler, "fanouts", []) or [])
+        keep = Keep(reach=(layers - 1 if completes else layers) if layers else None, storage=storage, budget=mult,
+                    budget_bytes=size, seed=seed)
+        top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
+        kept, inner_kept, halo_reach, precision = choose_kept(
+            src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
+            inner_tables=1 if completes else 0, halo_tables=2 if completes else 1, part_id=part_id, top=top,
+            fixed=n_inner * width * 4)
+        self.precision = precision
+        halo_ids = kept[inner_kept.numel():]
+        self._halo_gids = gids[halo_ids].to(torch.int64)  # sorted by local id, which DGL orders by global id
+        order = torch.argsort(self._halo_gids)
+        self._halo_gids, halo_ids = self._halo_gids[order], halo_ids[order]
+        kept = torch.cat([inner_kept, halo_ids])
+        # Read once: the kept halo's rows through the KVStore, the aggregates from the folder.
+        self.halo_feat = NodeTable.store(g.ndata[feat_key][self._halo_gids], precision) if halo == "keep" else None
+        halo_deg = (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata
+                    else g.in_degrees(self._halo_gids)) if halo == "keep" else deg[:0]
+        self.agg, self.halo_agg = None, None
+        self._agg_row = torch.full((n_inner,), -1, dtype=torch.int64)
+        self._agg_row[inner_kept] = torch.arange(inner_kept.numel())
+        if completes:
+            self.agg, self.halo_agg = _aggregates(g, part_config, part_id, inner_kept, self._halo_gids, width,
+                                                  precision, halo == "keep")
+        per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
+        self.one_time_bytes = int(self._halo_gids.numel() * per_halo) if halo == "keep" else 0
+        self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(self._halo_gids.numel()) * (halo == "keep")
+        log.info("drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
+                 "(%d bytes besides the server's features; %d bytes read once)", part_id, inner_kept.numel(),
+                 n_inner, self.halo_kept, self.halo_reach, precision, self.nbytes, self.one_time_bytes)
+        self._deg, self._halo_deg = deg, halo_deg.to(deg.dtype)
+        deg_all = torch.zeros(n_local, dtype=deg.dtype)  # in local id order, as PartitionLoader reads it
+        deg_all[:n_inner] = deg
+        if halo == "keep":
+            deg_all[halo_ids] = halo_deg.to(deg.dtype)
+        super().__init__(lp, inner, gids, train, deg_all, sampler, batch_size, correction, hops=hops, w_min=w_min, self_loops=self_loops, seed=seed,
+                         halo=halo, first_hop=first_hop, kept=kept, num_nodes=self.num_nodes_total)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the feature-width tables this loader holds (the server holds the own features)."""
+        return sum(t.nbytes for t in (self.agg, self.halo_agg, self.halo_feat) if t is not None)
+
+    def _split(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """(mask of own nodes, position of each other node in the kept halo) for global ``ids``."""
+        own = (ids >= self._first) & (ids < self._first + self._n_inner)
+        pos = torch.searchsorted(self._halo_gids, ids[~own])
+        if pos.numel() and (bool((pos >= self._halo_gids.numel()).any())
+                            or not torch.equal(self._halo_gids[pos.clamp(max=max(self._halo_gids.numel() - 1, 0))],
+                                               ids[~own])):
+            raise RuntimeError("a batch asked for a node this machine does not hold (the loader left its part)")
+        return own, pos
+
+    def features(self, input_nodes: Tensor) -> Tensor:
+        """fp32 input rows of a batch's ``input_nodes``, all from this machine's memory.
+
+        Own nodes come from the server's shared memory, kept halo nodes from the rows read
+        once, and with ``first_hop="block"`` the virtual ids (``num_nodes`` + v) are v's
+        first-hop aggregates.
+        """
+        ids = input_nodes.to(torch.int64)
+        out = torch.empty((ids.numel(), self._feat.shape[1]), dtype=torch.float32)
+        virtual = ids >= self.num_nodes_total
+        if bool(virtual.any()):
+            out[virtual] = self.aggregates(ids[virtual] - self.num_nodes_total)
+        real = ~virtual
+        if bool(real.any()):
+            r = ids[real]
+            own, pos = self._split(r)
+            rows = torch.empty((r.numel(), out.shape[1]), dtype=torch.float32)
+            rows[own] = self._feat[r[own] - self._first].float()
+            if pos.numel():
+                rows[~own] = self.halo_feat.gather(pos)
+            out[real] = rows
+        return out
+
+    def degrees(self, input_nodes: Tensor) -> Tensor:
+        """Full-graph in-degrees of ``input_nodes`` (global ids this machine holds), from local memory."""
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        out = torch.empty(ids.numel(), dtype=self._deg.dtype)
+        out[own] = self._deg[ids[own] - self._first]
+        if pos.numel():
+            out[~own] = self._halo_deg[pos]
+        return out
 
     def aggregates(self, input_nodes: Tensor) -> Tensor:
-        """fp32 first-hop aggregates of ``input_nodes`` (global ids of this machine's nodes), from local memory."""
+        """fp32 first-hop aggregates of ``input_nodes`` (global ids this machine holds), from local memory."""
         if self.agg is None:
             raise RuntimeError("this loader was made with first_hop='sampled': it holds no aggregates")
-        return self.agg.gather(input_nodes - self._first)
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        out = torch.empty((ids.numel(), self.agg.shape[1]), dtype=torch.float32)
+        rows = self._agg_row[ids[own] - self._first]
+        if bool((rows < 0).any()):
+            raise RuntimeError("a batch asked for the aggregate of a node its seeds' trees cannot reach")
+        out[own] = self.agg.gather(rows)
+        if pos.numel():
+            out[~own] = self.halo_agg.gather(pos)
+        return out
 
 
-def _aggregates(part_config, part_id: int, width: int, n_inner: int, memory_budget: str):
-    """This machine's aggregates in the most exact precision that fits next to the server's fp32 features."""
-    from ..config import ConfigError, parse_budget
+_EXCHANGES = 0
+
+
+def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Tensor, width: int, precision: str,
+                with_halo: bool):
+    """This machine's kept aggregates, and (with the halo) the kept halo's, read once through the KVStore.
+
+    The owners publish their nodes' aggregates in a temporary DistTensor (each writes its own
+    rows: local), every machine pulls its halo's rows once, and the tensor is dropped.
+    """
     from ..partition.aggregates import load_sidecar
-    from .storage import NodeTable, row_bytes
+    from .storage import NodeTable
 
+    n_inner = int(g.local_partition.ndata["inner_node"].bool().sum())
     agg = load_sidecar(part_config, part_id)
     if agg.shape != (n_inner, width):
         raise ValueError(f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
                          f"({n_inner}, {width}): the folder was prepared for another partitioning; run "
                          "`python -m dgl_grappa prepare` again")
-    mult, size = parse_budget(memory_budget)
-    own = n_inner * width * 4
-    room = (size or mult * own) - own if (size or mult) else float("inf")
-    for precision in ("fp32", "fp16", "int8", "int4"):
-        if n_inner * row_bytes(width, precision) <= room:
-            break
-    else:
-        raise ConfigError(f"train.memory_budget={memory_budget} leaves no room for the aggregates next to the server's "
-                          f"features (they need {1 + row_bytes(width, 'int4') / (4 * width):.3f} x the own rows in int4)")
-    log.info("drop-in: first-hop aggregates of part %d held in %s (%d bytes)", part_id, precision,
-             int(n_inner * row_bytes(width, precision)))
-    return NodeTable.store(agg, precision)
+    mine = NodeTable.store(agg[inner_kept], precision)
+    if not with_halo:
+        return mine, None
+    first = int(g.local_partition.ndata[dgl.NID][0]) if n_inner else 0
+    global _EXCHANGES
+    _EXCHANGES += 1  # the same count on every trainer: they build their loaders together
+    shared = dgl.distributed.DistTensor((g.num_nodes(), width), torch.float32,
+                                        name=f"grappa_first_hop_agg_{_EXCHANGES}",
+                                        part_policy=g.get_node_partition_policy("_N"), persistent=False)
+    shared[torch.arange(first, first + n_inner)] = agg
+    g.barrier()  # every owner has written its rows
+    theirs = NodeTable.store(shared[halo_gids], precision) if halo_gids.numel() else NodeTable.store(
+        torch.zeros((0, width)), precision)
+    g.barrier()  # every machine has read before the tensor goes
+    del shared
+    return mine, theirs
