@@ -110,9 +110,11 @@ def cmd_prepare(extra: list[str]) -> int:
                                  description="add first-hop aggregates and in-degrees to a DGL partition folder")
     ap.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
     ap.add_argument("--feat-key", default="feat", help="node data key of the features (default: feat)")
+    ap.add_argument("--gcn", action="store_true",
+                    help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'")
     ap.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")
     a = ap.parse_args(extra)
-    rec = prepare(a.part_config, a.feat_key, force=a.force)
+    rec = prepare(a.part_config, a.feat_key, gcn=a.gcn, force=a.force)
     for part in rec["parts"]:
         print(f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
               f"{part['remote_pairs']} partial sums from other parts")
@@ -124,7 +126,7 @@ COMMANDS = {"partition": cmd_partition, "prepare": None, "train": cmd_train, "co
             "worker": cmd_worker, "bench": None}
 """``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself."""
 _OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
-              "prepare": ("--part-config", "--feat-key", "--force")}
+              "prepare": ("--part-config", "--feat-key", "--gcn", "--force")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     while i < len(rest):  # the command's own flags, apart from the config overrides
         name = rest[i].split("=", 1)[0]
         if name in flags:
-            takes = name not in ("--no-resume", "--force") and "=" not in rest[i]
+            takes = name not in ("--no-resume", "--force", "--gcn") and "=" not in rest[i]
             own += rest[i:i + 1 + takes]
             del rest[i:i + 1 + takes]
         else:
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "prepare":
             if rest:
-                raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--force], not {rest[0]}")
+                raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--gcn] [--force], not {rest[0]}")
             return cmd_prepare(own)
         if args.command == "bench":
             from .bench.matrix import cmd_bench

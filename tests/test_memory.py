@@ -203,3 +203,22 @@ def test_the_prepare_command(dgl_parts, tmp_path, capsys):
     assert cli.main(["prepare", "--part-config", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("dgl_grappa: error:") and "does not exist" in err and "\n" not in err
+
+
+def test_prepare_gcn_is_graphconvs_symmetric_aggregate(dgl_parts):
+    """gcn.npy: sum_u x_u / sqrt(d_out(u) d_in(v)) with full-graph degrees, as GraphConv(norm='both') on the graph."""
+    from dgl.nn import GraphConv
+
+    from dgl_grappa.partition.aggregates import load_sidecar
+
+    g, part_config, orig = dgl_parts
+    rec = prepare(part_config, gcn=True)
+    assert rec["gcn"] is True and all("gcn" in p for p in rec["parts"])
+    conv = GraphConv(g.ndata["feat"].shape[1], 3, norm="both", weight=False, bias=False, allow_zero_in_degree=True)
+    with torch.no_grad():
+        full = conv(g, g.ndata["feat"])  # no weight: the normalised aggregate itself
+    meta = json.loads(part_config.read_text())
+    for p in range(3):
+        lo, hi = meta["node_map"]["_N"][p]
+        assert torch.allclose(load_sidecar(part_config, p, what="gcn"), full[orig[lo:hi]], atol=1e-5)
+    assert prepare(part_config) == rec  # a plain request is served by the record that has more

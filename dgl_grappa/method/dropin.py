@@ -232,6 +232,10 @@ class GrappaLoader(PartitionLoader):
         memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
             size): the server holds the own features in fp32, the loader the rest.
         storage: ``train.storage`` (auto: the most exact precision that fits).
+        aggregate: which precomputed first hop the aggregates are: "mean" (the in-neighbour
+            mean: what ``SAGEConv('mean')``, ``GraphConv(norm='right')`` and the package's models
+            take) or "gcn" (``sum_u x_u / sqrt(d_out(u) d_in(v))``, what ``GraphConv(norm='both')``
+            computes; ``python -m dgl_grappa prepare --gcn`` adds it).
         train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
             in-degree (without it the degrees are asked from the servers once, here) and the
             features.
@@ -247,7 +251,7 @@ class GrappaLoader(PartitionLoader):
                  w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
                  feat_key: str = "feat", part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto"):
+                 storage: str = "auto", aggregate: str = "mean"):
         from ..config import parse_budget
         from .local_part import Keep, choose_kept
         from .storage import NodeTable, row_bytes
@@ -260,6 +264,8 @@ class GrappaLoader(PartitionLoader):
             raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
                                "drop-in loader needs co-located servers and trainers")
         completes = first_hop != "sampled"
+        if aggregate not in ("mean", "gcn"):
+            raise ValueError(f"aggregate={aggregate!r} is not allowed; use mean or gcn")
         if completes and part_config is None:
             raise ValueError(f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
                              "the partition folder); or use first_hop='sampled'")
@@ -309,7 +315,7 @@ class GrappaLoader(PartitionLoader):
         self._agg_row[inner_kept] = torch.arange(inner_kept.numel())
         if completes:
             self.agg, self.halo_agg = _aggregates(g, part_config, part_id, inner_kept, self._halo_gids, width,
-                                                  precision, halo == "keep")
+                                                  precision, halo == "keep", "agg" if aggregate == "mean" else "gcn")
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
         self.one_time_bytes = int(self._halo_gids.numel() * per_halo) if halo == "keep" else 0
         self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(self._halo_gids.numel()) * (halo == "keep")
@@ -392,7 +398,7 @@ _EXCHANGES = 0
 
 
 def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Tensor, width: int, precision: str,
-                with_halo: bool):
+                with_halo: bool, what: str = "agg"):
     """This machine's kept aggregates, and (with the halo) the kept halo's, read once through the KVStore.
 
     The owners publish their nodes' aggregates in a temporary DistTensor (each writes its own
@@ -402,7 +408,7 @@ def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Ten
     from .storage import NodeTable
 
     n_inner = int(g.local_partition.ndata["inner_node"].bool().sum())
-    agg = load_sidecar(part_config, part_id)
+    agg = load_sidecar(part_config, part_id, what=what)
     if agg.shape != (n_inner, width):
         raise ValueError(f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
                          f"({n_inner}, {width}): the folder was prepared for another partitioning; run "

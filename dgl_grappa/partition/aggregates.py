@@ -10,6 +10,9 @@ layout, and written next to DGL's files without touching them:
 * ``part<i>/grappa/in_degree.npy``: int64 [inner nodes], the full-graph in-degree;
 * ``part<i>/grappa/remote_owners.npy``: int32 [inner nodes], how many other parts own one of
   the node's in-neighbours (the partial-sum rows its aggregate needs from elsewhere);
+* ``part<i>/grappa/gcn.npy`` (``gcn=True``): float32 [inner nodes, F], the symmetrically
+  normalised sum  sum_u x_u / sqrt(d_out(u) d_in(v))  with full-graph degrees (at least 1),
+  which is what DGL's ``GraphConv(norm='both')`` computes over v's whole in-neighbourhood;
 * ``grappa_prepare.json``: what was computed, from which files (sizes and mtimes), and
   the bytes a cluster would move to compute it.
 
@@ -62,12 +65,14 @@ def neighbour_mean(g: dgl.DGLGraph, x: Tensor) -> Tensor:
 
 
 SIDECARS = {"agg": AGG_FILE, "in_degree": DEGREE_FILE, "remote_owners": OWNERS_FILE}
+GCN_FILE = "gcn.npy"
+ALL_SIDECARS = {**SIDECARS, "gcn": GCN_FILE}
 
 
 def sidecar_path(part_config: str | Path, part_id: int, what: str = "agg") -> Path:
     """The file of part ``part_id``'s table ``what`` (agg, in_degree or remote_owners)."""
     meta = _read_meta(Path(part_config))
-    return _part_dir(Path(part_config), meta, part_id) / SIDECAR_DIR / SIDECARS[what]
+    return _part_dir(Path(part_config), meta, part_id) / SIDECAR_DIR / ALL_SIDECARS[what]
 
 
 def read_prepared(part_config: str | Path) -> dict | None:
@@ -86,14 +91,14 @@ def read_prepared(part_config: str | Path) -> dict | None:
     if _inputs(part_config) != rec.get("inputs"):
         return None
     for part in rec.get("parts", []):
-        for key in SIDECARS:
+        for key in (k for k in ALL_SIDECARS if k in part):
             f = base / part[key][0]
             if not f.is_file() or f.stat().st_size != part[key][1]:
                 return None
     return rec
 
 
-def prepare(part_config: str | Path, feat_key: str = "feat", *, force: bool = False) -> dict:
+def prepare(part_config: str | Path, feat_key: str = "feat", *, gcn: bool = False, force: bool = False) -> dict:
     """Write the first-hop aggregates and full-graph in-degrees of every part of a DGL partition folder.
 
     A second call on an unchanged folder does nothing and returns the same record. Every
@@ -103,6 +108,8 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, force: bool = Fa
     Args:
         part_config: the folder's partition json (DGL's ``<graph>.json``), or the folder.
         feat_key: the node data key of the features.
+        gcn: also the ``GraphConv(norm='both')`` aggregate (``gcn.npy``; one more pass over
+            the parts' structure for the full-graph out-degrees).
         force: recompute even when the record says the outputs are current.
 
     Returns:
@@ -115,7 +122,8 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, force: bool = Fa
             feature key absent, or the folder not writable.
     """
     part_config = _locate(Path(part_config))
-    if not force and (rec := read_prepared(part_config)) is not None and rec.get("feat_key") == feat_key:
+    rec = None if force else read_prepared(part_config)
+    if rec is not None and rec.get("feat_key") == feat_key and (rec.get("gcn") or not gcn):
         return rec
     meta = _read_meta(part_config)
     base = part_config.parent
@@ -129,13 +137,14 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, force: bool = Fa
     t0 = time.perf_counter()
     bounds = _node_bounds(meta)
     feat_files = [_feat_file(part_config, meta, q) for q in range(num_parts)]
+    out_degree = _out_degrees(part_config, num_parts) if gcn else None
     parts = []
     for p in range(num_parts):
-        parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key))
-    rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key,
+        parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
+    rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
            "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
-           "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in SIDECARS}}
-                     for r in parts]}
+           "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
+                              if k in r}} for r in parts]}
     _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
     log.info("first-hop aggregates of %d parts written in %.1f s", num_parts, rec["seconds"])
     return rec
@@ -223,8 +232,22 @@ def _node_table(feat_file: Path, key: str) -> Tensor:
     raise ConfigError(f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass the feature key")
 
 
+def _out_degrees(part_config: Path, num_parts: int) -> Tensor:
+    """Full-graph out-degree of every node: the parts' in-edges of their inner nodes are every edge once."""
+    from .layout import read_part_structure
+
+    out = None
+    for p in range(num_parts):
+        st = read_part_structure(part_config, p, in_edges_of_inner=True)
+        gsrc = st["global_ids"][st["indices"].to(torch.int64)]
+        if out is None:
+            out = torch.zeros(int(_node_bounds(_read_meta(part_config))[-1]), dtype=torch.int64)
+        out += torch.bincount(gsrc, minlength=out.numel())
+    return out
+
+
 def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, feat_files: list[Path],
-                  feat_key: str) -> dict:
+                  feat_key: str, out_degree: Tensor | None = None) -> dict:
     from .layout import read_part_structure
 
     st = read_part_structure(part_config, p, in_edges_of_inner=True)
@@ -237,6 +260,8 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
     owner = torch.from_numpy(np.searchsorted(bounds, gsrc.numpy(), side="right") - 1)
     width = None
     total = None
+    total_gcn = None  # sum_u x_u / sqrt(d_out(u)), with out_degree
+    src_norm = out_degree[gsrc].clamp(min=1).to(torch.float32).rsqrt() if out_degree is not None else None
     remote_pairs = 0
     remote_rows = 0
     owners_of = torch.zeros(n_inner, dtype=torch.int32)  # other owners among each node's in-neighbours
@@ -246,12 +271,17 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
         if total is None:
             width = feat.shape[1]
             total = torch.zeros((n_inner, width), dtype=torch.float32)
+            if src_norm is not None:
+                total_gcn = torch.zeros((n_inner, width), dtype=torch.float32)
         rows = gsrc[sel] - int(bounds[q])
         # chunked, so the gathered rows of one owner stay a bounded buffer
         step = max(1, (64 << 20) // max(4 * width, 1))
         for a in range(0, sel.numel(), step):
             s = sel[a:a + step]
-            total.index_add_(0, dst[s], feat.index_select(0, rows[a:a + step]))
+            rows_x = feat.index_select(0, rows[a:a + step])
+            total.index_add_(0, dst[s], rows_x)
+            if total_gcn is not None:
+                total_gcn.index_add_(0, dst[s], rows_x * src_norm[s].unsqueeze(1))
         if q != p:
             fed = torch.unique(dst[sel])
             owners_of[fed] += 1
@@ -261,6 +291,8 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
     if total is None:  # no in-edges at all: the width comes from the own features
         width = _node_table(feat_files[p], feat_key).shape[1]
         total = torch.zeros((n_inner, width), dtype=torch.float32)
+        if src_norm is not None:
+            total_gcn = torch.zeros((n_inner, width), dtype=torch.float32)
     agg = total / in_degree.clamp(min=1).to(torch.float32).unsqueeze(1)
     d = _part_dir(part_config, meta, p) / SIDECAR_DIR
     d.mkdir(exist_ok=True)
@@ -268,6 +300,10 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
     _atomic_save_npy(paths["agg"], agg.numpy())
     _atomic_save_npy(paths["in_degree"], in_degree.numpy())
     _atomic_save_npy(paths["remote_owners"], owners_of.numpy())
+    if total_gcn is not None:
+        paths["gcn"] = d / GCN_FILE
+        gcn = total_gcn * in_degree.clamp(min=1).to(torch.float32).rsqrt().unsqueeze(1)
+        _atomic_save_npy(paths["gcn"], gcn.numpy())
     return {"part": p, "rows": n_inner, "width": int(width), "in_edges": int(dst.numel()),
             "remote_pairs": remote_pairs, "remote_rows": remote_rows, **paths}
 
@@ -292,7 +328,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def load_sidecar(part_config: str | Path, part_id: int, rows: Tensor | None = None,
                  what: str = "agg") -> Tensor:
-    """Part ``part_id``'s table ``what`` (agg, in_degree, remote_owners): all rows, or the inner rows ``rows``.
+    """Part ``part_id``'s table ``what`` (agg, in_degree, remote_owners, gcn): all rows, or the inner rows ``rows``.
 
     Memory-mapped: only the asked rows are read.
 
@@ -301,8 +337,9 @@ def load_sidecar(part_config: str | Path, part_id: int, rows: Tensor | None = No
     """
     path = sidecar_path(part_config, part_id, what)
     if not path.is_file():
+        flag = " --gcn" if what == "gcn" else ""
         raise ConfigError(f"partition {part_config} has no first-hop aggregates ({path} is missing); add them with "
-                          f"`python -m dgl_grappa prepare --part-config {part_config}`, or use "
+                          f"`python -m dgl_grappa prepare --part-config {part_config}{flag}`, or use "
                           "--train.first_hop=sampled")
     arr = np.load(path, mmap_mode="r")
     return torch.from_numpy(np.array(arr if rows is None else arr[rows.numpy()]))
