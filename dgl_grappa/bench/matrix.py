@@ -84,7 +84,16 @@ SCHEMA = 1
 SELECT_KEYS = ("datasets", "partitions", "parts", "models", "layers", "bandwidths", "seeds", "systems")
 """bench keys whose command-line override selects a subset to run (the report keeps the file's matrix)."""
 KINDS = {"distdgl": "distdgl", "distdgl-grappa": "distdgl-grappa"}
-"""System names with a DistDGL job; every other name is a Grappa ``train`` run."""
+"""System names with a DistDGL job (and names that start with them plus '-', e.g.
+``distdgl-grappa-script: --compare.script=...``); every other name is a Grappa ``train`` run."""
+
+
+def system_kind(name: str) -> str:
+    """The kind of a bench system, from its name (see :data:`KINDS`)."""
+    for prefix in ("distdgl-grappa", "distdgl"):
+        if name == prefix or name.startswith(prefix + "-"):
+            return KINDS[prefix]
+    return "grappa"
 SHARED = ("data.", "partition.", "network.", "bench.", "model.name", "model.num_layers", "train.seed",
           "run.output_dir", "name")
 """Keys a system may not override: what all systems of a cell share, and the cell's axes."""
@@ -130,7 +139,7 @@ def parse_system(entry: str) -> System:
                 "partition, network, the axes); set it on an axis (bench.partitions, bench.parts, ...) or for "
                 "every system in bench.overrides")
         overrides.append(f"--{key}={raw}")
-    return System(name=name, kind=KINDS.get(name, "grappa"), overrides=overrides, entry=entry.strip())
+    return System(name=name, kind=system_kind(name), overrides=overrides, entry=entry.strip())
 
 
 def _cli_value(value) -> str:

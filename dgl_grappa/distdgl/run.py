@@ -85,7 +85,12 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     from .recovery import run_resumable_job, supports_checkpoints
 
     point = resolve_resume(cfg, out_dir=out)
-    stats, _ = ensure_partitions(cfg)
+    if cfg.partition.prebuilt:  # a folder made elsewhere (DGL's layout); the drop-in needs it prepared
+        from ..partition.prebuilt import prebuilt_stats
+
+        stats = prebuilt_stats(cfg)
+    else:
+        stats, _ = ensure_partitions(cfg)
     if grappa and 0 in stats.get("train_nodes", []):
         raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
                           "loader needs some on every machine; use fewer parts or --partition.balance_train=true")

@@ -290,7 +290,7 @@ class GrappaLoader(PartitionLoader):
         # What to keep: the native runtime's choice, with the server's fp32 features already held.
         _, _, src, dst = local_graph(lp, inner, halo)
         n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
-        part_id = g.get_partition_book().partid
+        part_id = int(g.get_partition_book().partid)
         mult, size = parse_budget(memory_budget)
         layers = len(getattr(sampler, "fanouts", []) or [])
         keep = Keep(reach=(layers - 1 if completes else layers) if layers else None, storage=storage, budget=mult,

@@ -103,7 +103,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     np.save(out / "orig_ids.npy", orig_nids.numpy())
     # First-hop aggregates, from the written parts (the same path as for a folder made elsewhere).
     t1 = time.perf_counter()
-    prep = prepare(part_config_path(out))
+    prep = prepare(part_config_path(out), gcn=True)  # gcn: for GraphConv(norm='both') through the drop-in
     stats["prepare_seconds"] = time.perf_counter() - t1
     stats["aggregate_remote_pairs"] = [p["remote_pairs"] for p in prep["parts"]]
     stats["files"] = file_manifest(out)
@@ -241,6 +241,7 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         why = folder_problem(out, stats)
         if why is None:
             log.info("reusing the partitioning in %s", out)
+            prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
             return stats, g
         log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
     elif stats is not None and chosen:
