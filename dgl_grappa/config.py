@@ -153,6 +153,12 @@ class ModelConfig:
     """Dropout probability in [0, 1)."""
     heads: int = 4
     """Attention heads (GAT only); hidden must be divisible by it."""
+    gcn_norm: Literal["right", "both"] = "right"
+    """GCN only. right: ``A + I`` with in-degree normalisation (the self-loop is implicit, so
+    sampling never loses it; a block with full fan-out gives the whole graph's output). both:
+    DGL's ``GraphConv(norm='both')`` as DGL's examples use it (``1 / sqrt(d_out(u) d_in(v))``,
+    no self-loop), for comparing with a script that builds that layer; its first-hop
+    aggregate is the partition folder's ``gcn`` table."""
     empty: Literal["self", "zero"] = "self"
     """GraphSAGE only: what the neighbour mean of a node is when its *sampled* neighbourhood is
     empty although its full one is not (local-only sampling without the halo; halo nodes kept

@@ -57,6 +57,43 @@ def test_precomputed_first_layer_is_the_full_first_layer(name, layers):
     assert torch.allclose(rows, alone(g, x)[seeds], atol=1e-5)
 
 
+def _gcn_sum(g, x):
+    """GraphConv(norm='both')'s neighbour sum on the whole graph: sum_u x_u / sqrt(d_out(u) d_in(v))."""
+    dout = g.out_degrees().clamp(min=1).float().rsqrt().unsqueeze(1)
+    din = g.in_degrees().clamp(min=1).float().rsqrt().unsqueeze(1)
+    return dgl.ops.copy_u_sum(g, x * dout) * din
+
+
+@pytest.mark.unit
+def test_graphconv_both_first_layer_from_its_aggregate():
+    """model.gcn_norm=both is DGL's GraphConv(norm='both'); its layer 0 from the symmetric sum equals it."""
+    g, x = _graph()
+    model = _model("gcn", 2, gcn_norm="both").eval()
+    ref = dgl.nn.GraphConv(F, 16, norm="both", allow_zero_in_degree=True)
+    ref.load_state_dict(model.layers[0].state_dict())
+    with torch.no_grad():
+        assert torch.allclose(model.layers[0](g, x), ref(g, x), atol=1e-5)
+        full = model(g, x)
+        exact = model(g, x, agg=_gcn_sum(g, x), deg=g.in_degrees())
+    assert torch.allclose(full, exact, atol=1e-5), float((full - exact).abs().max())
+
+
+@pytest.mark.unit
+def test_loaded_gcn_table_gives_graphconvs_first_layer(parts4):
+    """load_local(aggregate='gcn') serves the folder's gcn table: one GraphConv(norm='both') layer from
+    local rows equals the layer on the whole graph, for inner and kept halo nodes alike."""
+    g, stats = parts4
+    orig = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "orig_ids.npy"))
+    model = _model("gcn", 1, g.ndata["feat"].shape[1], C, gcn_norm="both").eval()
+    with torch.no_grad():
+        full = model(g, g.ndata["feat"])
+        for part in range(4):
+            lp = load_local(stats["part_config"], part, "keep", "exact", aggregate="gcn")
+            rows = torch.arange(lp.graph.num_nodes())
+            local = model([], lp.feat[rows], agg=lp.agg[rows], deg=lp.in_degree[rows])
+            assert torch.allclose(local, full[orig[lp.global_ids]], atol=1e-4)
+
+
 @pytest.mark.unit
 def test_gat_refuses_aggregates_and_blocks_must_match():
     g, x = _graph()

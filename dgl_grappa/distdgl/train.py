@@ -62,6 +62,7 @@ from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import load_config
 from dgl_grappa.method.dropin import GrappaLoader
+from dgl_grappa.method.local_part import first_hop_table
 from dgl_grappa.method.models import build_model
 from dgl_grappa.method.reducers import make_correction
 from dgl_grappa.partition.layout import GRAPH_NAME
@@ -155,7 +156,8 @@ def train():
         loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, hops=cfg.hops, w_min=cfg.grappa.w_min,
                               self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=cfg.train.halo,
                               first_hop=cfg.first_hop, part_config=args.part_config,
-                              memory_budget=cfg.train.memory_budget, storage=cfg.train.storage)
+                              memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
+                              aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean")
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,

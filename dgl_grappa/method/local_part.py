@@ -283,7 +283,7 @@ def relabel(src: Tensor, dst: Tensor, kept: Tensor, n_local: int) -> tuple[Tenso
 
 
 def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int, exact: bool,
-               precision: str) -> tuple[NodeTable, Tensor, NodeTable | None]:
+               precision: str, aggregate: str = "agg") -> tuple[NodeTable, Tensor, NodeTable | None]:
     """Features, in-degrees and (exact) aggregates of halo nodes, read once from their owners' files."""
     n = gids.numel()
     # Stored owner by owner: one owner's rows in fp32 at a time, never the whole halo's.
@@ -300,14 +300,15 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
         deg[rows] = _in_degree(other, part_config, p, idx).to(torch.int64)
         del other
         if agg is not None:
-            _put_sidecar(agg, rows, part_config, p, idx)
+            _put_sidecar(agg, rows, part_config, p, idx, what=aggregate)
     return feat, deg, agg
 
 
-def _put_sidecar(table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18) -> None:
-    """Fill ``table[rows]`` with part ``part``'s aggregates of its inner rows ``idx``, a bounded chunk at a time."""
+def _put_sidecar(table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18,
+                 what: str = "agg") -> None:
+    """Fill ``table[rows]`` with part ``part``'s aggregates ``what`` of its inner rows ``idx``, a bounded chunk at a time."""
     for a in range(0, idx.numel(), chunk):
-        table.put(rows[a:a + chunk], load_sidecar(part_config, part, idx[a:a + chunk]))
+        table.put(rows[a:a + chunk], load_sidecar(part_config, part, idx[a:a + chunk], what=what))
 
 
 def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
@@ -320,7 +321,7 @@ def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
 
 
 def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
-               lean: bool = False, keep: Keep | None = None) -> LocalPartition:
+               lean: bool = False, keep: Keep | None = None, aggregate: str = "agg") -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -335,6 +336,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
             (about 8 bytes per local edge instead of ~62); DGL then draws other, equally
             distributed samples.
         keep: what to keep under which budget (:class:`Keep`); default: every node, fp32.
+        aggregate: the folder's first-hop table layer 0 reads (:func:`first_hop_table`): agg
+            (the neighbour mean) or gcn (the ``GraphConv(norm='both')`` sum).
 
     Returns:
         A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
@@ -425,12 +428,12 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     agg = None
     if exact:
         agg = NodeTable.empty(n_inner_keep, width, precision)
-        _put_sidecar(agg, torch.arange(n_inner_keep), part_config, part_id, inner_kept)
+        _put_sidecar(agg, torch.arange(n_inner_keep), part_config, part_id, inner_kept, what=aggregate)
     halo_bytes = one_time = 0
     n_halo = n_keep - n_inner_keep
     if n_halo:
         hfeat, hdeg, hagg = _halo_rows(part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact,
-                                       precision)
+                                       precision, aggregate)
         feat = NodeTable.cat([feat, hfeat])
         in_degree = torch.cat([in_degree, hdeg])
         agg = NodeTable.cat([agg, hagg]) if exact else None
@@ -472,6 +475,12 @@ def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop", f
     return load_local(part_config, part_id, halo, first_hop, lean=True, keep=keep)
 
 
+def first_hop_table(model) -> str:
+    """The partition folder's first-hop table a model's layer 0 reads (``model``: the config's
+    model section): ``gcn`` for GCN with ``gcn_norm: both``, else ``agg`` (the neighbour mean)."""
+    return "gcn" if model.name == "gcn" and getattr(model, "gcn_norm", "right") == "both" else "agg"
+
+
 def keep_for(cfg) -> Keep:
     """What a training run keeps (:class:`Keep`), from its config.
 
@@ -490,4 +499,4 @@ def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartit
     """Worker ``part_id``'s part as a training run of ``cfg`` keeps it (halo, first hop, budget;
     a prebuilt partitioning, possibly of a graph no process can hold, is read lean)."""
     return load_local(part_config, part_id, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
-                      keep=keep_for(cfg))
+                      keep=keep_for(cfg), aggregate=first_hop_table(cfg.model))

@@ -30,7 +30,8 @@ features A_v (precomputed once on the whole graph: ``partition.neighbour_mean``)
 in-degree d_v:
 
 * SAGE: ``fc_self(x_v) + fc_neigh(A_v)``;
-* GCN: ``W (x_v + d_v A_v) / (d_v + 1) + b``;
+* GCN: ``W (x_v + d_v A_v) / (d_v + 1) + b`` (with ``model.gcn_norm: both``, DGL's
+  ``GraphConv(norm='both')``: ``W S_v + b``, S_v the symmetric-normalised neighbour sum);
 * GIN: ``mlp((1 + eps) x_v + A_v)``.
 
 With ``agg`` the model computes layer 0 from these rows for every node of the computation
@@ -102,6 +103,23 @@ class GCNLayer(nn.Module):
         """Layer 0 from precomputed rows: ``W (x + d * agg) / (d + 1) + b`` (agg = neighbour mean)."""
         d = deg.to(x.dtype).unsqueeze(-1)
         return ((x + agg * d) / (d + 1.0)) @ self.conv.weight + self.conv.bias
+
+
+class GCNSymLayer(GraphConv):
+    """DGL's ``GraphConv(norm='both')``, as DGL's examples build GCN, plus the first-hop entry point.
+
+    ``h_v = W * sum_{u -> v} x_u / sqrt(d_out(u) d_in(v)) + b`` with no self-loop
+    (``model.gcn_norm: both``). In a sampled block the degrees are the block's, as in any
+    script that uses this layer. Its first hop needs the partition folder's ``gcn`` table,
+    the same sum over the whole graph.
+    """
+
+    def __init__(self, in_feats: int, out_feats: int):
+        super().__init__(in_feats, out_feats, norm="both", weight=True, bias=True, allow_zero_in_degree=True)
+
+    def first_hop(self, x: torch.Tensor, agg: torch.Tensor, deg: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from precomputed rows: ``W agg + b`` (agg = the symmetric-normalised sum; x is not used)."""
+        return agg @ self.weight + self.bias
 
 
 class SAGELayer(SAGEConv):
@@ -259,7 +277,7 @@ def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool) -> nn.M
         # carry their own features.
         return SAGELayer(in_dim, out_dim, empty=cfg.empty)
     if name == "gcn":
-        return GCNLayer(in_dim, out_dim)
+        return GCNSymLayer(in_dim, out_dim) if cfg.gcn_norm == "both" else GCNLayer(in_dim, out_dim)
     if name == "gat":
         heads = cfg.heads
         per_head = out_dim if last else out_dim // heads
