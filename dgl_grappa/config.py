@@ -413,6 +413,10 @@ class BenchConfig:
     report_kind: Literal["accuracy", "speed"] = "accuracy"
     """accuracy: mean/std over seeds and paired differences to DistDGL with a 95 % interval;
     speed: epoch-time, bytes and floor ratios per cell, accuracy next to speed."""
+    pairs: list[str] = field(default_factory=list)
+    """Accuracy report: further systems graded against each other, not against DistDGL, one
+    entry "A vs B" each (names of bench.systems, e.g. "distdgl-grappa vs grappa"): per row the
+    per-seed difference A - B with a 95 % interval, within 0.5 points when its mean is >= -0.5."""
     report_only: bool = False
     """Regenerate the report from the JSON files without running anything."""
     preamble: str = ""
@@ -548,6 +552,37 @@ def parse_budget(text: str) -> tuple[float, int]:
         raise ConfigError(f"train.memory_budget={text!r} is neither a multiple of the own feature rows (e.g. 1.5) "
                           "nor a size (e.g. 8GB, 512MiB); 0 means no limit")
     return mult, 0
+
+
+PAIR = re.compile(r"\s*(\S+)\s+vs\s+(\S+)\s*")
+"""An entry of ``bench.pairs``: two system names and "vs" between them."""
+
+
+def parse_pairs(entries: list[str], names: list[str]) -> list[tuple[str, str]]:
+    """The ``bench.pairs`` entries as (A, B) system names.
+
+    Args:
+        entries: "A vs B" strings.
+        names: the names of ``bench.systems`` (before any ':').
+
+    Raises:
+        ConfigError: an entry not of that form, naming a system not in ``names``, or one system twice.
+    """
+    out = []
+    for entry in entries:
+        m = PAIR.fullmatch(str(entry))
+        if m is None:
+            raise ConfigError(f"bench.pairs entry {entry!r} is not \"A vs B\"; write e.g. \"distdgl-grappa vs grappa\" "
+                              "with two names of bench.systems")
+        for n in m.groups():
+            if n not in names:
+                raise ConfigError(f"bench.pairs entry {entry!r} names {n!r}, which is not in bench.systems "
+                                  f"({', '.join(names)}); pair only names of bench.systems")
+        if m.group(1) == m.group(2):
+            raise ConfigError(f"bench.pairs entry {entry!r} pairs {m.group(1)!r} with itself; name two different "
+                              "systems of bench.systems")
+        out.append((m.group(1), m.group(2)))
+    return out
 
 
 def _coerce(key: str, value: Any, tp: Any) -> Any:
@@ -780,6 +815,9 @@ def validate(cfg: Config) -> None:
            f"distdgl.shm_size={cfg.distdgl.shm_size!r} is not a size; write e.g. 8g or 512m")
     _check(cfg.compare.distdgl or bool(cfg.compare.variants) or cfg.compare.dropin,
            "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
+    _check(not cfg.bench.pairs or cfg.bench.report_kind == "accuracy",
+           f"bench.pairs={cfg.bench.pairs} is set but bench.report_kind={cfg.bench.report_kind}: pairs grade test "
+           "accuracy; set --bench.report_kind=accuracy or leave bench.pairs empty")
     _check(0.0 <= cfg.compare.target_acc <= 1.0,
            f"compare.target_acc={cfg.compare.target_acc} must be in [0, 1] (0 = automatic)")
     _validate_launch(cfg)

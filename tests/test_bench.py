@@ -13,7 +13,7 @@ from dgl_grappa.bench.matrix import config_changes, derive_metrics, expand, load
 
 from dgl_grappa.bench import matrix as bench
 from dgl_grappa.bench import report as br
-from dgl_grappa.config import ConfigError, PartitionConfig, load_config
+from dgl_grappa.config import ConfigError, PartitionConfig, load_config, parse_pairs
 
 # ---------------------------------------------------------------------------------------
 # Hand-made cells
@@ -654,3 +654,81 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
     assert "train.memory_budget" in bench.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
         bench.PlannedSystem(system=bench.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
                             config=now, fingerprint="x")))
+
+
+# ---------------------------------------------------------------------------------------
+# bench.pairs: one system against another
+# ---------------------------------------------------------------------------------------
+
+def _pair_cells():
+    """Three seeds of two rows and a row without the native runtime; a fourth seed where it failed."""
+    cells = []
+    for s, d in enumerate((0.2, 0.4, 0.6)):     # drop-in - native, points: 0.2, 0.4, 0.6 at 2 layers
+        cells.append(_cell(s, 2, {"distdgl": 0.80, "distdgl-grappa": 0.80 + d / 100, "grappa": 0.80}))
+        cells.append(_cell(s, 3, {"distdgl": 0.80, "distdgl-grappa": 0.79, "grappa": 0.80}))  # 1 point below
+        cells.append(_cell(s, 2, {"distdgl": 0.80, "distdgl-grappa": 0.80}, model="gcn"))     # no native run
+    cells.append(_cell(3, 2, {"distdgl": 0.80, "distdgl-grappa": 0.50, "grappa": 0.80},
+                       status={"grappa": "failed"}))                                          # not paired
+    return cells
+
+
+@pytest.mark.unit
+def test_pair_rows_grade_one_system_against_another_by_seed():
+    from scipy import stats
+
+    pair = br.pair_rows(_pair_cells(), "distdgl-grappa", "grappa")
+    assert (pair["a"], pair["b"]) == ("distdgl-grappa", "grappa")
+    assert [(r["model"], r["layers"]) for r in pair["rows"]] == [("sage", 2), ("sage", 3)]
+    two, three = pair["rows"]
+    # the seed whose native run failed is left out of the difference: 0.2, 0.4, 0.6 -> mean 0.4
+    half = stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)      # sample std of 0.2, 0.4, 0.6 is 0.2
+    assert two["paired"] == 3 and two["diff_mean"] == pytest.approx(0.4)
+    assert (two["diff_lo"], two["diff_hi"]) == pytest.approx((0.4 - half, 0.4 + half))
+    assert two["met"] is True and (two["a_acc"], two["b_acc"]) == pytest.approx((0.804, 0.80))  # paired seeds
+    assert three["diff_mean"] == pytest.approx(-1.0) and three["met"] is False   # 1 point below: not within 0.5
+    assert pair["skipped"] == ["syn random-4 gcn-2"]
+    text = br.pair_summary(pair)
+    m, lo, hi = br.t_interval([two["diff_mean"], three["diff_mean"]])
+    assert f"1 of 2 rows within 0.5 points; pooled mean diff over rows {m:+.2f} [{lo:+.2f}, {hi:+.2f}]" in text
+    assert "below: syn random-4 sage-3 -1.00" in text
+    md = br.pair_table(pair)
+    assert f"| syn | random | 4 | sage | 2 | 3 | 80.40 | 80.00 | +0.40 [{0.4 - half:+.2f}, {0.4 + half:+.2f}] | met |" in md
+    assert "| syn | random | 4 | sage | 3 | 3 | 79.00 | 80.00 | -1.00 [" in md and "| **not met** |" in md
+    assert "distdgl-grappa − grappa, points (95 % CI)" in md
+
+
+@pytest.mark.unit
+def test_the_pairs_section_sits_between_the_goals_and_the_matrix():
+    cells = _pair_cells()
+    text = br.render("accuracy", cells, None, command="c", regenerate="r", pairs=[("distdgl-grappa", "grappa")])
+    goals, pairs, matrix = (text.index(h) for h in ("## Accuracy goals", "## System against system", "## Matrix"))
+    assert goals < pairs < matrix
+    section = text[pairs:matrix]
+    assert "### distdgl-grappa vs grappa" in section and "1 of 2 rows within 0.5 points" in section
+    assert "1 row(s) skipped, without a seed where both ran ok: syn random-4 gcn-2." in section
+    assert "## System against system" not in br.render("accuracy", cells, None, command="c", regenerate="r")
+    empty = br.render("accuracy", cells, None, command="c", regenerate="r", pairs=[("grappa", "nothing")])
+    assert "**grappa vs nothing**: no row where both ran ok yet." in empty
+
+
+@pytest.mark.unit
+def test_bad_bench_pairs_are_one_line_errors_before_anything_runs(tmp_path):
+    head = f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, distdgl-grappa, \"grappa: --model.hidden=8\"]\n"
+
+    def err(pairs: str, extra: str = ""):
+        with pytest.raises(ConfigError) as e:
+            load_bench(str(_write_bench(tmp_path, head + f"pairs: {pairs}\n" + extra)), [])
+        msg = str(e.value)
+        assert msg.startswith("bench.pairs") and "\n" not in msg
+        return msg
+
+    assert 'is not "A vs B"' in err('["distdgl-grappa against grappa"]')
+    assert 'is not "A vs B"' in err('["distdgl-grappa vs"]')
+    assert "names 'nope', which is not in bench.systems (distdgl, distdgl-grappa, grappa)" in err('["nope vs grappa"]')
+    assert "with itself" in err('["grappa vs grappa"]')
+    assert "set --bench.report_kind=accuracy" in err('["distdgl-grappa vs grappa"]', "report_kind: speed\n")
+    # a good pair (names before the ':'), also when the command line runs one of its systems alone
+    path = _write_bench(tmp_path, head + 'pairs: ["distdgl-grappa vs grappa"]\n')
+    run_cfg, plan_cfg, _ = load_bench(str(path), ["--bench.systems=[grappa]"])
+    assert plan_cfg.bench.pairs == ["distdgl-grappa vs grappa"]
+    assert parse_pairs(plan_cfg.bench.pairs, ["distdgl-grappa", "grappa"]) == [("distdgl-grappa", "grappa")]

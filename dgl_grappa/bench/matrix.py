@@ -76,7 +76,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config import Config, ConfigError, load_config, parse_overrides, to_dict
+from ..config import Config, ConfigError, load_config, parse_overrides, parse_pairs, to_dict
 
 log = logging.getLogger("dgl_grappa")
 
@@ -800,8 +800,9 @@ def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenera
     path = Path(b.report) if b.report else out_dir / "report.md"
     preamble = _preamble(cfg).read_text() if b.preamble else ""
     view = current_view(read_cells(out_dir, _archive(cfg)), cells)
+    pairs = parse_pairs(b.pairs, [parse_system(e).name for e in b.systems])
     return write_report(b.report_kind, view, make_plan(cells, cfg), path, command=command, regenerate=regenerate,
-                        preamble=preamble)
+                        preamble=preamble, pairs=pairs)
 
 
 # ---------------------------------------------------------------------------------------
@@ -859,6 +860,7 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     if unknown:
         raise ConfigError(f"bench.partial names {unknown[0]!r}, which is not in bench.systems ({', '.join(names)}); "
                           "list only names of bench.systems")
+    parse_pairs(plan_cfg.bench.pairs, names)  # the file's systems: a selection may run a pair's half alone
     if not any(k == "bench.systems" for k, _ in pairs):  # partial systems run only when selected by name
         run_cfg.bench.systems = [e for e in run_cfg.bench.systems if parse_system(e).name not in plan_cfg.bench.partial]
     # A bare name on the command line selects the file's system of that name (with its overrides).

@@ -10,7 +10,9 @@ Two kinds:
   system, test accuracy mean +- std over seeds; for every system but DistDGL the paired
   per-seed difference to DistDGL in points with a 95 % t-interval, "met" when the mean
   difference is >= -1.0 point (>= 0 at 3 or more layers); bytes per epoch (amortised) and
-  their ratio to DistDGL; plots of accuracy vs layers and accuracy vs bytes per epoch.
+  their ratio to DistDGL; plots of accuracy vs layers and accuracy vs bytes per epoch; with
+  ``bench.pairs``, further systems graded against each other the same way (e.g. the drop-in
+  against the native runtime, within :data:`PAIR_POINTS`).
 * ``speed`` (the speed goals): per cell (seeds averaged) and system, epoch time and the speedup
   DistDGL / system, bytes per epoch and their ratio, test accuracy next to it (a speedup
   that loses more than 1 point is marked), epoch / floor where a summary carries
@@ -53,6 +55,10 @@ PLATEAU_WINDOW = 0.2
 PLATEAU_POINTS = 1.0
 """Convergence: a run has converged when its mean validation accuracy over the last window is at most
 this many points above the window before (still rising by more = not converged; falling = past its peak)."""
+
+PAIR_POINTS = 0.5
+"""System against system (``bench.pairs``): a row of "A vs B" is within when the mean per-seed
+difference A - B is at least minus this many points (A better than B by any margin is within)."""
 
 TARGET_FRACTION = 0.98
 """Time to a target: the target of a cell is this fraction of DistDGL's validation accuracy
@@ -284,15 +290,20 @@ def _peak_rss(cells: list[dict], system: str) -> list[float]:
     return xs
 
 
-def _paired(cells: list[dict], system: str, key: str, scale: float = 1.0) -> list[float]:
-    """Per-seed differences system - baseline (both ok in the same cell), times ``scale``."""
+def _both(cells: list[dict], system: str, base: str, key: str) -> list[tuple[float, float]]:
+    """Per seed (system's, base's) value of ``key`` where both are ok in the same cell and have it."""
     out = []
     for c in cells:
         ok = ok_systems(c)
-        a, b = ok.get(system), ok.get(BASELINE)
+        a, b = ok.get(system), ok.get(base)
         if a and b and a.get(key) is not None and b.get(key) is not None:
-            out.append((float(a[key]) - float(b[key])) * scale)
+            out.append((float(a[key]), float(b[key])))
     return out
+
+
+def _paired(cells: list[dict], system: str, key: str, scale: float = 1.0, base: str = BASELINE) -> list[float]:
+    """Per-seed differences system - base (both ok in the same cell), times ``scale``."""
+    return [(a - b) * scale for a, b in _both(cells, system, base, key)]
 
 
 def _paired_ratio(cells: list[dict], system: str, key: str, base_over_system: bool = False) -> list[float]:
@@ -357,6 +368,37 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                 row["met"] = accuracy_goal(row["diff_mean"], int(axes["layers"]))
             rows.append(row)
     return rows
+
+
+def _row_name(axes: dict) -> str:
+    """A row in one phrase, as the goals name it: "cora random-4 sage-2" (and its network when shaped)."""
+    bw = f" {axes['bandwidth']}" if axes.get("bandwidth") else ""
+    return f"{axes['dataset']} {axes['partition']}-{axes['parts']} {axes['model']}-{axes['layers']}{bw}"
+
+
+def pair_rows(cells: list[dict], a: str, b: str, plan: dict | None = None) -> dict:
+    """System ``a`` against system ``b`` (an entry of ``bench.pairs``), row by row as against DistDGL.
+
+    Returns:
+        ``{"a", "b", "rows", "skipped"}``: ``rows`` one dict per row where a seed has both ok,
+        with the group axes, ``paired`` (the seeds where both ran ok), ``a_acc``/``b_acc``
+        (fraction, means over those seeds, so that their difference is the mean difference even
+        where one system failed a seed), ``diff_mean``/``diff_lo``/``diff_hi`` (points: the per-seed
+        a - b, its mean and 95 % t-interval) and ``met`` (``diff_mean >= -PAIR_POINTS``);
+        ``skipped`` the names of the rows without such a seed.
+    """
+    rows, skipped = [], []
+    for key, cs in grouped(_in_plan(cells, plan)).items():
+        axes = dict(zip(GROUP_AXES, key))
+        both = _both(cs, a, b, ACC_KEY)
+        if not both:
+            skipped.append(_row_name(axes))
+            continue
+        m, lo, hi = t_interval(_paired(cs, a, ACC_KEY, scale=100.0, base=b))
+        rows.append({**axes, "paired": len(both), "a_acc": statistics.fmean(x for x, _ in both),
+                     "b_acc": statistics.fmean(y for _, y in both), "diff_mean": m, "diff_lo": lo, "diff_hi": hi,
+                     "met": m >= -PAIR_POINTS})
+    return {"a": a, "b": b, "rows": rows, "skipped": skipped}
 
 
 def _phase_keys(cells: list[dict], system: str) -> list[str]:
@@ -514,6 +556,29 @@ def tta_summary(rows: list[dict]) -> str:
         text += "; seeds that never reach it: " + ", ".join(
             f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
             f"{r['seeds'] - r.get('tta_reached', 0)} of {r['seeds']}" for r in missed)
+    return text + "."
+
+
+def pair_summary(pair: dict) -> str:
+    """One line on a pair (see :func:`pair_rows`): rows within :data:`PAIR_POINTS`, the rows' differences pooled.
+
+    Returns:
+        "N of M rows within 0.5 points; pooled mean diff over rows +x.xx [lo, hi]", the rows below by
+        name, the pooling per depth band when the rows span both (:func:`pooled_by_depth`).
+    """
+    rows = pair["rows"]
+    if not rows:
+        return f"**{pair['a']} vs {pair['b']}**: no row where both ran ok yet."
+    ds = [r["diff_mean"] for r in rows]
+    m, lo, hi = t_interval(ds)
+    ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else ""
+    below = [r for r in rows if not r["met"]]
+    text = (f"**{pair['a']} vs {pair['b']}**: {len(rows) - len(below)} of {len(rows)} rows within "
+            f"{PAIR_POINTS:g} points; pooled mean diff over rows {m:+.2f}{ci}")
+    if below:
+        text += "; below: " + ", ".join(f"{_row_name(r)} {r['diff_mean']:+.2f}" for r in below)
+    if len({int(r["layers"]) >= 3 for r in rows}) > 1:
+        text += pooled_by_depth(rows)
     return text + "."
 
 
@@ -719,6 +784,44 @@ def phase_table(rows: list[dict]) -> str:
     return _table(head, lines) if lines else "(no run logged its phases)"
 
 
+def pair_table(pair: dict) -> str:
+    """One pair's rows as markdown (accuracies in %, the difference in points)."""
+    a, b, rows = pair["a"], pair["b"], pair["rows"]
+    multi_bw = len({r["bandwidth"] for r in rows}) > 1
+    head = ["dataset", "partitioner", "parts", "model", "layers"] + (["network"] if multi_bw else []) + [
+        "paired seeds", f"{a} test acc %", f"{b} test acc %", f"{a} − {b}, points (95 % CI)",
+        f"within {PAIR_POINTS:g}"]
+    lines = []
+    for r in rows:
+        ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
+        line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
+        line += [_bw(r["bandwidth"])] if multi_bw else []
+        line += [str(r["paired"]), _f(r["a_acc"] * 100, ".2f"), _f(r["b_acc"] * 100, ".2f"),
+                 f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])]
+        lines.append(line)
+    return _table(head, lines)
+
+
+def pairs_section(cells: list[dict], pairs: list[tuple[str, str]]) -> list[str]:
+    """The "System against system" section of the accuracy report (no lines without pairs).
+
+    Per pair its summary line, its table and, where rows lack a seed with both systems ok, a
+    note that names them (they are not in the table nor the count).
+    """
+    if not pairs:
+        return []
+    out = ["## System against system", ""]
+    for a, b in pairs:
+        pair = pair_rows(cells, a, b)
+        out += [f"### {a} vs {b}", "", pair_summary(pair), ""]
+        if pair["rows"]:
+            out += [pair_table(pair), ""]
+        if pair["skipped"]:
+            out += [f"{len(pair['skipped'])} row(s) skipped, without a seed where both ran ok: "
+                    + ", ".join(pair["skipped"]) + ".", ""]
+    return out + [PAIR_NOTES]
+
+
 def goals_table(goals: list[dict]) -> str:
     return _table(["goal", "status", "figure"], [[g["goal"], _mark(g["met"]), g["figure"]] for g in goals])
 
@@ -829,8 +932,18 @@ PHASE_NOTES = """\
 """
 
 
+PAIR_NOTES = f"""\
+- **A − B**: per seed, A's test accuracy minus B's in the same cell (same partitioning, same seed), in
+  points; mean over the seeds where both ran ok and its 95 % Student-t interval, as Δ vs DistDGL in the
+  matrix. **within {PAIR_POINTS:g}**: the mean is >= -{PAIR_POINTS:g} (A may be better by any margin). The
+  test accuracies are each system's mean over the same paired seeds (the matrix's are over each system's
+  finished seeds). **pooled**: the rows' mean differences, one sample per row, with a 95 % t-interval over
+  the rows.
+"""
+
+
 def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, regenerate: str,
-           preamble: str = "", plots: list[str] | None = None) -> str:
+           preamble: str = "", plots: list[str] | None = None, pairs: list[tuple[str, str]] | None = None) -> str:
     """The whole markdown report.
 
     Args:
@@ -841,6 +954,7 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
         regenerate: the command that regenerated this report.
         preamble: hand-written markdown put after the header.
         plots: relative paths of the plot images to show.
+        pairs: (A, B) system names graded against each other (``bench.pairs``; accuracy only).
 
     Returns:
         The markdown text.
@@ -859,7 +973,7 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
         rows = accuracy_rows(shown, None)
         _attach_data_name(rows, shown)
         parts += ["## Accuracy goals", "", goals_table(accuracy_goals(rows)), "",
-                  tta_summary(rows), "",
+                  tta_summary(rows), ""] + pairs_section(shown, pairs or []) + [
                   "## Matrix", "", accuracy_table(rows) if rows else "(no finished run yet)", "", ACCURACY_NOTES]
     else:
         rows = speed_rows(shown, None)
@@ -1035,7 +1149,7 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
 
 
 def write_report(kind: str, cells: list[dict], plan: dict | None, path: str | Path, *, command: str,
-                 regenerate: str, preamble: str = "") -> Path:
+                 regenerate: str, preamble: str = "", pairs: list[tuple[str, str]] | None = None) -> Path:
     """Write the markdown report and its plots (in the folder ``<report dir>/<report stem>/``).
 
     Old plot files of ours in that folder are removed first, so no stale image stays.
@@ -1056,5 +1170,6 @@ def write_report(kind: str, cells: list[dict], plan: dict | None, path: str | Pa
     else:
         files = plot_speed(speed_rows(shown), plot_dir)
     rel = [f"{path.stem}/{f.name}" for f in files]
-    path.write_text(render(kind, cells, plan, command=command, regenerate=regenerate, preamble=preamble, plots=rel))
+    path.write_text(render(kind, cells, plan, command=command, regenerate=regenerate, preamble=preamble, plots=rel,
+                           pairs=pairs))
     return path
