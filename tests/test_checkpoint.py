@@ -111,3 +111,10 @@ def test_the_fingerprint_holds_what_a_resume_must_share_and_nothing_else():
     for change in ("--model.hidden=32", "--data.synthetic.num_nodes=999", "--partition.num_parts=3",
                    "--train.optimizer=sgd", "--schedule.k=2"):
         assert C.fingerprint_problem(base, C.fingerprint(load_config(None, [change]))) is not None, change
+    # a checkpoint from before model.gcn_norm existed was written with its default: it resumes, and
+    # only under that default
+    older = {k: v for k, v in base.items() if k != "model.gcn_norm"}
+    assert "model.gcn_norm" in base and C.fingerprint_problem(older, base) is None
+    both = C.fingerprint(load_config(None, ["--model.name=gcn", "--model.gcn_norm=both"]))
+    assert "model.gcn_norm='right' there, 'both' here" in C.fingerprint_problem(
+        {k: v for k, v in both.items() if k != "model.gcn_norm"}, both)

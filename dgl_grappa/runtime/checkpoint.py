@@ -102,10 +102,16 @@ def _flatten(prefix: str, obj: Any, out: dict) -> None:
         out[prefix] = list(obj) if isinstance(obj, tuple) else obj
 
 
+# Settings added after checkpoints were first written: a checkpoint without one was written
+# with its default (the only behaviour there was), so it still resumes.
+ADDED_LATER = {"model.gcn_norm": "right"}
+
+
 def fingerprint_problem(stored: dict, current: dict) -> str | None:
     """The first setting that differs, as "key=a there, b here", or None when they agree."""
     for key in sorted(set(stored) | set(current)):
-        a, b = stored.get(key, "<unset>"), current.get(key, "<unset>")
+        unset = ADDED_LATER.get(key, "<unset>")
+        a, b = stored.get(key, unset), current.get(key, unset)
         if a != b:
             return f"{key}={a!r} there, {b!r} here"
     return None
