@@ -6,6 +6,21 @@ build and probes: experiments/scale/scale_build.py, scale_train_probe.py, scale_
 when present. Prints tables and writes runs/scale/capacity.json.
 
     python experiments/scale/capacity_model.py
+
+Check 6 compares the model of the node tables a worker holds (features, first-hop aggregates,
+kept halo: ``capacity.resident_bytes`` with ``reach_fractions``) with measured resident bytes:
+
+* ``--memory-runs DIR...``: run folders (or their summary.json files) whose partition folder
+  still exists (its grappa_partition.json gives the halo shares, cut and train nodes);
+* ``--memory-cells PATH...``: archived bench cells, ``benchmarks/<name>/cells`` folders or
+  single ``*.json.gz`` cells (the cell carries the partition statistics, each worker its
+  training seeds), every ``grappa*`` system with per-worker ``resident_bytes``; prints every
+  worker and a summary per dataset x partitioner x parts and overall;
+* ``--memory-only``: check 6 alone (no other checks or predictions); writes
+  runs/scale/capacity_memory.json instead of capacity.json.
+
+    python experiments/scale/capacity_model.py --memory-only \\
+        --memory-cells benchmarks/memory/cells benchmarks/dropin/cells benchmarks/sparse_labels/cells
 """
 from __future__ import annotations
 
@@ -71,8 +86,20 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--memory-runs", nargs="*", default=[],
                     help="run folders (or summary.json files) whose workers' resident bytes check the memory model")
+    ap.add_argument("--memory-cells", nargs="*", default=[],
+                    help="archived bench cells (benchmarks/<name>/cells folders or *.json.gz files) whose Grappa "
+                         "workers' resident bytes check the memory model")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="only the memory checks; writes runs/scale/capacity_memory.json")
     args = ap.parse_args(argv)
     out: dict = {"checks": {}, "predictions": {}}
+    if args.memory_only:
+        memory_checks(out, args.memory_runs)
+        memory_cell_checks(out, args.memory_cells)
+        RUNS.mkdir(parents=True, exist_ok=True)
+        (RUNS / "capacity_memory.json").write_text(json.dumps(out["checks"], indent=1, default=float))
+        print(f"\nwrote {RUNS / 'capacity_memory.json'}")
+        return
     print("== check 1: DistDGL remote feature bytes per trainer per epoch, 100k graph ==")
     print(f"{'partition':<10} {'steps':>5} {'I/step':>7} {'rho':>5} {'model MB':>9} {'measured MB':>12}")
     for name, (p, rows, rho, meas) in MEASURED_100K.items():
@@ -189,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
         remote_fraction=random_remote_fraction(128, 200e3, 1000), rpc_share=0.14), 64, 128 + 256,
         ["10gbit", "25gbit"], cut=0.99)
     memory_checks(out, args.memory_runs)
+    memory_cell_checks(out, args.memory_cells)
     memory_projections(out)
     RUNS.mkdir(parents=True, exist_ok=True)
     (RUNS / "capacity.json").write_text(json.dumps(out, indent=1, default=float))
@@ -200,15 +228,83 @@ def main(argv: list[str] | None = None) -> None:
 PRECISION_LADDER = ("fp32", "fp16", "int8", "int4")
 
 
+def resident(w: Workload, precision: str, **kw) -> dict:
+    """:func:`resident_bytes`, also for int4 rows.
+
+    ``capacity.stored_row_bytes`` has no int4 entry (a KeyError), while the loader stores int4
+    rows as (F + 1) // 2 bytes plus a 4-byte scale (``dgl_grappa.method.storage.row_bytes``):
+    exactly int8 rows of width (F + 1) // 2. So int4 is evaluated as that, with the ratio and
+    the budget taken against the real fp32 own rows; every other precision goes straight through.
+    """
+    if precision != "int4":
+        return resident_bytes(w, precision=precision, **kw)
+    half = w.with_(feat_dim=(w.feat_dim + 1) // 2)
+    scale = half.feat_dim / w.feat_dim  # own fp32 bytes at the half width / the real ones
+    if kw.get("budget") is not None:
+        kw["budget"] = kw["budget"] / scale
+    r = resident_bytes(half, precision="int8", **kw)
+    own = r["own_fp32"] / scale
+    return {**r, "own_fp32": own, "ratio": r["resident"] / own}
+
+
 def budgeted(w: Workload, inner_frac: float, halo_frac: float, budget: float = 1.5, exact: bool = True) -> dict:
     """What the loader keeps under ``budget``: the most exact precision that holds every reached
     node, else int4 with the halo sampled to fit (as ``method.local_part`` chooses)."""
     for precision in PRECISION_LADDER:
-        r = resident_bytes(w, precision=precision, inner_frac=inner_frac, halo_frac=halo_frac, exact=exact)
+        r = resident(w, precision, inner_frac=inner_frac, halo_frac=halo_frac, exact=exact)
         if r["ratio"] <= budget:
             return {**r, "precision": precision}
-    r = resident_bytes(w, precision="int4", inner_frac=inner_frac, halo_frac=halo_frac, exact=exact, budget=budget)
+    r = resident(w, "int4", inner_frac=inner_frac, halo_frac=halo_frac, exact=exact, budget=budget)
     return {**r, "precision": "int4"}
+
+
+def worker_hops(wk: dict, summary: dict) -> int | None:
+    """Sampled hops whose nodes the worker kept: its ``keep.reach`` (None: every node kept), else
+    the model's layers, less one with the exact first hop (records from before ``keep``)."""
+    keep = wk.get("keep") or {}
+    if "reach" in keep:
+        return keep["reach"]
+    return summary["num_layers"] - (1 if summary.get("first_hop") == "exact" else 0)
+
+
+def compare_worker(wk: dict, stats: dict, num_parts: int, hops: int | None, exact: bool,
+                   train_frac: float) -> dict | None:
+    """One worker's measured node tables against the model, as multiples of its own fp32 rows.
+
+    ``wk``: a summary.json ``workers`` entry (``resident_bytes``, ``own_fp32_bytes``, ``keep``);
+    ``stats``: the partition's statistics (``halo_share``, ``inner_nodes``, ``edge_cut``,
+    ``num_nodes``, ``num_edges``); ``train_frac``: the label share fed to :func:`reach_fractions`;
+    ``hops``: see :func:`worker_hops` (None: every node held, no estimate).
+    The precision and the budget are the run's. Besides the model's ratio (reach estimated) it
+    gives the ratio from the reach the loader measured (``keep``: inner nodes and halo nodes the
+    seeds' trees reach), which isolates the reach estimate from the byte accounting, and the
+    precision the model's own ladder would pick. None for a worker without the memory figures.
+    """
+    if wk.get("resident_bytes") is None or not wk.get("own_fp32_bytes"):
+        return None
+    p, keep = wk["part"], wk.get("keep") or {}
+    h, inner = stats["halo_share"][p], stats["inner_nodes"][p]
+    n, e = stats["num_nodes"], stats["num_edges"]
+    own = wk["own_fp32_bytes"]
+    width = own // (4 * inner)
+    precision = keep.get("precision") or (wk.get("memory") or {}).get("precision", "fp32")
+    budget = keep["budget_bytes"] / own if keep.get("budget_bytes") else None
+    w = Workload("worker", inner * num_parts, e, width, train_frac * n, num_parts, 0, 0, 0, halo_share=h)
+    fi, fh = (1.0, 1.0) if hops is None else reach_fractions(train_frac, e / n, stats["edge_cut"], h, hops)
+    model = resident(w, precision, inner_frac=fi, halo_frac=fh, exact=exact, budget=budget)
+    meas = wk["resident_bytes"] / own
+    row = {"part": p, "hops": hops, "precision": precision, "train_frac": train_frac, "measured": meas,
+           "model": model["ratio"], "error": model["ratio"] / meas - 1, "inner_reach_model": fi,
+           "halo_reach_model": fh, "halo_kept_model": model["halo_kept_frac"]}
+    if "inner_kept" in keep and "halo_reach" in keep:
+        ri, rh = keep["inner_kept"] / inner, keep["halo_reach"] / keep["halo"] if keep.get("halo") else 0.0
+        acct = resident(w, precision, inner_frac=ri, halo_frac=rh, exact=exact, budget=budget)["ratio"]
+        row.update(inner_reach=ri, halo_reach=rh, halo_kept=keep.get("halo_kept", 0) / max(keep["halo_reach"], 1),
+                   accounting_error=acct / meas - 1)
+    if budget is not None:
+        pred = budgeted(w, fi, fh, budget, exact)
+        row.update(model_precision=pred["precision"], predicted=pred["ratio"], predicted_error=pred["ratio"] / meas - 1)
+    return row
 
 
 def memory_checks(out: dict, runs: list[str]) -> None:
@@ -217,6 +313,8 @@ def memory_checks(out: dict, runs: list[str]) -> None:
     Each run's partition statistics (halo shares, cut, train nodes) feed :func:`reach_fractions`;
     the precision is the one the run chose. ``runs``: run folders or summary.json files.
     """
+    if not runs:
+        return
     print("\n== check 6: node tables a worker holds (features, aggregates, halo), model vs measured ==")
     print(f"{'run':<58} {'part':>4} {'precision':>9} {'measured x own':>15} {'model':>7} {'error':>7}")
     errs = []
@@ -226,28 +324,170 @@ def memory_checks(out: dict, runs: list[str]) -> None:
         pc = s["config"]["partition"]
         pdir = Path(pc["prebuilt"] or pc["out_dir"] or f.parent / "partitions" / "0")
         stats = json.loads((pdir / "grappa_partition.json").read_text())
-        n, e = stats["num_nodes"], stats["num_edges"]
+        n = stats["num_nodes"]
         train = sum(stats.get("train_nodes") or []) or 0.6 * n  # bigpart's stats have no train counts: 60 %
-        hops = s["num_layers"] - (1 if s.get("first_hop") == "exact" else 0)
+        exact = s.get("first_hop") == "exact"
         for wk in s["workers"]:
-            if wk.get("resident_bytes") is None or not wk.get("own_fp32_bytes"):
+            row = compare_worker(wk, stats, s["num_parts"], worker_hops(wk, s), exact, train / n)
+            if row is None:
                 continue  # a run from before the memory figures
-            p = wk["part"]
-            h, inner = stats["halo_share"][p], stats["inner_nodes"][p]
-            width = wk["own_fp32_bytes"] // (4 * inner)
-            w = Workload(f.parent.name, inner * s["num_parts"], e, width, train, s["num_parts"], 0, 0, 0, halo_share=h)
-            fi, fh = reach_fractions(train / n, e / n, stats["edge_cut"], h, hops)
-            model = resident_bytes(w, precision=wk["keep"]["precision"], inner_frac=fi, halo_frac=fh,
-                                   exact=s.get("first_hop") == "exact")["ratio"]
-            meas = wk["resident_bytes"] / wk["own_fp32_bytes"]
-            errs.append(model / meas - 1)
-            print(f"{str(f.parent)[-58:]:<58} {p:>4} {wk['keep']['precision']:>9} {meas:>15.3f} {model:>7.3f} "
-                  f"{errs[-1]:>+7.1%}")
-            out["checks"].setdefault("memory", []).append({"run": str(f.parent), "part": p, "measured": meas,
-                                                           "model": model})
+            errs.append(row["error"])
+            print(f"{str(f.parent)[-58:]:<58} {row['part']:>4} {row['precision']:>9} {row['measured']:>15.3f} "
+                  f"{row['model']:>7.3f} {row['error']:>+7.1%}")
+            out["checks"].setdefault("memory", []).append({"run": str(f.parent), **row})
     if errs:
         print(f"model / measured - 1: mean {sum(errs) / len(errs):+.1%}, largest |error| {max(map(abs, errs)):.1%} "
               f"over {len(errs)} workers")
+
+
+# Training nodes when a worker record lacks its part's seed count (``train_seeds``): the
+# Planetoid splits DGL ships (Cora 140 of 2,708 nodes, CiteSeer 120 of 3,327); a generated
+# graph's share is its config's data.synthetic.train_frac (configs/bench/*.yaml). The part's
+# share is then assumed to be the graph's.
+TRAIN_SHARE = {"cora": 140 / 2708, "citeseer": 120 / 3327}
+WITHIN = 0.15  # the goal: the model within 15 % of the measured resident bytes
+
+
+def _cell_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files += sorted(p.glob("*.json.gz")) + sorted(p.glob("*.json")) if p.is_dir() else [p]
+    return files
+
+
+def _read_cell(f: Path) -> dict:
+    import gzip
+
+    return json.loads(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_text())
+
+
+def _train_share(cell: dict, system: dict) -> float:
+    data = (system.get("config") or cell.get("config") or {}).get("data", {})
+    name = data.get("name", cell["axes"].get("data_name", ""))
+    if name in TRAIN_SHARE:
+        return TRAIN_SHARE[name]
+    if name == "synthetic":
+        return float(data["synthetic"]["train_frac"])
+    raise ValueError(f"no train-node share known for dataset {name!r}: add it to TRAIN_SHARE")
+
+
+def _summary(label: str, rows: list[dict]) -> dict:
+    errs = [r["error"] for r in rows]
+    within = sum(abs(x) <= WITHIN for x in errs)
+    reach = {k: sum(r[k] for r in rows) / len(rows) for k in
+             ("inner_reach_model", "inner_reach", "halo_reach_model", "halo_reach") if all(k in r for r in rows)}
+    acct = [abs(r["accounting_error"]) for r in rows if "accounting_error" in r]
+    prec = sum(r.get("model_precision", r["precision"]) != r["precision"] for r in rows)
+    pred = [r["predicted_error"] for r in rows if "predicted_error" in r]
+    return {"group": label, "workers": len(rows), "mean_error": sum(errs) / len(errs),
+            "largest_abs_error": max(map(abs, errs)), "within": within, "reach": reach,
+            "accounting_abs_error_max": max(acct) if acct else None, "precision_differs": prec,
+            "predicted": {"workers": len(pred), "mean_error": sum(pred) / len(pred),
+                          "largest_abs_error": max(map(abs, pred)), "within": sum(abs(x) <= WITHIN for x in pred)}
+            if pred else None}
+
+
+def _print_summary(s: dict) -> None:
+    r = s["reach"]
+    reach = (f"{r['inner_reach_model']:>5.2f} {r['inner_reach']:>5.2f} {r['halo_reach_model']:>5.2f} "
+             f"{r['halo_reach']:>5.2f}" if len(r) == 4 else f"{'':>23}")
+    acct = f"{s['accounting_abs_error_max']:>6.2%}" if s["accounting_abs_error_max"] is not None else f"{'':>6}"
+    print(f"{s['group']:<30} {s['workers']:>4} {s['mean_error']:>+7.1%} {s['largest_abs_error']:>7.1%} "
+          f"{s['within']:>4}/{s['workers']:<4} {reach}  {acct} {s['precision_differs']:>5}")
+
+
+def memory_cell_checks(out: dict, paths: list[str]) -> None:
+    """Check 6 on archived bench cells (``benchmarks/*/cells/*.json.gz``, see benchmarks/README.md).
+
+    For every cell and every Grappa system in it (``grappa*``, not ``distdgl*``) whose summary
+    has per-worker ``resident_bytes``: the model against each worker's measured node tables,
+    from the cell's partition statistics and the part's training seeds (the worker's
+    ``train_seeds`` over its inner nodes; else :data:`TRAIN_SHARE`). Prints every worker, then
+    per dataset x partitioner x parts (and per reach hops within it) and overall: mean error,
+    largest |error|, workers within 15 %, the reach the model estimates against what the loader
+    measured, the byte accounting's error given the measured reach, and how often the model's
+    own precision ladder would pick another precision than the run did.
+    """
+    if not paths:
+        return
+    rows = []
+    print("\n== check 6 on archived bench cells: node tables per worker, model vs measured (x own fp32 rows) ==")
+    print("reach: share of the part's inner nodes / of its halo that the seeds' trees reach, model vs measured")
+    print("precision: the run's / the one the model's ladder picks; measured, model: resident bytes / own fp32 rows")
+    print(f"{'cell':<44} {'system':<16} {'part':>4} {'hops':>4} {'precision':>11} {'inner m/meas':>12} "
+          f"{'halo m/meas':>11} {'measured':>8} {'model':>6} {'error':>7}")
+    for f in _cell_files(paths):
+        cell = _read_cell(f)
+        stats, axes = cell.get("partition") or {}, cell.get("axes") or {}
+        if not stats.get("halo_share"):
+            continue
+        for name, system in sorted((cell.get("systems") or {}).items()):
+            if not name.startswith("grappa") or name.startswith("distdgl"):
+                continue
+            s = system.get("summary") or {}
+            workers = s.get("workers") or []
+            if not any(wk.get("resident_bytes") is not None for wk in workers):
+                continue  # no memory figures (e.g. grappa-replicate, copied from before the budget)
+            exact = s.get("first_hop") == "exact"
+            share = None
+            for wk in workers:
+                hops = worker_hops(wk, s)
+                inner = stats["inner_nodes"][wk["part"]]
+                if wk.get("train_seeds") is not None and inner:
+                    tf = wk["train_seeds"] / inner
+                else:
+                    share = _train_share(cell, system) if share is None else share
+                    tf = share
+                row = compare_worker(wk, stats, s["num_parts"], hops, exact, tf)
+                if row is None:
+                    continue
+                row.update(cell=cell.get("cell_id", f.name), file=str(f), system=name,
+                           dataset=axes.get("dataset", s.get("dataset")),
+                           partitioner=axes.get("partition", s.get("partition_method")),
+                           parts=s["num_parts"], layers=s["num_layers"])
+                rows.append(row)
+                reach = (f"{row['inner_reach_model']:.2f}/{row['inner_reach']:.2f}",
+                         f"{row['halo_reach_model']:.2f}/{row['halo_reach']:.2f}") if "inner_reach" in row else ("", "")
+                prec = row["precision"] + "/" + row.get("model_precision", "-")
+                print(f"{row['cell'][-44:]:<44} {name[:16]:<16} {row['part']:>4} {str(hops):>4} {prec:>11} "
+                      f"{reach[0]:>12} {reach[1]:>11} {row['measured']:>8.3f} {row['model']:>6.3f} "
+                      f"{row['error']:>+7.1%}")
+    if not rows:
+        print("no worker with resident_bytes in the cells given")
+        return
+    print(f"\nper group: model / measured - 1; within: |error| <= {WITHIN:.0%}; reach: mean shares, inner model, "
+          f"measured, halo model, measured;\naccounting: largest |error| of the bytes given the measured reach; "
+          f"prec: workers whose model precision differs from the run's")
+    print(f"{'group':<30} {'n':>4} {'mean':>7} {'worst':>7} {'within':>9} {'inner m  meas  halo m  meas':>23}  "
+          f"{'acct':>6} {'prec':>5}")
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["partitioner"], r["parts"]), {}).setdefault(r["hops"], []).append(r)
+    summaries = []
+    for (ds, part, p), by_hops in sorted(groups.items()):
+        everyone = [r for rs in by_hops.values() for r in rs]
+        summaries.append(_summary(f"{ds} {part} {p}", everyone))
+        _print_summary(summaries[-1])
+        if len(by_hops) > 1:
+            for hops, rs in sorted(by_hops.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+                label = "every node kept" if hops is None else f"{hops} hop{'s' if hops != 1 else ''}"
+                summaries.append(_summary(f"  {label}", rs))
+                _print_summary(summaries[-1])
+    by_folder: dict = {}
+    for r in rows:
+        by_folder.setdefault(str(Path(r["file"]).parent), []).append(r)
+    if len(by_folder) > 1:
+        for folder, rs in sorted(by_folder.items()):
+            summaries.append(_summary(Path(folder).parent.name + " cells", rs))
+            _print_summary(summaries[-1])
+    summaries.append(_summary("all", rows))
+    _print_summary(summaries[-1])
+    pred = summaries[-1]["predicted"]
+    if pred:
+        print(f"with the precision the model's own ladder picks (a prediction from the partition statistics alone): "
+              f"mean {pred['mean_error']:+.1%}, largest |error| {pred['largest_abs_error']:.1%}, "
+              f"{pred['within']}/{pred['workers']} within {WITHIN:.0%}")
+    out["checks"]["memory_cells"] = {"workers": rows, "summaries": summaries}
 
 
 def memory_projections(out: dict) -> None:
