@@ -147,8 +147,22 @@ ROW_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0}
 
 
 def stored_row_bytes(width: int, precision: str) -> float:
-    """Bytes of one stored feature-width row (int8: one byte per value plus a 4-byte scale)."""
-    return width + 4.0 if precision == "int8" else ROW_BYTES[precision] * width
+    """Bytes of one stored feature-width row, as ``dgl_grappa.method.storage`` stores it.
+
+    fp32: 4 bytes a value; fp16, bf16: 2; int8: one byte a value plus a 4-byte fp32 scale per
+    row; int4: two values a byte (an odd width padded by one value) plus the 4-byte scale.
+
+    Example:
+        >>> stored_row_bytes(128, "fp32"), stored_row_bytes(128, "int8"), stored_row_bytes(127, "int4")
+        (512.0, 132.0, 68.0)
+    """
+    if precision == "int8":
+        return width + 4.0
+    if precision == "int4":
+        return (width + 1) // 2 + 4.0
+    if precision not in ROW_BYTES:
+        raise ValueError(f"storage precision {precision!r} is not one of fp32, fp16, bf16, int8, int4")
+    return ROW_BYTES[precision] * width
 
 
 def random_halo_share(p: int, degrees) -> float:
@@ -167,26 +181,93 @@ def random_halo_share(p: int, degrees) -> float:
     return (p - 1) * float(np.mean(1.0 - (1.0 - 1.0 / p) ** d)) if p > 1 else 0.0
 
 
+def part_cut(cut: float, halo_shares, inner_nodes, part: int) -> float:
+    """Share of one part's in-edges that cross the cut, from the partitioning's cut and halo shares.
+
+    A partitioning reports its edge cut as a whole; a part's own cut is taken to be in
+    proportion to its halo share (every part's halo nodes have as many edges into it on
+    average): ``cut x h_part / h_mean``, h_mean the halo share over all parts (halo nodes /
+    inner nodes), capped at 1.
+
+    Example:
+        >>> round(part_cut(0.1, [0.2, 0.6], [100, 100], 0), 3)
+        0.05
+    """
+    total = sum(inner_nodes)
+    mean = sum(h * n for h, n in zip(halo_shares, inner_nodes)) / total if total else 0.0
+    return min(cut * halo_shares[part] / mean, 1.0) if mean > 0 else cut
+
+
+def zero_truncated_poisson_rate(mean: float) -> float:
+    """lambda of the zero-truncated Poisson with this mean: lambda / (1 - e^-lambda) = mean (0 for mean <= 1).
+
+    Example:
+        >>> round(zero_truncated_poisson_rate(1.5), 3), zero_truncated_poisson_rate(1.0)
+        (0.874, 0.0)
+    """
+    if mean <= 1.0:
+        return 0.0
+    lo, hi = mean - 1.0, mean  # lambda <= lambda / (1 - e^-lambda) <= lambda + 1
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if mid / -math.expm1(-mid) < mean:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def reach_fractions(train_frac: float, degree: float, cut: float, halo_share: float, hops: int) -> tuple[float, float]:
     """Shares of a part's inner nodes, and of its halo, that its seeds' ``hops``-hop sampled trees reach.
 
-    Tree-like estimate: inner nodes within k local hops of a seed, 1 - exp(-t (1 + a + ... + a^k))
-    with a = degree x (1 - cut) local in-neighbours per node; a halo node is reached when one
-    of its edges into the part ends at an inner node reached within hops - 1: degree x cut
-    such edges per inner node, spread over halo_share halo nodes per inner node.
+    What the loader keeps: every node of the part's local graph (inner nodes and kept halo)
+    within ``hops`` in-edge steps of a training seed (any neighbour can be sampled, so the
+    fan-outs do not enter). A tree-like random-graph estimate for a symmetric graph, from the
+    label share t of the part, the mean degree d, the part's cut share and its halo share h:
+
+    * an inner node has Poisson(a) inner and Poisson(b) halo neighbours, a = d (1 - cut),
+      b = d cut; a halo node's only local edges are its m = b / h edges into the part (on
+      average; at least one, or it would not be in the halo): a zero-truncated Poisson of
+      rate lambda, lambda / (1 - e^-lambda) = m;
+    * a node reached along an edge has the size-biased number of further edges: Poisson(a)
+      and Poisson(b) again for an inner node, Poisson(lambda) for a halo node (lambda > m - 1:
+      halo nodes reached along an edge have more edges into the part than the average one), so
+      trees also run inner -> halo -> inner;
+    * q_j, the chance that the far end of an edge is within j hops of a seed (not counting
+      that edge), q_0 = t for an inner end and 0 for a halo end:
+      q^I_j = 1 - (1 - t) exp(-a q^I_{j-1} - b q^H_{j-1}), q^H_j = 1 - exp(-lambda q^I_{j-1});
+    * inner share = q^I_hops (a node's neighbours have the same law as an edge end's);
+      halo share = 1 - E[(1 - q)^X] over the halo node's X edges into the part,
+      q = q^I_{hops-1}: 1 - e^-(lambda q) (1 - e^-(lambda (1-q))) / (1 - e^-lambda).
+
+    The seeds are t of the inner nodes (hops = 0 gives exactly t); overlapping trees are
+    counted once (a node is reached unless none of its neighbours is); many hops saturate at
+    the share of the part joined to a seed (1 for mean degrees well above 1). Not modelled: a
+    label set whose nodes have more (cut) edges than the average node, heavy-tailed degrees,
+    and clustered parts where trees close on themselves (docs/scaling.md measures each).
 
     Example:
         >>> [round(x, 2) for x in reach_fractions(0.6, 10, 0.75, 2.8, 1)]
-        [0.88, 0.7]
+        [0.91, 0.84]
     """
+    t = min(max(train_frac, 0.0), 1.0)
     if hops <= 0:
-        return min(train_frac, 1.0), 0.0
+        return t, 0.0
+    keep_halo = halo_share > 0 and cut > 0
     a = degree * (1.0 - cut)
-    def within(k):
-        return 1.0 - math.exp(-train_frac * sum(a ** i for i in range(k + 1)))
-    inner = within(hops)
-    halo = 1.0 - math.exp(-within(hops - 1) * degree * cut / halo_share) if halo_share > 0 else 0.0
-    return inner, halo
+    b = degree * cut if keep_halo else 0.0
+    lam = zero_truncated_poisson_rate(b / halo_share) if keep_halo else 0.0
+    q_inner, q_halo, before = t, 0.0, t
+    for _ in range(hops):
+        before = q_inner
+        q_inner, q_halo = (1.0 - (1.0 - t) * math.exp(-a * q_inner - b * q_halo),
+                           -math.expm1(-lam * q_inner))
+    if not keep_halo:
+        return q_inner, 0.0
+    if lam < 1e-9:  # every halo node has one edge into the part
+        return q_inner, before
+    halo = 1.0 - math.exp(-lam * before) * math.expm1(-lam * (1.0 - before)) / math.expm1(-lam)
+    return q_inner, halo
 
 
 def resident_bytes(w: Workload, *, halo: str = "keep", exact: bool = True, precision: str = "fp32",
@@ -273,5 +354,6 @@ def scale_step_time(measured_s: float, measured_rows: float, measured_width: flo
 
 
 __all__ = ["GB", "Workload", "distdgl_feature_step_bytes", "distdgl_step_bytes", "epoch_bytes", "epoch_seconds",
-           "grappa_step_bytes", "part_bytes", "random_halo_share", "random_remote_fraction", "reach_fractions",
-           "resident_bytes", "ring_factor", "scale_step_time", "stored_row_bytes"]
+           "grappa_step_bytes", "part_bytes", "part_cut", "random_halo_share", "random_remote_fraction",
+           "reach_fractions", "resident_bytes", "ring_factor", "scale_step_time", "stored_row_bytes",
+           "zero_truncated_poisson_rate"]

@@ -37,12 +37,12 @@ from dgl_grappa.bench.capacity import (
     epoch_seconds,
     grappa_step_bytes,
     part_bytes,
+    part_cut,
     random_halo_share,
     random_remote_fraction,
     reach_fractions,
     resident_bytes,
     scale_step_time,
-    stored_row_bytes,
 )
 
 RUNS = ROOT / "runs" / "scale"
@@ -228,33 +228,14 @@ def main(argv: list[str] | None = None) -> None:
 PRECISION_LADDER = ("fp32", "fp16", "int8", "int4")
 
 
-def resident(w: Workload, precision: str, **kw) -> dict:
-    """:func:`resident_bytes`, also for int4 rows.
-
-    ``capacity.stored_row_bytes`` has no int4 entry (a KeyError), while the loader stores int4
-    rows as (F + 1) // 2 bytes plus a 4-byte scale (``dgl_grappa.method.storage.row_bytes``):
-    exactly int8 rows of width (F + 1) // 2. So int4 is evaluated as that, with the ratio and
-    the budget taken against the real fp32 own rows; every other precision goes straight through.
-    """
-    if precision != "int4":
-        return resident_bytes(w, precision=precision, **kw)
-    half = w.with_(feat_dim=(w.feat_dim + 1) // 2)
-    scale = half.feat_dim / w.feat_dim  # own fp32 bytes at the half width / the real ones
-    if kw.get("budget") is not None:
-        kw["budget"] = kw["budget"] / scale
-    r = resident_bytes(half, precision="int8", **kw)
-    own = r["own_fp32"] / scale
-    return {**r, "own_fp32": own, "ratio": r["resident"] / own}
-
-
 def budgeted(w: Workload, inner_frac: float, halo_frac: float, budget: float = 1.5, exact: bool = True) -> dict:
     """What the loader keeps under ``budget``: the most exact precision that holds every reached
     node, else int4 with the halo sampled to fit (as ``method.local_part`` chooses)."""
     for precision in PRECISION_LADDER:
-        r = resident(w, precision, inner_frac=inner_frac, halo_frac=halo_frac, exact=exact)
+        r = resident_bytes(w, precision=precision, inner_frac=inner_frac, halo_frac=halo_frac, exact=exact)
         if r["ratio"] <= budget:
             return {**r, "precision": precision}
-    r = resident(w, "int4", inner_frac=inner_frac, halo_frac=halo_frac, exact=exact, budget=budget)
+    r = resident_bytes(w, precision="int4", inner_frac=inner_frac, halo_frac=halo_frac, exact=exact, budget=budget)
     return {**r, "precision": "int4"}
 
 
@@ -274,7 +255,8 @@ def compare_worker(wk: dict, stats: dict, num_parts: int, hops: int | None, exac
     ``wk``: a summary.json ``workers`` entry (``resident_bytes``, ``own_fp32_bytes``, ``keep``);
     ``stats``: the partition's statistics (``halo_share``, ``inner_nodes``, ``edge_cut``,
     ``num_nodes``, ``num_edges``); ``train_frac``: the label share fed to :func:`reach_fractions`;
-    ``hops``: see :func:`worker_hops` (None: every node held, no estimate).
+    ``hops``: see :func:`worker_hops` (None: every node held, no estimate); the part's own cut
+    comes from the partitioning's cut and halo shares (:func:`capacity.part_cut`).
     The precision and the budget are the run's. Besides the model's ratio (reach estimated) it
     gives the ratio from the reach the loader measured (``keep``: inner nodes and halo nodes the
     seeds' trees reach), which isolates the reach estimate from the byte accounting, and the
@@ -290,15 +272,16 @@ def compare_worker(wk: dict, stats: dict, num_parts: int, hops: int | None, exac
     precision = keep.get("precision") or (wk.get("memory") or {}).get("precision", "fp32")
     budget = keep["budget_bytes"] / own if keep.get("budget_bytes") else None
     w = Workload("worker", inner * num_parts, e, width, train_frac * n, num_parts, 0, 0, 0, halo_share=h)
-    fi, fh = (1.0, 1.0) if hops is None else reach_fractions(train_frac, e / n, stats["edge_cut"], h, hops)
-    model = resident(w, precision, inner_frac=fi, halo_frac=fh, exact=exact, budget=budget)
+    cut = part_cut(stats["edge_cut"], stats["halo_share"], stats["inner_nodes"], p)
+    fi, fh = (1.0, 1.0) if hops is None else reach_fractions(train_frac, e / n, cut, h, hops)
+    model = resident_bytes(w, precision=precision, inner_frac=fi, halo_frac=fh, exact=exact, budget=budget)
     meas = wk["resident_bytes"] / own
-    row = {"part": p, "hops": hops, "precision": precision, "train_frac": train_frac, "measured": meas,
+    row = {"part": p, "hops": hops, "precision": precision, "train_frac": train_frac, "cut": cut, "measured": meas,
            "model": model["ratio"], "error": model["ratio"] / meas - 1, "inner_reach_model": fi,
            "halo_reach_model": fh, "halo_kept_model": model["halo_kept_frac"]}
     if "inner_kept" in keep and "halo_reach" in keep:
         ri, rh = keep["inner_kept"] / inner, keep["halo_reach"] / keep["halo"] if keep.get("halo") else 0.0
-        acct = resident(w, precision, inner_frac=ri, halo_frac=rh, exact=exact, budget=budget)["ratio"]
+        acct = resident_bytes(w, precision=precision, inner_frac=ri, halo_frac=rh, exact=exact, budget=budget)["ratio"]
         row.update(inner_reach=ri, halo_reach=rh, halo_kept=keep.get("halo_kept", 0) / max(keep["halo_reach"], 1),
                    accounting_error=acct / meas - 1)
     if budget is not None:
