@@ -289,6 +289,21 @@ class NetworkConfig:
     latency_ms: float = 0.0
     """One-way host-to-host delay with test hosts (needs the kernel's netem qdisc; a clear
     error where it is missing); 0 = none."""
+    dilation: str = "auto"
+    """Time dilation of test hosts (``launch.remote=netns``), which share this machine's
+    cores: auto = give every host a fixed CPU share (cgroups: whole cores where there are
+    enough, else an equal quota of a core) and, when a host gets 1/D of a core (D = hosts /
+    cores), run every link at ``bandwidth`` / D and ``latency_ms`` x D, so compute and network
+    keep the emulated cluster's ratio (D = 1 when every host has a whole core; where cgroups
+    are missing a log line says so and D = 1); off = no CPU shares, links as given; a number
+    = that D, with CPU shares (an error where cgroups are missing). Times in summary.json
+    stay as measured (dilated): divide by its ``network_dilation`` for the emulated
+    cluster's."""
+    host_cpus: str = ""
+    """With test hosts: the cores their CPU shares divide, as a cpu list ("0", "0-3", "0,2");
+    empty = every core this process may run on. E.g. "0" puts all hosts on one core (two
+    hosts: half a core each, D = 2). Setting it asks for CPU shares (an error where cgroups
+    are missing; not with dilation off)."""
 
 
 @dataclass
@@ -585,6 +600,10 @@ def parse_pairs(entries: list[str], names: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+# String settings one of whose words is "off", which YAML 1.1 reads as false when unquoted.
+_OFF_WORDS = {"network.dilation"}
+
+
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Turn a YAML or CLI value into ``tp``; raise ConfigError naming the key otherwise."""
     origin = get_origin(tp)
@@ -628,6 +647,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
                 pass
         raise ConfigError(f"{key}={value!r} is not a number; give e.g. {key}=0.5")
     if tp is str:
+        if value is False and key in _OFF_WORDS:  # YAML reads a bare off as false
+            return "off"
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         if isinstance(value, dict):  # YAML reads an unquoted "name: value" list entry as a mapping
@@ -921,6 +942,24 @@ def _validate_launch(cfg: Config) -> None:
     _check(net.latency_ms == 0 or la.remote == "netns",
            f"network.latency_ms={net.latency_ms} needs test hosts (launch.remote=netns); the job's loopback "
            "cannot delay traffic")
+    d = str(net.dilation).strip().lower()
+    try:
+        factor = float(d) if d not in ("auto", "off") else 1.0
+    except ValueError:
+        factor = float("nan")
+    _check(factor > 0 and factor != float("inf"),  # also false for nan
+           f"network.dilation={net.dilation!r} is not auto, off or a factor > 0; write e.g. --network.dilation=2")
+    ranges = [r.partition("-") for r in net.host_cpus.split(",")]
+    _check(not net.host_cpus or (re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", net.host_cpus) is not None
+                                 and all(int(a) <= int(b) for a, _, b in ranges if b)),
+           f"network.host_cpus={net.host_cpus!r} is not a cpu list; write e.g. 0, 0-3 or 0,2")
+    _check(not net.host_cpus or d != "off",
+           f"network.host_cpus={net.host_cpus} shares the cores out among test hosts, but network.dilation=off turns "
+           "CPU shares off; set --network.dilation=auto or leave host_cpus empty")
+    _check(la.remote == "netns" or (d in ("auto", "off") and not net.host_cpus),
+           (f"network.host_cpus={net.host_cpus}" if net.host_cpus else f"network.dilation={net.dilation}")
+           + f" shares out the CPUs of test hosts (launch.remote=netns); with launch.remote={la.remote} leave "
+           "network.dilation at auto and network.host_cpus empty")
     if la.hosts:
         n_hosts = len(la.hosts)
         wph = la.workers_per_host or -(-cfg.partition.num_parts // n_hosts)

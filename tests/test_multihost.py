@@ -268,7 +268,22 @@ def test_grappa_across_test_hosts_per_host_links(tmp_path, n):
     _check_grappa_wire(s, n, one_worker_per_host=True)
     assert s["val_acc"] > 0.3
     assert f"across {n} hosts (netns, link per_host 1gbit)" in p.stdout
+    _check_dilation(s, n)
     assert not _ours_left(before)
+
+
+def _check_dilation(s: dict, n: int) -> None:
+    """network.dilation=auto: each host its share of the cores, D to match, both in summary.json."""
+    from dgl_grappa.cluster import cgroups
+    from dgl_grappa.cluster.dilation import dilation_factor, host_cpu_share
+
+    if cgroups.problem() is None:
+        cores = len(cgroups.usable_cpus())
+        assert (s["network_dilation"], s["host_cpu_share"]) == (dilation_factor("auto", n, cores),
+                                                                host_cpu_share(n, cores))
+        assert all("cpus" in h for h in s["cluster"]["hosts"])
+    else:
+        assert (s["network_dilation"], s["host_cpu_share"]) == (1.0, None)
 
 
 @needs_hosts
@@ -293,6 +308,7 @@ def test_distdgl_across_test_hosts_needs_no_machine_id_override(tmp_path):
     assert s["feature_bytes_per_epoch"] > 0
     assert s["wire_bytes_per_epoch"] >= s["app_bytes_per_epoch"] * 0.95
     assert s["val_acc"] > 0.3
+    _check_dilation(s, 2)
     assert not _ours_left(before)
 
 

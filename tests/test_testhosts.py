@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from dgl_grappa.cluster import cgroups
 from dgl_grappa.cluster.hosts import Remote, WorkerIdentity, remote_argv, torchrun_env
 from dgl_grappa.cluster.testhosts import (
     NETNS_DIR,
@@ -102,7 +103,7 @@ def _machine_addresses():
 def _leftovers(job):
     """Everything of a job that should be gone after teardown."""
     names = [n for n in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else []) if n.startswith(f"dgh-{job}")]
-    return names + ([str(STATE_DIR / job)] if (STATE_DIR / job).exists() else [])
+    return names + ([str(STATE_DIR / job)] if (STATE_DIR / job).exists() else []) + cgroups.named(f"dgh-{job}-")
 
 
 def _alive(pid):
@@ -244,6 +245,192 @@ def test_bad_rate_is_one_line_error():
         TestHosts(2, bandwidth="fast").start()
 
 
+# --- CPU shares and time dilation ---------------------------------------------------------
+
+_CG_WHY = cgroups.problem()
+needs_cgroups = pytest.mark.skipif(_CG_WHY is not None, reason=f"CPU shares cannot be given here: {_CG_WHY}")
+
+
+def _cgroup_of(pid):
+    """{"cpu": path, "cpuset": path} of a live process (paths as /proc/<pid>/cgroup writes them)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        out.update({c: path for c in ctrls.split(",") if c in ("cpu", "cpuset")})
+    return out
+
+
+def _settled_cgroup(pid, want, tries=200):
+    # Popen returns before the wrapper has written its PID; a bounded wait for it.
+    for _ in range(tries):
+        if _cgroup_of(pid) == want:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _qdiscs(ns, dev):
+    return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True,
+                          timeout=10).stdout
+
+
+def _name(proc):
+    try:
+        return proc.name()
+    except Exception:  # gone meanwhile
+        return ""
+
+
+def _read(d, name):
+    return Path(d, name).read_text().strip()
+
+
+@needs_cgroups
+def test_two_hosts_on_one_core_get_half_a_core_each_and_dilated_links():
+    core = cgroups.usable_cpus()[-1]
+    lat = 4.0 if netem_available() else 0.0
+    before = set(cgroups.named("dgh-"))
+    pids = []
+    with TestHosts(2, bandwidth="1gbit", latency_ms=lat, cpu_shares=True, host_cpus=str(core)) as hosts:
+        job = hosts.job
+        assert hosts.cpu_share == 0.5 and hosts.dilation == 2.0
+        assert hosts.link == {"bandwidth": "1gbit", "latency_ms": lat, "shared_link": False}  # as asked
+        remote = Remote("netns", prefixes=tuple(tuple(h.prefix()) for h in hosts))
+        for h in hosts:
+            want = {"cpu": f"/dgh-{job}-h{h.index}", "cpuset": f"/dgh-{job}-h{h.index}"}
+            cpu_dir, cpuset_dir = h.cgroup_dirs
+            assert _read(cpuset_dir, "cpuset.cpus") == str(core)
+            assert int(_read(cpu_dir, "cpu.cfs_quota_us")) * 2 == int(_read(cpu_dir, "cpu.cfs_period_us"))
+            # what a host starts, and what that forks (an orphan whose parent exits at once), runs in its cgroups
+            p = h.popen(["sleep", "300"])
+            orphan = int(h.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True,
+                               text=True).stdout)
+            pids += [p.pid, orphan]
+            assert _settled_cgroup(p.pid, want) and _cgroup_of(orphan) == want
+            assert {p.pid, orphan} <= set(cgroups.pids(list(h.cgroup_dirs)))
+            # the launchers' path: the ssh-style shell string behind the host's prefix
+            out = subprocess.run(remote_argv(remote, h.index, h.address, ["cat", "/proc/self/cgroup"]),
+                                 capture_output=True, text=True, timeout=30, check=True).stdout
+            assert f"cpu:/dgh-{job}-h{h.index}" in out and f"cpuset:/dgh-{job}-h{h.index}" in out
+            # both ends of the host's link at bandwidth / D (and, with netem, latency x D, half on each end)
+            for ns, dev in ((h.netns, "eth0"), (hosts.jobns, f"h{h.index}")):
+                qd = _qdiscs(ns, dev)
+                assert "tbf" in qd and "rate 500Mbit" in qd, qd
+                if lat:
+                    assert "delay 4ms" in qd, qd
+    assert not _leftovers(job)
+    assert set(cgroups.named("dgh-")) <= before
+    assert not [p for p in pids if _alive(p)], "processes outlived their hosts"
+
+
+@needs_cgroups
+def test_whole_cores_are_pinned_and_not_dilated_and_shared_links_are_dilated_too():
+    cores = cgroups.usable_cpus()
+    if len(cores) < 2:
+        pytest.skip(f"needs 2 usable cores for a whole core per host, has {len(cores)}")
+    pair = f"{cores[0]},{cores[1]}"
+    with TestHosts(2, bandwidth="1gbit", cpu_shares=True, host_cpus=pair) as hosts:
+        assert hosts.cpu_share == 1.0 and hosts.dilation == 1.0
+        assert [_read(h.cgroup_dirs[1], "cpuset.cpus") for h in hosts] == [str(cores[0]), str(cores[1])]
+        assert [_read(h.cgroup_dirs[0], "cpu.cfs_quota_us") for h in hosts] == ["-1", "-1"]
+        assert "rate 1Gbit" in _qdiscs(hosts[0].netns, "eth0")
+        job = hosts.job
+    assert not _leftovers(job)
+    # a factor given explicitly wins over auto's D = 1 (the shares stay whole cores)
+    with TestHosts(2, bandwidth="1gbit", cpu_shares=True, host_cpus=pair, dilation="4") as hosts:
+        assert hosts.cpu_share == 1.0 and hosts.dilation == 4.0
+        assert "rate 250Mbit" in _qdiscs(hosts[0].netns, "eth0") and "rate 250Mbit" in _qdiscs(hosts.jobns, "h1")
+        job = hosts.job
+    assert not _leftovers(job)
+    # four hosts on two cores: two per core, half a core each, D = 2 on the one shared link as well
+    with TestHosts(4, bandwidth="1gbit", shared_link=True, cpu_shares=True, host_cpus=pair) as hosts:
+        assert hosts.cpu_share == 0.5 and hosts.dilation == 2.0
+        assert [_read(h.cgroup_dirs[1], "cpuset.cpus") for h in hosts] == [str(cores[0])] * 2 + [str(cores[1])] * 2
+        assert "rate 500Mbit" in _qdiscs(hosts.jobns, "ifb0")
+        job = hosts.job
+    assert not _leftovers(job)
+
+
+def test_a_factor_without_cpu_shares_only_dilates_the_links():
+    before = set(cgroups.named("dgh-"))
+    with TestHosts(2, bandwidth="1gbit", dilation=4) as hosts:
+        assert hosts.dilation == 4.0 and hosts.cpu_share is None and not hosts[0].cgroup_dirs
+        assert hosts[0].prefix()[0] == "nsenter"
+        assert "rate 250Mbit" in _qdiscs(hosts[1].netns, "eth0")
+        assert set(cgroups.named("dgh-")) == before
+    with TestHosts(2, bandwidth="1gbit", cpu_shares=None, dilation="off") as hosts:  # off: no shares either
+        assert hosts.dilation == 1.0 and hosts.cpu_share is None and not hosts[0].cgroup_dirs
+
+
+def test_where_cgroups_are_missing_auto_logs_and_asking_is_one_line(monkeypatch):
+    # A machine without cgroup v1, simulated by what cgroups.problem() says; the hosts are real.
+    import logging
+
+    monkeypatch.setattr(cgroups, "problem", lambda: "no cgroup v1 here (simulated)")
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("dgl_grappa").addHandler(handler)
+    try:
+        with TestHosts(2, bandwidth="1gbit", cpu_shares=None) as hosts:
+            assert hosts.cpu_share is None and hosts.dilation == 1.0 and not hosts[1].cgroup_dirs
+            assert "rate 1Gbit" in _qdiscs(hosts[1].netns, "eth0")
+    finally:
+        logging.getLogger("dgl_grappa").removeHandler(handler)
+    assert any("no CPU shares (no cgroup v1 here (simulated))" in r.getMessage() for r in records)
+    before = set(os.listdir(NETNS_DIR)) if NETNS_DIR.is_dir() else set()
+    with pytest.raises(TestHostsError, match="no cgroup v1 here") as e:
+        TestHosts(2, cpu_shares=True).start()
+    assert "\n" not in str(e.value)
+    assert (set(os.listdir(NETNS_DIR)) if NETNS_DIR.is_dir() else set()) <= before
+
+
+@needs_cgroups
+def test_bad_host_cpus_is_one_line_and_leaves_nothing():
+    before = set(cgroups.named("dgh-"))
+    with pytest.raises(TestHostsError, match="host_cpus=4095 names cores this process may not use") as e:
+        TestHosts(2, cpu_shares=True, host_cpus="4095").start()
+    assert "\n" not in str(e.value) and set(cgroups.named("dgh-")) <= before
+    with pytest.raises(TestHostsError, match="is not a cpu list"):
+        TestHosts(2, cpu_shares=True, host_cpus="0-")
+    with pytest.raises(TestHostsError, match="^dilation='fast' is not auto, off or a factor > 0"):
+        TestHosts(2, dilation="fast")
+
+
+@needs_cgroups
+def test_cluster_gives_hosts_cpu_shares_from_the_config(tmp_path):
+    import psutil
+    from dgl_grappa.cluster.remote import Cluster
+    from dgl_grappa.config import load_config
+
+    core = cgroups.usable_cpus()[0]
+    args = ["--launch.remote=netns", "--partition.num_parts=2", "--network.bandwidth=1gbit",
+            f"--run.output_dir={tmp_path}"]
+    with Cluster(load_config(None, args + [f"--network.host_cpus={core}"]), 2, "job") as cl:
+        job = cl.testhosts.job
+        d = cl.describe()
+        assert (d["network_dilation"], d["host_cpu_share"]) == (2.0, 0.5)
+        assert [h["cpus"] for h in d["hosts"]] == [str(core)] * 2
+        assert cl.threads_per_worker() == 1 and cl.threads_per_worker(3) == 3
+        # a launcher's long-lived command (under the guard) and its child are in the host's cgroups
+        p = cl.start(1, ["sleep", "300"], {}, tmp_path / "sleep.log", "sleep")
+        want = {"cpu": f"/dgh-{job}-h1", "cpuset": f"/dgh-{job}-h1"}
+        assert _settled_cgroup(p.pid, want)
+        for _ in range(200):  # bounded: the guard starts its command once Python is up
+            # (the guard's short-lived helpers, e.g. ldconfig, come and go: look for the command)
+            sleeps = [k for k in psutil.Process(p.pid).children(recursive=True) if k.pid and _name(k) == "sleep"]
+            if sleeps:
+                break
+            time.sleep(0.05)
+        assert sleeps and all(_cgroup_of(k.pid) == want for k in sleeps)
+        assert "rate 500Mbit" in _qdiscs(cl.testhosts[1].netns, "eth0")
+    assert not _leftovers(job)
+    with Cluster(load_config(None, args + ["--network.dilation=off"]), 2, "job") as cl:
+        d = cl.describe()
+        assert (d["network_dilation"], d["host_cpu_share"]) == (1.0, None) and "cpus" not in d["hosts"][0]
+        assert not cl.testhosts[0].cgroup_dirs
+
+
 # --- a real collective across hosts ------------------------------------------------------
 
 
@@ -317,15 +504,15 @@ def test_cleanup_after_an_exception_kills_everything_inside():
 OWNER = """
 import sys, time
 from dgl_grappa.cluster.testhosts import TestHosts
-h = TestHosts(2).start()
+h = TestHosts(2, cpu_shares=sys.argv[1] == "shares").start()
 h[1].popen(["sleep", "300"])
 print(h.job, flush=True)
 time.sleep(120)
 """
 
 
-def _owner():
-    p = subprocess.Popen([PY, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+def _owner(shares=False):
+    p = subprocess.Popen([PY, "-c", OWNER, "shares" if shares else "-"], stdout=subprocess.PIPE, text=True)
     import select
 
     r, _, _ = select.select([p.stdout], [], [], 30)
@@ -345,9 +532,9 @@ def test_sigterm_tears_down():
     assert not _leftovers(job)
 
 
-def _kill_owner():
+def _kill_owner(shares=False):
     """An owner killed by SIGKILL (no cleanup code runs): its job and a process inside it remain."""
-    p, job = _owner()
+    p, job = _owner(shares)
     try:
         sleeper = _pids_of(f"dgh-{job}-h1")
     finally:
@@ -379,6 +566,14 @@ def test_stale_job_of_a_killed_owner_is_swept_and_live_jobs_are_not():
     job, sleeper = _kill_owner()
     with TestHosts(1):
         assert not _leftovers(job) and not _alive(sleeper)
+
+
+@needs_cgroups
+def test_stale_job_with_cpu_shares_is_swept_cgroups_included():
+    job, sleeper = _kill_owner(shares=True)
+    assert cgroups.named(f"dgh-{job}-h") and sleeper in cgroups.pids(cgroups.named(f"dgh-{job}-h1"))
+    assert job in sweep_stale()
+    assert not _leftovers(job) and not _alive(sleeper)
 
 
 def test_command_line():

@@ -176,7 +176,11 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
             "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
                                if r["summary"].get("cluster")), None),
             "network_link": (c.network.link if c.launch.remote == "netns" else "real network")
-            if uses_hosts(c) else "loopback (shared)", "num_parts": c.partition.num_parts,
+            if uses_hosts(c) else "loopback (shared)",
+            # test hosts: the links ran at bandwidth / D, so every time here is D x the emulated cluster's
+            **{k: next((r["summary"][k] for r in runs.values() if k in r["summary"]), None)
+               for k in ("network_dilation", "host_cpu_share")},
+            "num_parts": c.partition.num_parts,
             "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
             "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
             "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
@@ -236,6 +240,11 @@ def _setting(result: dict) -> str:
         bw = "ssh hosts, their real network"
     else:
         bw = result["network_bandwidth"] or "unshaped loopback"
+    if result.get("host_cpu_share") is not None:
+        bw += f", {result['host_cpu_share']:.3g} cores per host"
+    if (result.get("network_dilation") or 1) != 1:
+        bw += (f", time dilation {result['network_dilation']:.3g} (links at bandwidth / D; times are D x the "
+               "emulated cluster's)")
     return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
             f"parts (edge cut {result['edge_cut']:.3f}), {result['model']} x{result['num_layers']}, fan-outs "
             f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")

@@ -12,6 +12,8 @@ Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.confi
 * :mod:`.remote` - commands on other hosts (ssh, or the test hosts);
 * :mod:`.netns` - private network namespaces, loopback shaping (``tc``);
 * :mod:`.testhosts` - several emulated hosts on one machine (``python -m dgl_grappa.cluster.testhosts``);
+* :mod:`.dilation`, :mod:`.cgroups` - test hosts' CPU shares and time dilation: the arithmetic,
+  and the cgroups that apply it;
 * :mod:`.faults` - fault injection for recovery tests;
 * :mod:`.testing` - helpers for multi-process tests.
 

@@ -41,6 +41,8 @@ log = logging.getLogger("dgl_grappa")
 
 FORWARDED_ENV = ("PYTHONPATH", "DGLBACKEND")
 """Variables of the launcher's environment that every remote command gets too (when set)."""
+DILATION_KEYS = ("network_dilation", "host_cpu_share")
+"""Keys of :meth:`Cluster.describe` (test hosts) that the launchers also put at the top of summary.json."""
 _COPY_TIMEOUT_S = 600.0
 
 
@@ -153,9 +155,39 @@ class Cluster:
                 raise ConfigError(f"network.latency_ms={cfg.network.latency_ms} needs the netem qdisc, which this "
                                   "kernel lacks (CONFIG_NET_SCH_NETEM); set --network.latency_ms=0 or use a kernel "
                                   "with netem")
+        if la.remote == "netns":
+            self._check_cpu_shares(cfg.network)
         self.testhosts = None
         self.remote: Remote | None = None
         self.procs: list[RemoteProcess] = []
+
+    def _cpu_shares(self) -> bool | None:
+        """TestHosts' ``cpu_shares`` from the ``network`` section: asked for (a factor or
+        host_cpus), where possible (auto), or not at all (off)."""
+        net = self.cfg.network
+        d = str(net.dilation).strip().lower()
+        if d == "off":
+            return False
+        return True if (d != "auto" or net.host_cpus) else None
+
+    def _check_cpu_shares(self, net) -> None:
+        # Before anything is built: CPU shares that were asked for must be possible here.
+        if not self._cpu_shares():
+            return
+        from .cgroups import problem, usable_cpus
+        from .dilation import parse_cpu_list
+
+        key = f"network.host_cpus={net.host_cpus}" if net.host_cpus else f"network.dilation={net.dilation}"
+        why = problem()
+        if why is not None:
+            raise ConfigError(f"{key} needs CPU shares of the test hosts, which cannot be given here: {why}; set "
+                              "--network.dilation=auto (shares where possible) or off")
+        if net.host_cpus:
+            usable = usable_cpus()
+            bad = sorted(set(parse_cpu_list(net.host_cpus)) - set(usable))
+            if bad:
+                raise ConfigError(f"network.host_cpus={net.host_cpus} names cores {','.join(map(str, bad))} that this "
+                                  f"process may not use; pick among {','.join(map(str, usable))}")
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -173,7 +205,8 @@ class Cluster:
 
             self.testhosts = TestHosts(len(self.entries), bandwidth=net.bandwidth or None, latency_ms=net.latency_ms,
                                        shared_link=net.link == "shared",
-                                       shm_size=self.cfg.distdgl.shm_size.lower()).start()
+                                       shm_size=self.cfg.distdgl.shm_size.lower(), cpu_shares=self._cpu_shares(),
+                                       host_cpus=net.host_cpus, dilation=net.dilation).start()
             try:
                 th = self.testhosts
                 names = {h.name: h.address for h in th}
@@ -188,7 +221,9 @@ class Cluster:
             except BaseException:
                 self.testhosts.close()
                 raise
-            log.info("test hosts %s: %s, link %s", th.job, " ".join(th.addresses), th.link)
+            log.info("test hosts %s: %s, link %s, %s", th.job, " ".join(th.addresses), th.link,
+                     f"{th.cpu_share:.3g} cores per host, dilation {th.dilation:.3g}" if th.cpu_share is not None
+                     else f"no CPU shares, dilation {th.dilation:.3g}")
         else:
             self.remote = Remote("ssh", user=la.ssh_user, port=la.ssh_port, identity_file=la.ssh_identity,
                                  ssh_options=_ssh_options(la.ssh_options))
@@ -227,13 +262,36 @@ class Cluster:
         return [s.rank for s in self.slots if s.host_index == host_index]
 
     def describe(self) -> dict:
-        """For summary.json: how the hosts were reached, who ran where, the links."""
+        """For summary.json: how the hosts were reached, who ran where, the links.
+
+        With test hosts also ``network_dilation`` (D: the links ran at bandwidth / D and
+        latency x D, so measured times are D x the emulated cluster's), ``host_cpu_share``
+        (cores per host, None without CPU shares) and each host's ``cpus``.
+        """
         out = {"remote": self.kind, "workers_per_host": self.workers_per_host,
                "hosts": [{"host": i, "address": a, "ranks": self.ranks_on(i)} for i, a in enumerate(self.addresses)]}
         if self.kind == "netns":
             net = self.cfg.network
             out["link"] = {"mode": net.link, "bandwidth": net.bandwidth or None, "latency_ms": net.latency_ms}
+            th = self.testhosts
+            if th is not None:
+                out["network_dilation"], out["host_cpu_share"] = th.dilation, th.cpu_share
+                for h, plan in zip(out["hosts"], th.host_cpus):
+                    h["cpus"] = plan.cpus
         return out
+
+    def threads_per_worker(self, requested: int = 0) -> int:
+        """Torch threads of each worker: ``requested`` if > 0, else on test hosts the host's
+        share of the cores (or, without CPU shares, this machine's) over its workers; over ssh
+        ``requested`` (0 = the worker decides on its own machine)."""
+        from .launch import threads_per_worker
+
+        if requested > 0 or self.kind != "netns":
+            return requested
+        share = self.testhosts.cpu_share if self.testhosts is not None else None
+        if share is not None:
+            return max(1, int(share) // self.workers_per_host)
+        return threads_per_worker(len(self.slots), requested)
 
     def wire_bytes(self) -> list[dict] | None:
         """The test hosts' interface counters right now (None over ssh)."""

@@ -22,8 +22,18 @@ shaped ``ifb`` device: the whole cluster shares one link, as the one-loopback mo
 :mod:`dgl_grappa.cluster.netns` does. ``latency_ms`` (one-way, host to host) needs the netem
 qdisc; where the kernel lacks it, asking for latency is a one-line error.
 
-Everything a job creates is named after its id and removed in one place
-(:func:`_teardown`): by :meth:`TestHosts.close` (context exit, atexit, SIGTERM/SIGHUP
+CPU shares and time dilation (``cpu_shares``, ``host_cpus``, ``dilation``): the hosts share
+this machine's cores, so without limits a host computes as fast as the contention allows
+while its link keeps its full rate. With CPU shares every host gets a fixed part of the
+cores (cgroup v1, :mod:`dgl_grappa.cluster.cgroups`: whole cores pinned by cpuset where
+there are enough, else an equal CFS quota of a core), and every process started in the
+host (:meth:`Host.prefix`, hence ``popen``, ``run`` and every launcher) runs inside them.
+When a host gets 1/D of a core, every link is shaped at bandwidth / D and latency x D
+(:mod:`dgl_grappa.cluster.dilation`), so compute and network keep the emulated cluster's
+ratio; times measured there are D times the emulated cluster's.
+
+Everything a job creates (namespaces, mounts, cgroups) is named after its id and removed in
+one place (:func:`_teardown`): by :meth:`TestHosts.close` (context exit, atexit, SIGTERM/SIGHUP
 turned into SystemExit), and, for a job whose owner died without cleaning up (SIGKILL),
 by :func:`sweep_stale` at the start of the next job. Needs root, iproute2 and util-linux.
 
@@ -42,6 +52,7 @@ import contextlib
 import fcntl
 import ipaddress
 import json
+import logging
 import os
 import re
 import secrets
@@ -54,11 +65,17 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cgroups as _cg
+from .dilation import HostCpus, dilated_latency_ms, dilated_rate, dilation_factor, parse_cpu_list, parse_dilation, \
+    plan_host_cpus
 from .netns import IsolationError, rate_bits
 from .ptree import kill_listed
 
+log = logging.getLogger("dgl_grappa")
+
 NAME_PREFIX = "dgh-"
-"""Network namespaces of test hosts are named ``dgh-<job>`` (bridge) and ``dgh-<job>-h<i>``."""
+"""Network namespaces of test hosts are named ``dgh-<job>`` (bridge) and ``dgh-<job>-h<i>``; a
+host's cgroups (CPU shares) are named like its namespace."""
 STATE_DIR = Path("/run/dgl_grappa/testhosts")
 """``<job>/owner`` (pid and start time of the owning process), ``<job>/h<i>.mnt`` and
 ``<job>/h<i>.uts`` (persistent mount and UTS namespaces), ``<job>/hosts`` (their /etc/hosts).
@@ -178,7 +195,8 @@ def _list_netns() -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 def _teardown(job: str) -> None:
-    """Kill every process inside the job's namespaces, then remove namespaces, mounts and files.
+    """Kill every process inside the job's namespaces and cgroups, then remove namespaces,
+    mounts, cgroups and files.
 
     Idempotent; also used for stale jobs whose owner died.
     """
@@ -186,10 +204,12 @@ def _teardown(job: str) -> None:
     jobdir = STATE_DIR / job
     mnts = sorted(jobdir.glob("h*.mnt")) + sorted(jobdir.glob("h*.uts")) if jobdir.is_dir() else []
     inodes = {i for i in [_ns_inode(NETNS_DIR / n) for n in names] + [_ns_inode(m) for m in mnts] if i}
+    cgroup_dirs = _cg.named(f"{NAME_PREFIX}{job}-h")
     # The namespaces live on while any process is inside: kill them first (ours, by PID).
+    # A process in a host's cgroups but not (yet) in its namespaces is killed with them.
     deadline = time.monotonic() + 10.0
-    while inodes and time.monotonic() < deadline:
-        pids = _pids_in(inodes)
+    while (inodes or cgroup_dirs) and time.monotonic() < deadline:
+        pids = sorted(set(_pids_in(inodes) if inodes else []) | set(_cg.pids(cgroup_dirs)))
         if not pids:
             break
         # No wait here: a killed process stays a zombie until its parent reaps it, and the
@@ -202,6 +222,12 @@ def _teardown(job: str) -> None:
     # Hosts first, the bridge's namespace last (deleting it also removes the bridge ends).
     for n in sorted(names, key=lambda n: (n == NAME_PREFIX + job, n)):
         _run(["ip", "netns", "del", n], check=False)
+    try:
+        left = _cg.remove(cgroup_dirs)
+    except _cg.CgroupError as exc:
+        left = [str(exc)]
+    if left:  # the rest is removed all the same; the next sweep tries these again
+        log.warning("test hosts %s: could not remove the cgroups %s", job, " ".join(left))
     shutil.rmtree(jobdir, ignore_errors=True)
     _release_dirs()
 
@@ -246,6 +272,7 @@ def sweep_stale() -> list[str]:
         The ids of the jobs removed (a job of a live process is never touched).
     """
     jobs = {m.group(1) for n in _list_netns() if (m := _JOB_RE.match(n))}
+    jobs |= {m.group(1) for d in _cg.named(NAME_PREFIX) if (m := _JOB_RE.match(Path(d).name))}
     if STATE_DIR.is_dir():
         jobs |= {d.name for d in STATE_DIR.iterdir() if d.is_dir()}
     stale = sorted(j for j in jobs if not _owner_alive(j))
@@ -308,6 +335,7 @@ class Host:
         netns: name of its network namespace (``ip -n <netns> ...``).
         mnt: file that pins its mount namespace (private /dev/shm); ``mnt.with_suffix(".uts")``
             pins its UTS namespace (hostname).
+        cgroup_dirs: its cpu and cpuset cgroups (CPU shares), or () without CPU shares.
     """
 
     index: int
@@ -315,21 +343,25 @@ class Host:
     name: str
     netns: str
     mnt: Path
+    cgroup_dirs: tuple[str, ...] = ()
     _procs: list = field(default_factory=list, repr=False)
 
     def prefix(self) -> list[str]:
-        """argv prefix that runs a command inside this host (network + mount namespace).
+        """argv prefix that runs a command inside this host (its cgroups, network + mount namespace).
 
-        The command keeps the caller's environment and working directory.
+        The command keeps the caller's environment and working directory, and its PID.
 
         Returns:
-            e.g. ``["nsenter", "--net=/run/netns/dgh-1a2b3c-h0", "--mount=...", "--wd=.", "--"]``.
+            e.g. ``["nsenter", "--net=/run/netns/dgh-1a2b3c-h0", "--mount=...", "--wd=.", "--"]``,
+            after :func:`dgl_grappa.cluster.cgroups.join_prefix` with CPU shares.
 
         Example:
             >>> subprocess.run(hosts[0].prefix() + ["ip", "addr"], timeout=10)  # doctest: +SKIP
         """
-        return ["nsenter", f"--net={NETNS_DIR / self.netns}", f"--mount={self.mnt}",
-                f"--uts={self.mnt.with_suffix('.uts')}", "--wd=.", "--"]
+        # The cgroups are joined before nsenter: the host's own /sys hides the cgroup mounts.
+        return (_cg.join_prefix(self.cgroup_dirs) if self.cgroup_dirs else []) + [
+            "nsenter", f"--net={NETNS_DIR / self.netns}", f"--mount={self.mnt}",
+            f"--uts={self.mnt.with_suffix('.uts')}", "--wd=.", "--"]
 
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
         """Start ``argv`` inside this host; it is killed when the hosts are torn down.
@@ -339,7 +371,7 @@ class Host:
             **kwargs: passed to :class:`subprocess.Popen` (env, cwd, stdout, ...).
 
         Returns:
-            The Popen of the command itself (nsenter execs it: same PID).
+            The Popen of the command itself (the cgroup wrapper and nsenter exec it: same PID).
         """
         p = subprocess.Popen(self.prefix() + list(argv), **kwargs)
         self._procs.append(p)
@@ -365,26 +397,50 @@ class TestHosts:
         shared_link: all hosts share one link of ``bandwidth`` instead of one link each.
         subnet: the hosts' IPv4 subnet; host i gets its (i+1)-th address.
         shm_size: size of each host's private /dev/shm tmpfs.
+        cpu_shares: give each host a fixed share of the cores (cgroups): True = required (an
+            error where cgroups cannot be made), None = where they can (a log line
+            otherwise), False = none (the hosts share the cores freely).
+        host_cpus: the cores the shares divide, as a cpu list ("0", "0-3"); "" = every core
+            this process may run on.
+        dilation: "auto" (with CPU shares of 1/D of a core: D; else 1), "off" (1) or a
+            factor D: every link runs at bandwidth / D with latency x D.
+
+    Attributes:
+        dilation: the effective D (after :meth:`start`).
+        cpu_share: cores each host gets, or None without CPU shares (after :meth:`start`).
+        host_cpus: each host's :class:`~dgl_grappa.cluster.dilation.HostCpus`, or [].
 
     Example:
         >>> with TestHosts(3, bandwidth="200mbit") as hosts:                  # doctest: +SKIP
         ...     print([h.address for h in hosts], hosts[0].prefix())
+        >>> with TestHosts(2, bandwidth="1gbit", cpu_shares=True, host_cpus="0") as hosts:  # doctest: +SKIP
+        ...     print(hosts.cpu_share, hosts.dilation)    # 0.5 2.0: each link shaped at 500mbit
     """
 
     __test__ = False  # not a pytest test class, whatever its name
 
     def __init__(self, n: int, bandwidth: str | None = None, latency_ms: float = 0.0,
-                 shared_link: bool = False, subnet: str = "10.77.0.0/24", shm_size: str = "4g"):
+                 shared_link: bool = False, subnet: str = "10.77.0.0/24", shm_size: str = "4g",
+                 cpu_shares: bool | None = False, host_cpus: str = "", dilation: str | float = "auto"):
         net = ipaddress.ip_network(subnet)
         if not 1 <= n <= min(254, net.num_addresses - 2):
             raise TestHostsError(f"TestHosts(n={n}): n must be between 1 and {min(254, net.num_addresses - 2)}")
         if not re.fullmatch(r"[0-9]+[kmg]?", shm_size):
             raise TestHostsError(f"shm_size={shm_size!r} is not a tmpfs size; write e.g. 4g or 512m")
+        try:
+            self._dilation = parse_dilation(dilation, key="dilation")
+            self._host_cpus = parse_cpu_list(host_cpus) if host_cpus else []
+        except ValueError as exc:
+            raise TestHostsError(str(exc)) from None
         self.n, self.subnet, self.shm_size = n, net, shm_size
         self._link = (bandwidth or None, float(latency_ms), bool(shared_link))
+        self._cpu_shares = False if self._dilation == "off" else cpu_shares
         self.job = secrets.token_hex(3)
         self.jobns = NAME_PREFIX + self.job
         self.hosts: list[Host] = []
+        self.dilation = 1.0
+        self.cpu_share: float | None = None
+        self.host_cpus: list[HostCpus] = []
         self._closed = False
         self._netem: bool | None = None
 
@@ -421,6 +477,7 @@ class TestHosts:
             addrs = list(self.subnet.hosts())[: self.n]
             self.hosts = [Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
                           for i in range(self.n)]
+            self._share_cpus()
             (jobdir / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n"
                                           + "".join(f"{h.address} {h.name}\n" for h in self.hosts))
             _batch(None, "ip", [f"netns add {self.jobns}"] + [f"netns add {h.netns}" for h in self.hosts])
@@ -438,6 +495,40 @@ class TestHosts:
             self.close()
             raise
         return self
+
+    def _share_cpus(self) -> None:
+        # Decides the CPU shares and D, and makes each host's cgroups (before any process
+        # can start in a host, so none runs unconfined).
+        want = self._cpu_shares
+        why = _cg.problem() if want is not False else None
+        if why is None and want is not False:
+            usable = _cg.usable_cpus()
+            cpus = self._host_cpus or usable
+            if not cpus or not set(cpus) <= set(usable):
+                raise TestHostsError(f"host_cpus={','.join(map(str, self._host_cpus))} names cores this process may "
+                                     f"not use; pick among {','.join(map(str, usable))}")
+            plans = plan_host_cpus(self.n, cpus)
+            try:
+                for h, plan in zip(self.hosts, plans):
+                    h.cgroup_dirs = _cg.create(h.netns, plan)
+            except _cg.CgroupError as exc:  # a machine whose cgroups looked usable but are not
+                _cg.remove(_cg.named(f"{self.jobns}-h"))
+                for h in self.hosts:
+                    h.cgroup_dirs = ()
+                why = str(exc)
+        if why is not None and want:
+            raise TestHostsError(why)
+        if want is False or why is not None:
+            self.dilation = float(self._dilation) if not isinstance(self._dilation, str) else 1.0
+            if why is not None:
+                log.warning("test hosts %s: no CPU shares (%s); the hosts share the cores freely, links dilated x%.3g",
+                            self.job, why, self.dilation)
+            return
+        self.host_cpus = plans
+        self.cpu_share = self.host_cpus[0].share
+        self.dilation = dilation_factor(self._dilation, self.n, len(cpus))
+        log.info("test hosts %s: CPU shares of %.3g cores per host (cpus %s), links dilated x%.3g", self.job,
+                 self.cpu_share, " ".join(p.cpus for p in self.host_cpus), self.dilation)
 
     def _make_mount_ns(self, h: Host) -> None:
         # A persistent mount namespace (pinned by a bind mount of its ns file) made from
@@ -493,8 +584,15 @@ class TestHosts:
             bandwidth: tc rate per host and direction, or of the one shared link.
             latency_ms: one-way host-to-host delay (per-host mode: half on each end).
             shared_link: one shaped link for all hosts instead of one per host.
+
+        With a dilation D (:attr:`dilation`) the qdiscs get bandwidth / D and latency x D;
+        :attr:`link` keeps the values asked for.
         """
         self._validate_link(bandwidth, latency_ms, shared_link)
+        asked = (bandwidth or None, float(latency_ms), bool(shared_link))
+        if bandwidth:
+            bandwidth = dilated_rate(bandwidth, self.dilation)
+        latency_ms = dilated_latency_ms(latency_ms, self.dilation)
         # Clear first; tc -force keeps going past "nothing to delete".
         _run(["tc", "-n", self.jobns, "-force", "-batch", "-"], check=False,
              input="".join(f"qdisc del dev h{h.index} root\nqdisc del dev h{h.index} ingress\n" for h in self.hosts))
@@ -516,11 +614,12 @@ class TestHosts:
                                                                                      latency_ms / 2)])
             for h in self.hosts:
                 _batch(h.netns, "tc", _qdisc_lines("eth0", bandwidth, latency_ms / 2))
-        self._link = (bandwidth or None, float(latency_ms), bool(shared_link))
+        self._link = asked
 
     @property
     def link(self) -> dict:
-        """The current emulation: {"bandwidth", "latency_ms", "shared_link"}."""
+        """The current emulation as asked for: {"bandwidth", "latency_ms", "shared_link"} (the qdiscs
+        run at bandwidth / :attr:`dilation` and latency x :attr:`dilation`)."""
         return dict(zip(("bandwidth", "latency_ms", "shared_link"), self._link))
 
     def wire_bytes(self) -> list[dict]:
@@ -581,6 +680,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bandwidth", default="", help="tc rate of each host's link, e.g. 1gbit (default: unshaped)")
     ap.add_argument("--latency-ms", type=float, default=0.0, help="one-way host-to-host delay (needs netem)")
     ap.add_argument("--shared-link", action="store_true", help="all hosts behind one shaped link")
+    ap.add_argument("--cpu-shares", action="store_true",
+                    help="give each host a fixed share of the cores (cgroups) and dilate the links to match")
+    ap.add_argument("--host-cpus", default="", help="with --cpu-shares: the cores to share out, e.g. 0 or 0-3 "
+                                                    "(default: all this process may use)")
+    ap.add_argument("--dilation", default="auto",
+                    help="auto (D = hosts per core with --cpu-shares), off, or a factor D: links at bandwidth / D, "
+                         "latency x D")
     ap.add_argument("--timeout", type=float, default=600.0, help="bound on CMD, seconds (default 600)")
     ap.add_argument("--sweep", action="store_true", help="only remove leftovers of dead jobs, then exit")
     args = ap.parse_args(own)
@@ -588,10 +694,14 @@ def main(argv: list[str] | None = None) -> int:
         print("removed stale jobs:", " ".join(sweep_stale()) or "none")
         return 0
     try:
-        with TestHosts(args.hosts, args.bandwidth, args.latency_ms, args.shared_link) as hosts:
-            print(f"job {hosts.job}: {len(hosts)} hosts, link {hosts.link}", flush=True)
+        with TestHosts(args.hosts, args.bandwidth, args.latency_ms, args.shared_link, cpu_shares=args.cpu_shares,
+                       host_cpus=args.host_cpus, dilation=args.dilation) as hosts:
+            cpu = (f", {hosts.cpu_share:.3g} cores per host, dilation {hosts.dilation:.3g}"
+                   if hosts.cpu_share is not None or hosts.dilation != 1 else "")
+            print(f"job {hosts.job}: {len(hosts)} hosts, link {hosts.link}{cpu}", flush=True)
             for h in hosts:
-                print(f"  h{h.index}  {h.address:<15} {' '.join(h.prefix())}", flush=True)
+                cpus = f" cpus {hosts.host_cpus[h.index].cpus}" if hosts.host_cpus else ""
+                print(f"  h{h.index}  {h.address:<15}{cpus} {' '.join(h.prefix()[-6:])}", flush=True)
             if not cmd:
                 return 0
             before = hosts.wire_bytes()

@@ -164,8 +164,8 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
     Args, Raises: as for :func:`launch`.
     """
     from ..cluster.hosts import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
-    from ..cluster.launch import free_port, threads_per_worker
-    from ..cluster.remote import Cluster
+    from ..cluster.launch import free_port
+    from ..cluster.remote import DILATION_KEYS, Cluster
     from ..config import ConfigError
     from ..partition.layout import part_files
     from ..env import ENV_WIRE
@@ -191,7 +191,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
                 cluster.copy_to(i, out, job_files)
                 cluster.copy_to(i, part_dir, part_files(part_dir, [i], cfg.train.halo, metadata=False))
         master_port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
-        threads = threads_per_worker(n, cfg.run.num_threads) if cluster.kind == "netns" else cfg.run.num_threads
+        threads = cluster.threads_per_worker(cfg.run.num_threads)
         dgl_env = {"DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": "1",
                    "DGL_NUM_CLIENT": str(n * (1 + dd.num_samplers)), "DGL_CONF_PATH": part_config,
                    "DGL_NUM_SAMPLER": str(dd.num_samplers), "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch"}
@@ -226,6 +226,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         for h in summary.get("wire_hosts") or []:
             h["address"] = described["hosts"][h["host"]]["address"]
         summary["cluster"] = described
+        summary.update({k: described[k] for k in DILATION_KEYS if k in described})
         write_json(summary_path, summary)
 
 

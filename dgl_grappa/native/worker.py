@@ -160,8 +160,8 @@ def train_on_hosts(cfg: Config) -> dict:
             or the job ran past ``run.timeout_s``; no process is left on any host.
     """
     from ..cluster.hosts import WorkerIdentity, torchrun_env
-    from ..cluster.launch import free_port, threads_per_worker
-    from ..cluster.remote import Cluster, wait_all
+    from ..cluster.launch import free_port
+    from ..cluster.remote import DILATION_KEYS, Cluster, wait_all
     from ..data import load_dataset, num_classes
     from ..partition.layout import part_files
     from ..partition.store import ensure_partitions, format_stats
@@ -202,8 +202,8 @@ def train_on_hosts(cfg: Config) -> dict:
                                                         metadata=h == 0))
             log.info("copied the config and each host's parts of %s to %d hosts", part_dir, len(cluster.entries))
         port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
-        # Test hosts share this machine's cores; real machines divide their own among their workers.
-        threads = threads_per_worker(n, cfg.run.num_threads) if cluster.kind == "netns" else cfg.run.num_threads
+        # Test hosts share this machine's cores (or have their CPU shares); real machines divide their own.
+        threads = cluster.threads_per_worker(cfg.run.num_threads)
         procs = []
         for s in cluster.slots:
             who = WorkerIdentity(s.rank, n, s.local_rank, len(cluster.ranks_on(s.host_index)), s.host_index,
@@ -229,5 +229,6 @@ def train_on_hosts(cfg: Config) -> dict:
     for h in summary.get("wire_hosts") or []:
         h["address"] = described["hosts"][h["host"]]["address"]
     summary.update({"edge_cut": stats["edge_cut"], "job_wall_s": time.perf_counter() - t0, "cluster": described})
+    summary.update({k: described[k] for k in DILATION_KEYS if k in described})
     write_json(summary_path, summary)
     return summary
