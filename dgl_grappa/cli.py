@@ -1,8 +1,11 @@
-"""Command line: ``python -m dgl_grappa {partition,prepare,train,compare,bench,worker} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,prepare,train,compare,bench,project,worker} --config C [--section.key=value ...]``.
 
 ``prepare --part-config PATH`` adds what the method needs (first-hop aggregates, full-graph
 in-degrees) to a partition folder in DGL's layout that another tool wrote, part by part,
 next to its files (:func:`dgl_grappa.partition.aggregates.prepare`).
+
+``project --runs RUN_DIR`` projects both systems' epoch time to clusters this machine cannot
+emulate, calibrated on compare runs (:mod:`dgl_grappa.bench.project`; no config).
 
 ``worker`` is one worker of a job started by torchrun, srun or the multi-host launcher
 (its identity from the environment, see :mod:`dgl_grappa.native.worker`); ``train`` with
@@ -87,7 +90,9 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
         c = summary.get("cluster", {})
         print(f"  across {len(summary['wire_hosts'])} hosts ({c.get('remote', '?')}"
               + (f", link {c['link']['mode']} {c['link']['bandwidth'] or 'unshaped'}" if c.get("link") else "")
-              + f"): wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
+              + ")" + (f", time dilation {c['network_dilation']:.3g} (times are dilated)"
+                       if (c.get("network_dilation") or 1) != 1 else "")
+              + f": wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
               + ", ".join(f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/"
                           f"{format_bytes(h['rx_bytes_per_epoch'])}" for h in summary["wire_hosts"]))
 
@@ -123,8 +128,9 @@ def cmd_prepare(extra: list[str]) -> int:
 
 
 COMMANDS = {"partition": cmd_partition, "prepare": None, "train": cmd_train, "compare": cmd_compare,
-            "worker": cmd_worker, "bench": None}
-"""``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself."""
+            "worker": cmd_worker, "bench": None, "project": None}
+"""``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself; ``project``
+its own flags (dgl_grappa.bench.project.cmd_project)."""
 _OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
               "prepare": ("--part-config", "--feat-key", "--gcn", "--force")}
 
@@ -158,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.matrix import cmd_bench
 
             return cmd_bench(args.config, rest)
+        if args.command == "project":
+            from .bench.project import cmd_project
+
+            if args.config is not None or args.resume is not None:
+                raise ConfigError("project reads run folders, not a config; drop --config/--resume and pass "
+                                  "--runs RUN_DIR")
+            return cmd_project(rest)
         if args.resume is not None:
             if args.command != "train":
                 raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
