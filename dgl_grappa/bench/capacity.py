@@ -337,8 +337,9 @@ def epoch_seconds(w: Workload, step_compute_s: float, bandwidth_Bps: float, late
     ar = grappa_step_bytes(w) / bandwidth_Bps + 2 * (w.num_parts - 1) * latency_s
     fetch = distdgl_step_bytes(w) / bandwidth_Bps
     cpu = step_compute_s + w.remote_fraction * w.input_rows * remote_row_s
+    ring_latency = 2 * (w.num_parts - 1) * latency_s  # fetch already holds the all-reduce's bytes
     return {"grappa": s * (step_compute_s + ar),
-            "distdgl_low": s * max(cpu, fetch), "distdgl_high": s * (cpu + fetch + ar)}
+            "distdgl_low": s * max(cpu, fetch), "distdgl_high": s * (cpu + fetch + ring_latency)}
 
 
 def scale_step_time(measured_s: float, measured_rows: float, measured_width: float, measured_cores: float,
