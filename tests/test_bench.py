@@ -99,6 +99,28 @@ def test_memory_columns_and_goal_read_new_and_old_runs():
 
 
 @pytest.mark.unit
+def test_one_time_bytes_are_graded_in_distdgl_epochs_on_sparse_label_graphs():
+    """One-time bytes over DistDGL's bytes per epoch, per seed; graded only where <= 1 % of the nodes are labelled."""
+    def cells(frac, once):
+        out = [_cell(s, 2, {"distdgl": 0.8, "grappa": 0.8}) for s in range(2)]
+        for c, o in zip(out, once):
+            c["config"]["data"] = {"name": "synthetic", "synthetic": {"train_frac": frac}}
+            c["systems"]["distdgl"]["metrics"]["bytes_per_epoch"] = 1000.0
+            c["systems"]["grappa"]["metrics"]["one_time_bytes"] = o
+        return out
+
+    def goal(cs):
+        return next(g for g in br.accuracy_goals(br.accuracy_rows(cs)) if g["goal"].startswith("one-time bytes"))
+
+    g = next(r for r in br.accuracy_rows(cells(0.01, [400.0, 800.0])) if r["system"] == "grappa")
+    assert g["one_time_epochs"] == pytest.approx(0.6) and g["label_frac"] == 0.01
+    assert goal(cells(0.01, [400.0, 800.0]))["met"] is True
+    assert goal(cells(0.01, [1400.0, 1000.0]))["met"] is False  # 1.2 DistDGL epochs
+    dense = goal(cells(0.6, [5000.0, 5000.0]))  # shown, not graded
+    assert dense["met"] is None and "every row: median 5.00" in dense["figure"]
+
+
+@pytest.mark.unit
 def test_convergence_compares_the_last_fifth_of_the_epochs_with_the_fifth_before():
     def recs(vals):  # evaluated every 2nd epoch of 20
         return [{"epoch": e, **({"val_acc": vals[e // 2]} if e % 2 else {})} for e in range(20)]

@@ -306,16 +306,26 @@ def _paired(cells: list[dict], system: str, key: str, scale: float = 1.0, base: 
     return [(a - b) * scale for a, b in _both(cells, system, base, key)]
 
 
-def _paired_ratio(cells: list[dict], system: str, key: str, base_over_system: bool = False) -> list[float]:
+def _paired_ratio(cells: list[dict], system: str, key: str, base_over_system: bool = False,
+                  base_key: str | None = None) -> list[float]:
+    """Per seed, ``system``'s ``key`` over DistDGL's ``base_key`` (default: the same key), or the inverse."""
     out = []
+    bk = base_key or key
     for c in cells:
         ok = ok_systems(c)
         a, b = ok.get(system), ok.get(BASELINE)
         if a and b:
-            r = _ratio(b.get(key), a.get(key)) if base_over_system else _ratio(a.get(key), b.get(key))
+            r = _ratio(b.get(bk), a.get(key)) if base_over_system else _ratio(a.get(key), b.get(bk))
             if r is not None:
                 out.append(r)
     return out
+
+
+def _label_fraction(cells: list[dict]) -> float | None:
+    """The training-label share of a generated graph's config (None for other datasets)."""
+    data = ((cells[0].get("config") or {}).get("data") or {}) if cells else {}
+    frac = (data.get("synthetic") or {}).get("train_frac") if data.get("name") == "synthetic" else None
+    return None if frac is None else float(frac)
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,6 +363,10 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                    "restart_fraction": mean_std(_metric(cs, name, "restart_fraction"))[0],
                    "epoch_time_s": mean_std(_metric(cs, name, "epoch_time_s"))[0],
                    "one_time_bytes": mean_std(_metric(cs, name, "one_time_bytes"))[0],
+                   # what a partitioning's one-time reads cost, in DistDGL epochs of the same cell
+                   "one_time_epochs": mean_std(_paired_ratio(cs, name, "one_time_bytes",
+                                                             base_key="bytes_per_epoch"))[0],
+                   "label_frac": _label_fraction(cs),
                    "rows_per_inner": mean_std(_metric(cs, name, "rows_per_inner_max"))[0],
                    "held_ratio": mean_std(_held_ratio(cs, name))[0],
                    "held_ratio_max": max(_held_ratio(cs, name), default=None),
@@ -632,6 +646,17 @@ def accuracy_goals(rows: list[dict]) -> list[dict]:
                   "met": (True if grappa_rows else None) if not stalls else max(stalls) <= 0.02,
                   "figure": ("0 %: no run repartitioned (schedule.k = 0)" if grappa_rows else "no rows")
                   if not stalls else f"worst {max(stalls):.2%}"})
+    # Sparse labels (papers100M has 1 %): the one-time reads are graded there; other rows are shown.
+    once = [r for r in mine if r.get("one_time_epochs") is not None]
+    sparse = [r for r in once if r.get("label_frac") is not None and r["label_frac"] <= 0.01 + 1e-12]
+    every = (f"; every row: median {statistics.median(r['one_time_epochs'] for r in once):.2f}, "
+             f"worst {max(r['one_time_epochs'] for r in once):.2f} DistDGL epochs") if once else ""
+    goals.append({"goal": "one-time bytes (all workers, once per partitioning) <= 1 DistDGL epoch's bytes, on graphs "
+                          f"with <= 1 % labels{who}",
+                  "met": None if not sparse else max(r["one_time_epochs"] for r in sparse) <= 1.0,
+                  "figure": ("no rows with <= 1 % labels" if not sparse else
+                             f"worst {max(r['one_time_epochs'] for r in sparse):.2f} DistDGL epochs over "
+                             f"{len(sparse)} rows") + every})
     return goals
 
 
