@@ -725,6 +725,35 @@ def parse_overrides(args: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def config_changes(old: dict, new: dict, default: dict, prefix: str = "") -> list[str]:
+    """Dotted keys where ``new`` differs from ``old``, as "key: old -> new".
+
+    A key that ``old`` lacks (added to the code since) counts only when ``new`` holds a
+    value other than its default; a key that ``new`` lacks (removed since) does not count.
+    So a record written before a setting existed (a cached partitioning, a checkpoint, a
+    benchmark run) still matches a config that leaves the setting at its default, which is
+    what the code did before it existed.
+
+    Example:
+        >>> config_changes({"a": 1}, {"a": 1, "new": False}, {"a": 0, "new": False})
+        []
+    """
+    out = []
+    for k, v in new.items():
+        d = default.get(k) if isinstance(default, dict) else None
+        if isinstance(v, dict):
+            o = old.get(k) if isinstance(old.get(k), dict) else {}
+            if k not in old:
+                o = d if isinstance(d, dict) else {}
+            out += config_changes(o, v, d if isinstance(d, dict) else {}, f"{prefix}{k}.")
+        elif k in old:
+            if old[k] != v:
+                out.append(f"{prefix}{k}: {old[k]!r} -> {v!r}")
+        elif v != d:
+            out.append(f"{prefix}{k}: (absent) -> {v!r}")
+    return out
+
+
 def load_config(path: str | os.PathLike | None, overrides: list[str] | None = None) -> Config:
     """Build a validated Config from defaults, an optional YAML file and CLI overrides.
 

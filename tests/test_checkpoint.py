@@ -62,7 +62,7 @@ def test_a_corrupt_or_unfinished_newest_falls_back_with_a_log_line(tmp_path, cap
 def test_a_checkpoint_of_another_model_is_refused_in_one_line(tmp_path):
     store = C.CheckpointStore(tmp_path)
     path = store.save(_state(), 1, {"model.hidden": 16})
-    with pytest.raises(C.CheckpointError, match=r"belongs to another model or graph \(model.hidden=16 there, 8 here\)"):
+    with pytest.raises(C.CheckpointError, match=r"belongs to another model or graph \(model.hidden: 16 -> 8\)"):
         store.newest_valid(FP)
     with pytest.raises(C.CheckpointError, match="belongs to another model"):
         C.load_checkpoint(path, FP)
@@ -116,5 +116,5 @@ def test_the_fingerprint_holds_what_a_resume_must_share_and_nothing_else():
     older = {k: v for k, v in base.items() if k != "model.gcn_norm"}
     assert "model.gcn_norm" in base and C.fingerprint_problem(older, base) is None
     both = C.fingerprint(load_config(None, ["--model.name=gcn", "--model.gcn_norm=both"]))
-    assert "model.gcn_norm='right' there, 'both' here" in C.fingerprint_problem(
+    assert "model.gcn_norm: (absent) -> 'both'" in C.fingerprint_problem(
         {k: v for k, v in both.items() if k != "model.gcn_norm"}, both)

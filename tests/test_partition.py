@@ -78,3 +78,27 @@ def test_single_part(small_graph, tmp_path):
     lp = load_local(stats["part_config"], 0, "keep")
     assert lp.num_inner == small_graph.num_nodes() and bool((lp.owner == 0).all())
     assert lp.graph.num_edges() == small_graph.num_edges()
+
+
+def test_a_partitioning_is_reused_across_new_settings_at_their_default(tmp_path):
+    """A folder written before a setting existed matches a config that leaves it at its default;
+    a real change of settings into a chosen folder is a one-line error naming the key."""
+    from dgl_grappa.config import ConfigError, load_config
+    from dgl_grappa.partition.layout import STATS_FILE
+    from dgl_grappa.partition.store import ensure_partitions
+
+    out = tmp_path / "parts"
+    args = ["--data.synthetic.num_nodes=600", "--partition.num_parts=2", "--partition.method=random",
+            f"--partition.out_dir={out}"]
+    stats, g = ensure_partitions(load_config(None, args))
+    assert g is not None  # partitioned now
+    # as written before model-independent data keys were added: drop two of them from the record
+    rec = json.loads((out / STATS_FILE).read_text())
+    for key in ("homophily", "noise"):
+        rec["fingerprint"]["data"]["synthetic"].pop(key)
+    (out / STATS_FILE).write_text(json.dumps(rec))
+    again, g2 = ensure_partitions(load_config(None, args))
+    assert g2 is None and again["part_config"] == stats["part_config"]  # reused, not partitioned again
+    with pytest.raises(ConfigError, match=r"holds a partitioning of another graph or settings "
+                                          r"\(data.synthetic.noise: \(absent\) -> 3.0\)"):
+        ensure_partitions(load_config(None, args + ["--data.synthetic.noise=3.0"]))

@@ -76,7 +76,7 @@ from pathlib import Path
 
 import yaml
 
-from ..config import Config, ConfigError, load_config, parse_overrides, parse_pairs, to_dict
+from ..config import Config, ConfigError, config_changes, load_config, parse_overrides, parse_pairs, to_dict
 
 log = logging.getLogger("dgl_grappa")
 
@@ -178,28 +178,6 @@ def normalised(cfg: Config) -> dict:
 def digest(obj) -> str:
     """A short stable hash of a JSON-able object."""
     return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def config_changes(old: dict, new: dict, default: dict, prefix: str = "") -> list[str]:
-    """Dotted keys where ``new`` differs from ``old``, as "key: old -> new".
-
-    A key that ``old`` lacks (added to the code since) counts only when ``new`` holds a
-    value other than its default; a key that ``new`` lacks (removed since) does not count.
-    """
-    out = []
-    for k, v in new.items():
-        d = default.get(k) if isinstance(default, dict) else None
-        if isinstance(v, dict):
-            o = old.get(k) if isinstance(old.get(k), dict) else {}
-            if k not in old:
-                o = d if isinstance(d, dict) else {}
-            out += config_changes(o, v, d if isinstance(d, dict) else {}, f"{prefix}{k}.")
-        elif k in old:
-            if old[k] != v:
-                out.append(f"{prefix}{k}: {old[k]!r} -> {v!r}")
-        elif v != d:
-            out.append(f"{prefix}{k}: (absent) -> {v!r}")
-    return out
 
 
 @dataclass

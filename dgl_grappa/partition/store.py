@@ -16,7 +16,7 @@ import dgl
 import numpy as np
 import torch
 
-from ..config import Config, ConfigError, PartitionConfig
+from ..config import Config, ConfigError, PartitionConfig, config_changes
 from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
 from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
@@ -206,18 +206,6 @@ def partition_fingerprint(cfg: Config) -> dict:
     return {"data": data, "partition": part, "layout": LAYOUT_VERSION}
 
 
-def _first_difference(a: dict, b: dict, prefix: str = "") -> str:
-    for key in sorted(set(a) | set(b)):
-        x, y = a.get(key, "<unset>"), b.get(key, "<unset>")
-        if isinstance(x, dict) and isinstance(y, dict):
-            d = _first_difference(x, y, f"{prefix}{key}.")
-            if d:
-                return d
-        elif x != y:
-            return f"{prefix}{key}={x!r} there, {y!r} here"
-    return ""
-
-
 def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict, dgl.DGLGraph | None]:
     """Partition the configured graph unless an identical partitioning already exists.
 
@@ -237,16 +225,20 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     fp = json.loads(json.dumps(partition_fingerprint(cfg)))
     stats = read_stats(out)
     chosen = bool(cfg.partition.out_dir)  # a folder the user named, not one inside this run's output
-    if stats is not None and stats.get("fingerprint") == fp:
+    # settings added to the code after the folder was written count at their default
+    changes = config_changes((stats or {}).get("fingerprint") or {}, fp,
+                             json.loads(json.dumps(partition_fingerprint(Config()))))
+    if stats is not None and not changes:
         why = folder_problem(out, stats)
         if why is None:
             log.info("reusing the partitioning in %s", out)
-            prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
+            if not stats.get("featureless"):
+                prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
             return stats, g
         log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
     elif stats is not None and chosen:
         raise ConfigError(f"partition.out_dir={out} holds a partitioning of another graph or settings "
-                          f"({_first_difference(stats.get('fingerprint') or {}, fp)}); point --partition.out_dir at "
+                          f"({changes[0]}); point --partition.out_dir at "
                           "a new folder, or remove that one")
     elif chosen and out.is_dir() and any(out.iterdir()):
         raise ConfigError(f"partition.out_dir={out} is not empty and holds no dgl_grappa partitioning; point "

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from ..cluster import faults
-from ..config import Config, ConfigError
+from ..config import Config, ConfigError, config_changes
 
 log = logging.getLogger("dgl_grappa")
 
@@ -102,19 +102,14 @@ def _flatten(prefix: str, obj: Any, out: dict) -> None:
         out[prefix] = list(obj) if isinstance(obj, tuple) else obj
 
 
-# Settings added after checkpoints were first written: a checkpoint without one was written
-# with its default (the only behaviour there was), so it still resumes.
-ADDED_LATER = {"model.gcn_norm": "right"}
-
-
 def fingerprint_problem(stored: dict, current: dict) -> str | None:
-    """The first setting that differs, as "key=a there, b here", or None when they agree."""
-    for key in sorted(set(stored) | set(current)):
-        unset = ADDED_LATER.get(key, "<unset>")
-        a, b = stored.get(key, unset), current.get(key, unset)
-        if a != b:
-            return f"{key}={a!r} there, {b!r} here"
-    return None
+    """The first setting that differs, as "key: there -> here", or None when they agree.
+
+    A setting added to the code after the checkpoint was written counts at its default
+    (:func:`dgl_grappa.config.config_changes`): such a checkpoint still resumes under it.
+    """
+    changes = config_changes(stored, current, fingerprint(Config()))
+    return changes[0] if changes else None
 
 
 def check_fingerprint(stored: dict | None, cfg_fp: dict, path: Path) -> None:
