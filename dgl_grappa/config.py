@@ -73,6 +73,10 @@ class SyntheticConfig:
     """Fraction of nodes in the validation split (the rest is test)."""
     seed: int = 0
     """Generator seed: the same seed gives the same graph."""
+    featureless: bool = False
+    """Generate no node features (no ``feat``): the same graph, labels and splits as with
+    features (the generator draws them all the same), for training on learnable node
+    embeddings (``model.embed: true``, which this needs)."""
 
 
 @dataclass
@@ -165,6 +169,25 @@ class ModelConfig:
     as leaves). self: the node's own input to that layer; zero: 0, as DGL's SAGEConv.
     Needs the full-graph in-degrees (Grappa's runtimes pass them); without them, and on a
     whole graph, both give the same output."""
+    embed: bool = False
+    """Learnable node embeddings: every node's input row is a trainable vector of ``embed_dim``
+    values instead of its features (not loaded), as in DGL's ``train_dist_transductive.py``;
+    for graphs without features (``data.synthetic.featureless``). Every row starts as a pure
+    function of ``train.seed`` and the node's global id (uniform in [-1, 1)). Grappa: a worker
+    holds and updates the rows of its own nodes only (``torch.nn.Embedding(sparse=True)``,
+    ``torch.optim.SparseAdam``), so embeddings move no byte; with ``train.halo: keep`` a halo
+    node's row is its owner's initial row, computed locally and never updated (stale).
+    DistDGL: one ``DistEmbedding`` in the KVStore and ``dgl.distributed.optim.SparseAdam``.
+    The first hop is sampled (``train.first_hop: exact`` switches to sampled with a log line:
+    aggregates of learnable rows would go stale). Not with ``schedule.k > 0``, layer-wise
+    evaluation or ``run.floor``."""
+    embed_dim: int = 64
+    """Width of the learnable rows (``model.embed``)."""
+    embed_lr: float = 0.01
+    """Learning rate of the embeddings' sparse Adam (``model.embed``; DGL's example: 0.01). Grappa
+    uses PyTorch's ``SparseAdam`` (its bias correction counts the optimizer's steps), DistDGL
+    ``dgl.distributed.optim.SparseAdam`` (each row's own updates); the same for a row updated
+    at every step."""
 
 
 @dataclass
@@ -529,8 +552,9 @@ class Config:
 
     @property
     def first_hop(self) -> str:
-        """The first-hop mode a Grappa run uses: ``train.first_hop``, except sampled for GAT."""
-        return "sampled" if self.model.name == "gat" else self.train.first_hop
+        """The first-hop mode a Grappa run uses: ``train.first_hop``, except sampled for GAT and for
+        learnable embeddings (``model.embed``: aggregates of trainable rows would go stale)."""
+        return "sampled" if self.model.name == "gat" or self.model.embed else self.train.first_hop
 
 
 # ---------------------------------------------------------------------------------------
@@ -832,6 +856,7 @@ def validate(cfg: Config) -> None:
     _check(m.heads >= 1, f"model.heads={m.heads} must be >= 1")
     _check(m.name != "gat" or m.hidden % m.heads == 0,
            f"model.hidden={m.hidden} is not divisible by model.heads={m.heads}; pick a multiple of heads")
+    _validate_embed(cfg)
     _check(t.epochs >= 1, f"train.epochs={t.epochs} must be >= 1")
     _check(t.batch_size >= 1, f"train.batch_size={t.batch_size} must be >= 1")
     _check(len(t.fanouts) == m.num_layers,
@@ -880,6 +905,27 @@ def validate(cfg: Config) -> None:
     _check(cfg.launch.max_restarts >= 0, f"launch.max_restarts={cfg.launch.max_restarts} must be >= 0")
     _check(r.num_threads >= 0, f"run.num_threads={r.num_threads} must be >= 0")
     _check(bool(r.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")
+
+
+def _validate_embed(cfg: Config) -> None:
+    """``model.embed`` and the featureless graph: what they need and what they cannot run with."""
+    m = cfg.model
+    _check(not (cfg.data.name == "synthetic" and cfg.data.synthetic.featureless and not m.embed),
+           "data.synthetic.featureless=true gives the nodes no features, so model.embed=false leaves the model "
+           "without input; set --model.embed=true (a learnable row per node)")
+    if not m.embed:
+        return
+    _check(m.embed_dim >= 1, f"model.embed_dim={m.embed_dim} must be >= 1")
+    _check(m.embed_lr > 0, f"model.embed_lr={m.embed_lr} must be > 0")
+    # A worker owns the rows of its part's nodes: a new partitioning would have to move them.
+    _check(cfg.schedule.k == 0, f"model.embed=true with schedule.k={cfg.schedule.k}: the embedding rows live with "
+                                "their part's worker and do not move to a new partitioning; use --schedule.k=0")
+    _check(not cfg.partition.prebuilt and cfg.train.eval_mode != "layerwise",
+           "model.embed=true evaluates on the whole graph with every worker's rows gathered; layer-wise evaluation "
+           "(train.eval_mode=layerwise, partition.prebuilt) is not available with it: use --train.eval_mode=whole "
+           "without partition.prebuilt")
+    _check(not cfg.run.floor, "model.embed=true with run.floor=true: the floor's replayed epoch would update the "
+                              "embedding rows; set --run.floor=false")
 
 
 def check_output_dir(path: str | os.PathLike, key: str) -> None:

@@ -149,6 +149,10 @@ def setup_gat_heads_zero(tmp):
     return ["train", "--model.name=gat", "--model.heads=0"]
 
 
+def setup_featureless_without_embed(tmp):
+    return ["train", "--data.synthetic.featureless=true"]
+
+
 def setup_num_parts_over_nodes(tmp):
     return ["train", "--data.synthetic.num_nodes=50", "--data.synthetic.num_communities=16", "--partition.num_parts=64"]
 

@@ -2,7 +2,7 @@
 
 Every graph comes back homogeneous (idtype int64) with exactly these ndata:
 
-* ``feat``  float32 [N, F]
+* ``feat``  float32 [N, F] (none on a featureless graph: ``data.synthetic.featureless``)
 * ``label`` int64 [N]
 * ``train_mask`` / ``val_mask`` / ``test_mask`` bool [N]
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dgl
 
-from ..config import Config, ConfigError, DataConfig, validate
+from ..config import Config, ConfigError, DataConfig, ModelConfig, validate
 from .common import STANDARD_KEYS, make_graph, num_classes
 from .planetoid import cache_root, load_planetoid, planetoid_cache_dir
 from .synthetic import SBMArrays, effective_noise, generate_sbm, synthetic_graph
@@ -56,8 +56,9 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
     if not isinstance(cfg, DataConfig):
         raise TypeError(f"load_dataset expects a DataConfig, got {type(cfg).__name__}")
     # validate() checks the whole tree; the other sections' defaults are valid, so this
-    # runs exactly the data.* checks.
-    validate(Config(data=cfg))
+    # runs exactly the data.* checks (a featureless graph with the model that can train on it:
+    # the model section is not this function's to check).
+    validate(Config(data=cfg, model=ModelConfig(embed=cfg.synthetic.featureless)))
     if cfg.name == "synthetic":
         return synthetic_graph(cfg.synthetic)
     if cfg.name in ("cora", "citeseer"):

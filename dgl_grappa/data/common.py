@@ -8,11 +8,12 @@ from __future__ import annotations
 import dgl
 import torch
 
-#: The ndata keys every loaded graph carries (and only these).
+#: The ndata keys every loaded graph carries (and only these; a featureless graph,
+#: ``data.synthetic.featureless``, has no ``feat``).
 STANDARD_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask")
 
 
-def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: torch.Tensor,
+def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: torch.Tensor | None,
                label: torch.Tensor, train_mask: torch.Tensor, val_mask: torch.Tensor,
                test_mask: torch.Tensor) -> dgl.DGLGraph:
     """Build the standard output graph.
@@ -20,7 +21,7 @@ def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: to
     Args:
         src, dst: edge endpoints (any integer dtype).
         num_nodes: number of nodes (isolated nodes are kept).
-        feat: [N, F] features, cast to float32.
+        feat: [N, F] features, cast to float32; None for a featureless graph (no ``feat``).
         label: [N] labels, cast to int64.
         train_mask, val_mask, test_mask: [N] masks, cast to bool.
 
@@ -30,7 +31,8 @@ def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: to
     """
     g = dgl.graph((src.to(torch.int64), dst.to(torch.int64)), num_nodes=int(num_nodes),
                   idtype=torch.int64)
-    g.ndata["feat"] = feat.to(torch.float32).contiguous()
+    if feat is not None:
+        g.ndata["feat"] = feat.to(torch.float32).contiguous()
     g.ndata["label"] = label.to(torch.int64).contiguous()
     g.ndata["train_mask"] = train_mask.to(torch.bool).contiguous()
     g.ndata["val_mask"] = val_mask.to(torch.bool).contiguous()

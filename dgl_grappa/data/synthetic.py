@@ -223,12 +223,14 @@ def synthetic_graph(cfg: SyntheticConfig) -> dgl.DGLGraph:
 
     Returns:
         A homogeneous int64 DGLGraph with ndata ``feat``, ``label``, ``train_mask``,
-        ``val_mask`` and ``test_mask``; both directions of every edge, no self-loops.
+        ``val_mask`` and ``test_mask``; both directions of every edge, no self-loops. With
+        ``cfg.featureless`` there is no ``feat`` (the rest is the same graph: the generator
+        draws the features all the same, so its random stream, and the splits, do not change).
     """
     a = generate_sbm(cfg)
     return make_graph(
         torch.from_numpy(a.src), torch.from_numpy(a.dst), a.num_nodes,
-        feat=torch.from_numpy(a.feat), label=torch.from_numpy(a.label),
+        feat=None if cfg.featureless else torch.from_numpy(a.feat), label=torch.from_numpy(a.label),
         train_mask=torch.from_numpy(a.train_mask), val_mask=torch.from_numpy(a.val_mask),
         test_mask=torch.from_numpy(a.test_mask))
 

@@ -13,7 +13,11 @@ class TrafficCounter:
 
     * KVStore pulls through ``rpc.fast_pull``: ids asked for, ids owned by another machine
       (``remote_rows``), and their bytes (row bytes + the 8-byte id), split into the
-      feature tensor (name ending in ``feat``) and everything else;
+      feature tensor (name ending in ``feat``), the learnable embedding (``model.embed``:
+      ``embed_pull_bytes``) and everything else;
+    * the embedding's gradients (``embed_grad_bytes``): DGL's sparse optimizer sends every row
+      pulled with autograd on back to its owner at its step, as a gradient row and its id,
+      over the trainers' process group (not RPC), so they are counted at the pull;
     * Python RPC payloads: pickled bytes + tensor bytes of every request sent
       (``serialize_to_payload``) and response received (``deserialize_from_payload``),
       which in a training epoch is neighbour sampling on other machines;
@@ -29,6 +33,8 @@ class TrafficCounter:
         self.pull_rows = 0
         self.remote_rows = 0
         self.feature_bytes = 0
+        self.embed_pull_bytes = 0
+        self.embed_grad_bytes = 0
         self.other_pull_bytes = 0
         self.rpc_sent = 0
         self.rpc_recv = 0
@@ -37,6 +43,8 @@ class TrafficCounter:
     def take(self) -> dict:
         """The counts since the last call, as a dict; resets them."""
         out = {"pull_rows": self.pull_rows, "remote_rows": self.remote_rows, "feature_bytes": self.feature_bytes,
+               "embed_pull_bytes": self.embed_pull_bytes, "embed_grad_bytes": self.embed_grad_bytes,
+               "embed_bytes": self.embed_pull_bytes + self.embed_grad_bytes,
                "other_pull_bytes": self.other_pull_bytes, "rpc_bytes": self.rpc_sent + self.rpc_recv,
                "rpc_sent": self.rpc_sent, "rpc_recv": self.rpc_recv, "fetch_s": self.fetch_s}
         self.reset()
@@ -47,7 +55,10 @@ class TrafficCounter:
         """Patch ``dgl.distributed.rpc`` once per process and return the counter."""
         if cls._installed is not None:
             return cls._installed
+        import torch
         from dgl.distributed import rpc
+
+        from .embedding import EMBED_NAME
 
         counter = cls()
         fast_pull, ser, deser = rpc.fast_pull, rpc.serialize_to_payload, rpc.deserialize_from_payload
@@ -63,7 +74,11 @@ class TrafficCounter:
             counter.pull_rows += int(id_tensor.numel())
             counter.remote_rows += remote
             nbytes = remote * (row_bytes + 8)
-            if str(name).endswith("feat"):
+            if EMBED_NAME in str(name):  # the embedding and its optimizer's state (read by the owner: local)
+                counter.embed_pull_bytes += nbytes
+                if torch.is_grad_enabled():  # a traced pull: these rows' gradients go back to their owners
+                    counter.embed_grad_bytes += nbytes
+            elif str(name).endswith("feat"):
                 counter.feature_bytes += nbytes
             else:
                 counter.other_pull_bytes += nbytes
@@ -97,16 +112,21 @@ def num_classes(g) -> int:
     return int(m[0]) + 1
 
 
-def machine_holding(g, held=None) -> dict:
+def machine_holding(g, held=None, embed_dim: int = 0, embed_in_kvstore: bool = False) -> dict:
     """What a DistDGL machine holds of the graph: its KVStore shard (the server's node tensors,
     which the trainer maps from shared memory) and its partition's structure.
 
     ``resident_bytes`` counts the feature-width tables (2-D node tensors as wide as the
     features) plus ``held`` (the trainer's own tables); ``resident_other_bytes`` the other node
-    tensors (labels, masks, degrees) and the partition graph's arrays.
+    tensors (labels, masks, degrees) and the partition graph's arrays. With ``embed_dim``
+    (``model.embed``) the unit ``own_fp32_bytes`` is the own rows of that width, and with
+    ``embed_in_kvstore`` (the baseline's ``DistEmbedding``) the machine's shard of the embedding
+    and of DGL's SparseAdam state is resident too (the drop-in's rows are in ``held``).
     """
+    from .embedding import held_bytes
+
     part = g.local_partition
-    width = int(g.ndata["feat"].shape[1])
+    width = embed_dim or (int(g.ndata["feat"].shape[1]) if "feat" in g.ndata else 0)
     resident = other = 0
     for name in g.ndata.keys():
         try:
@@ -125,6 +145,8 @@ def machine_holding(g, held=None) -> dict:
         n_inner = 0
     if held is not None:
         resident += int(held.nbytes)
+    if embed_in_kvstore:
+        resident += held_bytes(n_inner, embed_dim)
     return {"resident_bytes": resident, "resident_other_bytes": other, "own_fp32_bytes": n_inner * width * 4}
 
 
@@ -188,7 +210,9 @@ class TrainerMeter:
         # Across hosts (DGL_GRAPPA_WIRE=nic) its host's interface bytes are read by the host's local rank 0.
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
-        self.epoch_meter.holding(**machine_holding(g, held))
+        embed = cfg.model.embed
+        self.epoch_meter.holding(**machine_holding(g, held, cfg.model.embed_dim if embed else 0,
+                                                   embed_in_kvstore=embed and held is None))
         self.one_time_bytes = int(one_time_bytes)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
         self._marks = [0.0, 0.0, 0.0, 0.0]
@@ -224,13 +248,14 @@ class TrainerMeter:
         """Take the records of epochs trained before a restart (from a checkpoint) as this job's own."""
         self.epoch_meter.preload(records)
 
-    def epoch(self, loader, epoch: int):
+    def epoch(self, loader, epoch: int, cap: int = 0):
         """Iterate over ``loader`` for one epoch, measuring it (a generator of its batches).
 
         ``train.steps_per_epoch`` caps the epoch at its first ``cap`` batches, as in the native
-        trainer (the loaders shuffle per epoch, so successive epochs see different seeds).
+        trainer (the loaders shuffle per epoch, so successive epochs see different seeds);
+        ``cap`` caps it too (the smaller of the two).
         """
-        cap = self.cfg.train.steps_per_epoch
+        cap = min(c for c in (self.cfg.train.steps_per_epoch, cap, 1 << 62) if c > 0)
         self._times = times = self.epoch_meter.start()  # the barrier
         self.traffic.take()    # drop whatever happened between epochs
         if self.correction is not None:
@@ -258,8 +283,12 @@ class TrainerMeter:
         """Record one step's loss (optional)."""
         self._losses.append(float(loss))
 
-    def end_epoch(self, epoch: int, model) -> dict:
-        """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record."""
+    def end_epoch(self, epoch: int, model, inputs=None) -> dict:
+        """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record.
+
+        ``inputs``: with learnable embeddings, the evaluation's input rows (see
+        :meth:`GlobalEvaluator.after_epoch <dgl_grappa.runtime.evaluation.GlobalEvaluator.after_epoch>`).
+        """
         from ..method.models import gradient_bytes
         from ..runtime.meter import all_workers
         from ..runtime.metrics import format_bytes, ring_allreduce_wire_bytes
@@ -271,16 +300,19 @@ class TrainerMeter:
         # Also the point where every rank has finished its steps (uneven ones included).
         rec = dict(cur, **self.epoch_meter.end())
         everyone = all_workers(cur)
-        for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes"):
+        for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes",
+                  "embed_bytes"):
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
         rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
-                            + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
-        rec.update(self.evaluator.after_epoch(model, epoch))
+                            + rec["embed_bytes_all"] + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
+        rec.update(self.evaluator.after_epoch(model, epoch, inputs))
         self.epoch_meter.record(rec)
         if self.rank == 0:
             acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
+            emb = f", embedding rows {format_bytes(rec['embed_bytes_all'])}" if self.cfg.model.embed else ""
             print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
-                  f"{format_bytes(rec['feature_bytes_all'])}, wire {format_bytes(rec['wire_bytes'])}{acc}", flush=True)
+                  f"{format_bytes(rec['feature_bytes_all'])}{emb}, wire {format_bytes(rec['wire_bytes'])}{acc}",
+                  flush=True)
         return rec
 
     def finish(self, model, extra: dict | None = None) -> dict | None:
@@ -299,6 +331,7 @@ class TrainerMeter:
                 "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in recs]),
                 "remote_rows_total": sum(r["remote_rows"] for r in recs),
                 "pull_rows_total": sum(r["pull_rows"] for r in recs),
+                "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in recs]),
                 "steps_per_epoch": median([r["steps"] for r in recs]), "one_time_bytes": self.one_time_bytes}
         per_worker = all_workers(mine)
         if self.rank != 0:
@@ -307,6 +340,9 @@ class TrainerMeter:
         own = {"rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
                "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
                "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
+               "embed": c.model.embed,
+               # learnable rows pulled and their gradients sent back, per epoch, all workers (model.embed)
+               "embed_bytes_per_epoch": sum(w["embed_bytes_per_epoch"] for w in per_worker),
                "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
                "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
                "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),

@@ -20,6 +20,14 @@ state); the step count is checked instead. Everything else (model, optimizer, lo
 untouched. The reducer's settings come from the config's ``grappa`` section and can be
 overridden on the command line, e.g. ``--grappa --grappa.correction=shrinkage --grappa.lam=0.3``.
 
+Learnable node embeddings (``model.embed``, a graph without features) follow DGL's
+``train_dist_transductive.py``: a ``DistEmbedding`` over every node in the KVStore, ``x =
+emb(input_nodes)`` (a pull), ``dgl.distributed.optim.SparseAdam`` stepped after the backward
+pass (every pulled row's gradient goes back to its owner), the dense weights through DDP
+(:mod:`dgl_grappa.distdgl.embedding`). Under ``--grappa`` the DistEmbedding becomes
+``loader.embedding(dim)``: this machine's rows, updated locally (PyTorch's SparseAdam), with the
+halo's frozen initial rows; no row or gradient of the embedding crosses the network.
+
 The trainer is started by the launcher (a server and a trainer per partition), which adds
 ``--ip_config``, ``--part_config`` and ``--out_dir``:
 
@@ -61,6 +69,7 @@ from dgl_grappa.cluster.hosts import worker_identity
 from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import load_config
+from dgl_grappa.distdgl import embedding as ge
 from dgl_grappa.method.dropin import GrappaLoader
 from dgl_grappa.method.local_part import first_hop_table
 from dgl_grappa.method.models import build_model
@@ -74,8 +83,9 @@ def param_checksum(model):
     return float(sum(p.detach().double().sum() for p in model.state_dict().values() if p.is_floating_point()))
 
 
-def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
-    """Rank 0 writes model, optimizer, next epoch, every rank's RNG states and records (a collective).
+def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter, shard=None):
+    """Rank 0 writes model, optimizer, next epoch, every rank's RNG states, records and ``shard``
+    (``model.embed``: its machine's embedding rows and sparse optimizer state) (a collective).
 
     The others wait for the outcome on the evaluation group (bounded by run.eval_timeout_s);
     a write that fails (disk full, ...) raises CheckpointError on every rank
@@ -91,7 +101,7 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter):
                 "schedule": {"k": cfg.schedule.k, "next": partitioning_index(next_epoch, cfg.schedule.k)}}
 
     return save_on_rank0(store, state, records, next_epoch, fingerprint(cfg), sum(r.get("steps", 0) for r in records),
-                         meter.evaluator.wait_for_rank0)
+                         meter.evaluator.wait_for_rank0, shard=shard)
 
 
 def load_checkpoint(path, cfg, model, optimizer):
@@ -110,7 +120,65 @@ def load_checkpoint(path, cfg, model, optimizer):
     mine = ranks[min(th.distributed.get_rank(), len(ranks) - 1)]
     set_rng_state(mine["rng"])
     ck["my_records"] = list(mine["records"])
+    ck["my_shard"] = mine.get("shard") or {}
     return ck
+
+
+def _embedding_shard(g, emb, emb_optimizer, args) -> dict:
+    """This trainer's embedding rows and sparse optimizer state, for its checkpoint shard."""
+    if args.grappa:
+        return {"embedding": emb.shard_state(emb_optimizer)}
+    return {"embedding": ge.shard_state(g, emb, emb_optimizer)}
+
+
+def _load_embedding(g, emb, emb_optimizer, ck, args) -> None:
+    """Restore this trainer's embedding shard from checkpoint ``ck`` (a collective for the DistEmbedding)."""
+    from dgl_grappa.runtime.checkpoint import CheckpointError
+
+    state = ck["my_shard"].get("embedding")
+    if state is None:
+        raise CheckpointError(f"checkpoint {args.resume} holds no embedding rows for this trainer; resume from a "
+                              "checkpoint of this run, or start afresh")
+    if args.grappa:
+        emb.load_shard(state, emb_optimizer)
+    else:
+        ge.load_shard(g, emb, emb_optimizer, state)
+
+
+def _common_steps(mine: int, cfg) -> int:
+    """The steps every trainer takes per epoch with a DistEmbedding: the fewest of any trainer (one all-reduce).
+
+    DGL's sparse optimizer exchanges gradients with every trainer at every step, and
+    ``model.join()`` cannot stand in for a finished trainer there: a trainer with one batch
+    more (``node_split`` evens the seeds, not always the batches) would wait for ever, so it
+    leaves that last batch out.
+    """
+    from dgl_grappa.config import ConfigError
+
+    n = th.tensor([-mine, mine], dtype=th.int64)
+    th.distributed.all_reduce(n, op=th.distributed.ReduceOp.MAX)
+    common, most = -int(n[0]), int(n[1])
+    if common < most and cfg.distdgl.num_samplers:  # on every trainer: they stop on the same error
+        raise ConfigError(f"model.embed=true: the trainers' loaders have {common} to {most} batches per epoch and "
+                          "DGL's sparse optimizer needs every trainer at every step, so some would stop early, which "
+                          "sampler processes do not allow; set --distdgl.num_samplers=0")
+    if common < mine:
+        print(f"trainer {th.distributed.get_rank()}: {mine} batches per epoch, the fewest of any trainer "
+              f"is {common}: DGL's sparse optimizer steps with every trainer, so it takes {common}", flush=True)
+    return common
+
+
+def _eval_inputs(g, emb, args):
+    """The evaluation's input rows (every node's, rank 0, the graph's node order): a callable for the meter."""
+    if args.grappa:  # every trainer's own rows, gathered to rank 0
+        from dgl_grappa.method.embedding import gather_rows
+        from dgl_grappa.partition.layout import to_original_order
+
+        def rows():
+            table = gather_rows(emb.global_ids[: emb.num_inner], emb.own.weight)
+            return to_original_order(table, args.part_config) if table is not None else None
+        return rows
+    return lambda: ge.eval_rows(g, emb, args.part_config)
 
 
 def train():
@@ -148,6 +216,7 @@ def train():
     sampler = dgl.dataloading.NeighborSampler(cfg.train.fanouts)
     correction = None
     exact = False
+    embed = cfg.model.embed  # learnable input rows instead of features (cfg.first_hop is then sampled)
     if args.grappa:
         # Grappa change 1 of 2: sample only inside this machine's partition (and, with
         # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
@@ -157,14 +226,25 @@ def train():
                               self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=cfg.train.halo,
                               first_hop=cfg.first_hop, part_config=args.part_config,
                               memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
-                              aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean")
+                              aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
+                              feat_key=None if embed else "feat")
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
                                                     shuffle=True, drop_last=False)
 
-    model = build_model(cfg.model, g.ndata["feat"].shape[1], gd.num_classes(g)).to(device)
+    in_dim = cfg.model.embed_dim if embed else g.ndata["feat"].shape[1]
+    model = build_model(cfg.model, in_dim, gd.num_classes(g)).to(device)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    emb = emb_optimizer = None
+    if embed and args.grappa:
+        # Grappa: this machine's rows (and the halo's frozen ones), trained here: replaces the DistEmbedding.
+        emb = loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
+        emb_optimizer = emb.optimizer(cfg.model.embed_lr)
+    elif embed:
+        # DGL's example: a DistEmbedding in the KVStore and DGL's distributed sparse optimizer.
+        emb = ge.dist_embedding(g, cfg.model.embed_dim, seed=cfg.train.seed)
+        emb_optimizer = dgl.distributed.optim.SparseAdam([emb], lr=cfg.model.embed_lr)
     if args.grappa:
         # Grappa change 2 of 2: coverage-corrected gradient aggregation in DDP's all-reduce.
         correction.register(model)
@@ -181,6 +261,8 @@ def train():
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
+        if embed:
+            _load_embedding(g, emb, emb_optimizer, ck, args)
         restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
                        checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"], resumed_from=args.resume)
         if ck["epoch"] != args.start_epoch:
@@ -191,6 +273,9 @@ def train():
         if k > 0 and args.start_epoch > 0 and args.start_epoch % k == 0:
             # tests: a trainer dies in the middle of a repartition switch (the restarted segment's start)
             faults.hit("switch", rank=th.distributed.get_rank(), epoch=args.start_epoch)
+    common = 0
+    if embed and not args.grappa:
+        common = _common_steps(-(-len(train_nid) // cfg.train.batch_size), cfg)  # its batches (no drop_last)
     store = None
     if args.checkpoint_dir:
         from dgl_grappa.runtime.checkpoint import CheckpointStore
@@ -206,10 +291,13 @@ def train():
         # would run the coverage hook on zero buckets with stale state: no join, a check instead.
         steps = 0
         with contextlib.nullcontext() if args.grappa else model.join():
-            for input_nodes, seeds, blocks in meter.epoch(loader, epoch):
+            for input_nodes, seeds, blocks in meter.epoch(loader, epoch, cap=common):
                 faults.hit("step", rank=th.distributed.get_rank(), epoch=epoch, step=steps)  # tests: a trainer dies
                 # Grappa: every input row from this machine's memory (own rows, the kept halo's)
-                x = (loader.features(input_nodes) if args.grappa else g.ndata["feat"][input_nodes]).to(device)
+                if embed:
+                    x = emb(input_nodes).to(device)  # DistDGL: a KVStore pull; Grappa: local rows
+                else:
+                    x = (loader.features(input_nodes) if args.grappa else g.ndata["feat"][input_nodes]).to(device)
                 y = g.ndata["label"][seeds].long().to(device)
                 if device.type != "cpu":
                     blocks = [b.to(device) for b in blocks]
@@ -223,8 +311,12 @@ def train():
                 else:
                     out = model(blocks, x)
                 loss = F.cross_entropy(out, y)
+                if emb_optimizer is not None:
+                    emb_optimizer.zero_grad()
                 optimizer.zero_grad()
                 loss.backward()
+                if emb_optimizer is not None:
+                    emb_optimizer.step()  # DistDGL: the rows' gradients go to their owners; Grappa: local
                 optimizer.step()
                 meter.step(loss)
                 steps += 1
@@ -233,12 +325,13 @@ def train():
             want = min(len(loader), cap) if cap else len(loader)
             if steps != want:
                 raise RuntimeError(f"epoch {epoch}: {steps} steps, but every trainer must take {want}")
-        meter.end_epoch(epoch, model.module)
+        meter.end_epoch(epoch, model.module, _eval_inputs(g, emb, args) if embed else None)
         restart.setdefault("first_epoch_start", meter.epoch_started)
         restart["last_epoch_end"] = time.time()
         if store is not None and checkpoint_due(cfg, epoch, last=stop):
             t = time.perf_counter()
-            save_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter)
+            shard = _embedding_shard(g, emb, emb_optimizer, args) if embed else None
+            save_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter, shard)
             restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))
     if store is not None and args.start_epoch >= stop:  # nothing left to train: the checkpoint stands as it is
         restart.update(save_s=0.0, checksum_saved=param_checksum(model.module))

@@ -34,6 +34,12 @@ replaces ``DistNodeDataLoader``:
   trains on the inner nodes only; with first-hop completion the first hop of every node
   is still complete.
 
+* learnable embeddings (a featureless graph, as in DGL's ``train_dist_transductive.py``):
+  ``emb = loader.embedding(dim)`` replaces the script's ``DistEmbedding``: this machine's own
+  nodes' rows, trained locally by ``emb.optimizer(lr)`` (PyTorch's ``SparseAdam``, instead of
+  ``dgl.distributed.optim.SparseAdam``), and with ``halo="keep"`` the halo's frozen initial rows;
+  ``emb(input_nodes)`` takes the batch's global ids. No row moves (:mod:`.embedding`).
+
 The method is the native runtime's, not a copy: the local graph is
 :func:`dgl_grappa.method.local_part.local_graph`, the weights :func:`dgl_grappa.method.coverage.partition_weights`,
 the batches :class:`dgl_grappa.method.sampler.LocalBatches`, and the hook state is set by
@@ -61,6 +67,7 @@ from torch import Tensor
 
 from ..config import dropin_problem
 from . import coverage as cov
+from .embedding import LocalEmbedding
 from .local_part import local_graph, relabel
 from .reducers.correction import Correction
 from .sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
@@ -238,7 +245,8 @@ class GrappaLoader(PartitionLoader):
             computes; ``python -m dgl_grappa prepare --gcn`` adds it).
         train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
             in-degree (without it the degrees are asked from the servers once, here) and the
-            features.
+            features; ``feat_key=None``: no features (learnable rows instead, :meth:`embedding`):
+            nothing feature-wide is read or held.
 
     Example:
         >>> loader = GrappaLoader(g, sampler, 1000, make_correction("none"), halo="keep",   # doctest: +SKIP
@@ -250,7 +258,7 @@ class GrappaLoader(PartitionLoader):
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
                  w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
                  storage: str = "auto", aggregate: str = "mean"):
         from ..config import parse_budget
         from .local_part import Keep, choose_kept
@@ -279,7 +287,18 @@ class GrappaLoader(PartitionLoader):
             raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
                                "dgl.distributed.partition_graph (reshuffled ids)")
         self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
-        self._feat = g.ndata[feat_key].local_partition  # the server's own rows, in shared memory
+        self._embedding = None  # made by embedding()
+        self._has_feat = feat_key is not None
+        if feat_key is not None and feat_key not in g.ndata:
+            raise ValueError(f"the graph has no node data {feat_key!r} (a graph without features?); pass feat_key=None "
+                             "and train on learnable rows: loader.embedding(dim)")
+        if feat_key is not None:
+            self._feat = g.ndata[feat_key].local_partition  # the server's own rows, in shared memory
+        else:
+            self._feat = torch.zeros((n_inner, 0))  # no features: learnable rows instead
+        if feat_key is None and completes:
+            raise ValueError(f"first_hop={first_hop!r} aggregates features, and feat_key=None has none; use "
+                             "first_hop='sampled' with learnable rows")
         width = int(self._feat.shape[1])
         train = g.ndata[train_key].local_partition[:n_inner]
         if degree_key in g.ndata:
@@ -307,7 +326,8 @@ class GrappaLoader(PartitionLoader):
         self._halo_gids, halo_ids = self._halo_gids[order], halo_ids[order]
         kept = torch.cat([inner_kept, halo_ids])
         # Read once: the kept halo's rows through the KVStore, the aggregates from the folder.
-        self.halo_feat = NodeTable.store(g.ndata[feat_key][self._halo_gids], precision) if halo == "keep" else None
+        self.halo_feat = (NodeTable.store(g.ndata[feat_key][self._halo_gids], precision)
+                          if halo == "keep" and feat_key is not None else None)
         halo_deg = (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata
                     else g.in_degrees(self._halo_gids)) if halo == "keep" else deg[:0]
         self.agg, self.halo_agg = None, None
@@ -332,8 +352,35 @@ class GrappaLoader(PartitionLoader):
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the feature-width tables this loader holds (the server holds the own features)."""
-        return sum(t.nbytes for t in (self.agg, self.halo_agg, self.halo_feat) if t is not None)
+        """Bytes of the feature-width tables this loader holds (the server holds the own features), and of
+        the learnable rows of :meth:`embedding` with their optimizer's moments."""
+        held = sum(t.nbytes for t in (self.agg, self.halo_agg, self.halo_feat) if t is not None)
+        return held + (self._embedding.memory()["embed"] if self._embedding is not None else 0)
+
+    def embedding(self, dim: int, seed: int = 0) -> "GlobalIdEmbedding":
+        """Learnable input rows for this machine's nodes: the drop-in for the script's ``DistEmbedding``.
+
+        Own nodes get trainable rows, updated by the module's :meth:`~.embedding.LocalEmbedding.optimizer`
+        (PyTorch's ``SparseAdam``, on this machine); with ``halo="keep"`` the kept halo nodes get their
+        owners' initial rows, frozen (:mod:`.embedding`). Nothing is read from the KVStore, and no row or
+        gradient ever leaves the machine. Called with a batch's global ``input_nodes``.
+
+        Args:
+            dim: row width.
+            seed: seed of the initial rows (every trainer must use the same).
+
+        Example:
+            >>> emb = loader.embedding(64)                    # was DistEmbedding(g.num_nodes(), 64, ...)   # doctest: +SKIP
+            >>> emb_opt = emb.optimizer(lr=0.01)              # was dgl.distributed.optim.SparseAdam([emb], lr=0.01)  # doctest: +SKIP
+            >>> for input_nodes, seeds, blocks in loader:                                                     # doctest: +SKIP
+            ...     loss = F.cross_entropy(model(blocks, emb(input_nodes)), labels); ...; emb_opt.step()
+        """
+        if self.first_hop != "sampled":
+            raise ValueError(f"first_hop={self.first_hop!r} precomputes aggregates of features; learnable rows need "
+                             "first_hop='sampled'")
+        if self._embedding is None:
+            self._embedding = GlobalIdEmbedding(self, dim, seed)
+        return self._embedding
 
     def _split(self, ids: Tensor) -> tuple[Tensor, Tensor]:
         """(mask of own nodes, position of each other node in the kept halo) for global ``ids``."""
@@ -352,6 +399,9 @@ class GrappaLoader(PartitionLoader):
         once, and with ``first_hop="block"`` the virtual ids (``num_nodes`` + v) are v's
         first-hop aggregates.
         """
+        if not self._has_feat:
+            raise RuntimeError("this loader was made with feat_key=None: it holds no features; read the input rows "
+                               "from loader.embedding(dim)")
         ids = input_nodes.to(torch.int64)
         out = torch.empty((ids.numel(), self._feat.shape[1]), dtype=torch.float32)
         virtual = ids >= self.num_nodes_total
@@ -392,6 +442,30 @@ class GrappaLoader(PartitionLoader):
         if pos.numel():
             out[~own] = self.halo_agg.gather(pos)
         return out
+
+
+class GlobalIdEmbedding(LocalEmbedding):
+    """:class:`~.embedding.LocalEmbedding` over one :class:`GrappaLoader`'s machine, called with global ids.
+
+    Rows: the machine's own nodes (global ids ``first .. first + n``, in order), then the kept
+    halo (the loader's sorted halo ids). Made by :meth:`GrappaLoader.embedding`.
+    """
+
+    def __init__(self, loader: GrappaLoader, dim: int, seed: int = 0):
+        own = torch.arange(loader._first, loader._first + loader._n_inner, dtype=torch.int64)
+        halo = loader._halo_gids if loader.halo == "keep" else loader._halo_gids[:0]
+        super().__init__(torch.cat([own, halo]), loader._n_inner, dim, seed)
+        self._split = loader._split
+        self._first = loader._first
+
+    def forward(self, input_nodes: Tensor) -> Tensor:
+        """Rows of the global ids ``input_nodes`` (nodes this machine holds)."""
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        local = torch.empty_like(ids)
+        local[own] = ids[own] - self._first
+        local[~own] = self.num_inner + pos
+        return super().forward(local)
 
 
 _EXCHANGES = 0

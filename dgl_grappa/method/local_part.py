@@ -194,9 +194,11 @@ def reached_nodes(src: Tensor, dst: Tensor, num_nodes: int, seeds: Tensor, hops:
     return need
 
 
-def _node_data(feat_file: Path, part_config) -> dict:
+def _node_data(feat_file: Path, part_config, features: bool = True) -> dict:
     node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
-    missing = [k for k in ("feat", "label", "train_mask") if k not in node]
+    if not features:
+        node.pop("feat", None)  # learnable rows instead (model.embed): the features are not held
+    missing = [k for k in (("feat",) if features else ()) + ("label", "train_mask") if k not in node]
     if missing:
         raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
                           "`python -m dgl_grappa partition`, or add them to the partition's node data")
@@ -283,8 +285,10 @@ def relabel(src: Tensor, dst: Tensor, kept: Tensor, n_local: int) -> tuple[Tenso
 
 
 def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int, exact: bool,
-               precision: str, aggregate: str = "agg") -> tuple[NodeTable, Tensor, NodeTable | None]:
-    """Features, in-degrees and (exact) aggregates of halo nodes, read once from their owners' files."""
+               precision: str, aggregate: str = "agg",
+               features: bool = True) -> tuple[NodeTable, Tensor, NodeTable | None]:
+    """Features (none without ``features``: width 0), in-degrees and (exact) aggregates of halo nodes,
+    read once from their owners' files."""
     n = gids.numel()
     # Stored owner by owner: one owner's rows in fp32 at a time, never the whole halo's.
     feat = NodeTable.empty(n, width, precision)
@@ -295,8 +299,9 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
         rows = (owner == p).nonzero(as_tuple=True)[0]
         idx = gids[rows] - first[p]
         _, _, feat_file = part_paths(part_config, p)
-        other = _node_data(feat_file, part_config)
-        feat.put(rows, other["feat"][idx].float())
+        other = _node_data(feat_file, part_config, features)
+        if features:
+            feat.put(rows, other["feat"][idx].float())
         deg[rows] = _in_degree(other, part_config, p, idx).to(torch.int64)
         del other
         if agg is not None:
@@ -321,7 +326,8 @@ def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
 
 
 def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
-               lean: bool = False, keep: Keep | None = None, aggregate: str = "agg") -> LocalPartition:
+               lean: bool = False, keep: Keep | None = None, aggregate: str = "agg",
+               features: bool = True) -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -338,6 +344,9 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         keep: what to keep under which budget (:class:`Keep`); default: every node, fp32.
         aggregate: the folder's first-hop table layer 0 reads (:func:`first_hop_table`): agg
             (the neighbour mean) or gcn (the ``GraphConv(norm='both')`` sum).
+        features: False loads no features (learnable rows instead, ``model.embed``; the part
+            may have none): ``feat`` is then a table of width 0, and a halo node costs only its
+            in-degree; not with ``exact``.
 
     Returns:
         A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
@@ -356,6 +365,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
     keep = keep or Keep()
     exact = first_hop == "exact"
+    if exact and not features:
+        raise ValueError("first_hop='exact' aggregates features: load_local(..., features=False) needs first_hop='sampled'")
     t0 = time.perf_counter()
     meta, _, feat_file = part_paths(part_config, part_id)
     if lean:
@@ -378,12 +389,12 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
                  else torch.full_like(pg.ndata[dgl.NID], part_id))[:n_local]
         num_parts = gpb.num_partitions()
         del pg
-    node = _node_data(feat_file, part_config)
+    node = _node_data(feat_file, part_config, features)
     train_local = node["train_mask"].bool().nonzero(as_tuple=True)[0]
-    width = int(node["feat"].shape[1])
+    width = int(node["feat"].shape[1]) if features else 0
     own_fp32 = num_inner * width * 4
     # What can appear in a batch: every node, or what the seeds' trees reach; under the budget.
-    top = float(node["feat"].abs().max()) if node["feat"].numel() else 0.0
+    top = float(node["feat"].abs().max()) if features and node["feat"].numel() else 0.0
     tables = 2 if exact else 1
     kept, inner_kept, halo_reach, precision = choose_kept(
         src, dst, n_local, num_inner, train_local, keep, width, inner_tables=tables, halo_tables=tables,
@@ -422,7 +433,10 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         train_ids = train_ids.to(torch.int32)
     in_degree = _in_degree(node, part_config, part_id, None).to(torch.int64)[inner_kept]
     all_inner = n_inner_keep == num_inner
-    feat = NodeTable.store(node["feat"] if all_inner else node["feat"][inner_kept], precision)
+    if not features:
+        feat = NodeTable.store(torch.zeros((n_inner_keep, 0)), precision)
+    else:
+        feat = NodeTable.store(node["feat"] if all_inner else node["feat"][inner_kept], precision)
     label = node["label"].to(torch.int64)[inner_kept]
     del node
     agg = None
@@ -433,7 +447,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     n_halo = n_keep - n_inner_keep
     if n_halo:
         hfeat, hdeg, hagg = _halo_rows(part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact,
-                                       precision, aggregate)
+                                       precision, aggregate, features)
         feat = NodeTable.cat([feat, hfeat])
         in_degree = torch.cat([in_degree, hdeg])
         agg = NodeTable.cat([agg, hagg]) if exact else None
@@ -486,8 +500,14 @@ def keep_for(cfg) -> Keep:
 
     ``reach`` is the number of sampled layers (the model's, less the first with first-hop
     completion), or the coverage recurrence's hops where a correction reads the weights.
+    With learnable embeddings (``model.embed``) every node is kept and there are no feature
+    tables to budget: each own node has a trainable row (which the evaluation reads too),
+    each halo node a frozen one (:mod:`.embedding`).
     """
     from ..config import parse_budget
+
+    if cfg.model.embed:
+        return Keep()
 
     sampled = cfg.model.num_layers - (1 if cfg.first_hop == "exact" else 0)
     reach = max(sampled, cfg.hops) if cfg.grappa.correction != "none" else sampled
@@ -499,4 +519,4 @@ def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartit
     """Worker ``part_id``'s part as a training run of ``cfg`` keeps it (halo, first hop, budget;
     a prebuilt partitioning, possibly of a graph no process can hold, is read lean)."""
     return load_local(part_config, part_id, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
-                      keep=keep_for(cfg), aggregate=first_hop_table(cfg.model))
+                      keep=keep_for(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)

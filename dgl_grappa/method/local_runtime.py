@@ -38,6 +38,10 @@ class LocalRuntime:
         self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
                                                             cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
         self.features = LocalFeatures(lp.feat)
+        # model.embed: the input rows are learnable (the trainer's LocalEmbedding); a batch yields the
+        # input nodes' local ids, looked up at the step itself, after the previous step's update (so
+        # train.prefetch, which draws the next batch during the backward pass, reads no stale row).
+        self.embed = bool(cfg.model.embed)
         n_seeds = lp.train_ids.numel()
         # Workers without training seeds take every agreed step with weight 0 (see LocalBatches).
         self.contributors = seeded_workers(n_seeds)
@@ -67,6 +71,9 @@ class LocalRuntime:
     def epoch_inputs(self, epoch: int, times=None):
         """Yield (graph or blocks, seeds, input features, output rows of the seeds, extra model inputs) per step.
 
+        With ``model.embed`` the input features are the input nodes' local ids (the trainer
+        looks their rows up in its embedding at the step).
+
         Mini-batch: sampled blocks, whose output rows are the seeds already (rows None).
         Full graph: one step over the whole local graph; the seeds are rows of its output.
         Extra: ``deg`` (full-graph in-degrees of the input rows) and, with first-hop
@@ -83,7 +90,7 @@ class LocalRuntime:
             lp = self.lp
             t0 = clock()
             every = torch.arange(lp.graph.num_nodes())
-            x, extra = self.features.gather(every), self._extra(every)
+            x, extra = self._rows(every), self._extra(every)
             if times is not None:
                 times.add("gather", clock() - t0)
             yield lp.graph, lp.train_ids, x, lp.train_ids, extra
@@ -96,11 +103,14 @@ class LocalRuntime:
             except StopIteration:
                 return
             t1 = clock()
-            x, extra = self.features.gather(input_nodes), self._extra(input_nodes)
+            x, extra = self._rows(input_nodes), self._extra(input_nodes)
             if times is not None:
                 times.add("sample", t1 - t0)
                 times.add("gather", clock() - t1)
             yield blocks, seeds, x, None, extra
+
+    def _rows(self, input_nodes: Tensor) -> Tensor:
+        return input_nodes.to(torch.int64) if self.embed else self.features.gather(input_nodes)
 
     def _extra(self, input_nodes: Tensor) -> dict:
         extra = {"deg": self.lp.in_degree[input_nodes]}

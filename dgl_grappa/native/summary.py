@@ -12,6 +12,7 @@ from ..method.models import gradient_bytes
 from ..runtime.meter import all_workers, run_summary
 from ..runtime.metrics import (
     ANON_PEAK,
+    median,
     memory_stats,
     ring_allreduce_wire_bytes,
     write_json,
@@ -40,7 +41,9 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
             "setup": trainer.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
             "one_time_bytes": trainer.one_time_bytes, "rows_held": lp.rows_held,
             "coverage_train": rt.coverage_stats(), **meter.worker_figures(),
-            "feature_bytes_total": sum(r["feature_bytes"] for r in records)}
+            "feature_bytes_total": sum(r["feature_bytes"] for r in records),
+            # model.embed: bytes of embedding rows moved to or from another worker (there is no such path: 0)
+            "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records])}
     per_worker = all_workers(mine)
     if not ident.is_main:
         return None
@@ -65,11 +68,14 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
     own = {
         "first_hop": cfg.first_hop,
         "empty": cfg.model.empty if cfg.model.name == "sage" else None,
+        "embed": cfg.model.embed,
+        # learnable rows that crossed the network per epoch, all workers (model.embed; DistDGL: pulls + gradients)
+        "embed_bytes_per_epoch": sum(w["embed_bytes_per_epoch"] for w in per_worker),
         **floor_summary(records),
         "feature_bytes_total": sum(w["feature_bytes_total"] for w in per_worker),
         # all workers together: what the app handed over (wire bytes: measured)
         "app_bytes_per_epoch": ring_allreduce_wire_bytes([w["grad_bytes_per_epoch"] for w in per_worker])
-        + sum(w["feature_bytes_per_epoch"] for w in per_worker),
+        + sum(w["feature_bytes_per_epoch"] + w["embed_bytes_per_epoch"] for w in per_worker),
         # One-time bytes (halo rows and first-hop aggregates, read once per partitioning, all
         # workers and partitionings together) and what they add to every epoch they serve.
         "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),

@@ -6,6 +6,9 @@ of its nodes once (:class:`LocalRuntime`, the data side), wraps the model in DDP
 coverage-corrected communication hook, and runs the same number of steps as every other
 worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not
 training: timed apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
+With ``model.embed`` the input rows are learnable: each worker holds and updates its own
+nodes' rows (:class:`~dgl_grappa.method.embedding.LocalEmbedding`, outside DDP, so the
+all-reduce carries the dense weights alone).
 """
 from __future__ import annotations
 
@@ -32,12 +35,14 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..config import Config, ConfigError
+from ..method.embedding import LocalEmbedding, gather_rows
 from ..method.local_part import load_for_training
 from ..method.local_runtime import LocalRuntime
 from ..method.models import build_model
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
+    CheckpointError,
     CheckpointStore,
     checkpoint_dir,
     checkpoint_due,
@@ -97,6 +102,8 @@ class Trainer:
         self.epoch = 0  # the next epoch to train
         self.step = 0   # training steps taken so far
         self.resumed_from: str | None = None
+        self.embedding = self.emb_optimizer = None  # model.embed: this worker's learnable rows
+        self.part_config = part_config
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last)
         self.fingerprint = fingerprint(cfg)
         try:
@@ -118,17 +125,24 @@ class Trainer:
             torch.manual_seed(cfg.train.seed)
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
-                log.info("train.first_hop=%s: GAT's first layer cannot be precomputed (its attention depends on "
-                         "learned projections), so it is sampled", cfg.train.first_hop)
+                log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
+                         "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
+                         "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
+                         "depends on learned projections)")
             lp = load_for_training(cfg, part_config, ident.part)
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
             self.rt = LocalRuntime(cfg, ident, lp)
             # set-up stages of this worker (summary.json workers[].setup)
+            if cfg.model.embed:
+                # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
+                self.embedding = LocalEmbedding(lp.global_ids, lp.num_inner, cfg.model.embed_dim, seed=cfg.train.seed)
+                self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
             self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
                           "memory_after_setup": memory_stats()}
             ANON_PEAK.sample()
-            self.model = build_model(cfg.model, lp.feat.shape[1], num_classes).to(self.device)
+            in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
+            self.model = build_model(cfg.model, in_dim, num_classes).to(self.device)
             # Broadcasts rank 0's parameters: every worker starts from the same model. On a
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -150,6 +164,11 @@ class Trainer:
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
                      cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
                      lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
+            if self.embedding is not None:
+                m = self.embedding.memory()
+                log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
+                         "(frozen initial rows): %.2f MB with the optimizer's moments, 0 bytes on the network",
+                         ident.part, self.embedding.num_inner, self.embedding.halo_rows.shape[0], m["embed"] / 1e6)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -166,7 +185,8 @@ class Trainer:
         Args:
             graph: sampled blocks, or the whole local graph (full-graph mode).
             seeds: local ids of the batch's training nodes.
-            x: input features.
+            x: input features; with ``model.embed`` the input nodes' local ids, whose rows are
+                looked up here (after the previous step's update; counted as ``gather``).
             rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
             extra: more keyword inputs of the model (``deg``, ``agg``: :meth:`LocalRuntime.epoch_inputs`).
             times: if given, forward / backward / allreduce / optimizer seconds are added to it
@@ -181,6 +201,11 @@ class Trainer:
             (mean loss of the batch, its batch weight).
         """
         clock = time.perf_counter
+        if self.embedding is not None:
+            t_emb = clock()
+            x = self.embedding(x)
+            if times is not None:
+                times.add("gather", clock() - t_emb)
         t0 = clock()
         dev = self.device
         extra = extra or {}
@@ -197,6 +222,8 @@ class Trainer:
         t1 = clock()
         self.comm.start_step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.emb_optimizer is not None:
+            self.emb_optimizer.zero_grad(set_to_none=True)
         if during_backward is None:
             loss.backward()
             t2 = t_bwd = clock()
@@ -209,6 +236,8 @@ class Trainer:
                 t_bwd = job.result()  # the backward's end; re-raises its exception
             t2 = clock()
         self.optimizer.step()
+        if self.emb_optimizer is not None:
+            self.emb_optimizer.step()  # this worker's own rows, locally
         t3 = clock()
         if times is not None:
             ready = self.comm.last_ready if self.comm.last_ready > t1 else t_bwd  # no bucket: all backward
@@ -274,14 +303,27 @@ class Trainer:
         inputs.close()
         common = self.meter.end()
         remote, local = rt.features.take_bytes()
-        return {"epoch": epoch, **common, "allreduce_inflight_s": self.comm.take_inflight(),
-                "loss": sum(losses) / len(losses),
-                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
-                "feature_bytes": remote, "local_feature_bytes": local}
+        rec = {"epoch": epoch, **common, "allreduce_inflight_s": self.comm.take_inflight(),
+               "loss": sum(losses) / len(losses),
+               "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
+               "feature_bytes": remote, "local_feature_bytes": local}
+        if self.embedding is not None:
+            # the embedding's rows: all served locally (its remote count is 0: it has no remote path)
+            rec["embed_bytes"], rec["local_embed_bytes"] = self.embedding.take_bytes()
+        return rec
 
     def evaluate(self, epoch: int) -> dict:
         """The global evaluation after ``epoch`` when due (a collective; rank 0 evaluates), else {}."""
-        return self.evaluator.after_epoch(self.model, epoch)
+        return self.evaluator.after_epoch(self.model, epoch, self._eval_inputs if self.embedding is not None else None)
+
+    def _eval_inputs(self):
+        """model.embed: every worker's own rows, on rank 0 in the graph's node order (a collective, outside
+        the epoch's window: evaluation bytes, like DistDGL's evaluation pulls); None on the other ranks."""
+        from ..partition.layout import to_original_order
+
+        emb = self.embedding
+        table = gather_rows(emb.global_ids[: emb.num_inner], emb.own.weight)
+        return to_original_order(table, self.part_config) if table is not None else None
 
     def fit(self) -> dict | None:
         """Train every remaining epoch, log each, checkpoint when due, and write the summary.
@@ -315,16 +357,19 @@ class Trainer:
         Raises:
             CheckpointError: on every rank, when rank 0 could not write it (disk full, ...).
         """
+        # model.embed: each worker's rows and their sparse optimizer's state are its own shard of the checkpoint
+        shard = ({"embedding": self.embedding.shard_state(self.emb_optimizer)} if self.embedding is not None
+                 else None)
         path = save_on_rank0(self.store, lambda ranks: dict(self.state_dict(), ranks=ranks), self.meter.records,
-                             self.epoch, self.fingerprint, self.step, self.evaluator.wait_for_rank0)
+                             self.epoch, self.fingerprint, self.step, self.evaluator.wait_for_rank0, shard=shard)
         if self.ident.is_main:
             log.info("checkpoint after epoch %d (step %d): %s", self.epoch - 1, self.step, path)
         return path
 
     def state_dict(self) -> dict:
-        """What a checkpoint holds besides every rank's RNG states and records (added by
-        :meth:`save_checkpoint`): model, optimizer, next epoch, steps taken, and the schedule's
-        position and records (which partitioning trained last, which comes next, the switches)."""
+        """What a checkpoint holds besides every rank's RNG states, records and (``model.embed``) embedding
+        shard (added by :meth:`save_checkpoint`): model, optimizer, next epoch, steps taken, and the
+        schedule's position and records (which partitioning trained last, which comes next, the switches)."""
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
                  "step": self.step}
         if self.driver is not None:
@@ -332,8 +377,9 @@ class Trainer:
         return state
 
     def load_state_dict(self, ck: dict) -> None:
-        """Continue from checkpoint ``ck``: model, optimizer, position, records and this rank's RNG states
-        (the schedule's records were restored with the repartition driver).
+        """Continue from checkpoint ``ck``: model, optimizer, position, records, this rank's RNG states and
+        (``model.embed``) its embedding rows with their optimizer's state (the schedule's records were
+        restored with the repartition driver).
 
         Call it last in the set-up: the RNG states are the ones the checkpointed run had
         when it was about to train epoch ``ck["epoch"]``.
@@ -343,6 +389,12 @@ class Trainer:
         self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0))
         ranks = ck.get("ranks") or []
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
+        if self.embedding is not None:
+            shard = (mine or {}).get("shard") or {}
+            if "embedding" not in shard:
+                raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank {self.ident.rank};"
+                                      " resume from a checkpoint of this run, or start afresh")
+            self.embedding.load_shard(shard["embedding"], self.emb_optimizer)
         if mine is not None:
             # metrics.jsonl restarts with the epochs the checkpoint covers
             self.meter.preload(r for r in mine["records"] if r["epoch"] < self.epoch)
@@ -383,9 +435,18 @@ class Trainer:
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
     def _holding(self, lp) -> None:
-        """Tell the meter what this worker holds of its part (records and summary.json show it)."""
-        self.meter.holding(lp.resident_bytes, lp.resident_other_bytes, lp.own_fp32_bytes, memory=lp.memory,
-                           keep=lp.keep)
+        """Tell the meter what this worker holds of its part (records and summary.json show it).
+
+        With ``model.embed`` the node tables are the embedding's (own rows, their SparseAdam
+        moments, frozen halo rows), and the unit of the ratio is the own rows in fp32.
+        """
+        resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
+        if self.embedding is not None:
+            m = self.embedding.memory()
+            resident += m["embed"]
+            memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
+            own = lp.part_inner * self.cfg.model.embed_dim * 4
+        self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,

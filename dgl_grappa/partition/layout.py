@@ -95,6 +95,36 @@ def node_map(meta: dict) -> list[tuple[int, int]]:
     return [(int(lo), int(hi)) for lo, hi in nm]
 
 
+ORIG_IDS_FILE = "orig_ids.npy"
+"""Beside the partition json (written by ``partition``): the original id of every global (shuffled) id."""
+
+
+def to_original_order(rows: Tensor, part_config: str | Path) -> Tensor:
+    """Rows indexed by the partitioning's global (shuffled) ids, reordered to the graph's own node ids.
+
+    Args:
+        rows: [num_nodes, ...], row i for global id i.
+        part_config: the partitioning's json; its folder holds ``orig_ids.npy``.
+
+    Raises:
+        ConfigError: the folder has no ``orig_ids.npy`` (not written by ``python -m dgl_grappa partition``).
+
+    Example:
+        >>> to_original_order(torch.tensor([[1.], [2.]]), "runs/x/partitions/0/grappa.json")   # doctest: +SKIP
+        tensor([[2.], [1.]])
+    """
+    import numpy as np
+
+    f = Path(part_config).parent / ORIG_IDS_FILE
+    if not f.is_file():
+        raise ConfigError(f"{f} is missing: the rows cannot be put back in the graph's node order; partition with "
+                          "`python -m dgl_grappa partition` (it writes the original ids)")
+    orig = torch.from_numpy(np.load(f)).to(torch.int64)
+    out = torch.empty_like(rows)
+    out[orig] = rows
+    return out
+
+
 def part_paths(part_config: str | Path, part_id: int) -> tuple[dict, Path, Path]:
     part_config = Path(part_config)
     meta = json.loads(part_config.read_text())

@@ -28,7 +28,8 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
 
     Args:
-        g: homogeneous graph with ndata feat, label, train/val/test_mask.
+        g: homogeneous graph with ndata feat (none: a featureless graph, no aggregates), label,
+            train/val/test_mask.
         cfg: partition options (num_parts, method, balance_*, seed).
         out_dir: target folder (created; DGL's layout).
         fingerprint: anything that identifies the input (stored so a later run can reuse it).
@@ -102,10 +103,13 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     np.save(out / "assignment.npy", assignment)
     np.save(out / "orig_ids.npy", orig_nids.numpy())
     # First-hop aggregates, from the written parts (the same path as for a folder made elsewhere).
+    # A featureless graph has none: its input rows are learnable (model.embed), so nothing is precomputed.
+    stats["featureless"] = "feat" not in g.ndata
     t1 = time.perf_counter()
-    prep = prepare(part_config_path(out), gcn=True)  # gcn: for GraphConv(norm='both') through the drop-in
+    if not stats["featureless"]:
+        prep = prepare(part_config_path(out), gcn=True)  # gcn: for GraphConv(norm='both') through the drop-in
+        stats["aggregate_remote_pairs"] = [p["remote_pairs"] for p in prep["parts"]]
     stats["prepare_seconds"] = time.perf_counter() - t1
-    stats["aggregate_remote_pairs"] = [p["remote_pairs"] for p in prep["parts"]]
     stats["files"] = file_manifest(out)
     (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     return stats

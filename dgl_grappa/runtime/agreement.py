@@ -2,7 +2,8 @@
 
 Both runtimes use the same protocol; the files themselves are :mod:`dgl_grappa.runtime.checkpoint`.
 
-* **Save** (:func:`save_on_rank0`): every rank's RNG states and records are gathered to rank
+* **Save** (:func:`save_on_rank0`): every rank's RNG states and records (and its own shard of
+  state, e.g. its embedding rows and their sparse optimizer's state) are gathered to rank
   0, which writes the checkpoint; the others wait for the outcome on the group bounded by
   ``run.eval_timeout_s`` (``wait``: the evaluator's ``wait_for_rank0``), so a write that
   fails (disk full, ...) raises :class:`~dgl_grappa.runtime.checkpoint.CheckpointError` on
@@ -39,18 +40,20 @@ log = logging.getLogger("dgl_grappa")
 
 
 def save_on_rank0(store: CheckpointStore, state: Callable[[list], dict], records: list[dict], epoch: int,
-                  fp: dict, step: int, wait: Callable) -> str:
+                  fp: dict, step: int, wait: Callable, shard: dict | None = None) -> str:
     """Write a checkpoint (a collective; rank 0 writes); its path, on every rank.
 
     Args:
         store: the run's checkpoint folder.
-        state: called on rank 0 only, with every rank's ``{"rng", "records"}`` in rank
-            order; returns what the checkpoint holds (model, optimizer, ..., those states).
+        state: called on rank 0 only, with every rank's ``{"rng", "records"}`` (and ``"shard"``)
+            in rank order; returns what the checkpoint holds (model, optimizer, ..., those states).
         records: this rank's epoch records.
         epoch: the next epoch to train (the checkpoint's epoch).
         fp: the config's fingerprint.
         step: training steps taken so far.
         wait: the bounded wait for rank 0 (see the module docstring).
+        shard: this rank's own state (tensors and plain containers), stored as its ``"shard"``:
+            what only this rank holds, such as its embedding rows (``model.embed``).
 
     Raises:
         CheckpointError: on every rank, when rank 0 could not write it.
@@ -62,6 +65,8 @@ def save_on_rank0(store: CheckpointStore, state: Callable[[list], dict], records
     """
     main = dist.get_rank() == 0
     mine = {"rng": rng_state(), "records": records}
+    if shard is not None:
+        mine["shard"] = shard
     gathered = [None] * dist.get_world_size() if main else None
     dist.gather_object(mine, gathered, dst=0)
     outcome = None

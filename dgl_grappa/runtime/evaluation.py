@@ -29,12 +29,14 @@ log = logging.getLogger("dgl_grappa")
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, g, x: Tensor | None = None) -> dict[str, float]:
     """Accuracy on the val and test masks of the whole graph, full neighbourhoods.
 
     Args:
         model: the GNN (called as ``model(g, feat)``); its train/eval mode is restored.
         g: the whole graph with ndata feat, label, val_mask, test_mask.
+        x: the input rows of every node instead of ``feat`` (learnable embeddings, in the
+            graph's node order); None = ``g.ndata["feat"]``.
 
     Returns:
         ``{"val": accuracy, "test": accuracy}``.
@@ -45,7 +47,7 @@ def evaluate(model: torch.nn.Module, g) -> dict[str, float]:
         model = copy.deepcopy(model).to(g.device)
     was_training = model.training
     model.eval()
-    pred = model(g, g.ndata["feat"]).argmax(-1)
+    pred = model(g, g.ndata["feat"] if x is None else x.to(g.device)).argmax(-1)
     model.train(was_training)
     correct = pred == g.ndata["label"]
     return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
@@ -110,8 +112,15 @@ class GlobalEvaluator:
         """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
         return wait_for_rank0(self.group, obj)
 
-    def after_epoch(self, model: torch.nn.Module, epoch: int) -> dict:
+    def after_epoch(self, model: torch.nn.Module, epoch: int, inputs=None) -> dict:
         """Evaluate after ``epoch`` if due (a collective: every worker must call it).
+
+        Args:
+            model: rank 0's model.
+            epoch: the epoch just trained.
+            inputs: with learnable embeddings, a callable every rank calls when an evaluation is
+                due (it may be a collective) that returns, on rank 0, every node's input row in
+                the graph's node order (None elsewhere); None = the graph's features.
 
         Returns:
             ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0,
@@ -121,8 +130,9 @@ class GlobalEvaluator:
             return {}
         t0 = time.perf_counter()
         out = {}
+        x = inputs() if inputs is not None else None
         if self.graph is not None:
-            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph).items()}
+            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph, x).items()}
         if self.group is not None:
             dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates
         out["eval_time_s"] = time.perf_counter() - t0
@@ -361,8 +371,15 @@ class LayerwiseEvaluator:
         self.last_stats = stats
         return {"val": float(correct[0] / max(correct[1], 1)), "test": float(correct[2] / max(correct[3], 1))}
 
-    def after_epoch(self, model, epoch: int) -> dict:
-        """Evaluate after ``epoch`` if due (a collective); ``eval_time_s`` and the accuracies (rank 0)."""
+    def after_epoch(self, model, epoch: int, inputs=None) -> dict:
+        """Evaluate after ``epoch`` if due (a collective); ``eval_time_s`` and the accuracies (rank 0).
+
+        ``inputs`` (learnable embeddings) is not available here: the config refuses
+        ``model.embed`` with layer-wise evaluation.
+        """
+        if inputs is not None:
+            raise ValueError("layer-wise evaluation reads the input rows from the partition files; it cannot take "
+                             "learnable embeddings (use train.eval_mode=whole)")
         if not eval_due(self.cfg, epoch):
             return {}
         t0 = time.perf_counter()

@@ -1,0 +1,213 @@
+"""Learnable node embeddings, the Grappa way: a worker holds and trains the rows of its own nodes.
+
+For a graph without features (``model.embed``), every node's input row is a trainable vector.
+DistDGL keeps them in one ``DistEmbedding`` sharded over the KVStore: every step pulls the
+rows of the batch's input nodes from their owners and the sparse optimizer sends each row's
+gradient back to its owner. Here every row lives with the worker that owns its node:
+
+* **own rows** (the part's inner nodes): a ``torch.nn.Embedding(sparse=True)`` updated by
+  PyTorch's ``SparseAdam`` (:meth:`LocalEmbedding.optimizer`), on this worker only. A batch
+  is sampled inside the worker's part, so every row it asks for is here: embeddings cost no
+  network byte, and the gradient all-reduce carries the dense model weights alone (the
+  embedding is not part of the DDP module).
+* **halo rows** (``train.halo: keep``): a halo node's row is its owner's *initial* row, a
+  frozen copy that is never updated (stale); its owner trains the real one. It costs no byte
+  either: the initial row is a pure function of (seed, global id) (:func:`initial_rows`), so
+  the worker computes it. With ``train.halo: drop`` the halo is not an input at all.
+* **memory**: the own rows and SparseAdam's two moment tables (3 x own rows x dim x 4 bytes)
+  plus the frozen halo rows (:meth:`LocalEmbedding.memory`); no feature table is loaded.
+* **evaluation**: the whole graph needs every row once per evaluation: :func:`gather_rows`
+  hands every worker's own rows to rank 0 (a collective after the epoch's window, like
+  DistDGL's evaluation pulls).
+* **checkpoints**: :meth:`LocalEmbedding.shard_state` (this worker's rows and its sparse
+  optimizer's state) goes into the run's checkpoint, and :meth:`LocalEmbedding.load_shard`
+  restores it bit for bit.
+
+Example:
+    >>> emb = LocalEmbedding(torch.tensor([4, 5, 9]), num_inner=2, dim=8, seed=0)   # rows of nodes 4, 5; halo 9
+    >>> opt = emb.optimizer(lr=0.01)
+    >>> emb(torch.tensor([0, 2])).sum().backward(); opt.step()
+    >>> torch.equal(emb(torch.tensor([2])), initial_rows(torch.tensor([9]), 8, 0))   # the halo row stays frozen
+    True
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from ..config import ConfigError
+
+_M32 = (1 << 32) - 1
+
+
+def _mul32(h: Tensor, c: int) -> Tensor:
+    """(h * c) mod 2^32 for h in [0, 2^32), in int64 without overflow (two 16-bit halves of c)."""
+    lo = (h * (c & 0xFFFF)) & _M32
+    hi = ((h * (c >> 16)) & 0xFFFF) << 16
+    return (lo + hi) & _M32
+
+
+def _mix32(h: Tensor) -> Tensor:
+    """MurmurHash3's 32-bit finaliser (a bijection of [0, 2^32) that spreads every input bit)."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def initial_rows(global_ids: Tensor, dim: int, seed: int = 0) -> Tensor:
+    """The initial embedding rows of nodes ``global_ids``: uniform in [-1, 1), as DGL's example draws them.
+
+    A pure function of (seed, global id, column), so every worker computes any node's initial
+    row without asking its owner (a halo row costs no byte), and both systems start alike.
+
+    Args:
+        global_ids: the nodes' global ids (the partitioning's).
+        dim: row width.
+        seed: ``train.seed``.
+
+    Returns:
+        float32 [len(global_ids), dim].
+
+    Example:
+        >>> torch.equal(initial_rows(torch.tensor([3, 7]), 4)[1], initial_rows(torch.tensor([7]), 4)[0])
+        True
+    """
+    g = global_ids.to(torch.int64).reshape(-1, 1)
+    key = _mix32((g & _M32) ^ _mix32(torch.tensor(seed & _M32, dtype=torch.int64)))
+    key = _mix32(key ^ ((g >> 32) & _M32))
+    col = _mix32(torch.arange(dim, dtype=torch.int64) * 0x9E3779B9 & _M32)
+    bits = _mix32(key ^ col) >> 8  # 24 bits: exact in float32
+    return (bits.to(torch.float32) * (2.0 / (1 << 24)) - 1.0).contiguous()
+
+
+class LocalEmbedding(nn.Module):
+    """One worker's learnable input rows: its own nodes' (trained) and its halo's (frozen initial rows).
+
+    Called with local ids (own nodes ``0 .. num_inner - 1``, then the halo), it returns their
+    rows; only own rows carry a (sparse) gradient. See the module docstring for the rules.
+
+    Args:
+        global_ids: global id of every local row, own nodes first, then the halo.
+        num_inner: how many of them are own nodes.
+        dim: row width (``model.embed_dim``).
+        seed: seed of :func:`initial_rows` (``train.seed``).
+
+    Attributes:
+        own: the trainable rows (``nn.Embedding(num_inner, dim, sparse=True)``).
+        halo_rows: the halo's frozen rows (a buffer, not saved: it is recomputed).
+        local_bytes: bytes of rows served since the last :meth:`take_bytes` (all local).
+
+    Example:
+        >>> emb = LocalEmbedding(lp.global_ids, lp.num_inner, 64, seed=0)      # doctest: +SKIP
+        >>> opt = emb.optimizer(lr=0.01)                                       # doctest: +SKIP
+        >>> out = model(blocks, emb(input_nodes)); loss.backward(); opt.step() # doctest: +SKIP
+    """
+
+    def __init__(self, global_ids: Tensor, num_inner: int, dim: int, seed: int = 0):
+        super().__init__()
+        gids = global_ids.to(torch.int64)
+        self.num_inner, self.dim = int(num_inner), int(dim)
+        self.register_buffer("global_ids", gids.clone(), persistent=False)
+        # from_pretrained draws nothing from torch's RNG (nn.Embedding's own init would, and by
+        # a different amount on every worker).
+        self.own = nn.Embedding.from_pretrained(initial_rows(gids[: self.num_inner], self.dim, seed), freeze=False,
+                                                sparse=True)
+        self.register_buffer("halo_rows", initial_rows(gids[self.num_inner:], self.dim, seed), persistent=False)
+        self.local_bytes = 0
+
+    def forward(self, ids: Tensor) -> Tensor:
+        """Rows of local ids ``ids`` (own rows differentiable, halo rows constant)."""
+        ids = ids.to(torch.int64)
+        self.local_bytes += ids.numel() * self.dim * 4
+        inner = ids < self.num_inner
+        if bool(inner.all()):
+            return self.own(ids)
+        if ids.numel() and int(ids.max()) >= self.num_inner + self.halo_rows.shape[0]:
+            raise RuntimeError("a step asked for the row of a node outside this worker's local graph")
+        at_own, at_halo = inner.nonzero(as_tuple=True)[0], (~inner).nonzero(as_tuple=True)[0]
+        out = torch.zeros((ids.numel(), self.dim), dtype=torch.float32)
+        # out of place: the own rows' gradient flows back through index_put, only to the rows asked for
+        out = out.index_put((at_own,), self.own(ids[at_own]))
+        return out.index_put((at_halo,), self.halo_rows.index_select(0, ids[at_halo] - self.num_inner))
+
+    def optimizer(self, lr: float) -> torch.optim.SparseAdam:
+        """The sparse optimizer of the own rows: PyTorch's ``SparseAdam`` (lazy Adam: only rows with a
+        gradient move), the local counterpart of ``dgl.distributed.optim.SparseAdam``.
+
+        The one difference: PyTorch's bias correction counts the optimizer's steps, DGL's each
+        row's own updates; they agree for a row updated at every step, and differ for rows
+        that skip steps. (On one part, where the two systems train the same rows, their
+        accuracy curves agree: docs/method.md.)
+        """
+        return torch.optim.SparseAdam(list(self.own.parameters()), lr=lr)
+
+    def take_bytes(self) -> tuple[int, int]:
+        """(remote, local) bytes of rows served since the last call: remote is 0, there is no remote path."""
+        local, self.local_bytes = self.local_bytes, 0
+        return 0, local
+
+    def memory(self) -> dict:
+        """Bytes held: ``embed_inner`` (own rows), ``embed_optimizer`` (SparseAdam's two moment tables of the
+        own rows, allocated at its first step), ``embed_halo`` (frozen halo rows) and their ``embed`` total."""
+        own = self.num_inner * self.dim * 4
+        halo = int(self.halo_rows.numel() * self.halo_rows.element_size())
+        return {"embed_inner": own, "embed_optimizer": 2 * own, "embed_halo": halo, "embed": 3 * own + halo}
+
+    def shard_state(self, optimizer: torch.optim.Optimizer) -> dict:
+        """This worker's part of a checkpoint: its own rows (with their global ids) and its optimizer's state."""
+        # copies: an optimizer's state_dict() holds its live tensors, which its next step changes in place
+        return {"global_ids": self.global_ids[: self.num_inner].clone(), "weight": self.own.weight.detach().clone(),
+                "optimizer": copy.deepcopy(optimizer.state_dict())}
+
+    def load_shard(self, state: dict, optimizer: torch.optim.Optimizer) -> None:
+        """Restore what :meth:`shard_state` returned, bit for bit.
+
+        Raises:
+            ConfigError: the shard belongs to other nodes (another partitioning).
+        """
+        if not torch.equal(state["global_ids"], self.global_ids[: self.num_inner]):
+            raise ConfigError("the checkpoint's embedding rows belong to other nodes than this worker's part (another "
+                              "partitioning); resume on the partitioning it was written with, or start afresh")
+        with torch.no_grad():
+            self.own.weight.copy_(state["weight"])
+        optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # its tensors would be shared, not copied
+
+
+def gather_rows(global_ids: Tensor, rows: Tensor, dst: int = 0) -> Tensor | None:
+    """Every worker's own rows in one table on rank ``dst`` (a collective): the evaluation's input.
+
+    Args:
+        global_ids: global ids of this worker's own rows (every node owned by exactly one worker).
+        rows: their rows [len(global_ids), dim].
+        dst: the rank that gets the table.
+
+    Returns:
+        On ``dst``: float32 [num_nodes, dim], row i for global id i; None elsewhere.
+
+    Raises:
+        RuntimeError: the workers' ids do not cover every node exactly once.
+    """
+    mine = (global_ids.to(torch.int64).cpu(), rows.detach().float().cpu())
+    if not (dist.is_available() and dist.is_initialized()):
+        parts = [mine]
+    else:
+        parts = [None] * dist.get_world_size() if dist.get_rank() == dst else None
+        dist.gather_object(mine, parts, dst=dst)
+        if dist.get_rank() != dst:
+            return None
+    n = sum(int(g.numel()) for g, _ in parts)
+    out = torch.zeros((n, mine[1].shape[1]), dtype=torch.float32)
+    seen = torch.zeros(n, dtype=torch.bool)
+    for g, r in parts:
+        if g.numel() and (int(g.min()) < 0 or int(g.max()) >= n):
+            raise RuntimeError("the workers' embedding rows do not cover the graph's nodes exactly once")
+        out[g] = r
+        seen[g] = True
+    if not bool(seen.all()):
+        raise RuntimeError("the workers' embedding rows do not cover the graph's nodes exactly once")
+    return out
