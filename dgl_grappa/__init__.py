@@ -9,7 +9,8 @@ The public API, importable from here (loaded on first use, so that ``import dgl_
 stays cheap: the remote guard imports this package before torch or DGL are importable):
 
 * :class:`GrappaLoader` - the drop-in replacement of ``DistNodeDataLoader`` for an existing
-  DistDGL script (:mod:`dgl_grappa.method.dropin`);
+  DistDGL script (:mod:`dgl_grappa.method.dropin`); :class:`GrappaEdgeLoader` the one of
+  ``DistEdgeDataLoader`` (link prediction);
 * :func:`make_correction` - the gradient reducer the drop-in registers on the DDP model
   (:mod:`dgl_grappa.method.reducers`);
 * :func:`load_config` - the config tree from YAML and ``--section.key=value`` overrides
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 _API = {
     "GrappaLoader": "dgl_grappa.method.dropin",
+    "GrappaEdgeLoader": "dgl_grappa.method.dropin",
     "make_correction": "dgl_grappa.method.reducers",
     "load_config": "dgl_grappa.config",
     "run_worker": "dgl_grappa.native.trainer",

@@ -194,6 +194,17 @@ class ModelConfig:
 class TrainConfig:
     """The training loop."""
 
+    task: Literal["node", "link"] = "node"
+    """node: node classification (cross-entropy on the training nodes' labels, accuracy).
+    link: link prediction, as DGL's ``train_dist_unsupervised.py``: the model is an encoder
+    whose output rows (``model.hidden`` wide) score a pair by their dot product, trained with
+    binary cross-entropy on positive edges against sampled negatives, and evaluated by MRR and
+    hits@k of held-out edges against sampled negatives (the ``link`` section). The held-out
+    edges are removed before partitioning, so every system trains on the same graph. Grappa: a
+    worker's positives are the edges it owns (DGL's layout: the destination's part) whose
+    source it holds, its negatives are drawn from the nodes it holds. ``train.batch_size``
+    counts positive edges. Needs ``grappa.correction: none`` and ``train.mode: minibatch``; not
+    with ``model.embed``, ``schedule.k > 0`` or layer-wise evaluation."""
     mode: Literal["minibatch", "fullgraph"] = "minibatch"
     """minibatch: neighbour-sampled batches; fullgraph: one step over the whole local part."""
     epochs: int = 10
@@ -256,6 +267,32 @@ class TrainConfig:
     """Sample (and gather the features of) the next mini-batch while the current step's
     backward pass and gradient all-reduce run (in a helper thread); the same batches and
     the same arithmetic, so the same results bit for bit."""
+
+
+@dataclass
+class LinkConfig:
+    """Link prediction (``train.task: link``): held-out edges, negatives, evaluation."""
+
+    val_frac: float = 0.05
+    """Share of the graph's edges held out for validation, as undirected pairs (u-v and v-u
+    go together; self-loops are never held out), removed before partitioning; > 0."""
+    test_frac: float = 0.1
+    """Share of the graph's edges held out for the test, as for ``val_frac``; > 0."""
+    seed: int = 0
+    """Seed of the held-out split and of the evaluation's negatives: the same edges and the
+    same negatives for every system and run with this seed."""
+    negatives: int = 1
+    """Negative pairs per positive edge in training (DGL's example: ``--num_negs``): the
+    positive edge's source with a drawn destination."""
+    negative_dist: Literal["uniform", "degree"] = "uniform"
+    """How training negatives' destinations are drawn: uniform, or in proportion to the
+    full-graph in-degree to the power 0.75. Grappa: over the nodes the worker holds (its own
+    and its kept halo: a global draw would need remote nodes); DistDGL: over every node."""
+    eval_negatives: int = 100
+    """Negatives per held-out edge in evaluation: destinations drawn uniformly from every node
+    (seeded by ``link.seed``; not filtered against true edges)."""
+    hits_k: int = 10
+    """k of hits@k: the share of held-out edges that rank in the top k among their negatives."""
 
 
 @dataclass
@@ -536,6 +573,7 @@ class Config:
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
     grappa: GrappaConfig = field(default_factory=GrappaConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -857,6 +895,7 @@ def validate(cfg: Config) -> None:
     _check(m.name != "gat" or m.hidden % m.heads == 0,
            f"model.hidden={m.hidden} is not divisible by model.heads={m.heads}; pick a multiple of heads")
     _validate_embed(cfg)
+    _validate_link(cfg)
     _check(t.epochs >= 1, f"train.epochs={t.epochs} must be >= 1")
     _check(t.batch_size >= 1, f"train.batch_size={t.batch_size} must be >= 1")
     _check(len(t.fanouts) == m.num_layers,
@@ -926,6 +965,37 @@ def _validate_embed(cfg: Config) -> None:
            "without partition.prebuilt")
     _check(not cfg.run.floor, "model.embed=true with run.floor=true: the floor's replayed epoch would update the "
                               "embedding rows; set --run.floor=false")
+
+
+def _validate_link(cfg: Config) -> None:
+    """``train.task: link``: the held-out fractions, the negatives, and the settings link prediction cannot serve."""
+    if cfg.train.task != "link":
+        return
+    lk, t = cfg.link, cfg.train
+    _check(0.0 < lk.val_frac < 1.0, f"link.val_frac={lk.val_frac} must be in (0, 1): validation scores held-out edges")
+    _check(0.0 < lk.test_frac < 1.0, f"link.test_frac={lk.test_frac} must be in (0, 1): the test scores held-out edges")
+    _check(lk.val_frac + lk.test_frac < 1.0,
+           f"link.val_frac={lk.val_frac} and link.test_frac={lk.test_frac} hold out {lk.val_frac + lk.test_frac:g} of "
+           "the edges, leaving none to train on; make their sum < 1, e.g. --link.val_frac=0.05 --link.test_frac=0.1")
+    _check(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
+    _check(lk.eval_negatives >= 1, f"link.eval_negatives={lk.eval_negatives} must be >= 1")
+    _check(1 <= lk.hits_k <= lk.eval_negatives,
+           f"link.hits_k={lk.hits_k} must be in 1..link.eval_negatives={lk.eval_negatives} (with more, every "
+           f"held-out edge ranks in the top k); e.g. --link.hits_k={min(10, lk.eval_negatives)}")
+    _check(cfg.grappa.correction == "none",
+           f"train.task=link with grappa.correction={cfg.grappa.correction}: the corrections weight nodes by their "
+           "coverage, and the link loss is a mean over edges; use --grappa.correction=none")
+    _check(t.mode == "minibatch", "train.task=link with train.mode=fullgraph: link prediction trains on minibatches of "
+                                  "edges and their sampled negatives; use --train.mode=minibatch")
+    _check(not cfg.model.embed, "train.task=link with model.embed=true: learnable rows are not wired into link "
+                                "prediction; train on the features (--model.embed=false)")
+    _check(cfg.schedule.k == 0,
+           f"train.task=link with schedule.k={cfg.schedule.k}: a new partitioning would have to be cut from the same "
+           "training graph (held-out edges removed), which repartitioning does not do; use --schedule.k=0")
+    _check(not cfg.partition.prebuilt and t.eval_mode != "layerwise",
+           "train.task=link scores held-out edges on the whole graph in rank 0's memory; layer-wise evaluation "
+           "(train.eval_mode=layerwise, partition.prebuilt) is not available with it: use --train.eval_mode=whole "
+           "without partition.prebuilt")
 
 
 def check_output_dir(path: str | os.PathLike, key: str) -> None:

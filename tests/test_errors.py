@@ -153,6 +153,28 @@ def setup_featureless_without_embed(tmp):
     return ["train", "--data.synthetic.featureless=true"]
 
 
+def setup_link_fractions(tmp):
+    return ["train", "--train.task=link", "--link.val_frac=0.5", "--link.test_frac=0.5"]
+
+
+def setup_link_correction(tmp):
+    return ["train", "--train.task=link", "--grappa.correction=batch"]
+
+
+def setup_link_no_edges(tmp):
+    import dgl
+
+    n = 50
+    g = dgl.graph((torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)), num_nodes=n)
+    g.ndata["feat"] = torch.randn(n, 4)
+    g.ndata["label"] = torch.arange(n) % 3
+    g.ndata["train_mask"] = torch.arange(n) % 2 == 0
+    g.ndata["val_mask"] = torch.arange(n) % 4 == 1
+    g.ndata["test_mask"] = torch.arange(n) % 4 == 3
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--train.task=link", "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
 def setup_num_parts_over_nodes(tmp):
     return ["train", "--data.synthetic.num_nodes=50", "--data.synthetic.num_communities=16", "--partition.num_parts=64"]
 

@@ -42,14 +42,27 @@ def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.3g}x"
 
 
-def curve(records: list[dict]) -> list[tuple[float, float]]:
-    """(cumulative training seconds, val acc) at every evaluated epoch (evaluation time excluded)."""
+def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]]:
+    """(cumulative training seconds, ``key``: val acc, or val MRR for link prediction) at every evaluated
+    epoch (evaluation time excluded)."""
     out, t = [], 0.0
     for r in records:
         t += r["epoch_time_s"]
-        if r.get("val_acc") is not None:
-            out.append((t, r["val_acc"]))
+        if r.get(key) is not None:
+            out.append((t, r[key]))
     return out
+
+
+def quality_key(cfg_or_result) -> str:
+    """The validation figure the comparison targets (of a config or a compare.json): ``val_acc``, or
+    ``val_mrr`` for link prediction.
+
+    Example:
+        >>> quality_key({"task": "link"}), quality_key({"task": "node"})
+        ('val_mrr', 'val_acc')
+    """
+    task = cfg_or_result.get("task") if isinstance(cfg_or_result, dict) else cfg_or_result.train.task
+    return "val_mrr" if task == "link" else "val_acc"
 
 
 def run_grappa(cfg, out: Path, isolate: bool) -> dict:
@@ -127,11 +140,13 @@ def run_compare(cfg) -> dict:
         print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
         summary = fn(c)
         records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
+        key = quality_key(cfg)
         runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
-                      "records": records, "curve": curve(records), "job_wall_s": time.perf_counter() - t0}
+                      "records": records, "curve": curve(records, key), "job_wall_s": time.perf_counter() - t0}
         s = summary
-        print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, val "
-              f"{s['val_acc']:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
+        print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, "
+              f"{key.replace('_', ' ')} {s[key]:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}",
+              flush=True)
 
     result = summarize(cfg, runs, stats, isolate or hosts)
     write_json(out / "compare.json", result)
@@ -146,12 +161,14 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
 
     base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
     base = runs[base_name]["summary"]
-    target = cfg.compare.target_acc or round(0.98 * base["best_val_acc"], 4)
+    link = cfg.train.task == "link"
+    key = quality_key(cfg)  # link prediction: the target is a validation MRR
+    target = cfg.compare.target_acc or round(0.98 * (base.get(f"best_{key}") or 0.0), 4)
     rows = []
     for name, r in runs.items():
         s = r["summary"]
-        tta = time_to_target(r["records"], target)
-        b_tta = time_to_target(runs[base_name]["records"], target)
+        tta = time_to_target(r["records"], target, key)
+        b_tta = time_to_target(runs[base_name]["records"], target, key)
         row = {"system": name, "epoch_time_s": s["epoch_time_s"],
                "wire_bytes_per_epoch": s.get("wire_bytes_per_epoch"),
                "app_bytes_per_epoch": s.get("app_bytes_per_epoch"),
@@ -164,7 +181,12 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
                # what the largest worker (DistDGL: machine, its server's shard) holds, and its peak RSS
                "resident_bytes_max": s.get("resident_bytes_max"), "resident_ratio_max": s.get("resident_ratio_max"),
                "peak_rss_bytes_max": s.get("machine_peak_rss_bytes_max") or s.get("peak_rss_bytes_max")}
-        for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch", "val_acc", "test_acc"):
+        if link:  # MRR and hits@k of the same held-out edges, and the share of edges a worker could train on
+            for k in ("val_mrr", "test_mrr", "val_hits", "test_hits", "usable_edge_fraction",
+                      "usable_edge_fraction_halo_drop"):
+                row[k] = s.get(k)
+        quality = ("val_mrr", "test_mrr", "test_hits") if link else ("val_acc", "test_acc")
+        for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch") + quality:
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
         rows.append(row)
@@ -172,6 +194,7 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
     from ..config import uses_hosts
 
     return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
+            "task": c.train.task, "hits_k": c.link.hits_k if link else None,
             "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
             "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
                                if r["summary"].get("cluster")), None),
@@ -190,19 +213,33 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
 
 def format_table(result: dict, markdown: bool = False) -> str:
     """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
-    head = ["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch", "val acc",
-            "test acc", f"time to val {result['target_acc']:.3f}", "node tables held (x own fp32)", "peak RSS"]
+    link = result.get("task") == "link"
+    quality = (["val MRR", "test MRR", f"test hits@{result['hits_k']}", "edges trained on (halo dropped)"] if link
+               else ["val acc", "test acc"])
+    metric = "val MRR" if link else "val"
+    head = (["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch"] + quality
+            + [f"time to {metric} {result['target_acc']:.3f}", "node tables held (x own fp32)", "peak RSS"])
     lines = []
     for r in result["rows"]:
         tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
+
+        def fig(k):
+            return "-" if r.get(k) is None else f"{r[k]:.4f} ({_fmt_ratio(r.get(f'{k}_ratio'))})"
+
+        if link:
+            drop = r.get("usable_edge_fraction_halo_drop")
+            figures = [fig("val_mrr"), fig("test_mrr"), fig("test_hits"),
+                       "-" if r.get("usable_edge_fraction") is None else
+                       f"{r['usable_edge_fraction']:.1%}" + ("" if drop is None else f" ({drop:.1%})")]
+        else:
+            figures = [fig("val_acc"), fig("test_acc")]
         lines.append([
             r["system"],
             f"{r['epoch_time_s']:.3f} s ({_fmt_ratio(r['epoch_time_s_ratio'])})",
             f"{format_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
             f"{format_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
             format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
-            f"{r['val_acc']:.4f} ({_fmt_ratio(r['val_acc_ratio'])})",
-            f"{r['test_acc']:.4f} ({_fmt_ratio(r['test_acc_ratio'])})",
+            *figures,
             f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
             (f"{format_bytes(r['resident_bytes_max'])} ({r['resident_ratio_max']:.2f}x)"
              if r.get("resident_bytes_max") is not None and r.get("resident_ratio_max") is not None else "-"),
@@ -250,6 +287,26 @@ def _setting(result: dict) -> str:
             f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
 
 
+def _quality_notes(result: dict) -> list[str]:
+    """How report.md's accuracy (or, for link prediction, MRR and hits@k) columns are measured."""
+    if result.get("task") != "link":
+        return ["- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last "
+                "epoch.",
+                f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
+                "above the target (evaluation time excluded)."]
+    k = result["hits_k"]
+    return ["- **val / test MRR, test hits@" + str(k) + "**: one global evaluation of rank 0's encoder on the whole "
+            "training graph after the last epoch (`dgl_grappa.runtime.evaluation.evaluate_link`, the same function "
+            "for every system): each held-out edge (u, v) scored h_u . h_v against its sampled negatives (u, v'), the "
+            "same edges and negatives for every system; MRR is the mean reciprocal rank, hits@" + str(k) + " the share "
+            "ranked in the top " + str(k) + ".",
+            "- **edges trained on**: the share of the training graph's edges that are a worker's positive: Grappa's "
+            "workers train on the edges into their own nodes whose source they hold (in parentheses: with the halo "
+            "dropped, only both ends owned); DistDGL trains on every edge.",
+            f"- **time to val MRR {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
+            "above the target (evaluation time excluded)."]
+
+
 def report_markdown(result: dict) -> str:
     """report.md: setting, table, how each column is measured, plots."""
     wire_note = ("measured: tx bytes of the loopback of the run's private network namespace, all processes, "
@@ -282,9 +339,7 @@ def report_markdown(result: dict) -> str:
         "aggregates and kept halo rows, in their stored precision, `train.memory_budget`; DistDGL: its machine's "
         "KVStore shard), and that as a multiple of the worker's own feature rows in fp32. **peak RSS**: the "
         "largest worker's peak resident memory (DistDGL: a machine's server plus its trainer).",
-        "- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last epoch.",
-        f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or above "
-        "the target (evaluation time excluded).", "",
+        *_quality_notes(result), "",
         "## Where an epoch goes", "",
         phase_table(result), "",
         "Median seconds per epoch of rank 0 (`metrics.jsonl` has every epoch). sample: drawing the blocks "
@@ -313,7 +368,7 @@ def plot(result: dict, out: Path) -> None:
             ax.plot(xs, ys, marker="o", ms=3, label=name)
     ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=f"target {result['target_acc']:.3f}")
     ax.set_xlabel("training time (s, evaluation excluded)")
-    ax.set_ylabel("validation accuracy (whole graph)")
+    ax.set_ylabel("validation MRR (whole graph)" if result.get("task") == "link" else "validation accuracy (whole graph)")
     ax.set_title(f"{result['name']}: accuracy vs wall time", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

@@ -214,6 +214,7 @@ class TrainerMeter:
         self.epoch_meter.holding(**machine_holding(g, held, cfg.model.embed_dim if embed else 0,
                                                    embed_in_kvstore=embed and held is None))
         self.one_time_bytes = int(one_time_bytes)
+        self.held = held  # the drop-in's loader (link prediction: its usable-edge counts)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
         self._marks = [0.0, 0.0, 0.0, 0.0]
         self._times = None
@@ -309,6 +310,8 @@ class TrainerMeter:
         self.epoch_meter.record(rec)
         if self.rank == 0:
             acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
+            if rec.get("val_mrr") is not None:
+                acc = f" val MRR {rec['val_mrr']:.4f} hits@{self.cfg.link.hits_k} {rec['val_hits']:.4f}"
             emb = f", embedding rows {format_bytes(rec['embed_bytes_all'])}" if self.cfg.model.embed else ""
             print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
                   f"{format_bytes(rec['feature_bytes_all'])}{emb}, wire {format_bytes(rec['wire_bytes'])}{acc}",
@@ -332,7 +335,8 @@ class TrainerMeter:
                 "remote_rows_total": sum(r["remote_rows"] for r in recs),
                 "pull_rows_total": sum(r["pull_rows"] for r in recs),
                 "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in recs]),
-                "steps_per_epoch": median([r["steps"] for r in recs]), "one_time_bytes": self.one_time_bytes}
+                "steps_per_epoch": median([r["steps"] for r in recs]), "one_time_bytes": self.one_time_bytes,
+                "link_edges": getattr(self.held, "edges", None)}
         per_worker = all_workers(mine)
         if self.rank != 0:
             return None
@@ -347,6 +351,11 @@ class TrainerMeter:
                "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
                "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),
                "network_bandwidth": c.network.bandwidth or None, **(extra or {})}
+        if c.train.task == "link":
+            from ..method.link import link_summary
+
+            edges = [w["link_edges"] for w in per_worker]
+            own.update(link_summary(c, edges if all(e is not None for e in edges) else None))
         summary = run_summary(c, recs, per_worker, system=self.system, num_parts=self.world, mode=self.mode,
                               halo=self.halo,
                               correction=c.grappa.correction if self.correction is not None else "none (DDP)",

@@ -20,6 +20,13 @@ state); the step count is checked instead. Everything else (model, optimizer, lo
 untouched. The reducer's settings come from the config's ``grappa`` section and can be
 overridden on the command line, e.g. ``--grappa --grappa.correction=shrinkage --grappa.lam=0.3``.
 
+Link prediction (``train.task: link``) follows DGL's ``train_dist_unsupervised.py``: every edge of
+the (training) graph split evenly over the trainers (``edge_split``), ``DistEdgeDataLoader`` with a
+negative sampler (DGL's ``Uniform(k)`` over every node, or in-degree^0.75 over every node), the
+model's output rows scored by dot products, binary cross-entropy
+(:func:`dgl_grappa.method.link.link_loss`). Under ``--grappa`` the loader is
+``GrappaEdgeLoader``: this machine's positive edges, negatives from the nodes it holds.
+
 Learnable node embeddings (``model.embed``, a graph without features) follow DGL's
 ``train_dist_transductive.py``: a ``DistEmbedding`` over every node in the KVStore, ``x =
 emb(input_nodes)`` (a pull), ``dgl.distributed.optim.SparseAdam`` stepped after the backward
@@ -70,7 +77,8 @@ from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import embedding as ge
-from dgl_grappa.method.dropin import GrappaLoader
+from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaLoader
+from dgl_grappa.method.link import LocalNegativeSampler, link_loss
 from dgl_grappa.method.local_part import first_hop_table
 from dgl_grappa.method.models import build_model
 from dgl_grappa.method.reducers import make_correction
@@ -181,6 +189,21 @@ def _eval_inputs(g, emb, args):
     return lambda: ge.eval_rows(g, emb, args.part_config)
 
 
+def _global_negatives(g, cfg):
+    """The baseline's negative sampler and what it read once: DGL's uniform draw over every node (the
+    example's), or in proportion to in-degree^0.75 over every node (every node's in-degree pulled once)."""
+    k = cfg.link.negatives
+    if cfg.link.negative_dist == "uniform":
+        return dgl.dataloading.negative_sampler.Uniform(k), 0
+    n = g.num_nodes()
+    every = th.arange(n)
+    degree = g.ndata["in_degree"][every]
+    pb = g.get_partition_book()
+    remote = int((pb.nid2partid(every) != pb.partid).sum())
+    sampler = LocalNegativeSampler(k, "degree", degree, seed=cfg.train.seed * 1000 + th.distributed.get_rank())
+    return sampler, remote * (8 + 8)  # a row and its id per remote in-degree
+
+
 def train():
     parser = argparse.ArgumentParser(description="DistDGL node classification (optionally Grappa)")
     parser.add_argument("--config", required=True, help="dgl_grappa YAML: model, fan-outs, batch, optimizer")
@@ -217,24 +240,38 @@ def train():
     correction = None
     exact = False
     embed = cfg.model.embed  # learnable input rows instead of features (cfg.first_hop is then sampled)
+    link = cfg.train.task == "link"  # link prediction (train_dist_unsupervised.py): edges, negatives, dot products
+    read_once = 0  # what the baseline reads before training (degree-weighted negatives: every in-degree)
     if args.grappa:
         # Grappa change 1 of 2: sample only inside this machine's partition (and, with
         # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
         correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
         exact = cfg.first_hop == "exact"
-        loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, hops=cfg.hops, w_min=cfg.grappa.w_min,
-                              self_loops=cfg.grappa.self_loops, seed=cfg.train.seed, halo=cfg.train.halo,
-                              first_hop=cfg.first_hop, part_config=args.part_config,
-                              memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
-                              aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
-                              feat_key=None if embed else "feat")
+        kw = dict(hops=cfg.hops, w_min=cfg.grappa.w_min, self_loops=cfg.grappa.self_loops, seed=cfg.train.seed,
+                  halo=cfg.train.halo, first_hop=cfg.first_hop, part_config=args.part_config,
+                  memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
+                  aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
+                  feat_key=None if embed else "feat")
+        if link:  # this machine's positive edges; negatives from the nodes it holds
+            negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist)
+            loader = GrappaEdgeLoader(g, sampler, cfg.train.batch_size, correction, negative_sampler=negatives, **kw)
+        else:
+            loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, **kw)
+    elif link:
+        # DGL's example: every edge, split evenly over the trainers; negatives from every node
+        train_eids = dgl.distributed.edge_split(th.ones((g.num_edges(),), dtype=th.bool), g.get_partition_book(),
+                                                force_even=True)
+        negatives, read_once = _global_negatives(g, cfg)
+        loader = dgl.dataloading.DistEdgeDataLoader(g, train_eids, sampler, negative_sampler=negatives,
+                                                    batch_size=cfg.train.batch_size, shuffle=True, drop_last=False)
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
                                                     shuffle=True, drop_last=False)
 
     in_dim = cfg.model.embed_dim if embed else g.ndata["feat"].shape[1]
-    model = build_model(cfg.model, in_dim, gd.num_classes(g)).to(device)
+    out_dim = cfg.model.hidden if link else gd.num_classes(g)  # link: the encoder's rows, scored by dot products
+    model = build_model(cfg.model, in_dim, out_dim).to(device)
     model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     emb = emb_optimizer = None
     if embed and args.grappa:
@@ -257,7 +294,7 @@ def train():
     meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
                             optimizer=optimizer, held=loader if args.grappa else None,
-                            one_time_bytes=getattr(loader, "one_time_bytes", 0))
+                            one_time_bytes=getattr(loader, "one_time_bytes", read_once))
     if args.resume:
         t = time.perf_counter()
         ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
@@ -291,14 +328,19 @@ def train():
         # would run the coverage hook on zero buckets with stale state: no join, a check instead.
         steps = 0
         with contextlib.nullcontext() if args.grappa else model.join():
-            for input_nodes, seeds, blocks in meter.epoch(loader, epoch, cap=common):
+            for batch in meter.epoch(loader, epoch, cap=common):
                 faults.hit("step", rank=th.distributed.get_rank(), epoch=epoch, step=steps)  # tests: a trainer dies
+                if link:
+                    input_nodes, pair_graph, neg_pair_graph, blocks = batch
+                else:
+                    input_nodes, seeds, blocks = batch
                 # Grappa: every input row from this machine's memory (own rows, the kept halo's)
                 if embed:
                     x = emb(input_nodes).to(device)  # DistDGL: a KVStore pull; Grappa: local rows
                 else:
                     x = (loader.features(input_nodes) if args.grappa else g.ndata["feat"][input_nodes]).to(device)
-                y = g.ndata["label"][seeds].long().to(device)
+                if not link:
+                    y = g.ndata["label"][seeds].long().to(device)
                 if device.type != "cpu":
                     blocks = [b.to(device) for b in blocks]
                 if args.grappa:
@@ -310,7 +352,10 @@ def train():
                     out = model(blocks, x, **extra)
                 else:
                     out = model(blocks, x)
-                loss = F.cross_entropy(out, y)
+                if link:  # the example's CrossEntropyLoss: dot-product scores, positives 1, negatives 0
+                    loss = link_loss(out, pair_graph.to(device), neg_pair_graph.to(device))
+                else:
+                    loss = F.cross_entropy(out, y)
                 if emb_optimizer is not None:
                     emb_optimizer.zero_grad()
                 optimizer.zero_grad()

@@ -40,6 +40,11 @@ replaces ``DistNodeDataLoader``:
   ``dgl.distributed.optim.SparseAdam``), and with ``halo="keep"`` the halo's frozen initial rows;
   ``emb(input_nodes)`` takes the batch's global ids. No row moves (:mod:`.embedding`).
 
+* link prediction (DGL's ``train_dist_unsupervised.py``): :class:`GrappaEdgeLoader` replaces
+  ``DistEdgeDataLoader`` and yields ``(input_nodes, pair_graph, neg_pair_graph, blocks)``: this
+  machine's own edges whose source it holds, negatives from the nodes it holds, the script's
+  ``NeighborSampler`` on the local graph (:mod:`.link`, the native runtime's functions).
+
 The method is the native runtime's, not a copy: the local graph is
 :func:`dgl_grappa.method.local_part.local_graph`, the weights :func:`dgl_grappa.method.coverage.partition_weights`,
 the batches :class:`dgl_grappa.method.sampler.LocalBatches`, and the hook state is set by
@@ -68,11 +73,16 @@ from torch import Tensor
 from ..config import dropin_problem
 from . import coverage as cov
 from .embedding import LocalEmbedding
+from .link import LocalEdgeBatches, as_local_negatives, edge_usability, positive_edges
 from .local_part import local_graph, relabel
 from .reducers.correction import Correction
 from .sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
 
 log = logging.getLogger("dgl_grappa")
+
+
+def _world() -> int:
+    return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
 
 
 def _refuse(correction: Correction | None, halo: str) -> None:
@@ -131,6 +141,8 @@ class PartitionLoader:
     ``DistNodeDataLoader``; each iteration is the next epoch (see :meth:`set_epoch`).
     """
 
+    _every_node = False  # keep only what the training seeds' trees reach (the edge loader: every node)
+
     def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
                  in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
                  hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
@@ -143,6 +155,7 @@ class PartitionLoader:
         self.halo = halo
         self.first_hop = first_hop
         self.num_nodes = num_nodes
+        self.edges = None  # the edge loader's usable-edge counts
         if first_hop != "sampled":
             sampler = skip_first_layer(sampler)
         self.graph, n_inner, src, dst = local_graph(graph, inner, halo)
@@ -158,18 +171,21 @@ class PartitionLoader:
         self.global_ids = gids
         self.num_inner = n_inner
         self.train_ids = train.nonzero(as_tuple=True)[0]
-        # The script's own loss takes the seeds' labels, so a step without seeds cannot be made
-        # weight 0 here: every machine needs training nodes (agreed first, so no trainer waits).
-        if seeded_workers(self.train_ids.numel()) < (torch.distributed.get_world_size()
-                                                      if torch.distributed.is_initialized() else 1):
-            raise ValueError("a machine's partition has no training nodes, and the drop-in loader needs some on "
-                             "every machine; use fewer parts or --partition.balance_train=true")
         self.coverage, self.weights = cov.partition_weights(src, dst, n_local, deg, hops, self_loops, w_min)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-        self.steps = equal_steps(self.train_ids.numel(), batch_size)
-        self.batches = LocalBatches(self.graph, self.train_ids, sampler, self.steps, seed=seed * 1000 + rank)
         self.correction = correction
         self._epoch = 0
+        self._make_batches(sampler, batch_size, seed * 1000 + rank, src, dst, deg)
+
+    def _make_batches(self, sampler, batch_size: int, seed: int, src: Tensor, dst: Tensor, deg: Tensor) -> None:
+        """``steps`` and ``batches``: the training nodes' (the edge loader has its own)."""
+        # The script's own loss takes the seeds' labels, so a step without seeds cannot be made
+        # weight 0 here: every machine needs training nodes (agreed first, so no trainer waits).
+        if seeded_workers(self.train_ids.numel()) < _world():
+            raise ValueError("a machine's partition has no training nodes, and the drop-in loader needs some on "
+                             "every machine; use fewer parts or --partition.balance_train=true")
+        self.steps = equal_steps(self.train_ids.numel(), batch_size)
+        self.batches = LocalBatches(self.graph, self.train_ids, sampler, self.steps, seed=seed)
 
     def __len__(self) -> int:
         return self.steps
@@ -217,6 +233,82 @@ def first_hop_block(dst_gids: Tensor, num_nodes: int) -> tuple[dgl.DGLGraph, Ten
     n = dst_gids.numel()
     block = dgl.create_block((torch.arange(n, 2 * n), torch.arange(n)), num_src_nodes=2 * n, num_dst_nodes=n)
     return block, torch.cat([dst_gids, dst_gids + num_nodes])
+
+
+class PartitionEdgeLoader(PartitionLoader):
+    """Local-only link-prediction batches of one partition, from plain tensors (the edge drop-in's core).
+
+    The arguments of :class:`PartitionLoader`, and ``negative_sampler`` (keyword): the script's
+    negative sampler, e.g. DGL's ``negative_sampler.Uniform(k)``, or
+    :class:`~dgl_grappa.method.link.LocalNegativeSampler` ``(k, "degree")``; it draws from the local
+    graph's nodes (:func:`~dgl_grappa.method.link.as_local_negatives`). Every node of the part is kept.
+    The positives are the edges into this machine's inner nodes whose source it holds
+    (:func:`~dgl_grappa.method.link.positive_edges`), in batches of ``batch_size`` edges, the same
+    number of steps on every machine (:class:`~dgl_grappa.method.link.LocalEdgeBatches`: the native
+    runtime's). ``correction`` must be None or ``none``: the link loss is a mean over edges.
+
+    Attributes (besides :class:`PartitionLoader`'s):
+        positives: local ids of the edges trained on.
+        edges: the usable-edge counts (:func:`~dgl_grappa.method.link.edge_usability`).
+
+    Iterating yields ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` like
+    ``DistEdgeDataLoader``: ``input_nodes`` in global ids (with ``first_hop="block"`` the virtual
+    ids too), the compact pair graphs' ``ndata[dgl.NID]`` in global ids (their edge ids are
+    dropped: they would be local), their nodes the blocks' output rows in order.
+
+    Example:
+        >>> pg, node, *_ = dgl.distributed.load_partition(part_config, 0)                     # doctest: +SKIP
+        >>> loader = PartitionEdgeLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
+        ...                              in_degree, dgl.dataloading.NeighborSampler([10, 25]), 1000,
+        ...                              negative_sampler=dgl.dataloading.negative_sampler.Uniform(1))  # doctest: +SKIP
+        >>> input_nodes, pair_graph, neg_pair_graph, blocks = next(iter(loader))                 # doctest: +SKIP
+    """
+
+    _every_node = True
+
+    def __init__(self, *args, negative_sampler=None, **kwargs):
+        if negative_sampler is not None or not hasattr(self, "_negatives"):
+            self._negatives = negative_sampler  # GrappaEdgeLoader sets it before its reads
+        correction = args[7] if len(args) > 7 else kwargs.get("correction")
+        _refuse_link(correction)
+        super().__init__(*args, **kwargs)
+
+    def _make_batches(self, sampler, batch_size: int, seed: int, src: Tensor, dst: Tensor, deg: Tensor) -> None:
+        if self._negatives is None:
+            raise ValueError("the edge loader needs negative_sampler=, e.g. dgl.dataloading.negative_sampler.Uniform(1)")
+        self.negative_sampler = as_local_negatives(self._negatives, deg)
+        self.positives = positive_edges(src, dst, self.num_inner)
+        self.edges = edge_usability(src, dst, self.num_inner, int(deg[: self.num_inner].sum()))
+        # The script's loss is a mean over its pairs: a machine without positives cannot take a step of
+        # weight 0 with it, so every machine needs some (agreed first, so no trainer waits).
+        if seeded_workers(self.positives.numel()) < _world():
+            raise ValueError("a machine's partition holds no positive edge (an edge into one of its nodes whose source "
+                             "it holds), and the edge loader needs some on every machine; use halo='keep' or fewer "
+                             "parts")
+        self.steps = equal_steps(self.positives.numel(), batch_size)
+        self.batches = LocalEdgeBatches(self.graph, self.positives, sampler, self.negative_sampler, self.steps,
+                                        seed=seed)
+
+    def __iter__(self):
+        epoch, self._epoch = self._epoch, self._epoch + 1
+        for input_nodes, pair_graph, neg_pair_graph, blocks in self.batches.epoch(epoch):
+            if self.correction is not None:
+                self.correction.prime(torch.ones(pair_graph.num_edges() + neg_pair_graph.num_edges()))
+            gids = self.global_ids[input_nodes]
+            if self.first_hop == "block":
+                block0, gids = first_hop_block(gids, self.num_nodes)
+                blocks = [block0] + list(blocks)
+            for pg in (pair_graph, neg_pair_graph):
+                pg.ndata[dgl.NID] = self.global_ids[pg.ndata[dgl.NID].long()]
+                pg.edata.pop(dgl.EID, None)
+            yield gids, pair_graph, neg_pair_graph, blocks
+
+
+def _refuse_link(correction: Correction | None) -> None:
+    if correction is not None and correction.name != "none":
+        raise ValueError(f"grappa.correction={correction.name} weights nodes by their coverage, and the link loss is a "
+                         "mean over edges; use make_correction('none') (or no correction) with the edge loader")
+
 
 class GrappaLoader(PartitionLoader):
     """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`PartitionLoader` over a DistGraph.
@@ -312,8 +404,9 @@ class GrappaLoader(PartitionLoader):
         part_id = int(g.get_partition_book().partid)
         mult, size = parse_budget(memory_budget)
         layers = len(getattr(sampler, "fanouts", []) or [])
-        keep = Keep(reach=(layers - 1 if completes else layers) if layers else None, storage=storage, budget=mult,
-                    budget_bytes=size, seed=seed)
+        # The edge loader reaches every node: any node it holds can be the end of a pair.
+        reach = None if self._every_node or not layers else (layers - 1 if completes else layers)
+        keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed)
         top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
         kept, inner_kept, halo_reach, precision = choose_kept(
             src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
@@ -466,6 +559,37 @@ class GlobalIdEmbedding(LocalEmbedding):
         local[own] = ids[own] - self._first
         local[~own] = self.num_inner + pos
         return super().forward(local)
+
+
+class GrappaEdgeLoader(GrappaLoader, PartitionEdgeLoader):
+    """Local-only replacement for ``DistEdgeDataLoader`` (link prediction): a :class:`PartitionEdgeLoader` over a DistGraph.
+
+    What it keeps and reads once is :class:`GrappaLoader`'s, with every node of the partition
+    kept (any node it holds may be the end of a positive or negative pair); read every input
+    row with :meth:`features` (and :meth:`aggregates`, :meth:`degrees`). The batches are
+    :class:`PartitionEdgeLoader`'s: this machine's positive edges and negatives drawn from the
+    nodes it holds, so no row, no sampling request and no edge lookup leaves the machine.
+
+    Args:
+        g, sampler, batch_size, correction: as for :class:`GrappaLoader` (``batch_size``: positive
+            edges per batch; ``correction``: None or ``make_correction("none")``).
+        negative_sampler: the script's negative sampler (``dgl.dataloading.negative_sampler.Uniform(k)``
+            draws uniformly from the nodes this machine holds; :class:`~dgl_grappa.method.link.LocalNegativeSampler`
+            ``(k, "degree")`` in proportion to their full-graph in-degree^0.75).
+        kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
+
+    Example:
+        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1), halo="keep",   # doctest: +SKIP
+        ...                           first_hop="block", part_config=part_config)
+        >>> for input_nodes, pair_graph, neg_pair_graph, blocks in loader:                          # doctest: +SKIP
+        ...     loss = loss_fcn(model(blocks, loader.features(input_nodes)), pair_graph, neg_pair_graph)
+    """
+
+    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, negative_sampler,
+                 **kwargs):
+        _refuse_link(correction)  # before anything is asked from the servers
+        self._negatives = negative_sampler
+        super().__init__(g, sampler, batch_size, correction, **kwargs)
 
 
 _EXCHANGES = 0

@@ -502,7 +502,9 @@ def keep_for(cfg) -> Keep:
     completion), or the coverage recurrence's hops where a correction reads the weights.
     With learnable embeddings (``model.embed``) every node is kept and there are no feature
     tables to budget: each own node has a trainable row (which the evaluation reads too),
-    each halo node a frozen one (:mod:`.embedding`).
+    each halo node a frozen one (:mod:`.embedding`). With link prediction (``train.task: link``)
+    every node is reached (any node a worker holds can be the end of a positive or negative
+    pair), under the same budget.
     """
     from ..config import parse_budget
 
@@ -512,7 +514,8 @@ def keep_for(cfg) -> Keep:
     sampled = cfg.model.num_layers - (1 if cfg.first_hop == "exact" else 0)
     reach = max(sampled, cfg.hops) if cfg.grappa.correction != "none" else sampled
     mult, size = parse_budget(cfg.train.memory_budget)
-    return Keep(reach=reach, storage=cfg.train.storage, budget=mult, budget_bytes=size, seed=cfg.train.seed)
+    return Keep(reach=None if cfg.train.task == "link" else reach, storage=cfg.train.storage, budget=mult,
+                budget_bytes=size, seed=cfg.train.seed)
 
 
 def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartition:

@@ -14,6 +14,7 @@ from torch import Tensor
 from ..cluster.launch import Identity
 from ..config import Config, ConfigError
 from . import coverage as cov
+from .link import LocalEdgeRuntime
 from .local_part import LocalPartition
 from .sampler import LocalBatches, LocalFeatures, equal_steps, layer_sampler, seeded_workers
 
@@ -120,3 +121,11 @@ class LocalRuntime:
 
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])
+
+
+def make_runtime(cfg: Config, ident: Identity, lp: LocalPartition):
+    """The data side a run of ``cfg`` steps through: :class:`LocalRuntime`, or for link prediction
+    (``train.task: link``) :class:`~.link.LocalEdgeRuntime`."""
+    if cfg.train.task == "link":
+        return LocalEdgeRuntime(cfg, ident, lp)
+    return LocalRuntime(cfg, ident, lp)

@@ -25,8 +25,9 @@ class SeedsOnly:
     no blocks; the seeds are the input rows."""
 
     fanouts: list = []
+    output_device = None  # what dgl.dataloading.as_edge_prediction_sampler reads of a node-wise sampler
 
-    def sample(self, graph: dgl.DGLGraph, seeds: Tensor) -> tuple[Tensor, Tensor, list]:
+    def sample(self, graph: dgl.DGLGraph, seeds: Tensor, exclude_eids=None) -> tuple[Tensor, Tensor, list]:
         return seeds, seeds, []
 
 

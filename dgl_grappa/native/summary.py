@@ -8,6 +8,7 @@ and first-hop aggregates, the floor (:mod:`.floor`) and the repartition schedule
 from __future__ import annotations
 
 from ..config import Config
+from ..method.link import link_summary
 from ..method.models import gradient_bytes
 from ..runtime.meter import all_workers, run_summary
 from ..runtime.metrics import (
@@ -44,6 +45,8 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
             "feature_bytes_total": sum(r["feature_bytes"] for r in records),
             # model.embed: bytes of embedding rows moved to or from another worker (there is no such path: 0)
             "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records])}
+    if getattr(rt, "edges", None) is not None:  # train.task=link: the edges it owns and those it could train on
+        mine["link_edges"] = rt.edges
     per_worker = all_workers(mine)
     if not ident.is_main:
         return None
@@ -84,6 +87,8 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "rows_held_max": max(w["rows_held"] for w in per_worker),
         "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
     }
+    if cfg.train.task == "link":
+        own.update(link_summary(cfg, [w["link_edges"] for w in per_worker]))
     return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
                        mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
                        steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own)

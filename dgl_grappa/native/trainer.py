@@ -6,7 +6,9 @@ of its nodes once (:class:`LocalRuntime`, the data side), wraps the model in DDP
 coverage-corrected communication hook, and runs the same number of steps as every other
 worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not
 training: timed apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
-With ``model.embed`` the input rows are learnable: each worker holds and updates its own
+With ``train.task: link`` the data side is :class:`~dgl_grappa.method.link.LocalEdgeRuntime` (the
+worker's own edges, local negatives) and the loss the dot-product link loss; evaluation scores
+held-out edges (MRR, hits@k). With ``model.embed`` the input rows are learnable: each worker holds and updates its own
 nodes' rows (:class:`~dgl_grappa.method.embedding.LocalEmbedding`, outside DDP, so the
 all-reduce carries the dense weights alone).
 """
@@ -37,7 +39,8 @@ from ..cluster.launch import (
 from ..config import Config, ConfigError
 from ..method.embedding import LocalEmbedding, gather_rows
 from ..method.local_part import load_for_training
-from ..method.local_runtime import LocalRuntime
+from ..method.link import link_losses
+from ..method.local_runtime import make_runtime
 from ..method.models import build_model
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
@@ -103,6 +106,7 @@ class Trainer:
         self.step = 0   # training steps taken so far
         self.resumed_from: str | None = None
         self.embedding = self.emb_optimizer = None  # model.embed: this worker's learnable rows
+        self.link = cfg.train.task == "link"  # link prediction: edge batches, the dot-product loss
         self.part_config = part_config
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last)
         self.fingerprint = fingerprint(cfg)
@@ -132,7 +136,7 @@ class Trainer:
             lp = load_for_training(cfg, part_config, ident.part)
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
-            self.rt = LocalRuntime(cfg, ident, lp)
+            self.rt = make_runtime(cfg, ident, lp)  # train.task=link: local edge batches (method/link.py)
             # set-up stages of this worker (summary.json workers[].setup)
             if cfg.model.embed:
                 # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
@@ -142,7 +146,9 @@ class Trainer:
                           "memory_after_setup": memory_stats()}
             ANON_PEAK.sample()
             in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
-            self.model = build_model(cfg.model, in_dim, num_classes).to(self.device)
+            # link prediction: an encoder of model.hidden outputs whose dot products score pairs (DGL's example)
+            out_dim = cfg.model.hidden if self.link else num_classes
+            self.model = build_model(cfg.model, in_dim, out_dim).to(self.device)
             # Broadcasts rank 0's parameters: every worker starts from the same model. On a
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -164,6 +170,12 @@ class Trainer:
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
                      cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
                      lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
+            if self.link:
+                e = self.rt.edges
+                log.info("part %d: link prediction on %d of the %d edges it owns (%.1f %%; %.1f %% with the halo "
+                         "dropped), %d negative(s) each from its %d local nodes (%s)", ident.part, e["positives"],
+                         e["owned"], 100 * e["usable_fraction"], 100 * e["usable_fraction_halo_drop"],
+                         cfg.link.negatives, lp.graph.num_nodes(), cfg.link.negative_dist)
             if self.embedding is not None:
                 m = self.embedding.memory()
                 log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
@@ -184,7 +196,8 @@ class Trainer:
 
         Args:
             graph: sampled blocks, or the whole local graph (full-graph mode).
-            seeds: local ids of the batch's training nodes.
+            seeds: local ids of the batch's training nodes; with link prediction the batch's
+                ``(pair_graph, neg_pair_graph)``, whose nodes are the blocks' output rows.
             x: input features; with ``model.embed`` the input nodes' local ids, whose rows are
                 looked up here (after the previous step's update; counted as ``gather``).
             rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
@@ -214,11 +227,18 @@ class Trainer:
             x = x.to(dev, non_blocking=True)
             extra = {k: v.to(dev, non_blocking=True) for k, v in extra.items()}
         out = self.ddp(graph, x, **extra)
-        # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
-        # a placeholder, whose row is not trained on: the step counts with weight 0.
-        out = out[rows] if rows is not None else out[: seeds.numel()]
-        per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
-        loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
+        if self.link:
+            # One loss per positive and negative pair; a worker without positives has pair graphs without
+            # an edge (a placeholder batch), so the step counts with weight 0.
+            pair, neg = (p.to(dev) for p in seeds)
+            per_node = link_losses(out, pair, neg)
+            loss = self.correction.loss(per_node, torch.ones_like(per_node))
+        else:
+            # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
+            # a placeholder, whose row is not trained on: the step counts with weight 0.
+            out = out[rows] if rows is not None else out[: seeds.numel()]
+            per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
+            loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
         t1 = clock()
         self.comm.start_step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -429,7 +449,7 @@ class Trainer:
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
         lp = load_for_training(self.cfg, part_config, self.ident.part)
         self.one_time_bytes += lp.one_time_bytes
-        self.rt = LocalRuntime(self.cfg, self.ident, lp)
+        self.rt = make_runtime(self.cfg, self.ident, lp)
         self._holding(lp)
         self.correction.set_contributors(self.rt.contributors)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)

@@ -207,7 +207,13 @@ def partition_fingerprint(cfg: Config) -> dict:
     if part["method"] != "ldg":
         part.pop("ldg_passes", None)
         part.pop("ldg_slack", None)
-    return {"data": data, "partition": part, "layout": LAYOUT_VERSION}
+    fp = {"data": data, "partition": part, "layout": LAYOUT_VERSION}
+    if cfg.train.task == "link":
+        # Link prediction cuts the graph without its held-out edges: which ones is part of what was cut.
+        # Only then, so that every node-task fingerprint (and a benchmark's folder named after it) stays as it was.
+        lk = cfg.link
+        fp["held_out"] = {"val_frac": lk.val_frac, "test_frac": lk.test_frac, "seed": lk.seed}
+    return fp
 
 
 def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict, dgl.DGLGraph | None]:
@@ -215,23 +221,28 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
 
     The partitioning is reused when its recorded fingerprint (the data and partition
     settings) equals this config's; otherwise the graph is loaded (unless given) and cut.
+    With ``train.task: link`` the graph cut is the given one without its held-out edges
+    (:func:`dgl_grappa.data.links.training_graph`), and the split is part of the fingerprint.
 
     Args:
         cfg: the run's config (``data``, ``partition``, ``run.output_dir``).
         g: the graph, when the caller has loaded it already.
 
     Returns:
-        (partition statistics, the graph or None when it was not needed).
+        (partition statistics, the whole graph (held-out edges included) or None when it was not needed).
     """
     from ..data import load_dataset
+    from ..data.links import training_graph
 
     out = partition_dir(cfg)
     fp = json.loads(json.dumps(partition_fingerprint(cfg)))
     stats = read_stats(out)
     chosen = bool(cfg.partition.out_dir)  # a folder the user named, not one inside this run's output
     # settings added to the code after the folder was written count at their default
-    changes = config_changes((stats or {}).get("fingerprint") or {}, fp,
-                             json.loads(json.dumps(partition_fingerprint(Config()))))
+    old_fp = (stats or {}).get("fingerprint") or {}
+    changes = config_changes(old_fp, fp, json.loads(json.dumps(partition_fingerprint(Config()))))
+    if "held_out" in old_fp and "held_out" not in fp:  # a link task's graph lacks edges a node task needs
+        changes.append("train.task: 'link' -> 'node'")
     if stats is not None and not changes:
         why = folder_problem(out, stats)
         if why is None:
@@ -250,6 +261,11 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     if g is None:
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
-    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", g.num_nodes(), g.num_edges(),
+    cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out)
-    return partition(g, cfg.partition, out, fingerprint=fp), g
+    stats = partition(cut, cfg.partition, out, fingerprint=fp)
+    if cut is not g:
+        stats["held_out_edges"] = g.num_edges() - cut.num_edges()
+        (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
+    return stats, g

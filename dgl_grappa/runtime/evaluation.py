@@ -6,7 +6,8 @@ and its seconds are reported next to the epoch time, never inside it. That barri
 gloo group of its own, bounded by ``run.eval_timeout_s`` (a whole-graph evaluation may take
 longer than ``run.collective_timeout_s``, the bound of the training collectives); the
 trainers wait on the same group while rank 0 writes a checkpoint. Grappa's trainer and
-the DistDGL trainer use this one module, so their accuracies are measured alike. For a graph
+the DistDGL trainer use this one module, so their accuracies (and, for link prediction, MRR
+and hits@k of the same held-out edges against the same negatives) are measured alike. For a graph
 that no process may hold whole (``partition.prebuilt``), :class:`LayerwiseEvaluator`
 computes the same full-neighbourhood inference layer by layer over the parts.
 """
@@ -51,6 +52,69 @@ def evaluate(model: torch.nn.Module, g, x: Tensor | None = None) -> dict[str, fl
     model.train(was_training)
     correct = pred == g.ndata["label"]
     return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
+
+
+def ranking_metrics(pos: Tensor, neg: Tensor, k: int) -> dict[str, float]:
+    """MRR and hits@k of every positive's score among its own negatives' (link prediction, every system).
+
+    A positive's rank is 1 + the negatives scored above it + half of those scored equal (ties
+    count half, as OGB ranks them); MRR is the mean of 1 / rank, hits@k the share of ranks <= k.
+
+    Args:
+        pos: ``[P]`` scores of the held-out edges.
+        neg: ``[P, K]`` scores of each one's K negatives.
+        k: the k of hits@k.
+
+    Returns:
+        ``{"mrr": ..., "hits": ...}`` (None each when there is no positive).
+
+    Example:
+        >>> m = ranking_metrics(torch.tensor([3.0, 1.0]), torch.tensor([[1.0, 2.0], [2.0, 5.0]]), k=1)
+        >>> round(m["mrr"], 4), m["hits"]   # ranks 1 and 3
+        (0.6667, 0.5)
+    """
+    if pos.numel() == 0:
+        return {"mrr": None, "hits": None}
+    p = pos.reshape(-1, 1)
+    rank = 1.0 + (neg > p).sum(1).double() + 0.5 * (neg == p).sum(1).double()
+    return {"mrr": float((1.0 / rank).mean()), "hits": float((rank <= k).double().mean())}
+
+
+@torch.no_grad()
+def evaluate_link(model: torch.nn.Module, split, k: int, chunk: int = 4096) -> dict[str, float]:
+    """MRR and hits@k of the held-out edges on the whole training graph, full neighbourhoods.
+
+    The encoder runs once on ``split.graph`` (the graph every system trained on: without the
+    held-out edges); a pair (u, v) scores ``h_u . h_v``, against its negatives (u, v') of
+    ``split.val_neg`` / ``split.test_neg`` (:mod:`dgl_grappa.data.links`), by :func:`ranking_metrics`.
+
+    Args:
+        model: the encoder (called as ``model(g, feat)``); its train/eval mode is restored.
+        split: a :class:`~dgl_grappa.data.links.LinkSplit`.
+        k: the k of hits@k (``link.hits_k``).
+        chunk: held-out edges scored at a time (bounds the memory of their negatives' rows).
+
+    Returns:
+        ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits``.
+    """
+    g = split.graph
+    param = next(model.parameters(), None)
+    if param is not None and param.device != g.device:
+        model = copy.deepcopy(model).to(g.device)
+    was_training = model.training
+    model.eval()
+    h = model(g, g.ndata["feat"])
+    model.train(was_training)
+    out = {}
+    for name, (u, v), negs in (("val", split.val, split.val_neg), ("test", split.test, split.test_neg)):
+        pos, neg = [], []
+        for a in range(0, u.numel(), chunk):
+            hu = h[u[a:a + chunk]]
+            pos.append((hu * h[v[a:a + chunk]]).sum(-1))
+            neg.append(torch.einsum("pd,pkd->pk", hu, h[negs[a:a + chunk]]))
+        m = ranking_metrics(torch.cat(pos) if pos else h[:0, 0], torch.cat(neg) if neg else h[:0, :0], k)
+        out[f"{name}_mrr"], out[f"{name}_hits"] = m["mrr"], m["hits"]
+    return out
 
 
 def eval_due(cfg: Config, epoch: int) -> bool:
@@ -102,11 +166,18 @@ class GlobalEvaluator:
     def __init__(self, cfg: Config, is_main: bool):
         self.cfg = cfg
         self.graph = None
+        self.link = None  # train.task=link: the held-out edges and their negatives
         self.group = rank0_wait_group(cfg)
         if is_main:
             from ..data import load_dataset  # only rank 0 needs the whole graph
 
             self.graph = load_dataset(cfg.data)
+            if cfg.train.task == "link":
+                from ..data.links import link_split
+
+                # the same split the partitioning was cut from: a pure function of the graph and link.seed
+                self.link = link_split(self.graph, cfg.link)
+                self.graph = self.link.graph
 
     def wait_for_rank0(self, obj=None):
         """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
@@ -124,14 +195,17 @@ class GlobalEvaluator:
 
         Returns:
             ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0,
-            ``val_acc`` and ``test_acc``.
+            ``val_acc`` and ``test_acc``; with link prediction ``val_mrr``, ``val_hits``,
+            ``test_mrr`` and ``test_hits`` instead (:func:`evaluate_link`).
         """
         if not eval_due(self.cfg, epoch):
             return {}
         t0 = time.perf_counter()
         out = {}
         x = inputs() if inputs is not None else None
-        if self.graph is not None:
+        if self.link is not None:
+            out = evaluate_link(model, self.link, self.cfg.link.hits_k)
+        elif self.graph is not None:
             out = {f"{k}_acc": v for k, v in evaluate(model, self.graph, x).items()}
         if self.group is not None:
             dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates

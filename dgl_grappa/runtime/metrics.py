@@ -338,10 +338,17 @@ def epoch_summary(records: list[dict]) -> dict:
         ``epoch_time_s_rank0`` (median of rank 0's own); ``train_time_s`` (sum of the
         per-epoch maxima); ``eval_time_s`` (sum); ``val_acc`` / ``test_acc`` of the last
         evaluation and ``best_val_acc`` (None when no epoch was evaluated);
-        ``wire_bytes_per_epoch`` (median of the measured epochs, or None).
+        ``wire_bytes_per_epoch`` (median of the measured epochs, or None); with link prediction
+        (records with ``val_mrr``) also ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits`` of
+        the last evaluation and ``best_val_mrr``.
     """
     evals = [r for r in records if r.get("val_acc") is not None]
     final = evals[-1] if evals else {}
+    ranked = [r for r in records if r.get("val_mrr") is not None]
+    link = {}
+    if ranked:  # train.task=link: MRR and hits@k instead of accuracies
+        link = {k: ranked[-1].get(k) for k in ("val_mrr", "val_hits", "test_mrr", "test_hits")}
+        link["best_val_mrr"] = max(r["val_mrr"] for r in ranked)
     return {
         "epochs": len(records),
         "epoch_time_s": median([r["epoch_time_s"] for r in records]),
@@ -351,6 +358,7 @@ def epoch_summary(records: list[dict]) -> dict:
         "val_acc": final.get("val_acc"),
         "test_acc": final.get("test_acc"),
         "best_val_acc": max((r["val_acc"] for r in evals), default=None),
+        **link,
         "wire_bytes_per_epoch": wire_per_epoch(records),
         "phases": phase_summary(records),
     }

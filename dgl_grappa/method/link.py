@@ -1,0 +1,371 @@
+"""Link prediction, the Grappa way: local edge batches, local negatives, the dot-product loss.
+
+``train.task: link`` trains an encoder (the package's models, ``model.hidden`` outputs) so
+that the dot product of two nodes' output rows scores their edge, as DGL's
+``train_dist_unsupervised.py`` does. A worker trains only on what its partition holds:
+
+* **Positives: the edges it owns, with both ends held.** DGL's layout gives part p every
+  in-edge of its inner nodes, and an edge belongs to the part that owns its destination. A
+  worker's positives are those edges whose source it holds: an inner node, or with
+  ``train.halo: keep`` a kept halo node (:func:`positive_edges`). Every directed edge of the
+  training graph is so a positive of at most one worker, and with the whole halo kept of
+  exactly one. A cut edge (its ends in two parts) is a positive for nobody when the halo is
+  dropped (:func:`edge_usability` measures the share).
+* **Negatives: drawn from the nodes it holds.** Each positive (u, v) gets ``link.negatives``
+  pairs (u, v'), v' uniform over the worker's local nodes or in proportion to their
+  full-graph in-degree^0.75 (:class:`LocalNegativeSampler`); a global draw would need
+  the rows of remote nodes.
+* **The encoder's blocks: DGL's samplers on the local graph.** The batch's positive and
+  negative pairs become one seed set, sampled by ``dgl.dataloading.as_edge_prediction_sampler``
+  around the script's (or the config's) ``NeighborSampler`` inside the local graph; the
+  first hop is completed and the halo kept as for node classification (:mod:`.sampler`).
+  As in DGL's example (``--remove_edge`` off), a batch's own edges are not excluded from its
+  message passing, in every system alike.
+* **Equal steps.** Every worker takes ``max_i ceil(positives_i / batch_size)`` steps (one
+  all-reduce, :func:`~.sampler.equal_steps`); a worker without positives takes them with
+  weight 0, as a node-classification worker without seeds.
+
+The same functions serve the native runtime (:class:`LocalEdgeRuntime`) and the drop-in
+loader (:class:`dgl_grappa.method.dropin.GrappaEdgeLoader`); the loss (:func:`link_loss`) is
+the DistDGL baseline's too, and the evaluation (MRR, hits@k) is one function of
+:mod:`dgl_grappa.runtime.evaluation`.
+
+Example:
+    >>> g = dgl.graph((torch.tensor([1, 2, 0]), torch.tensor([0, 0, 3])))   # inner 0, 1; halo 2, 3
+    >>> positive_edges(*g.edges(), num_inner=2).tolist()                    # edges into an inner node
+    [0, 1]
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Iterator
+
+import dgl
+import torch
+import torch.nn.functional as F
+from dgl.dataloading.negative_sampler import _BaseNegativeSampler
+from torch import Tensor
+
+from ..config import Config, ConfigError
+from . import coverage as cov
+from .local_part import LocalPartition
+from .sampler import LocalFeatures, equal_steps, layer_sampler, seeded_workers
+
+log = logging.getLogger("dgl_grappa")
+
+NEGATIVE_DISTS = ("uniform", "degree")
+
+
+def positive_edges(src: Tensor, dst: Tensor, num_inner: int) -> Tensor:
+    """Local ids of the edges a worker trains on: those into its inner nodes (the edges it owns)
+    whose source its local graph holds (every edge of the local graph has both ends held).
+
+    Args:
+        src, dst: the local graph's edges (inner nodes first, then the kept halo).
+        num_inner: inner nodes of the local graph.
+    """
+    return (dst.long() < num_inner).nonzero(as_tuple=True)[0]
+
+
+def edge_usability(src: Tensor, dst: Tensor, num_inner: int, owned: int) -> dict:
+    """How many of the edges a worker owns it can train on, in its local graph and with the halo dropped.
+
+    Args:
+        src, dst: the local graph's edges.
+        num_inner: inner nodes of the local graph.
+        owned: the edges the worker owns: the full-graph in-degrees of its inner nodes, summed.
+
+    Returns:
+        ``owned``, ``positives`` (both ends held here), ``positives_halo_drop`` (both ends inner) and
+        their shares of ``owned``: ``usable_fraction``, ``usable_fraction_halo_drop``.
+
+    Example:
+        >>> edge_usability(torch.tensor([1, 2, 0]), torch.tensor([0, 0, 3]), 2, owned=3)["usable_fraction_halo_drop"]
+        0.3333333333333333
+    """
+    into = dst.long() < num_inner
+    n_pos = int(into.sum())
+    n_drop = int((into & (src.long() < num_inner)).sum())
+    return {"owned": int(owned), "positives": n_pos, "positives_halo_drop": n_drop,
+            "usable_fraction": n_pos / owned if owned else 1.0,
+            "usable_fraction_halo_drop": n_drop / owned if owned else 1.0}
+
+
+class LocalNegativeSampler(_BaseNegativeSampler):
+    """``k`` negative pairs (u, v') per positive (u, v): v' drawn from the nodes of the graph it is called on.
+
+    On a worker's local graph that is the nodes it holds (own and kept halo): a negative never
+    needs a remote row. Seeded by its own generator (:meth:`reseed`, per epoch), so a resumed
+    run and the drop-in draw the same negatives as the native runtime.
+
+    Args:
+        k: negatives per positive edge (``link.negatives``).
+        distribution: "uniform", or "degree": in proportion to ``degree ** 0.75`` (nodes of
+            degree 0 are never drawn).
+        degree: with "degree", one full-graph in-degree per node of the graph it is called on
+            (or None, and :meth:`bind` them later: the drop-in loader binds its local degrees).
+        seed: the generator's first seed.
+
+    Example:
+        >>> g = dgl.graph((torch.tensor([0, 1]), torch.tensor([1, 2])))
+        >>> src, dst = LocalNegativeSampler(3)(g, torch.tensor([1]))
+        >>> src.tolist(), bool((dst < 3).all())
+        ([1, 1, 1], True)
+    """
+
+    def __init__(self, k: int, distribution: str = "uniform", degree: Tensor | None = None, seed: int = 0):
+        if distribution not in NEGATIVE_DISTS:
+            raise ConfigError(f"link.negative_dist={distribution!r} is not allowed; use uniform or degree")
+        if k < 1:
+            raise ConfigError(f"link.negatives={k} must be >= 1 (negative pairs per positive edge)")
+        self.k = k
+        self.distribution = distribution
+        self.seed = seed
+        self.weights = None
+        if distribution == "degree" and degree is not None:
+            w = degree.to(torch.float64).clamp(min=0) ** 0.75
+            self.weights = w if float(w.sum()) > 0 else torch.ones_like(w)  # no degree anywhere: uniform
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def bind(self, degree: Tensor) -> "LocalNegativeSampler":
+        """The same sampler over a graph whose nodes have full-graph in-degrees ``degree`` (for "degree")."""
+        return LocalNegativeSampler(self.k, self.distribution, degree, self.seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the draws from ``seed`` (every epoch: a function of the run's seed and the epoch)."""
+        self.generator.manual_seed(seed)
+
+    def _generate(self, g, eids, canonical_etype):
+        src, _ = g.find_edges(eids, etype=canonical_etype)
+        src = src.repeat_interleave(self.k)
+        n = g.num_nodes(canonical_etype[2])
+        if self.distribution == "degree" and self.weights is None:
+            raise ValueError("a degree-weighted negative sampler needs the nodes' degrees: bind(degree) first")
+        if self.weights is None:
+            dst = torch.randint(0, n, (src.numel(),), generator=self.generator, dtype=torch.int64)
+        else:
+            if self.weights.numel() != n:
+                raise ValueError(f"the degree weights cover {self.weights.numel()} nodes, the graph has {n}")
+            dst = torch.multinomial(self.weights, src.numel(), replacement=True, generator=self.generator)
+        return src, dst.to(src.dtype)
+
+
+class LocalEdgeBatches:
+    """Exactly ``steps`` link-prediction batches per epoch over a worker's local graph.
+
+    Args:
+        graph: the local graph (COO and CSC).
+        positives: local ids of the edges to train on (:func:`positive_edges`); may be empty.
+        sampler: the node-wise block sampler of the encoder (``NeighborSampler``, or
+            :func:`~.sampler.layer_sampler`'s), applied to ``graph``.
+        negatives: a negative sampler called on ``graph`` (:class:`LocalNegativeSampler`).
+        steps: batches per epoch (the same on every worker).
+        seed: seed of shuffling, sampling and (when it has :meth:`~LocalNegativeSampler.reseed`) the negatives.
+        limit: yield only the first ``limit`` batches of an epoch (``train.steps_per_epoch``).
+
+    A worker without positives still yields ``steps`` batches, so its collectives stay matched:
+    the blocks of one placeholder node (local node 0) and pair graphs without an edge, which
+    give a loss of weight 0.
+
+    Example:
+        >>> batches = LocalEdgeBatches(lp.graph, positive_edges(lp.src, lp.dst, lp.num_inner),   # doctest: +SKIP
+        ...                            dgl.dataloading.NeighborSampler([10, 25]), LocalNegativeSampler(1), steps=30)
+        >>> for input_nodes, pair_graph, neg_pair_graph, blocks in batches.epoch(0): ...          # doctest: +SKIP
+    """
+
+    def __init__(self, graph: dgl.DGLGraph, positives: Tensor, sampler, negatives, steps: int, seed: int = 0,
+                 limit: int | None = None):
+        if graph.num_nodes() == 0:
+            raise ValueError("this worker's part has no nodes; use fewer parts")
+        self.graph = graph
+        self.positives = positives.to(graph.idtype)
+        self.sampler = sampler
+        self.negatives = negatives
+        # As DGL's example: no exclusion of the batch's own edges from the blocks (--remove_edge off).
+        self.edge_sampler = dgl.dataloading.as_edge_prediction_sampler(sampler, negative_sampler=negatives)
+        self.steps = steps
+        self.seed = seed
+        self.limit = steps if limit is None else max(1, min(limit, steps))
+
+    def epoch(self, epoch: int) -> Iterator[tuple[Tensor, dgl.DGLGraph, dgl.DGLGraph, list]]:
+        """Yield ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (local ids) ``limit`` times.
+
+        The pair graphs are compact: their nodes are the blocks' output rows in order, and
+        ``ndata[dgl.NID]`` holds the nodes' local ids.
+        """
+        dgl.seed(self.seed * 7919 + epoch)  # DGL's sampling draws from its global RNG
+        if hasattr(self.negatives, "reseed"):
+            self.negatives.reseed(self.seed * 7919 + epoch)
+        if self.positives.numel() == 0:
+            yield from self._placeholder_epoch()
+            return
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = self.positives[torch.randperm(self.positives.numel(), generator=gen)]
+        if perm.numel() < self.steps:
+            perm = perm.repeat(math.ceil(self.steps / perm.numel()))[: self.steps]  # no batch is empty
+        for chunk in torch.tensor_split(perm, self.steps)[: self.limit]:
+            yield self.edge_sampler.sample(self.graph, chunk)
+
+    def _placeholder_epoch(self):
+        seed = torch.zeros(1, dtype=self.graph.idtype)
+        for _ in range(self.limit):
+            input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, seed)
+            empty = dgl.graph((seed[:0], seed[:0]), num_nodes=1)
+            empty.ndata[dgl.NID] = output_nodes
+            yield input_nodes, empty, empty, blocks
+
+
+def as_local_negatives(negative_sampler, degree: Tensor):
+    """The negative sampler a worker draws with, from a script's (the drop-in) or the config's.
+
+    DGL's ``negative_sampler.Uniform(k)`` (what ``DistEdgeDataLoader`` scripts pass) becomes
+    :class:`LocalNegativeSampler` ``(k)``: the same uniform draw over the graph it is called on,
+    seeded per epoch; a degree-weighted :class:`LocalNegativeSampler` is bound to ``degree`` (the
+    local nodes' full-graph in-degrees). Any other sampler is called on the local graph as it is,
+    so it draws local nodes too.
+    """
+    if isinstance(negative_sampler, LocalNegativeSampler):
+        if negative_sampler.distribution == "degree" and negative_sampler.weights is None:
+            return negative_sampler.bind(degree)
+        return negative_sampler
+    if isinstance(negative_sampler, dgl.dataloading.negative_sampler.PerSourceUniform):
+        return LocalNegativeSampler(negative_sampler.k)
+    return negative_sampler
+
+
+def edge_scores(h: Tensor, pairs: dgl.DGLGraph) -> Tensor:
+    """The dot product of the two ends' rows of every edge of ``pairs`` (``h``: one row per node of it).
+
+    Example:
+        >>> edge_scores(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), dgl.graph(([0], [1]))).tolist()
+        [11.0]
+    """
+    u, v = pairs.edges()
+    return (h[u.long()] * h[v.long()]).sum(-1)
+
+
+def link_losses(h: Tensor, pair_graph: dgl.DGLGraph, neg_pair_graph: dgl.DGLGraph) -> Tensor:
+    """Binary cross-entropy with logits of every positive (label 1) and negative (label 0) pair, one per pair.
+
+    Args:
+        h: the encoder's output rows, one per node of the (compact) pair graphs.
+        pair_graph, neg_pair_graph: the batch's positive and negative pairs.
+    """
+    pos, neg = edge_scores(h, pair_graph), edge_scores(h, neg_pair_graph)
+    score = torch.cat([pos, neg])
+    label = torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
+    return F.binary_cross_entropy_with_logits(score, label, reduction="none")
+
+
+def link_loss(h: Tensor, pair_graph: dgl.DGLGraph, neg_pair_graph: dgl.DGLGraph) -> Tensor:
+    """The loss of DGL's ``train_dist_unsupervised.py``: the mean of :func:`link_losses` (every system's).
+
+    Example:
+        >>> pairs, neg = dgl.graph(([0], [1])), dgl.graph(([0], [0]))
+        >>> round(float(link_loss(torch.zeros(2, 4), pairs, neg)), 4)   # score 0: log 2
+        0.6931
+    """
+    return link_losses(h, pair_graph, neg_pair_graph).mean()
+
+
+class LocalEdgeRuntime:
+    """The data side of link prediction on one worker: positives, negatives, batches, feature reads.
+
+    The native trainer steps through it as through :class:`~.local_runtime.LocalRuntime`
+    (``train.task: link``): :meth:`epoch_inputs` yields ``(blocks, (pair_graph, neg_pair_graph),
+    inputs, None, extra)``. ``edges`` has this worker's usable-edge counts (:func:`edge_usability`).
+
+    Args:
+        cfg: the run's config (``train``, ``link``).
+        ident: this worker (its rank seeds the sampling).
+        lp: the loaded part (every node kept: any held node may be a negative).
+    """
+
+    def __init__(self, cfg: Config, ident, lp: LocalPartition):
+        self.lp = lp
+        # Reported (summary.json's coverage), not used: link prediction runs with plain averaging.
+        self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
+                                                            cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
+        self.features = LocalFeatures(lp.feat)
+        self.embed = False
+        if cfg.first_hop == "exact" and lp.agg is None:
+            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
+                             "load_local(..., first_hop='exact')")
+        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
+        self.prefetch = cfg.train.prefetch
+        self.positives = positive_edges(lp.src, lp.dst, lp.num_inner)
+        owned = int(lp.in_degree[: lp.num_inner].sum()) if lp.num_inner == lp.part_inner else None
+        self.edges = edge_usability(lp.src, lp.dst, lp.num_inner, owned if owned is not None else self.positives.numel())
+        n_pos = int(self.positives.numel())
+        self.contributors = seeded_workers(n_pos)
+        if self.contributors == 0:
+            raise ConfigError("train.task=link: no worker holds a positive edge (an edge into one of its nodes whose "
+                              "source it holds); use --train.halo=keep or fewer parts")
+        full = equal_steps(n_pos, cfg.train.batch_size)
+        cap = cfg.train.steps_per_epoch
+        self.steps = min(full, cap) if cap > 0 else full
+        degree = lp.in_degree if cfg.link.negative_dist == "degree" else None
+        self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree)
+        self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
+                                        self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
+        if n_pos == 0:
+            log.warning("part %d holds no positive edge: it takes the %d agreed steps per epoch with weight 0 (the "
+                        "average is over the %d of %d workers that have edges)", lp.part_id, self.steps,
+                        self.contributors, ident.world_size)
+
+    def epoch_inputs(self, epoch: int, times=None):
+        """Yield ``(blocks, (pair_graph, neg_pair_graph), input rows, None, extra)`` per step.
+
+        Extra: ``deg`` (full-graph in-degrees of the input rows) and, with first-hop completion,
+        ``agg``, as for node classification (:meth:`~.local_runtime.LocalRuntime.epoch_inputs`).
+        """
+        clock = time.perf_counter
+        batches = self.batches.epoch(epoch)
+        while True:
+            t0 = clock()
+            try:
+                input_nodes, pair_graph, neg_pair_graph, blocks = next(batches)
+            except StopIteration:
+                return
+            t1 = clock()
+            x = self.features.gather(input_nodes)
+            extra = {"deg": self.lp.in_degree[input_nodes]}
+            if self.aggregates is not None:
+                extra["agg"] = self.aggregates.gather(input_nodes)
+            if times is not None:
+                times.add("sample", t1 - t0)
+                times.add("gather", clock() - t1)
+            yield blocks, (pair_graph, neg_pair_graph), x, None, extra
+
+    def coverage_stats(self) -> dict[str, float]:
+        """Coverage of the inner nodes (the ends of the edges a worker owns)."""
+        return cov.summarize(self.coverage[: self.lp.num_inner])
+
+
+def link_summary(cfg: Config, edges: list[dict] | None) -> dict:
+    """Link prediction's own summary.json fields (``train.task: link``, every system): the negatives,
+    and the share of the training graph's edges that some worker trains on, with the run's halo and
+    with the halo dropped.
+
+    Args:
+        cfg: the run's config.
+        edges: every worker's :func:`edge_usability`; None for DistDGL, whose loader trains on every
+            edge (it pulls what its machine lacks).
+
+    Example:
+        >>> link_summary(cfg, [{"owned": 10, "positives": 10, "positives_halo_drop": 6, "usable_fraction": 1.0,
+        ...                     "usable_fraction_halo_drop": 0.6}])["usable_edge_fraction_halo_drop"]   # doctest: +SKIP
+        0.6
+    """
+    out = {"task": "link", "negatives": cfg.link.negatives, "negative_dist": cfg.link.negative_dist,
+           "hits_k": cfg.link.hits_k, "eval_negatives": cfg.link.eval_negatives}
+    if edges is None:
+        return {**out, "usable_edge_fraction": 1.0, "usable_edge_fraction_halo_drop": None,
+                "usable_edge_fraction_min": 1.0, "usable_edge_fraction_halo_drop_min": None}
+    owned = sum(e["owned"] for e in edges)
+    return {**out, "usable_edge_fraction": sum(e["positives"] for e in edges) / max(owned, 1),
+            "usable_edge_fraction_halo_drop": sum(e["positives_halo_drop"] for e in edges) / max(owned, 1),
+            "usable_edge_fraction_min": min(e["usable_fraction"] for e in edges),
+            "usable_edge_fraction_halo_drop_min": min(e["usable_fraction_halo_drop"] for e in edges)}
