@@ -10,7 +10,8 @@ stays cheap: the remote guard imports this package before torch or DGL are impor
 
 * :class:`GrappaLoader` - the drop-in replacement of ``DistNodeDataLoader`` for an existing
   DistDGL script (:mod:`dgl_grappa.method.dropin`); :class:`GrappaEdgeLoader` the one of
-  ``DistEdgeDataLoader`` (link prediction);
+  ``DistEdgeDataLoader`` (link prediction); :class:`GrappaHeteroLoader` the one of
+  ``DistNodeDataLoader`` on a heterogeneous graph;
 * :func:`make_correction` - the gradient reducer the drop-in registers on the DDP model
   (:mod:`dgl_grappa.method.reducers`);
 * :func:`load_config` - the config tree from YAML and ``--section.key=value`` overrides
@@ -36,6 +37,7 @@ __version__ = "0.1.0"
 _API = {
     "GrappaLoader": "dgl_grappa.method.dropin",
     "GrappaEdgeLoader": "dgl_grappa.method.dropin",
+    "GrappaHeteroLoader": "dgl_grappa.method.dropin",
     "make_correction": "dgl_grappa.method.reducers",
     "load_config": "dgl_grappa.config",
     "run_worker": "dgl_grappa.native.trainer",

@@ -79,15 +79,119 @@ class SyntheticConfig:
     embeddings (``model.embed: true``, which this needs)."""
 
 
+HETSYNTH_NTYPES = ("author", "field", "paper")
+"""The node types of ``hetsynth`` (every one may carry features, ``data.hetsynth.feat_types``)."""
+HETSYNTH_ETYPES = (("author", "writes", "paper"), ("paper", "written_by", "author"), ("paper", "cites", "paper"),
+                   ("paper", "cited_by", "paper"), ("paper", "has_topic", "field"), ("field", "topic_of", "paper"))
+"""The relations of ``hetsynth`` (canonical: source type, name, destination type): three and their reverses,
+so that messages flow both ways."""
+HETSYNTH_LABELLED = ("paper",)
+"""The node types of ``hetsynth`` with labels and train/val/test masks."""
+HETERO_DATASETS = ("hetsynth",)
+"""The ``data.name`` values whose graph is heterogeneous (several node and edge types)."""
+
+
+@dataclass
+class HetSynthConfig:
+    """A generated heterogeneous graph in the shape of ogbn-mag: papers, authors, fields of study.
+
+    Every node has a class: a paper its label, an author a home class, a field the class it
+    belongs to. Authors write, papers cite and papers are tagged with fields mostly inside their
+    class (``homophily``), so the relations carry the label; papers (and every type in
+    ``feat_types``) get noisy class-mean features. Relations: writes / written_by,
+    cites / cited_by, has_topic / topic_of (each with its reverse). Labels and splits on papers.
+    """
+
+    num_papers: int = 6000
+    """Number of paper nodes (the labelled type)."""
+    num_authors: int = 3000
+    """Number of author nodes."""
+    num_fields: int = 200
+    """Number of field-of-study nodes."""
+    num_classes: int = 8
+    """Number of label classes (of papers; authors and fields have a class too, not a label)."""
+    feat_dim: int = 32
+    """Feature width of every type in ``feat_types``."""
+    feat_types: list[str] = field(default_factory=lambda: ["paper"])
+    """Node types that get features (of author, field, paper); the others are featureless and need
+    ``model.embed: true`` (a learnable row per node, as DGL's RGCN example gives them)."""
+    papers_per_author: float = 3.0
+    """Mean number of papers an author writes (1 + a Poisson draw)."""
+    citations: float = 4.0
+    """Mean number of references of a paper (a Poisson draw, towards papers of the same class with
+    probability ``homophily``, popular papers more often)."""
+    fields_per_paper: int = 2
+    """Fields of study each paper is tagged with."""
+    homophily: float = 0.5
+    """Probability that an edge stays inside its source's class, in [0, 1] (0.5: the relations carry the
+    label, but neither they nor the features alone settle it)."""
+    noise: float = 6.0
+    """Standard deviation of the Gaussian noise around the class mean of the features (the class
+    means have norm 8, as the homogeneous generator's): 6 leaves the features alone weak."""
+    train_frac: float = 0.5
+    """Fraction of papers in the training split."""
+    val_frac: float = 0.2
+    """Fraction of papers in the validation split (the rest is test)."""
+    seed: int = 0
+    """Generator seed: the same seed gives the same graph."""
+
+
+def hetero_schema(data) -> dict | None:
+    """The node and edge types of the configured heterogeneous graph, before it is loaded; None for a
+    homogeneous one.
+
+    Returns:
+        ``ntypes``, ``etypes`` (canonical triples), ``featured`` and ``labelled`` node types.
+
+    Example:
+        >>> hetero_schema(DataConfig(name="hetsynth"))["featured"]
+        ['paper']
+    """
+    if data.name == "hetsynth":
+        return {"ntypes": list(HETSYNTH_NTYPES), "etypes": [tuple(e) for e in HETSYNTH_ETYPES],
+                "featured": [t for t in HETSYNTH_NTYPES if t in data.hetsynth.feat_types],
+                "labelled": list(HETSYNTH_LABELLED)}
+    return None
+
+
+def select_etypes(names: list[str], canonical: list[tuple]) -> list[tuple]:
+    """The canonical relations ``names`` selects (``data.etypes``: a name like ``cites`` or ``src:rel:dst``);
+    every relation when empty.
+
+    Raises:
+        ConfigError: a name that is no relation of the graph.
+
+    Example:
+        >>> select_etypes(["cites"], [("paper", "cites", "paper"), ("author", "writes", "paper")])
+        [('paper', 'cites', 'paper')]
+    """
+    if not names:
+        return list(canonical)
+    out = []
+    for n in names:
+        hit = [c for c in canonical if n in (c[1], ":".join(c))]
+        if not hit:
+            known = ", ".join(c[1] for c in canonical)
+            raise ConfigError(f"data.etypes entry {n!r} is not a relation of the graph ({known}); name relations "
+                              "of the graph, e.g. --data.etypes=[cites,cited_by], or leave it empty for all")
+        if len(hit) > 1:
+            raise ConfigError(f"data.etypes entry {n!r} names {len(hit)} relations; write it as source:name:"
+                              f"destination, e.g. {':'.join(hit[0])}")
+        if hit[0] not in out:
+            out.append(hit[0])
+    return out
+
+
 @dataclass
 class DataConfig:
     """Which graph to train on."""
 
-    name: Literal["synthetic", "cora", "citeseer", "dgl", "bigsynth"] = "synthetic"
+    name: Literal["synthetic", "cora", "citeseer", "dgl", "bigsynth", "hetsynth"] = "synthetic"
     """synthetic (generated, no files), cora / citeseer (Planetoid files under ``root``),
-    dgl (a graph saved with dgl.save_graphs at ``path``), or bigsynth (a folder written by
+    dgl (a graph saved with dgl.save_graphs at ``path``), bigsynth (a folder written by
     dgl_grappa.data.bigsynth.generate_big at ``path``, read in chunks; with
-    ``partition.prebuilt`` only its metadata is read)."""
+    ``partition.prebuilt`` only its metadata is read), or hetsynth (a generated heterogeneous
+    graph, ``hetsynth`` below: several node and edge types, trained with ``model.name: rgcn``)."""
     root: str = field(default_factory=_default_planetoid_root)
     """Folder that holds the Planetoid ``ind.<name>.*`` files (cora / citeseer)."""
     path: str = ""
@@ -103,6 +207,13 @@ class DataConfig:
     test_mask_key: str = "test_mask"
     """ndata key of the test mask in a user graph."""
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+    hetsynth: HetSynthConfig = field(default_factory=HetSynthConfig)
+    target: str = ""
+    """Heterogeneous graphs: the node type trained on and evaluated (it must have labels); empty = the
+    graph's labelled type (hetsynth: paper)."""
+    etypes: list[str] = field(default_factory=list)
+    """Heterogeneous graphs: the relations kept, by name (``cites``) or as ``src:name:dst``; the graph is
+    cut, trained and evaluated with these only. Empty = every relation."""
 
 
 @dataclass
@@ -147,8 +258,10 @@ class PartitionConfig:
 class ModelConfig:
     """The GNN."""
 
-    name: Literal["sage", "gcn", "gat", "gin"] = "sage"
-    """GraphSAGE (mean), GCN, GAT or GIN."""
+    name: Literal["sage", "gcn", "gat", "gin", "rgcn"] = "sage"
+    """GraphSAGE (mean), GCN, GAT or GIN; rgcn for a heterogeneous graph (``data.name: hetsynth``):
+    per relation a ``GraphConv`` (the mean of the relation's in-neighbours, its own weight), summed
+    by DGL's ``HeteroGraphConv``, plus a self-loop weight per node type, as DGL's RGCN example."""
     num_layers: int = 2
     """Number of message-passing layers, 1..6."""
     hidden: int = 128
@@ -180,7 +293,9 @@ class ModelConfig:
     DistDGL: one ``DistEmbedding`` in the KVStore and ``dgl.distributed.optim.SparseAdam``.
     The first hop is sampled (``train.first_hop: exact`` switches to sampled with a log line:
     aggregates of learnable rows would go stale). Not with ``schedule.k > 0``, layer-wise
-    evaluation or ``run.floor``."""
+    evaluation or ``run.floor``. On a heterogeneous graph only the node types without features
+    get learnable rows (DGL's RGCN example: a ``DistEmbedding`` per featureless type); the others
+    keep their features, and the first hop of their relations can still be exact."""
     embed_dim: int = 64
     """Width of the learnable rows (``model.embed``)."""
     embed_lr: float = 0.01
@@ -232,7 +347,9 @@ class TrainConfig:
     only layers 1..L-1 are sampled (``fanouts[0]`` is unused). sampled: every layer is
     sampled from the local graph. GAT always samples its first layer (its attention depends
     on learned projections, so nothing can be precomputed): exact falls back to sampled with
-    a log line."""
+    a log line. On a heterogeneous graph exact completes the first hop per relation from a
+    featured type (the whole graph's mean over that relation's in-neighbours) and samples the
+    relations from featureless types."""
     memory_budget: str = "1.5"
     """The most bytes of feature-width node tables (features, first-hop aggregates, halo rows)
     a worker holds: a multiple of its own feature rows in fp32 (``1.5``), or bytes (``8GB``,
@@ -589,9 +706,18 @@ class Config:
         return self.grappa.hops or self.model.num_layers
 
     @property
+    def hetero(self) -> bool:
+        """Whether the graph is heterogeneous (``data.name`` in :data:`HETERO_DATASETS`)."""
+        return self.data.name in HETERO_DATASETS
+
+    @property
     def first_hop(self) -> str:
         """The first-hop mode a Grappa run uses: ``train.first_hop``, except sampled for GAT and for
-        learnable embeddings (``model.embed``: aggregates of trainable rows would go stale)."""
+        learnable embeddings (``model.embed``: aggregates of trainable rows would go stale). On a
+        heterogeneous graph ``exact`` completes the relations from featured types (per-relation
+        aggregates) and samples those from featureless ones."""
+        if self.hetero:
+            return self.train.first_hop
         return "sampled" if self.model.name == "gat" or self.model.embed else self.train.first_hop
 
 
@@ -894,6 +1020,7 @@ def validate(cfg: Config) -> None:
     _check(m.heads >= 1, f"model.heads={m.heads} must be >= 1")
     _check(m.name != "gat" or m.hidden % m.heads == 0,
            f"model.hidden={m.hidden} is not divisible by model.heads={m.heads}; pick a multiple of heads")
+    _validate_hetero(cfg)  # first: on a heterogeneous graph its own rules say what it cannot run with
     _validate_embed(cfg)
     _validate_link(cfg)
     _check(t.epochs >= 1, f"train.epochs={t.epochs} must be >= 1")
@@ -965,6 +1092,64 @@ def _validate_embed(cfg: Config) -> None:
            "without partition.prebuilt")
     _check(not cfg.run.floor, "model.embed=true with run.floor=true: the floor's replayed epoch would update the "
                               "embedding rows; set --run.floor=false")
+
+
+def _validate_hetero(cfg: Config) -> None:
+    """A heterogeneous graph (``data.name: hetsynth``): its generator, the type and relation names, the model,
+    the featureless types, and the settings the heterogeneous runtime does not serve."""
+    d, m, t = cfg.data, cfg.model, cfg.train
+    schema = hetero_schema(d)
+    if schema is None:
+        _check(not d.target and not d.etypes,
+               f"data.target / data.etypes name node and edge types, but data.name={d.name} is a homogeneous graph; "
+               "leave them empty (or use --data.name=hetsynth)")
+        _check(m.name != "rgcn", f"model.name=rgcn needs a heterogeneous graph, but data.name={d.name} is homogeneous; "
+                                 "use --data.name=hetsynth, or --model.name=sage")
+        return
+    h = d.hetsynth
+    for key in ("num_papers", "num_authors", "num_fields", "feat_dim", "fields_per_paper"):
+        _check(getattr(h, key) >= 1, f"data.hetsynth.{key}={getattr(h, key)} must be >= 1")
+    _check(h.num_papers >= 10, f"data.hetsynth.num_papers={h.num_papers} is too small; use at least 10")
+    _check(h.num_classes >= 2, f"data.hetsynth.num_classes={h.num_classes} must be >= 2")
+    _check(h.fields_per_paper <= h.num_fields, f"data.hetsynth.fields_per_paper={h.fields_per_paper} is more than "
+                                               f"data.hetsynth.num_fields={h.num_fields}")
+    _check(h.papers_per_author > 0 and h.citations >= 0,
+           f"data.hetsynth.papers_per_author={h.papers_per_author} must be > 0 and citations={h.citations} >= 0")
+    _check(0.0 <= h.homophily <= 1.0, f"data.hetsynth.homophily={h.homophily} must be in [0, 1]")
+    _check(h.noise >= 0, f"data.hetsynth.noise={h.noise} must be >= 0")
+    _check(0 < h.train_frac < 1 and 0 <= h.val_frac < 1 and h.train_frac + h.val_frac < 1,
+           f"data.hetsynth.train_frac={h.train_frac} / val_frac={h.val_frac} must be fractions that leave a test split")
+    for ft in h.feat_types:
+        _check(ft in schema["ntypes"], f"data.hetsynth.feat_types entry {ft!r} is not a node type of hetsynth "
+                                       f"({', '.join(schema['ntypes'])}); list node types, e.g. [paper]")
+    target = d.target or schema["labelled"][0]
+    _check(target in schema["ntypes"], f"data.target={target!r} is not a node type of data.name={d.name} "
+                                       f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}")
+    _check(target in schema["labelled"],
+           f"data.target={target} has no labels (the labelled node type of data.name={d.name} is "
+           f"{', '.join(schema['labelled'])}); use --data.target={schema['labelled'][0]}")
+    kept = select_etypes(d.etypes, schema["etypes"])  # a name that is no relation is a one-line error
+    used = {target} | {e[0] for e in kept} | {e[2] for e in kept}  # the node types the kept relations touch
+    _check(m.name == "rgcn", f"data.name={d.name} is a heterogeneous graph, which model.name={m.name} cannot train; "
+                             "use --model.name=rgcn (a GraphConv per relation, summed)")
+    bare = [n for n in schema["ntypes"] if n in used and n not in schema["featured"]]
+    _check(not bare or m.embed,
+           f"node types {', '.join(bare)} of data.name={d.name} have no features, so model.embed=false leaves them "
+           "without input; set --model.embed=true (a learnable row per node of those types)")
+    refused = [
+        (t.task == "node", f"train.task={t.task}", "--train.task=node"),
+        (t.mode == "minibatch", f"train.mode={t.mode}", "--train.mode=minibatch"),
+        (cfg.grappa.correction == "none", f"grappa.correction={cfg.grappa.correction}", "--grappa.correction=none"),
+        (set(cfg.compare.variants) <= {"none"}, f"compare.variants=[{','.join(cfg.compare.variants)}]",
+         "--compare.variants=[none]"),
+        (cfg.schedule.k == 0, f"schedule.k={cfg.schedule.k}", "--schedule.k=0"),
+        (not cfg.partition.prebuilt and t.eval_mode != "layerwise", "layer-wise evaluation (train.eval_mode=layerwise, "
+         "partition.prebuilt)", "--train.eval_mode=whole without partition.prebuilt"),
+        (not cfg.run.floor, "run.floor=true", "--run.floor=false"),
+    ]
+    for ok, what, fix in refused:
+        _check(ok, f"data.name={d.name} (a heterogeneous graph) is not trained with {what}: the heterogeneous runtime "
+                   f"trains node classification on minibatches with plain gradient averaging; use {fix}")
 
 
 def _validate_link(cfg: Config) -> None:

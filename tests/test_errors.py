@@ -153,6 +153,29 @@ def setup_featureless_without_embed(tmp):
     return ["train", "--data.synthetic.featureless=true"]
 
 
+HETERO = ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true"]
+
+
+def setup_hetero_unknown_etype(tmp):
+    return ["train", *HETERO, "--data.etypes=[cites,likes]"]
+
+
+def setup_hetero_unknown_ntype(tmp):
+    return ["train", *HETERO, "--data.target=venue"]
+
+
+def setup_hetero_target_without_labels(tmp):
+    return ["train", *HETERO, "--data.target=author"]
+
+
+def setup_hetero_featureless_without_embed(tmp):
+    return ["compare", "--data.name=hetsynth", "--model.name=rgcn"]
+
+
+def setup_hetero_wrong_model(tmp):
+    return ["train", "--data.name=hetsynth", "--model.embed=true"]
+
+
 def setup_link_fractions(tmp):
     return ["train", "--train.task=link", "--link.val_frac=0.5", "--link.test_frac=0.5"]
 

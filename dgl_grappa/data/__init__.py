@@ -16,6 +16,10 @@ Sources (``data.name``):
 * ``bigsynth`` - a folder written by :func:`.bigsynth.generate_big` at ``data.path``, as one
   DGLGraph (small graphs only; big ones are trained from ``partition.prebuilt`` and only
   their metadata is read: :func:`dataset_num_classes`).
+* ``hetsynth`` - a generated **heterogeneous** graph (:mod:`.hetsynth`: papers, authors, fields
+  and six relations), the one exception to the homogeneous contract: ``feat`` on the types of
+  ``data.hetsynth.feat_types``, ``label`` and the masks on papers; restricted to the relations of
+  ``data.etypes`` when it is set.
 
 Every user error (missing files, wrong keys, bad values) is a
 :class:`~dgl_grappa.config.ConfigError` with a one-line message naming the fix.
@@ -31,7 +35,7 @@ from __future__ import annotations
 import dgl
 
 from ..config import Config, ConfigError, DataConfig, ModelConfig, validate
-from .common import STANDARD_KEYS, make_graph, num_classes
+from .common import STANDARD_KEYS, make_graph, num_classes, target_type
 from .planetoid import cache_root, load_planetoid, planetoid_cache_dir
 from .synthetic import SBMArrays, effective_noise, generate_sbm, synthetic_graph
 from .user import load_user_graph
@@ -58,7 +62,10 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
     # validate() checks the whole tree; the other sections' defaults are valid, so this
     # runs exactly the data.* checks (a featureless graph with the model that can train on it:
     # the model section is not this function's to check).
-    validate(Config(data=cfg, model=ModelConfig(embed=cfg.synthetic.featureless)))
+    # (a heterogeneous graph: with its model, RGCN on learnable rows, so that only the data.* checks can fail)
+    hetero = cfg.name == "hetsynth"
+    validate(Config(data=cfg, model=ModelConfig(name="rgcn" if hetero else "sage",
+                                                 embed=cfg.synthetic.featureless or hetero)))
     if cfg.name == "synthetic":
         return synthetic_graph(cfg.synthetic)
     if cfg.name in ("cora", "citeseer"):
@@ -69,7 +76,16 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
         from .bigsynth import BigGraph
 
         return BigGraph(cfg.path).to_dgl()
-    raise ConfigError(f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, dgl, bigsynth")
+    if cfg.name == "hetsynth":
+        from ..config import hetero_schema, select_etypes
+        from .hetsynth import hetsynth_graph
+
+        g = hetsynth_graph(cfg.hetsynth)
+        if cfg.etypes:  # the relations kept: every system cuts, trains and evaluates this graph
+            g = dgl.edge_type_subgraph(g, select_etypes(cfg.etypes, hetero_schema(cfg)["etypes"]))
+        return g
+    raise ConfigError(f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, dgl, bigsynth, "
+                      "hetsynth")
 
 
 def dataset_num_classes(cfg: DataConfig) -> int | None:
@@ -87,5 +103,5 @@ def dataset_num_classes(cfg: DataConfig) -> int | None:
 __all__ = [
     "STANDARD_KEYS", "SBMArrays", "cache_root", "dataset_num_classes", "effective_noise", "generate_sbm", "load_dataset",
     "load_planetoid", "load_user_graph", "make_graph", "num_classes", "planetoid_cache_dir",
-    "synthetic_graph",
+    "synthetic_graph", "target_type",
 ]

@@ -40,16 +40,31 @@ def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: to
     return g
 
 
+def target_type(g: dgl.DGLGraph, target: str = "") -> str | None:
+    """The node type of a heterogeneous graph whose labels are trained on: ``target`` (``data.target``) or,
+    when empty, the one type with ``label``; None for a homogeneous graph.
+
+    Example:
+        >>> target_type(dgl.heterograph({("a", "r", "b"): ([0], [0])}))   # no labels anywhere: None
+    """
+    if g.is_homogeneous:
+        return None
+    if target:
+        return target
+    labelled = [t for t in g.ntypes if "label" in g.nodes[t].data]
+    return labelled[0] if len(labelled) == 1 else None
+
+
 def num_classes(g: dgl.DGLGraph) -> int:
     """Number of label classes of a loaded graph.
 
     Args:
-        g: a graph returned by :func:`dgl_grappa.data.load_dataset`.
+        g: a graph returned by :func:`dgl_grappa.data.load_dataset` (heterogeneous: its labelled type's).
 
     Returns:
-        ``int(g.ndata["label"].max()) + 1`` (0 for a graph without nodes).
+        ``int(label.max()) + 1`` (0 for a graph without nodes).
     """
-    label = g.ndata["label"]
+    label = g.ndata["label"] if g.is_homogeneous else g.nodes[target_type(g)].data["label"]
     if label.numel() == 0:
         return 0
     return int(label.max()) + 1

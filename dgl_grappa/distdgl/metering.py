@@ -211,8 +211,13 @@ class TrainerMeter:
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
         embed = cfg.model.embed
-        self.epoch_meter.holding(**machine_holding(g, held, cfg.model.embed_dim if embed else 0,
-                                                   embed_in_kvstore=embed and held is None))
+        if cfg.hetero:  # every type's tables; the featureless types' DistEmbeddings unless the drop-in holds them
+            from .hetero import machine_holding as hetero_holding
+
+            self.epoch_meter.holding(**hetero_holding(g, held, cfg.model.embed_dim, embed_in_kvstore=held is None))
+        else:
+            self.epoch_meter.holding(**machine_holding(g, held, cfg.model.embed_dim if embed else 0,
+                                                       embed_in_kvstore=embed and held is None))
         self.one_time_bytes = int(one_time_bytes)
         self.held = held  # the drop-in's loader (link prediction: its usable-edge counts)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.

@@ -54,6 +54,12 @@ reproduces: model, optimizer and the trainers' RNG streams (shuffling, dropout);
 servers' sampling RNG, so a resumed DistDGL run is another sample of the same training,
 not a bitwise copy.
 
+A heterogeneous graph (``data.name: hetsynth``, ``model.name: rgcn``) follows DGL's
+``examples/pytorch/rgcn/experimental/entity_classify_dist.py``: ``node_split`` of the target
+type's training nodes, ``DistNodeDataLoader(g, {target: train_nid}, sampler)``, every input row
+pulled per node type (features through the KVStore, a ``DistEmbedding`` per featureless type with
+DGL's distributed ``SparseAdam``), the package's RGCN (:mod:`dgl_grappa.distdgl.hetero`).
+
 ``dgl_grappa.distdgl.TrainerMeter`` only measures (epoch time, bytes, wire bytes, global
 evaluation on rank 0, metrics.jsonl, summary.json); drop it and the script still trains.
 """
@@ -77,10 +83,12 @@ from dgl_grappa.cluster.launch import backend_for, select_device
 from dgl_grappa.cluster.procs import process_start_time
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import embedding as ge
-from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaLoader
+from dgl_grappa.distdgl import hetero as gh
+from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
 from dgl_grappa.method.link import LocalNegativeSampler, link_loss
 from dgl_grappa.method.local_part import first_hop_table
 from dgl_grappa.method.models import build_model
+from dgl_grappa.method.rgcn import build_rgcn
 from dgl_grappa.method.reducers import make_correction
 from dgl_grappa.partition.layout import GRAPH_NAME
 from dgl_grappa.runtime.checkpoint import checkpoint_due
@@ -134,6 +142,8 @@ def load_checkpoint(path, cfg, model, optimizer):
 
 def _embedding_shard(g, emb, emb_optimizer, args) -> dict:
     """This trainer's embedding rows and sparse optimizer state, for its checkpoint shard."""
+    if isinstance(emb, dict):  # a heterogeneous graph: a DistEmbedding per featureless type
+        return {"embedding": gh.shard_state(g, emb, emb_optimizer)}
     if args.grappa:
         return {"embedding": emb.shard_state(emb_optimizer)}
     return {"embedding": ge.shard_state(g, emb, emb_optimizer)}
@@ -147,7 +157,9 @@ def _load_embedding(g, emb, emb_optimizer, ck, args) -> None:
     if state is None:
         raise CheckpointError(f"checkpoint {args.resume} holds no embedding rows for this trainer; resume from a "
                               "checkpoint of this run, or start afresh")
-    if args.grappa:
+    if isinstance(emb, dict):
+        gh.load_shard(g, emb, emb_optimizer, state)
+    elif args.grappa:
         emb.load_shard(state, emb_optimizer)
     else:
         ge.load_shard(g, emb, emb_optimizer, state)
@@ -178,6 +190,10 @@ def _common_steps(mine: int, cfg) -> int:
 
 def _eval_inputs(g, emb, args):
     """The evaluation's input rows (every node's, rank 0, the graph's node order): a callable for the meter."""
+    if isinstance(emb, dict):  # a heterogeneous graph: every featureless type's rows, pulled
+        return lambda: gh.eval_rows(g, emb, args.part_config)
+    if args.grappa and hasattr(emb, "gather_rows"):  # the heterogeneous drop-in: every trainer's own rows per type
+        return lambda: emb.gather_rows(args.part_config)
     if args.grappa:  # every trainer's own rows, gathered to rank 0
         from dgl_grappa.method.embedding import gather_rows
         from dgl_grappa.partition.layout import to_original_order
@@ -241,8 +257,20 @@ def train():
     exact = False
     embed = cfg.model.embed  # learnable input rows instead of features (cfg.first_hop is then sampled)
     link = cfg.train.task == "link"  # link prediction (train_dist_unsupervised.py): edges, negatives, dot products
+    hetero = cfg.hetero  # a heterogeneous graph (entity_classify_dist.py): RGCN, seeds of the target type
+    target = gh.target_of(g, cfg) if hetero else None
+    if hetero:
+        embed = any("feat" not in g.nodes[t].data for t in g.ntypes)  # learnable rows for the featureless types
     read_once = 0  # what the baseline reads before training (degree-weighted negatives: every in-degree)
-    if args.grappa:
+    if args.grappa and hetero:
+        # Grappa: this machine's own training nodes of the target type, sampled inside its local heterograph
+        correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
+        loader = GrappaHeteroLoader(g, sampler, cfg.train.batch_size, correction, target=target, halo=cfg.train.halo,
+                                    seed=cfg.train.seed)
+        if cfg.first_hop == "exact" and th.distributed.get_rank() == 0:
+            print("the drop-in samples the first hop of every relation (the per-relation first-hop aggregates of "
+                  "train.first_hop=exact are the native runtime's)", flush=True)
+    elif args.grappa:
         # Grappa change 1 of 2: sample only inside this machine's partition (and, with
         # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
         correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
@@ -264,17 +292,36 @@ def train():
         negatives, read_once = _global_negatives(g, cfg)
         loader = dgl.dataloading.DistEdgeDataLoader(g, train_eids, sampler, negative_sampler=negatives,
                                                     batch_size=cfg.train.batch_size, shuffle=True, drop_last=False)
+    elif hetero:
+        # DGL's RGCN example: this trainer's share of the target type's training nodes, sampled over every relation
+        train_nid = dgl.distributed.node_split(g.nodes[target].data["train_mask"], g.get_partition_book(),
+                                               ntype=target, force_even=True)
+        loader = dgl.dataloading.DistNodeDataLoader(g, {target: train_nid}, sampler, batch_size=cfg.train.batch_size,
+                                                    shuffle=True, drop_last=False)
     else:
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
                                                     shuffle=True, drop_last=False)
 
-    in_dim = cfg.model.embed_dim if embed else g.ndata["feat"].shape[1]
-    out_dim = cfg.model.hidden if link else gd.num_classes(g)  # link: the encoder's rows, scored by dot products
-    model = build_model(cfg.model, in_dim, out_dim).to(device)
-    model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if hetero:  # the package's RGCN: a GraphConv per relation, summed (the example's RelGraphConvLayer)
+        model = build_rgcn(cfg.model, gh.input_dims(g, cfg.model.embed_dim), gh.num_classes(g, target),
+                           g.canonical_etypes, target).to(device)
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    else:
+        in_dim = cfg.model.embed_dim if embed else g.ndata["feat"].shape[1]
+        out_dim = cfg.model.hidden if link else gd.num_classes(g)  # link: the encoder's rows, scored by dot products
+        model = build_model(cfg.model, in_dim, out_dim).to(device)
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     emb = emb_optimizer = None
-    if embed and args.grappa:
+    if hetero and embed and args.grappa:
+        # Grappa: the featureless types' own rows (and the halo's frozen ones), trained here: replaces the DistEmbeddings
+        emb = loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
+        emb_optimizer = emb.optimizer(cfg.model.embed_lr)
+    elif hetero and embed:
+        # DGL's RGCN example (--dgl-sparse): a DistEmbedding per featureless type and DGL's distributed SparseAdam
+        emb = gh.dist_embeddings(g, cfg.model.embed_dim, seed=cfg.train.seed)
+        emb_optimizer = dgl.distributed.optim.SparseAdam(list(emb.values()), lr=cfg.model.embed_lr)
+    elif embed and args.grappa:
         # Grappa: this machine's rows (and the halo's frozen ones), trained here: replaces the DistEmbedding.
         emb = loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
         emb_optimizer = emb.optimizer(cfg.model.embed_lr)
@@ -334,16 +381,21 @@ def train():
                     input_nodes, pair_graph, neg_pair_graph, blocks = batch
                 else:
                     input_nodes, seeds, blocks = batch
+                if hetero:  # per node type: DistDGL pulls features and DistEmbedding rows; Grappa reads local memory
+                    seeds = seeds[target]
+                    x = ({**loader.features(input_nodes), **(emb(input_nodes) if emb is not None else {})}
+                         if args.grappa else gh.batch_inputs(g, input_nodes, emb or {}))
+                    x = {t: v.to(device) for t, v in x.items()}
                 # Grappa: every input row from this machine's memory (own rows, the kept halo's)
-                if embed:
+                elif embed:
                     x = emb(input_nodes).to(device)  # DistDGL: a KVStore pull; Grappa: local rows
                 else:
                     x = (loader.features(input_nodes) if args.grappa else g.ndata["feat"][input_nodes]).to(device)
                 if not link:
-                    y = g.ndata["label"][seeds].long().to(device)
+                    y = (g.nodes[target].data["label"] if hetero else g.ndata["label"])[seeds].long().to(device)
                 if device.type != "cpu":
                     blocks = [b.to(device) for b in blocks]
-                if args.grappa:
+                if args.grappa and not hetero:
                     # Grappa: full-graph in-degrees (GraphSAGE's empty-neighbourhood rule) and, with
                     # first-hop completion, the precomputed aggregates; every row is local.
                     extra = {"deg": loader.degrees(input_nodes).to(device)}

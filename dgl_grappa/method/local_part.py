@@ -520,6 +520,11 @@ def keep_for(cfg) -> Keep:
 
 def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartition:
     """Worker ``part_id``'s part as a training run of ``cfg`` keeps it (halo, first hop, budget;
-    a prebuilt partitioning, possibly of a graph no process can hold, is read lean)."""
+    a prebuilt partitioning, possibly of a graph no process can hold, is read lean; a heterogeneous
+    graph's part as its local heterograph, :func:`~.hetero.load_local_hetero`)."""
+    if cfg.hetero:
+        from .hetero import load_local_hetero
+
+        return load_local_hetero(part_config, part_id, cfg.train.halo, cfg.data.target, cfg.first_hop)
     return load_local(part_config, part_id, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
                       keep=keep_for(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)

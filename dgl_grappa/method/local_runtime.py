@@ -124,8 +124,13 @@ class LocalRuntime:
 
 
 def make_runtime(cfg: Config, ident: Identity, lp: LocalPartition):
-    """The data side a run of ``cfg`` steps through: :class:`LocalRuntime`, or for link prediction
-    (``train.task: link``) :class:`~.link.LocalEdgeRuntime`."""
+    """The data side a run of ``cfg`` steps through: :class:`LocalRuntime`, for link prediction
+    (``train.task: link``) :class:`~.link.LocalEdgeRuntime`, for a heterogeneous graph
+    :class:`~.hetero.HeteroLocalRuntime`."""
+    if cfg.hetero:
+        from .hetero import HeteroLocalRuntime
+
+        return HeteroLocalRuntime(cfg, ident, lp)
     if cfg.train.task == "link":
         return LocalEdgeRuntime(cfg, ident, lp)
     return LocalRuntime(cfg, ident, lp)

@@ -47,6 +47,10 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
             "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records])}
     if getattr(rt, "edges", None) is not None:  # train.task=link: the edges it owns and those it could train on
         mine["link_edges"] = rt.edges
+    if trainer.cfg.hetero:  # its node types, relations, and what it holds of each type
+        from ..method.hetero import hetero_summary
+
+        mine["hetero"] = hetero_summary(lp)
     per_worker = all_workers(mine)
     if not ident.is_main:
         return None
@@ -89,6 +93,9 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
     }
     if cfg.train.task == "link":
         own.update(link_summary(cfg, [w["link_edges"] for w in per_worker]))
+    if cfg.hetero:
+        h = per_worker[0]["hetero"]
+        own["hetero"] = {k: h[k] for k in ("target", "ntypes", "etypes", "featured", "featureless")}
     return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
                        mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
                        steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own)

@@ -10,7 +10,10 @@ With ``train.task: link`` the data side is :class:`~dgl_grappa.method.link.Local
 worker's own edges, local negatives) and the loss the dot-product link loss; evaluation scores
 held-out edges (MRR, hits@k). With ``model.embed`` the input rows are learnable: each worker holds and updates its own
 nodes' rows (:class:`~dgl_grappa.method.embedding.LocalEmbedding`, outside DDP, so the
-all-reduce carries the dense weights alone).
+all-reduce carries the dense weights alone). On a heterogeneous graph (``data.name: hetsynth``)
+the part is a local heterograph (:mod:`dgl_grappa.method.hetero`), the featureless types' rows are
+:class:`~dgl_grappa.method.hetero.HeteroEmbedding` (the same rule, per type) and the model is
+:class:`~dgl_grappa.method.rgcn.RGCN`.
 """
 from __future__ import annotations
 
@@ -38,10 +41,12 @@ from ..cluster.launch import (
 )
 from ..config import Config, ConfigError
 from ..method.embedding import LocalEmbedding, gather_rows
+from ..method.hetero import HeteroEmbedding
 from ..method.local_part import load_for_training
 from ..method.link import link_losses
 from ..method.local_runtime import make_runtime
 from ..method.models import build_model
+from ..method.rgcn import build_rgcn
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
@@ -130,6 +135,7 @@ class Trainer:
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
                 log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
+                         "the graph is heterogeneous (the first hop is sampled per relation)" if cfg.hetero else
                          "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
                          "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
                          "depends on learned projections)")
@@ -138,17 +144,26 @@ class Trainer:
             t_rt = time.perf_counter()
             self.rt = make_runtime(cfg, ident, lp)  # train.task=link: local edge batches (method/link.py)
             # set-up stages of this worker (summary.json workers[].setup)
-            if cfg.model.embed:
+            if cfg.hetero:
+                # The featureless types' rows, per type: own rows trained here, halo rows frozen (no byte moves).
+                if lp.bare_types:
+                    self.embedding = HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed)
+                    self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
+            elif cfg.model.embed:
                 # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
                 self.embedding = LocalEmbedding(lp.global_ids, lp.num_inner, cfg.model.embed_dim, seed=cfg.train.seed)
                 self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
             self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
                           "memory_after_setup": memory_stats()}
             ANON_PEAK.sample()
-            in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
-            # link prediction: an encoder of model.hidden outputs whose dot products score pairs (DGL's example)
-            out_dim = cfg.model.hidden if self.link else num_classes
-            self.model = build_model(cfg.model, in_dim, out_dim).to(self.device)
+            if cfg.hetero:  # a GraphConv per relation, each type's input at its own width
+                self.model = build_rgcn(cfg.model, lp.input_dims(cfg.model.embed_dim), num_classes, lp.etypes,
+                                        lp.target).to(self.device)
+            else:
+                in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
+                # link prediction: an encoder of model.hidden outputs whose dot products score pairs (DGL's example)
+                out_dim = cfg.model.hidden if self.link else num_classes
+                self.model = build_model(cfg.model, in_dim, out_dim).to(self.device)
             # Broadcasts rank 0's parameters: every worker starts from the same model. On a
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -178,9 +193,10 @@ class Trainer:
                          cfg.link.negatives, lp.graph.num_nodes(), cfg.link.negative_dist)
             if self.embedding is not None:
                 m = self.embedding.memory()
+                n_halo = self.embedding.num_halo if cfg.hetero else self.embedding.halo_rows.shape[0]
                 log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
                          "(frozen initial rows): %.2f MB with the optimizer's moments, 0 bytes on the network",
-                         ident.part, self.embedding.num_inner, self.embedding.halo_rows.shape[0], m["embed"] / 1e6)
+                         ident.part, self.embedding.num_inner, n_halo, m["embed"] / 1e6)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -224,8 +240,11 @@ class Trainer:
         extra = extra or {}
         if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
             graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
-            x = x.to(dev, non_blocking=True)
-            extra = {k: v.to(dev, non_blocking=True) for k, v in extra.items()}
+            # a heterogeneous batch's inputs are a dict (per node type)
+            x = ({k: v.to(dev, non_blocking=True) for k, v in x.items()} if isinstance(x, dict)
+                 else x.to(dev, non_blocking=True))
+            extra = {k: ({r: a.to(dev, non_blocking=True) for r, a in v.items()} if isinstance(v, dict)
+                         else v.to(dev, non_blocking=True)) for k, v in extra.items()}
         out = self.ddp(graph, x, **extra)
         if self.link:
             # One loss per positive and negative pair; a worker without positives has pair graphs without
@@ -342,6 +361,8 @@ class Trainer:
         from ..partition.layout import to_original_order
 
         emb = self.embedding
+        if self.cfg.hetero:  # per featureless type: {type: rows} on rank 0
+            return emb.gather_rows(self.part_config)
         table = gather_rows(emb.global_ids[: emb.num_inner], emb.own.weight)
         return to_original_order(table, self.part_config) if table is not None else None
 
@@ -461,6 +482,16 @@ class Trainer:
         moments, frozen halo rows), and the unit of the ratio is the own rows in fp32.
         """
         resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
+        if self.cfg.hetero:
+            # every table: the featured types' rows (inner and halo), the featureless types' learnable rows, their
+            # SparseAdam moments and frozen halo rows; the unit is the own input rows of every type in fp32
+            if self.embedding is not None:
+                m = self.embedding.memory()
+                resident += m["embed"]
+                memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
+                own += m["embed_inner"]
+            self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
+            return
         if self.embedding is not None:
             m = self.embedding.memory()
             resident += m["embed"]

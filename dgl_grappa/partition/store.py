@@ -24,7 +24,8 @@ from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_conf
 log = logging.getLogger("dgl_grappa")
 
 
-def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None) -> dict:
+def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None,
+              target: str = "") -> dict:
     """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
 
     Args:
@@ -33,16 +34,27 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         cfg: partition options (num_parts, method, balance_*, seed).
         out_dir: target folder (created; DGL's layout).
         fingerprint: anything that identifies the input (stored so a later run can reuse it).
+        target: a heterograph's labelled node type (``data.target``; empty: the one type with labels).
 
     Returns:
         Statistics: edge_cut, inner/halo node counts and halo_share per part, seconds,
         and ``part_config`` (path of the json).
+
+    A heterogeneous ``g`` (several node or edge types) is cut by :func:`~.hetero.partition_hetero`.
 
     Example:
         >>> stats = partition(g, cfg.partition, "runs/x/partitions/0")   # doctest: +SKIP
         >>> stats["edge_cut"]                                            # doctest: +SKIP
         0.05
     """
+    if not g.is_homogeneous:
+        from .hetero import partition_hetero
+
+        check_partitionable(g.num_nodes(), cfg.num_parts)
+        stats = partition_hetero(g, cfg, out_dir, fingerprint, target)
+        stats["files"] = file_manifest(out_dir)
+        (Path(out_dir) / STATS_FILE).write_text(json.dumps(stats, indent=1))
+        return stats
     if cfg.method not in METHODS:
         raise ConfigError(f"partition.method={cfg.method!r} is not allowed; use one of {', '.join(METHODS)}")
     out = Path(out_dir)
@@ -198,6 +210,13 @@ def partition_fingerprint(cfg: Config) -> dict:
     if part["method"] in SEEDLESS_METHODS:
         part.pop("seed")
     data = dataclasses.asdict(cfg.data)
+    if not cfg.hetero:
+        # the heterogeneous graph's settings: only where they apply, so that every other fingerprint (and a
+        # benchmark's folder named after it) stays as it was
+        for key in ("hetsynth", "target", "etypes"):
+            data.pop(key, None)
+    else:
+        data.pop("synthetic", None)  # the homogeneous generator's settings do not make this graph
     if cfg.data.name == "dgl":  # the same path may hold another graph later
         try:
             st = Path(cfg.data.path).stat()
@@ -245,9 +264,11 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         changes.append("train.task: 'link' -> 'node'")
     if stats is not None and not changes:
         why = folder_problem(out, stats)
+        if why is None and "aggregates" not in stats.get("hetero", {"aggregates": []}):
+            why = "it has no per-relation first-hop aggregates (written by an older version)"
         if why is None:
             log.info("reusing the partitioning in %s", out)
-            if not stats.get("featureless"):
+            if not stats.get("featureless") and "hetero" not in stats:
                 prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
             return stats, g
         log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
@@ -264,7 +285,7 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out)
-    stats = partition(cut, cfg.partition, out, fingerprint=fp)
+    stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()
         (out / STATS_FILE).write_text(json.dumps(stats, indent=1))

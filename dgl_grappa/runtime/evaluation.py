@@ -30,17 +30,20 @@ log = logging.getLogger("dgl_grappa")
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, g, x: Tensor | None = None) -> dict[str, float]:
+def evaluate(model: torch.nn.Module, g, x=None, target: str = "") -> dict[str, float]:
     """Accuracy on the val and test masks of the whole graph, full neighbourhoods.
 
     Args:
         model: the GNN (called as ``model(g, feat)``); its train/eval mode is restored.
-        g: the whole graph with ndata feat, label, val_mask, test_mask.
+        g: the whole graph with ndata feat, label, val_mask, test_mask; or a heterograph with
+            ``feat`` on some node types and the labels and masks on ``target``.
         x: the input rows of every node instead of ``feat`` (learnable embeddings, in the
-            graph's node order); None = ``g.ndata["feat"]``.
+            graph's node order); None = ``g.ndata["feat"]``. Heterogeneous: a dict of the
+            featureless types' rows (the featured types read their ``feat``).
+        target: heterogeneous: the node type evaluated (empty: the one type with labels).
 
     Returns:
-        ``{"val": accuracy, "test": accuracy}``.
+        ``{"val": accuracy, "test": accuracy}`` (of the target type's nodes).
     """
     param = next(model.parameters(), None)
     if param is not None and param.device != g.device:
@@ -48,10 +51,19 @@ def evaluate(model: torch.nn.Module, g, x: Tensor | None = None) -> dict[str, fl
         model = copy.deepcopy(model).to(g.device)
     was_training = model.training
     model.eval()
-    pred = model(g, g.ndata["feat"] if x is None else x.to(g.device)).argmax(-1)
+    if g.is_homogeneous:
+        pred = model(g, g.ndata["feat"] if x is None else x.to(g.device)).argmax(-1)
+        data = g.ndata
+    else:
+        from ..data.common import target_type
+
+        inputs = {t: g.nodes[t].data["feat"] for t in g.ntypes if "feat" in g.nodes[t].data}
+        inputs.update({t: v.to(g.device) for t, v in (x or {}).items()})
+        pred = model(g, inputs).argmax(-1)  # the model returns its target type's rows
+        data = g.nodes[target_type(g, target)].data
     model.train(was_training)
-    correct = pred == g.ndata["label"]
-    return {k: float(correct[g.ndata[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
+    correct = pred == data["label"]
+    return {k: float(correct[data[f"{k}_mask"]].float().mean()) for k in ("val", "test")}
 
 
 def ranking_metrics(pos: Tensor, neg: Tensor, k: int) -> dict[str, float]:
@@ -206,7 +218,7 @@ class GlobalEvaluator:
         if self.link is not None:
             out = evaluate_link(model, self.link, self.cfg.link.hits_k)
         elif self.graph is not None:
-            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph, x).items()}
+            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph, x, self.cfg.data.target).items()}
         if self.group is not None:
             dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates
         out["eval_time_s"] = time.perf_counter() - t0
