@@ -45,19 +45,21 @@ def test_import_dgl_grappa_loads_nothing_heavy_and_the_api_resolves():
     assert p.returncode == 0, p.stderr[-2000:]
     heavy, api = p.stdout.strip().splitlines()
     assert heavy == "[]"
-    assert api == str(sorted(["GrappaLoader", "load_config", "make_correction", "prepare", "run_worker"]))
+    assert api == str(sorted(["GrappaEdgeLoader", "GrappaHeteroLoader", "GrappaLoader", "load_config",
+                              "make_correction", "prepare", "run_worker"]))
 
 
 @pytest.mark.unit
 def test_the_public_api_is_the_modules_objects():
     import dgl_grappa
     from dgl_grappa.config import load_config
-    from dgl_grappa.method.dropin import GrappaLoader
+    from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
     from dgl_grappa.method.reducers import make_correction
     from dgl_grappa.native.trainer import run_worker
     from dgl_grappa.partition.aggregates import prepare
 
     assert (dgl_grappa.GrappaLoader, dgl_grappa.make_correction, dgl_grappa.load_config, dgl_grappa.run_worker,
             dgl_grappa.prepare) == (GrappaLoader, make_correction, load_config, run_worker, prepare)
+    assert (dgl_grappa.GrappaEdgeLoader, dgl_grappa.GrappaHeteroLoader) == (GrappaEdgeLoader, GrappaHeteroLoader)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         dgl_grappa.nope  # noqa: B018
