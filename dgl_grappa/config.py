@@ -481,6 +481,12 @@ class NetworkConfig:
     empty = every core this process may run on. E.g. "0" puts all hosts on one core (two
     hosts: half a core each, D = 2). Setting it asks for CPU shares (an error where cgroups
     are missing; not with dilation off)."""
+    cpu_period_ms: float = 20.0
+    """With CPU shares of a fraction of a core: the CFS bandwidth period of each host's quota
+    (the host runs ``share`` x this per period, then waits). A shorter period holds a
+    throttled host back for less at a time; on the dilation check (docs/cluster.md) 5 ms and
+    20 ms measured the same. 1-1000; the kernel needs a quota of at least 1 ms, so the period
+    grows where share x period would be shorter."""
 
 
 @dataclass
@@ -1283,6 +1289,8 @@ def _validate_launch(cfg: Config) -> None:
     _check(not net.host_cpus or (re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", net.host_cpus) is not None
                                  and all(int(a) <= int(b) for a, _, b in ranges if b)),
            f"network.host_cpus={net.host_cpus!r} is not a cpu list; write e.g. 0, 0-3 or 0,2")
+    _check(1.0 <= float(net.cpu_period_ms) <= 1000.0,
+           f"network.cpu_period_ms={net.cpu_period_ms} is out of range; write a period from 1 to 1000 ms, e.g. 20")
     _check(not net.host_cpus or d != "off",
            f"network.host_cpus={net.host_cpus} shares the cores out among test hosts, but network.dilation=off turns "
            "CPU shares off; set --network.dilation=auto or leave host_cpus empty")

@@ -134,6 +134,7 @@ def test_config_keys_and_one_line_errors(tmp_path):
          "network.dilation=off turns CPU shares off"),
         (["--network.dilation=2"], "network.dilation=2 shares out the CPUs of test hosts"),
         (["--network.host_cpus=0"], "network.host_cpus=0 shares out the CPUs of test hosts"),
+        (["--network.cpu_period_ms=0.5"], "network.cpu_period_ms=0.5 is out of range"),
     ]
     for args, match in cases:
         with pytest.raises(ConfigError, match=match) as e:

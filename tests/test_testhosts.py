@@ -291,7 +291,8 @@ def test_two_hosts_on_one_core_get_half_a_core_each_and_dilated_links():
     lat = 4.0 if netem_available() else 0.0
     before = set(cgroups.named("dgh-"))
     pids = []
-    with TestHosts(2, bandwidth="1gbit", latency_ms=lat, cpu_shares=True, host_cpus=str(core)) as hosts:
+    with TestHosts(2, bandwidth="1gbit", latency_ms=lat, cpu_shares=True, host_cpus=str(core),
+                   cpu_period_us=8000) as hosts:
         job = hosts.job
         assert hosts.cpu_share == 0.5 and hosts.dilation == 2.0
         assert hosts.link == {"bandwidth": "1gbit", "latency_ms": lat, "shared_link": False}  # as asked
@@ -300,7 +301,7 @@ def test_two_hosts_on_one_core_get_half_a_core_each_and_dilated_links():
             want = {"cpu": f"/dgh-{job}-h{h.index}", "cpuset": f"/dgh-{job}-h{h.index}"}
             cpu_dir, cpuset_dir = h.cgroup_dirs
             assert _read(cpuset_dir, "cpuset.cpus") == str(core)
-            assert int(_read(cpu_dir, "cpu.cfs_quota_us")) * 2 == int(_read(cpu_dir, "cpu.cfs_period_us"))
+            assert (int(_read(cpu_dir, "cpu.cfs_quota_us")), int(_read(cpu_dir, "cpu.cfs_period_us"))) == (4000, 8000)
             # what a host starts, and what that forks (an orphan whose parent exits at once), runs in its cgroups
             p = h.popen(["sleep", "300"])
             orphan = int(h.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True,

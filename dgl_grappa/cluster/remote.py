@@ -206,7 +206,8 @@ class Cluster:
             self.testhosts = TestHosts(len(self.entries), bandwidth=net.bandwidth or None, latency_ms=net.latency_ms,
                                        shared_link=net.link == "shared",
                                        shm_size=self.cfg.distdgl.shm_size.lower(), cpu_shares=self._cpu_shares(),
-                                       host_cpus=net.host_cpus, dilation=net.dilation).start()
+                                       host_cpus=net.host_cpus, dilation=net.dilation,
+                                       cpu_period_us=round(float(net.cpu_period_ms) * 1000)).start()
             try:
                 th = self.testhosts
                 names = {h.name: h.address for h in th}

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import cgroups as _cg
-from .dilation import HostCpus, dilated_latency_ms, dilated_rate, dilation_factor, parse_cpu_list, parse_dilation, \
+from .dilation import CFS_PERIOD_US, HostCpus, dilated_latency_ms, dilated_rate, dilation_factor, parse_cpu_list, parse_dilation, \
     plan_host_cpus
 from .netns import IsolationError, rate_bits
 from .ptree import kill_listed
@@ -404,6 +404,7 @@ class TestHosts:
             this process may run on.
         dilation: "auto" (with CPU shares of 1/D of a core: D; else 1), "off" (1) or a
             factor D: every link runs at bandwidth / D with latency x D.
+        cpu_period_us: the CFS period of a quota of a fraction of a core.
 
     Attributes:
         dilation: the effective D (after :meth:`start`).
@@ -421,7 +422,8 @@ class TestHosts:
 
     def __init__(self, n: int, bandwidth: str | None = None, latency_ms: float = 0.0,
                  shared_link: bool = False, subnet: str = "10.77.0.0/24", shm_size: str = "4g",
-                 cpu_shares: bool | None = False, host_cpus: str = "", dilation: str | float = "auto"):
+                 cpu_shares: bool | None = False, host_cpus: str = "", dilation: str | float = "auto",
+                 cpu_period_us: int = CFS_PERIOD_US):
         net = ipaddress.ip_network(subnet)
         if not 1 <= n <= min(254, net.num_addresses - 2):
             raise TestHostsError(f"TestHosts(n={n}): n must be between 1 and {min(254, net.num_addresses - 2)}")
@@ -433,6 +435,7 @@ class TestHosts:
         except ValueError as exc:
             raise TestHostsError(str(exc)) from None
         self.n, self.subnet, self.shm_size = n, net, shm_size
+        self._cpu_period_us = int(cpu_period_us)
         self._link = (bandwidth or None, float(latency_ms), bool(shared_link))
         self._cpu_shares = False if self._dilation == "off" else cpu_shares
         self.job = secrets.token_hex(3)
@@ -507,7 +510,7 @@ class TestHosts:
             if not cpus or not set(cpus) <= set(usable):
                 raise TestHostsError(f"host_cpus={','.join(map(str, self._host_cpus))} names cores this process may "
                                      f"not use; pick among {','.join(map(str, usable))}")
-            plans = plan_host_cpus(self.n, cpus)
+            plans = plan_host_cpus(self.n, cpus, period_us=self._cpu_period_us)
             try:
                 for h, plan in zip(self.hosts, plans):
                     h.cgroup_dirs = _cg.create(h.netns, plan)
