@@ -12,7 +12,12 @@ non-bench ``--a.b=v`` given on the bench command line); the axes (``partition.me
 ``partition.num_parts``, ``model.name``, ``model.num_layers``, ``train.fanouts`` from
 ``bench.fanouts``, ``network.bandwidth``, ``train.seed`` and ``partition.seed`` from the
 seed); then each system's own overrides. A seed therefore varies the partitioning (for a
-seeded method), the initialisation and the sampling; the graph stays the same. (A system
+seeded method), the initialisation and the sampling; the graph stays the same. An empty axis
+is the base config's value, so a matrix of datasets that need different models (the
+heterogeneous graph trains RGCN only, and RGCN nothing else) leaves ``models`` empty or
+gives a dataset its own in a ``bench.extra`` line; a model a dataset cannot train stops the
+bench in one line before anything runs. A base config with ``train.task: link`` makes link
+prediction cells, which the reports grade on MRR (:mod:`dgl_grappa.bench.report`). (A system
 with ``schedule.k > 0`` repartitions: its partitionings, the first included, are then its
 scheduler's builds, not the cell's shared one.)
 
@@ -333,6 +338,8 @@ def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: 
             raise ConfigError(f"bench.datasets: {ds} and {stems[stem]} have the same name {stem!r}; rename one")
         stems[stem] = ds
         base = load_config(ds, common)
+        for model in b.models:
+            _check_model(ds, model, base, common)
         for method in b.partitions or [base.partition.method]:
             for k in b.parts or [base.partition.num_parts]:
                 for seed in b.seeds:
@@ -349,6 +356,28 @@ def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: 
         dup = sorted({i for i in ids if ids.count(i) > 1})
         raise ConfigError(f"the bench matrix has the same cell twice ({dup[0]}): an axis lists a value twice")
     return cells
+
+
+def _check_model(ds: str, model: str, base: Config, common: list[str]) -> None:
+    """Refuse, in one line, a model of the ``models`` axis that the dataset cannot train (e.g. GraphSAGE
+    on the heterogeneous graph, RGCN on a homogeneous one), before any cell of it is made.
+
+    A matrix of several datasets gives each its own models through ``bench.extra``, e.g.
+    ``"datasets=[configs/bench/hetsynth.yaml] models=[rgcn]"``.
+
+    Raises:
+        ConfigError: the dataset's base config refuses ``model.name=<model>``; the message names
+            the dataset, the model, the reason and the extra line that would serve it.
+    """
+    if model == base.model.name:
+        return
+    try:
+        load_config(ds, common + [f"--model.name={model}"])
+    except ConfigError as exc:
+        raise ConfigError(
+            f"bench.models: {ds} cannot train model {model!r} ({str(exc).splitlines()[0].rstrip('.')}); give each "
+            f"dataset the models it serves, e.g. leave {ds} out of bench.datasets and add the bench.extra line "
+            f"\"datasets=[{ds}] models=[{base.model.name}]\"") from None
 
 
 def _cell(ds: str, axes: dict, common: list[str], systems: list[System], out_dir: Path, partition_fingerprint) -> Cell:
@@ -700,7 +729,9 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
                 m = entry["metrics"]
                 from ..runtime.metrics import format_bytes
 
-                what = (f"ok in {wall:.0f} s: test {m.get('test_acc') or float('nan'):.4f}, epoch "
+                # link prediction: the test MRR stands where the test accuracy would
+                q = "test_mrr" if cell.cfg.train.task == "link" else "test_acc"
+                what = (f"ok in {wall:.0f} s: {q.replace('_', ' ')} {m.get(q) or float('nan'):.4f}, epoch "
                         f"{m.get('epoch_time_s') or float('nan'):.3f} s, {format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch")
             else:
                 what = f"FAILED in {wall:.0f} s: {entry['reason']}"

@@ -17,6 +17,13 @@ Two kinds:
   DistDGL / system, bytes per epoch and their ratio, test accuracy next to it (a speedup
   that loses more than 1 point is marked), epoch / floor where a summary carries
   ``floor_s``; plots of the speedups, accuracy vs training time, bytes per epoch.
+
+Link prediction (a cell whose config has ``train.task: link``) is graded on the ranking of
+held-out edges instead of accuracy, in both kinds: the test MRR takes the place of the test
+accuracy (the same window mean, differences in MRR points, 1 point = 0.01 MRR), the
+validation MRR that of the validation accuracy (convergence, the time to target), and its
+rows get their own tables with the test hits@k and the share of edges each system trained
+on; the goal is :data:`LINK_POINTS` (see :func:`link_goals`).
 """
 from __future__ import annotations
 
@@ -59,6 +66,15 @@ this many points above the window before (still rising by more = not converged; 
 PAIR_POINTS = 0.5
 """System against system (``bench.pairs``): a row of "A vs B" is within when the mean per-seed
 difference A - B is at least minus this many points (A better than B by any margin is within)."""
+
+LINK_POINTS = 2.0
+"""Link prediction: a row's test MRR is within the goal when its mean per-seed difference to the
+reference is at least minus this many MRR points (0.02 absolute MRR); also the tolerance of a
+pair's link rows and of the speed report's "loses accuracy" mark on link rows."""
+
+QUALITY_KEYS = {"node": ("val_acc", "test_acc"), "link": ("val_mrr", "test_mrr")}
+"""Per task: (the validation figure that convergence and the time to target race on, the test
+figure the reports compare)."""
 
 TARGET_FRACTION = 0.98
 """Time to a target: the target of a cell is this fraction of DistDGL's validation accuracy
@@ -121,19 +137,20 @@ def windows(records: list[dict] | None, key: str, window: float = PLATEAU_WINDOW
     return ([v for e, v in evals if e >= epochs - w], [v for e, v in evals if epochs - 2 * w <= e < epochs - w])
 
 
-def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW) -> dict | None:
+def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW, key: str = "val_acc") -> dict | None:
     """Whether a run's validation accuracy has reached its plateau (see :data:`PLATEAU_POINTS`).
 
     Args:
         records: the run's per-epoch records (``epoch``, ``val_acc`` where evaluated).
         window: share of the epochs per window.
+        key: the validation figure (``val_mrr`` for link prediction: the same rule in MRR points).
 
     Returns:
         ``{"converged": bool, "rise_points": last window's mean - previous window's, in points,
         "last_val": mean val accuracy of the last window}``, or None when either window holds
         no evaluation.
     """
-    last, prev = windows(records, "val_acc", window)
+    last, prev = windows(records, key, window)
     if not last or not prev:
         return None
     rise = (statistics.fmean(last) - statistics.fmean(prev)) * 100
@@ -147,25 +164,27 @@ def _converged(cells: list[dict], system: str) -> tuple[int, int]:
         s = (c.get("systems") or {}).get(system) or {}
         if s.get("status") != "ok":
             continue
-        r = convergence(s.get("records"))
+        r = convergence(s.get("records"), key=quality_keys(c)[0])
         if r is not None:
             judged += 1
             conv += int(r["converged"])
     return conv, judged
 
 
-def time_to_target(records: list[dict] | None, target: float, setup_s: float = 0.0) -> float | None:
+def time_to_target(records: list[dict] | None, target: float, setup_s: float = 0.0,
+                   key: str = "val_acc") -> float | None:
     """:func:`dgl_grappa.runtime.metrics.time_to_target` (training seconds until the first evaluation with
     validation accuracy >= ``target``, records in epoch order) plus ``setup_s``, one-time seconds
     counted before the first epoch (Grappa: the slowest worker's partition and halo load, which a
-    DistDGL trainer does not have); None when no evaluation reaches the target.
+    DistDGL trainer does not have); None when no evaluation reaches the target. ``key`` is the
+    validation figure (``val_mrr`` for link prediction).
 
     Example:
         >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
         >>> time_to_target(recs, 0.75, setup_s=1.0)
         6.0
     """
-    t = metrics.time_to_target(records or [], target)
+    t = metrics.time_to_target(records or [], target, key)
     return None if t is None else setup_s + t
 
 
@@ -185,22 +204,51 @@ def _ratio(x, base):
 # Reading cells
 # ---------------------------------------------------------------------------------------
 
-def window_test_acc(records: list[dict] | None, window: float = PLATEAU_WINDOW) -> float | None:
-    """Mean test accuracy of the evaluations in the last ``window`` of the epochs; None without any.
+def window_test_acc(records: list[dict] | None, window: float = PLATEAU_WINDOW, key: str = "test_acc") -> float | None:
+    """Mean test accuracy (or ``key``, e.g. ``test_mrr``) of the evaluations in the last ``window`` of
+    the epochs; None without any.
 
     Example:
         >>> window_test_acc([{"epoch": e, "test_acc": a} for e, a in [(7, 0.5), (8, 0.7), (9, 0.9)]])
         0.8
     """
-    last, _ = windows(records, "test_acc", window)
+    last, _ = windows(records, key, window)
     return statistics.fmean(last) if last else None
 
 
+def cell_task(cell: dict) -> str:
+    """``"link"`` for a cell whose config trains link prediction (``train.task: link``), else ``"node"``.
+
+    A cell without its config (hand-made, or from before configs were stored) counts as link
+    prediction when a finished system's summary says so (``task: link``).
+
+    Example:
+        >>> cell_task({"config": {"train": {"task": "link"}}}), cell_task({"systems": {}})
+        ('link', 'node')
+    """
+    task = (((cell.get("config") or {}).get("train") or {}).get("task"))
+    if task is None:
+        task = next((s["metrics"]["task"] for s in (cell.get("systems") or {}).values()
+                     if isinstance(s.get("metrics"), dict) and s["metrics"].get("task")), "node")
+    return "link" if task == "link" else "node"
+
+
+def quality_keys(cell: dict) -> tuple[str, str]:
+    """(validation key, test key) the reports read for a cell: accuracies, or MRRs for link prediction."""
+    return QUALITY_KEYS[cell_task(cell)]
+
+
 def ok_systems(cell: dict) -> dict[str, dict]:
-    """name -> metrics of the systems of a cell that finished ("ok"), with :data:`ACC_KEY` filled in."""
+    """name -> metrics of the systems of a cell that finished ("ok"), with :data:`ACC_KEY` filled in.
+
+    For link prediction :data:`ACC_KEY` holds the test MRR (the same window mean as the test
+    accuracy), ``hits_window`` the test hits@k, and the time to target races on the validation MRR.
+    """
     out = {}
+    val_key, test_key = quality_keys(cell)
+    link = val_key == "val_mrr"
     base = (cell.get("systems") or {}).get(BASELINE) or {}
-    base_last, _ = windows(base.get("records"), "val_acc") if base.get("status") == "ok" else ([], [])
+    base_last, _ = windows(base.get("records"), val_key) if base.get("status") == "ok" else ([], [])
     target = TARGET_FRACTION * statistics.fmean(base_last) if base_last else None
     for n, s in (cell.get("systems") or {}).items():
         if s.get("status") != "ok":
@@ -210,9 +258,13 @@ def ok_systems(cell: dict) -> dict[str, dict]:
         phases = (s.get("summary") or {}).get("phases")
         if isinstance(phases, dict):
             m.update({f"phase_{k}": v for k, v in phases.items() if isinstance(v, (int, float))})
-        win = window_test_acc(s.get("records"))
-        m[ACC_KEY] = win if win is not None else m.get("test_acc")
-        m["time_to_target_s"] = time_to_target(s.get("records"), target, _setup_s(s)) if target else None
+        win = window_test_acc(s.get("records"), key=test_key)
+        m[ACC_KEY] = win if win is not None else m.get(test_key)
+        if link:
+            hits = window_test_acc(s.get("records"), key="test_hits")
+            m["hits_window"] = hits if hits is not None else m.get("test_hits")
+        m["time_to_target_s"] = (time_to_target(s.get("records"), target, _setup_s(s), key=val_key)
+                                 if target else None)
         out[n] = m
     return out
 
@@ -341,19 +393,22 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
         paired, None for the baseline), ``paired`` (number of paired seeds), ``met``
         (None for the baseline), ``bytes`` (amortised bytes per epoch, mean), ``bytes_ratio``
         (mean of per-seed ratios to DistDGL), ``edge_cut``, ``stall_fraction``,
-        ``restart_fraction``, ``epoch_time_s``.
+        ``restart_fraction``, ``epoch_time_s``, ``task`` (``node`` or ``link``: then ``acc_*`` and
+        ``diff_*`` are the test MRR and its differences in MRR points, ``met`` is the link goal,
+        :func:`link_met`, and ``hits``, ``hits_k``, ``usable_edges``, ``usable_edges_drop`` are set).
     """
     cells = _in_plan(cells, plan)
     rows = []
     for key, cs in grouped(cells).items():
         axes = dict(zip(GROUP_AXES, key))
+        task = cell_task(cs[0])
         base_mean, _ = mean_std(_metric(cs, BASELINE, ACC_KEY))
         for name in _systems_order(cs, plan):
             accs = _metric(cs, name, ACC_KEY)
             if not accs:
                 continue
             m, s = mean_std(accs)
-            row = {**axes, "system": name, "seeds": len(accs), "acc_mean": m, "acc_std": s,
+            row = {**axes, "task": task, "system": name, "seeds": len(accs), "acc_mean": m, "acc_std": s,
                    "base_acc_mean": base_mean, "diff_mean": None, "diff_lo": None, "diff_hi": None,
                    "paired": 0, "met": None,
                    "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
@@ -375,13 +430,36 @@ def accuracy_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                    "tta_s": mean_std(_metric(cs, name, "time_to_target_s"))[0],
                    "tta_reached": len(_metric(cs, name, "time_to_target_s")),
                    "tta_speedup": mean_std(_paired_ratio(cs, name, "time_to_target_s", base_over_system=True))[0]}
+            if task == "link":
+                row.update(_link_figures(cs, name))
             if name != BASELINE:
                 d = _paired(cs, name, ACC_KEY, scale=100.0)
                 row["paired"] = len(d)
                 row["diff_mean"], row["diff_lo"], row["diff_hi"] = t_interval(d)
-                row["met"] = accuracy_goal(row["diff_mean"], int(axes["layers"]))
+                row["met"] = (link_met(row["diff_mean"]) if task == "link"
+                              else accuracy_goal(row["diff_mean"], int(axes["layers"])))
             rows.append(row)
     return rows
+
+
+def link_met(mean_diff_points: float | None, points: float = LINK_POINTS) -> bool | None:
+    """The link goal for one row: its mean test-MRR difference to the reference >= -``points`` MRR points.
+
+    Example:
+        >>> link_met(-1.9), link_met(-2.1), link_met(None)
+        (True, False, None)
+    """
+    return None if mean_diff_points is None else mean_diff_points >= -points
+
+
+def _link_figures(cells: list[dict], system: str) -> dict:
+    """A link row's own columns: mean test hits@k, k, and the share of the training graph's edges the
+    system trained on (with its halo; and with the halo dropped, where the runs say)."""
+    k = next((((c.get("config") or {}).get("link") or {}).get("hits_k") for c in cells
+              if ((c.get("config") or {}).get("link") or {}).get("hits_k")), None)
+    return {"hits": mean_std(_metric(cells, system, "hits_window"))[0], "hits_k": k,
+            "usable_edges": mean_std(_metric(cells, system, "usable_edge_fraction"))[0],
+            "usable_edges_drop": mean_std(_metric(cells, system, "usable_edge_fraction_halo_drop"))[0]}
 
 
 def _row_name(axes: dict) -> str:
@@ -398,7 +476,8 @@ def pair_rows(cells: list[dict], a: str, b: str, plan: dict | None = None) -> di
         with the group axes, ``paired`` (the seeds where both ran ok), ``a_acc``/``b_acc``
         (fraction, means over those seeds, so that their difference is the mean difference even
         where one system failed a seed), ``diff_mean``/``diff_lo``/``diff_hi`` (points: the per-seed
-        a - b, its mean and 95 % t-interval) and ``met`` (``diff_mean >= -PAIR_POINTS``);
+        a - b, its mean and 95 % t-interval), ``task`` and ``met`` (``diff_mean >= -PAIR_POINTS``;
+        on link rows, where the figures are test MRRs, ``>= -LINK_POINTS``);
         ``skipped`` the names of the rows without such a seed.
     """
     rows, skipped = [], []
@@ -409,10 +488,16 @@ def pair_rows(cells: list[dict], a: str, b: str, plan: dict | None = None) -> di
             skipped.append(_row_name(axes))
             continue
         m, lo, hi = t_interval(_paired(cs, a, ACC_KEY, scale=100.0, base=b))
-        rows.append({**axes, "paired": len(both), "a_acc": statistics.fmean(x for x, _ in both),
+        task = cell_task(cs[0])
+        rows.append({**axes, "task": task, "paired": len(both), "a_acc": statistics.fmean(x for x, _ in both),
                      "b_acc": statistics.fmean(y for _, y in both), "diff_mean": m, "diff_lo": lo, "diff_hi": hi,
-                     "met": m >= -PAIR_POINTS})
+                     "met": m >= -pair_points(task)})
     return {"a": a, "b": b, "rows": rows, "skipped": skipped}
+
+
+def pair_points(task: str) -> float:
+    """A pair's tolerance in points: :data:`PAIR_POINTS` of accuracy, :data:`LINK_POINTS` of MRR for link rows."""
+    return LINK_POINTS if task == "link" else PAIR_POINTS
 
 
 def _phase_keys(cells: list[dict], system: str) -> list[str]:
@@ -431,12 +516,16 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
         ``base_epoch_time_s``, ``speedup`` (DistDGL epoch / this epoch), ``bytes``,
         ``bytes_ratio`` (this / DistDGL), ``acc``, ``base_acc``, ``acc_diff`` (points),
         ``loses_accuracy`` (acc_diff < -:data:`LOSS_POINTS`), ``floor_s`` and
-        ``floor_ratio`` (epoch / floor; None when no summary has a floor), ``train_time_s``.
+        ``floor_ratio`` (epoch / floor; None when no summary has a floor), ``train_time_s``,
+        ``task``; link rows: ``acc``/``base_acc`` are test MRRs, ``loses_accuracy`` is a loss of
+        more than :data:`LINK_POINTS` MRR points, and the link figures of :func:`accuracy_rows` are set.
     """
     cells = _in_plan(cells, plan)
     rows = []
     for key, cs in grouped(cells).items():
         axes = dict(zip(GROUP_AXES, key))
+        task = cell_task(cs[0])
+        loss = LINK_POINTS if task == "link" else LOSS_POINTS
         for name in _systems_order(cs, plan):
             ep = _metric(cs, name, "epoch_time_s")
             if not ep:
@@ -447,7 +536,7 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
             d = _paired(cs, name, ACC_KEY, scale=100.0) if name != BASELINE else []
             diff = mean_std(d)[0]
             rows.append({
-                **axes, "system": name, "seeds": len(ep), "epoch_time_s": mean_std(ep)[0],
+                **axes, "task": task, "system": name, "seeds": len(ep), "epoch_time_s": mean_std(ep)[0],
                 "base_epoch_time_s": mean_std(_metric(cs, BASELINE, "epoch_time_s"))[0],
                 "speedup": mean_std(_paired_ratio(cs, name, "epoch_time_s", base_over_system=True))[0],
                 "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
@@ -456,11 +545,12 @@ def speed_rows(cells: list[dict], plan: dict | None = None) -> list[dict]:
                 "steady_bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch"))[0],
                 "acc": mean_std(_metric(cs, name, ACC_KEY))[0],
                 "base_acc": mean_std(_metric(cs, BASELINE, ACC_KEY))[0],
-                "acc_diff": diff, "loses_accuracy": None if diff is None else diff < -LOSS_POINTS,
+                "acc_diff": diff, "loses_accuracy": None if diff is None else diff < -loss,
                 "floor_s": mean_std(floors)[0] if floors else None,
                 "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
                 "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],
                 "phases": {k[len("phase_"):]: mean_std(_metric(cs, name, k))[0] for k in _phase_keys(cs, name)},
+                **(_link_figures(cs, name) if task == "link" else {}),
             })
     return rows
 
@@ -588,7 +678,7 @@ def pair_summary(pair: dict) -> str:
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else ""
     below = [r for r in rows if not r["met"]]
     text = (f"**{pair['a']} vs {pair['b']}**: {len(rows) - len(below)} of {len(rows)} rows within "
-            f"{PAIR_POINTS:g} points; pooled mean diff over rows {m:+.2f}{ci}")
+            f"{_tolerance(rows)}; pooled mean diff over rows {m:+.2f}{ci}")
     if below:
         text += "; below: " + ", ".join(f"{_row_name(r)} {r['diff_mean']:+.2f}" for r in below)
     if len({int(r["layers"]) >= 3 for r in rows}) > 1:
@@ -596,19 +686,78 @@ def pair_summary(pair: dict) -> str:
     return text + "."
 
 
+def _tolerance(rows: list[dict]) -> str:
+    """The pair tolerance in words for these rows: accuracy points, MRR points, or both."""
+    tasks = {r.get("task", "node") for r in rows}
+    if tasks == {"link"}:
+        return f"{LINK_POINTS:g} MRR points"
+    if "link" in tasks:
+        return f"{PAIR_POINTS:g} points ({LINK_POINTS:g} MRR points on link rows)"
+    return f"{PAIR_POINTS:g} points"
+
+
 def accuracy_goals(rows: list[dict]) -> list[dict]:
     """The accuracy goals from the accuracy rows: each ``{"goal", "met", "figure"}`` (met None = not measured).
 
     The goals are about the package's defaults: where the rows hold a system named
     :data:`DEFAULTS` only its rows are graded (other variants, e.g. the old defaults, are shown
-    in the matrix but not graded); otherwise every system but the baseline.
+    in the matrix but not graded); otherwise every system but the baseline. Node-classification
+    rows are graded on accuracy (:func:`node_goals`), link-prediction rows on MRR
+    (:func:`link_goals`); a report with rows of one task only shows that task's goals.
     """
+    node = [r for r in rows if r.get("task", "node") != "link"]
+    link = [r for r in rows if r.get("task") == "link"]
+    return (node_goals(node) if node or not link else []) + (link_goals(link) if link else [])
+
+
+def _graded(rows: list[dict]) -> tuple[list[dict], str]:
+    """The rows the goals grade (the defaults' where present, else every system but DistDGL) and
+    the phrase that says so."""
     graded_systems = {DEFAULTS} if any(r["system"] == DEFAULTS for r in rows) else \
         {r["system"] for r in rows if r["system"] != BASELINE}
-    mine = [r for r in rows if r["system"] in graded_systems]
+    who = f" ({DEFAULTS}: the defaults)" if graded_systems == {DEFAULTS} else ""
+    return [r for r in rows if r["system"] in graded_systems], who
+
+
+def link_goals(rows: list[dict]) -> list[dict]:
+    """The link-prediction goal from link rows (:func:`accuracy_rows` of cells with ``train.task: link``):
+    the graded system's test MRR within :data:`LINK_POINTS` MRR points of DistDGL's, in every row
+    (the mean of its paired per-seed differences) and pooled over the rows (one sample per row, a
+    95 % t-interval over them).
+
+    Example:
+        >>> rows = [{"system": "grappa", "task": "link", "met": d >= -2, "diff_mean": d, "paired": 3,
+        ...          "dataset": "link5k", "partition": "metis", "parts": 2, "model": "sage", "layers": 2}
+        ...         for d in (-1.0, +0.5)]
+        >>> [g["met"] for g in link_goals(rows)]
+        [True, True]
+    """
+    mine, who = _graded(rows)
     graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
-    who = f" ({DEFAULTS}: the defaults)" if graded_systems == {DEFAULTS} else ""
+    tol = f"{LINK_POINTS:g} points ({LINK_POINTS / 100:g} MRR)"
+    per_row = {"goal": f"link prediction: test MRR >= DistDGL - {tol} in every row, mean of the seeds{who}",
+               "met": (not unmet) if graded else None,
+               "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows within"
+               + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+               + ("; not met: " + ", ".join(f"{_row_name(r)} {r['diff_mean']:+.2f} (n={r['paired']})"
+                                            for r in unmet) if unmet else "")}
+    ds = [r["diff_mean"] for r in graded]
+    m, lo, hi = t_interval(ds)
+    pooled = {"goal": f"link prediction: test MRR >= DistDGL - {tol} pooled over the rows{who}",
+              "met": None if m is None else m >= -LINK_POINTS,
+              "figure": "no paired rows" if m is None else
+              f"pooled mean diff over rows {m:+.2f} points" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
+              + f" ({len(ds)} rows, {sum(d < 0 for d in ds)} below 0)"}
+    return [per_row, pooled]
+
+
+def node_goals(rows: list[dict]) -> list[dict]:
+    """The goals of node-classification rows (accuracy, memory, bytes, stalls, one-time bytes); see
+    :func:`accuracy_goals`."""
+    mine, who = _graded(rows)
+    graded = [r for r in mine if r["met"] is not None]
+    unmet = [r for r in graded if not r["met"]]
     goals = [{"goal": f"test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds{who}",
               "met": (not unmet) if graded else None,
               "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows met"
@@ -706,6 +855,13 @@ def _bytes(n) -> str:
     return format_bytes(n)
 
 
+def _quality_fmt(task: str):
+    """How a row's test figure is shown: an accuracy in % (2 decimals), an MRR as itself (4 decimals)."""
+    if task == "link":
+        return lambda x: _f(x, ".4f")
+    return lambda x: _f(None if x is None else x * 100, ".2f")
+
+
 def _mark(met) -> str:
     return "-" if met is None else ("met" if met else "**not met**")
 
@@ -758,11 +914,58 @@ def accuracy_table(rows: list[dict]) -> str:
     return _table(head, lines)
 
 
-def speed_table(rows: list[dict]) -> str:
-    """The speed matrix as markdown; floor columns only when some summary has a floor."""
+def link_table(rows: list[dict]) -> str:
+    """The link-prediction rows of the accuracy matrix as markdown: test MRR (as itself), its paired
+    difference to DistDGL in MRR points (1 point = 0.01 MRR) with the link goal, test hits@k, the
+    share of edges trained on (with the halo dropped in parentheses), epoch time, bytes, memory,
+    convergence on the validation MRR and the time to a validation-MRR target."""
+    multi_bw = len({r["bandwidth"] for r in rows}) > 1
+    k = next((r.get("hits_k") for r in rows if r.get("hits_k")), None)
+    tta = any(r.get("tta_reached") for r in rows)
+    head = ["dataset", "partitioner", "parts", "model", "layers"] + (["network"] if multi_bw else []) + [
+        "system", "seeds", "test MRR (mean ± std)", "Δ vs DistDGL, MRR points (95 % CI)",
+        f"within {LINK_POINTS:g}", f"test hits@{k or 'k'}", "edges trained on (halo dropped)", "epoch",
+        "bytes/epoch (amortised)", "bytes ratio", "edge cut", "peak RSS", "converged"] + (
+        ["time to val-MRR target s (reached)", "DistDGL / system time to target"] if tta else [])
+    lines = []
+    for r in rows:
+        mrr = _f(r["acc_mean"], ".4f") + ("" if r["acc_std"] is None else f" ± {r['acc_std']:.4f}")
+        if r["system"] == BASELINE:
+            diff, goal = "(reference)", ""
+        elif r["diff_mean"] is None:
+            diff, goal = "no paired DistDGL run", "-"
+        else:
+            ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
+            diff, goal = f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])
+        used = "-" if r.get("usable_edges") is None else f"{r['usable_edges']:.1%}" + (
+            "" if r.get("usable_edges_drop") is None else f" ({r['usable_edges_drop']:.1%})")
+        line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
+        line += [_bw(r["bandwidth"])] if multi_bw else []
+        conv, judged = r.get("converged") or (0, 0)
+        line += [r["system"], str(r["seeds"]), mrr, diff, goal, _f(r.get("hits"), ".4f"), used,
+                 _f(r.get("epoch_time_s"), ".3f") + (" s" if r.get("epoch_time_s") is not None else ""),
+                 _bytes(r["bytes"]), "1" if r["system"] == BASELINE else _f(r["bytes_ratio"], ".4f"),
+                 _f(r["edge_cut"], ".3f"), _bytes(r.get("peak_rss")) if r.get("peak_rss") else "-",
+                 f"{conv}/{judged}" if judged else "-"]
+        if tta:
+            line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
+                     "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
+        lines.append(line)
+    return _table(head, lines)
+
+
+def speed_table(rows: list[dict], link: bool = False) -> str:
+    """The speed matrix as markdown; floor columns only when some summary has a floor. With
+    ``link`` (link-prediction rows) the quality columns are the test MRR, its difference in MRR
+    points, the test hits@k and the share of edges trained on."""
     floors = any(r["floor_ratio"] is not None for r in rows)
     head = ["dataset", "partitioner", "parts", "model", "layers", "network", "system", "seeds", "epoch",
-            "speedup", "bytes/epoch (amortised)", "bytes ratio", "ratio w/o one-time", "test acc %", "Δ acc, points"]
+            "speedup", "bytes/epoch (amortised)", "bytes ratio", "ratio w/o one-time"]
+    if link:
+        k = next((r.get("hits_k") for r in rows if r.get("hits_k")), None)
+        head += ["test MRR", "Δ MRR, points", f"test hits@{k or 'k'}", "edges trained on"]
+    else:
+        head += ["test acc %", "Δ acc, points"]
     head += ["floor", "epoch / floor"] if floors else []
     head += ["note"]
     lines = []
@@ -770,14 +973,18 @@ def speed_table(rows: list[dict]) -> str:
         base = r["system"] == BASELINE
         note = ""
         if r["loses_accuracy"]:
-            note = f"**loses accuracy** ({r['acc_diff']:+.2f} points)"
+            note = (f"**loses MRR** ({r['acc_diff']:+.2f} points)" if link
+                    else f"**loses accuracy** ({r['acc_diff']:+.2f} points)")
         line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"]),
                 _bw(r["bandwidth"]), r["system"], str(r["seeds"]), _f(r["epoch_time_s"], ".3f") + " s",
                 "(reference)" if base else _f(r["speedup"], ".2f", "-") + ("" if r["speedup"] is None else "x"),
                 _bytes(r["bytes"]), "1" if base else _f(r["bytes_ratio"], ".4f"),
-                "1" if base else _f(r.get("steady_bytes_ratio"), ".4f"),
-                _f(None if r["acc"] is None else r["acc"] * 100, ".2f"),
-                "" if base else _f(r["acc_diff"], "+.2f")]
+                "1" if base else _f(r.get("steady_bytes_ratio"), ".4f")]
+        if link:
+            line += [_f(r["acc"], ".4f"), "" if base else _f(r["acc_diff"], "+.2f"), _f(r.get("hits"), ".4f"),
+                     _f(r.get("usable_edges"), ".1%")]
+        else:
+            line += [_f(None if r["acc"] is None else r["acc"] * 100, ".2f"), "" if base else _f(r["acc_diff"], "+.2f")]
         if floors:
             line += [_f(r["floor_s"], ".3f"), _f(r["floor_ratio"], ".2f")]
         lines.append(line + [note])
@@ -813,16 +1020,19 @@ def pair_table(pair: dict) -> str:
     """One pair's rows as markdown (accuracies in %, the difference in points)."""
     a, b, rows = pair["a"], pair["b"], pair["rows"]
     multi_bw = len({r["bandwidth"] for r in rows}) > 1
+    tasks = {r.get("task", "node") for r in rows}
+    what = "test MRR" if tasks == {"link"} else ("test acc % / MRR" if "link" in tasks else "test acc %")
+    tol = f"{LINK_POINTS:g}" if tasks == {"link"} else (
+        f"{PAIR_POINTS:g} ({LINK_POINTS:g} on MRR)" if "link" in tasks else f"{PAIR_POINTS:g}")
     head = ["dataset", "partitioner", "parts", "model", "layers"] + (["network"] if multi_bw else []) + [
-        "paired seeds", f"{a} test acc %", f"{b} test acc %", f"{a} − {b}, points (95 % CI)",
-        f"within {PAIR_POINTS:g}"]
+        "paired seeds", f"{a} {what}", f"{b} {what}", f"{a} − {b}, points (95 % CI)", f"within {tol}"]
     lines = []
     for r in rows:
         ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
         line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
         line += [_bw(r["bandwidth"])] if multi_bw else []
-        line += [str(r["paired"]), _f(r["a_acc"] * 100, ".2f"), _f(r["b_acc"] * 100, ".2f"),
-                 f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])]
+        q = _quality_fmt(r.get("task", "node"))
+        line += [str(r["paired"]), q(r["a_acc"]), q(r["b_acc"]), f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])]
         lines.append(line)
     return _table(head, lines)
 
@@ -882,17 +1092,29 @@ def settings_table(cells: list[dict]) -> str:
     for c in cells:
         if c["axes"]["dataset"] not in seen and ok_systems(c):
             seen[c["axes"]["dataset"]] = c
-    head = ["dataset", "base config", "nodes", "epochs", "batch", "hidden", "dropout", "lr", "weight decay",
+    head = ["dataset", "base config", "task", "nodes", "epochs", "batch", "hidden", "dropout", "lr", "weight decay",
             "eval every"]
     lines = []
     for name, c in seen.items():
         cfg = c.get("config") or {}
         t, m = cfg.get("train", {}), cfg.get("model", {})
-        lines.append([name, f"`{c['axes'].get('dataset_config', '')}`", str((c.get("partition") or {}).get("num_nodes", "-")),
+        lines.append([name, f"`{c['axes'].get('dataset_config', '')}`", _task_text(c),
+                      str((c.get("partition") or {}).get("num_nodes", "-")),
                       str(t.get("epochs", "-")), str(t.get("batch_size", "-")), str(m.get("hidden", "-")),
                       str(m.get("dropout", "-")), str(t.get("lr", "-")), str(t.get("weight_decay", "-")),
                       str(t.get("eval_every", "-"))])
     return _table(head, lines) if lines else "(no finished cell yet)"
+
+
+def _task_text(cell: dict) -> str:
+    """A cell's kind of job in a few words: "node", "link", with learnable embeddings, on a heterograph."""
+    cfg = cell.get("config") or {}
+    out = cell_task(cell)
+    if (cfg.get("model") or {}).get("embed"):
+        out += ", learnable embeddings"
+    if (cfg.get("data") or {}).get("name") == "hetsynth":
+        out += f", heterogeneous (target {(cfg.get('data') or {}).get('target', '?')})"
+    return out
 
 
 def systems_text(plan: dict | None, cells: list[dict]) -> str:
@@ -957,10 +1179,24 @@ PHASE_NOTES = """\
 """
 
 
+LINK_NOTES = f"""\
+- **Link prediction** (cells whose base config sets `train.task: link`): **test MRR** is the mean reciprocal
+  rank of the held-out test edges, each scored against the same sampled negatives for every system (rank 0's
+  encoder on the whole training graph; `dgl_grappa.runtime.evaluation.evaluate_link`), per run the mean of the
+  evaluations in the last 20 % of the epochs, as the test accuracy; **Δ vs DistDGL** is in MRR points (1 point
+  = 0.01 MRR), per seed on the same partitioning, mean and 95 % t-interval; **within {LINK_POINTS:g}** (the link
+  goal): that mean is >= -{LINK_POINTS:g} points (0.02 MRR). **test hits@k**: the share of test edges ranked in
+  the top k, the same window mean. **edges trained on**: the share of the training graph's edges that are some
+  worker's positive (Grappa with its halo; in parentheses with the halo dropped; DistDGL trains on every edge).
+  **converged** and **time to target** race on the validation MRR (98 % of DistDGL's validation-MRR plateau in
+  the same cell). In the speed report a Grappa row that loses more than {LINK_POINTS:g} MRR points is marked.
+"""
+
 PAIR_NOTES = f"""\
 - **A − B**: per seed, A's test accuracy minus B's in the same cell (same partitioning, same seed), in
   points; mean over the seeds where both ran ok and its 95 % Student-t interval, as Δ vs DistDGL in the
-  matrix. **within {PAIR_POINTS:g}**: the mean is >= -{PAIR_POINTS:g} (A may be better by any margin). The
+  matrix. **within {PAIR_POINTS:g}**: the mean is >= -{PAIR_POINTS:g} (A may be better by any margin; on link-prediction
+  rows the figures are test MRRs and the tolerance is {LINK_POINTS:g} MRR points, 0.02 MRR). The
   test accuracies are each system's mean over the same paired seeds (the matrix's are over each system's
   finished seeds). **pooled**: the rows' mean differences, one sample per row, with a 95 % t-interval over
   the rows.
@@ -997,17 +1233,34 @@ def render(kind: str, cells: list[dict], plan: dict | None, *, command: str, reg
     if kind == "accuracy":
         rows = accuracy_rows(shown, None)
         _attach_data_name(rows, shown)
+        node, link = _by_task(rows)
+        matrix = ["## Matrix", ""]
+        if node or not link:
+            matrix += [accuracy_table(node) if node else "(no finished run yet)", ""]
+        if link:
+            matrix += (["### Link prediction", ""] if node else []) + [link_table(link), ""]
         parts += ["## Accuracy goals", "", goals_table(accuracy_goals(rows)), "",
-                  tta_summary(rows), ""] + pairs_section(shown, pairs or []) + [
-                  "## Matrix", "", accuracy_table(rows) if rows else "(no finished run yet)", "", ACCURACY_NOTES]
+                  tta_summary(rows), ""] + pairs_section(shown, pairs or []) + matrix + [
+                  ACCURACY_NOTES] + ([LINK_NOTES] if link else [])
     else:
         rows = speed_rows(shown, None)
-        parts += ["## Speed goals", "", goals_table(speed_goals(rows)), "",
-                  "## Matrix", "", speed_table(rows) if rows else "(no finished run yet)", "", SPEED_NOTES,
+        node, link = _by_task(rows)
+        matrix = ["## Matrix", ""]
+        if node or not link:
+            matrix += [speed_table(node) if node else "(no finished run yet)", ""]
+        if link:
+            matrix += (["### Link prediction", ""] if node else []) + [speed_table(link, link=True), ""]
+        parts += ["## Speed goals", "", goals_table(speed_goals(rows)), ""] + matrix + [
+                  SPEED_NOTES] + ([LINK_NOTES] if link else []) + [
                   "## Where an epoch goes", "", phase_table(rows), "", PHASE_NOTES]
     if plots:
         parts += ["## Plots", ""] + [f"![{Path(p).stem}]({p})\n" for p in plots]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _by_task(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(node-classification rows, link-prediction rows)."""
+    return ([r for r in rows if r.get("task", "node") != "link"], [r for r in rows if r.get("task") == "link"])
 
 
 def _attach_data_name(rows: list[dict], cells: list[dict]) -> None:
@@ -1067,7 +1320,7 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                 ax.set_xticks(sorted({r["layers"] for r in rs}))
                 ax.grid(alpha=0.3)
                 if j == 0:
-                    ax.set_ylabel("test accuracy (%)")
+                    ax.set_ylabel(_quality_axis(rs))
         axs[0][0].legend(fontsize=7)
         fig.suptitle(f"{ds}, {parts} parts: accuracy vs layers (mean ± std over seeds)", fontsize=10)
         f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png")
@@ -1085,13 +1338,21 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                         capsize=2, label=sysname)
         ax.set_xscale("log")
         ax.set_xlabel("bytes per epoch, amortised (log)")
-        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylabel(_quality_axis(rs))
         ax.set_title(f"{ds}: accuracy vs bytes per epoch (each point: one partitioner/parts/model/layers)", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         f = _save(fig, out / f"acc_vs_bytes_{ds}.png")
         files.append(f)
     return files
+
+
+def _quality_axis(rows: list[dict]) -> str:
+    """The y label of a plot of these rows' test figure (plotted x 100: accuracy in %, MRR in points)."""
+    tasks = {r.get("task", "node") for r in rows}
+    if tasks == {"link"}:
+        return "test MRR x 100"
+    return "test accuracy (%) / MRR x 100" if "link" in tasks else "test accuracy (%)"
 
 
 def _ordered_systems(rows: list[dict]) -> list[str]:
@@ -1146,7 +1407,7 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
                                 color="grey", lw=0.5, alpha=0.6)
         ax.set_xscale("log")
         ax.set_xlabel("training time (s, all epochs, evaluation excluded; log)")
-        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylabel(_quality_axis(pts))
         ax.set_title("accuracy vs training time (grey: same cell)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
