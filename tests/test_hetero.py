@@ -192,7 +192,7 @@ def test_a_workers_local_heterograph_holds_its_nodes_in_edges_and_the_whole_grap
         n_in = lp.num_inner_by_type
         # features: own and halo rows equal the whole graph's (halo rows read once from their owners)
         mine = orig["paper"][lp.global_ids["paper"]]
-        assert torch.equal(lp.feat["paper"], g.nodes["paper"].data["feat"][mine])
+        assert torch.equal(lp.feat["paper"].full(), g.nodes["paper"].data["feat"][mine])
         assert torch.equal(lp.label, g.nodes["paper"].data["label"][mine[: n_in["paper"]]])
         assert bool(g.nodes["paper"].data["train_mask"][mine[lp.train_ids]].all())
         n_halo = lp.graph.num_nodes("paper") - n_in["paper"]
@@ -225,7 +225,7 @@ def test_per_relation_first_hop_aggregates_are_the_whole_graphs_means_read_once(
     halo_rows = 0
     for e, rows in lp.agg.items():
         whole = relation_means(g, e, g.nodes["paper"].data["feat"])
-        assert torch.allclose(rows, whole[orig[e[2]][lp.global_ids[e[2]]]], atol=1e-6), e
+        assert torch.allclose(rows.full(), whole[orig[e[2]][lp.global_ids[e[2]]]], atol=1e-6), e
         halo_rows += rows.shape[0] - lp.num_inner_by_type[e[2]]
     feat_halo = lp.graph.num_nodes("paper") - lp.num_inner_by_type["paper"]
     assert lp.one_time_bytes == (feat_halo + halo_rows) * 32 * 4  # the halo's features and aggregates, once
@@ -239,6 +239,85 @@ def test_per_relation_first_hop_aggregates_are_the_whole_graphs_means_read_once(
             load_local_hetero(stats["part_config"], 1, "keep", first_hop="exact")
     finally:
         f.with_suffix(".bak").rename(f)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("budget", [1.5, 1.0, 0.6])
+def test_the_memory_budget_holds_the_featured_tables_of_a_local_heterograph(het_parts, budget):
+    """train.memory_budget on real partitions: the paper rows and the relations' aggregates (own and halo) fit
+    budget x the part's own paper rows in fp32, in the most exact precision that fits (a halo sample past int4),
+    and every stored row is the whole graph's within its precision's bound."""
+    from dgl_grappa.method.hetero import load_local_hetero
+    from dgl_grappa.method.local_part import Keep
+    from dgl_grappa.method.storage import max_error
+
+    g, stats = het_parts
+    orig = {t: _orig(stats, t) for t in g.ntypes}
+    feats = g.nodes["paper"].data["feat"]
+    for part in range(2):
+        full = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact")
+        assert full.keep["precision"] == "fp32" and full.resident_bytes > 3 * full.own_fp32_bytes  # unbudgeted
+        lp = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact",
+                               keep=Keep(reach=1, storage="auto", budget=budget, seed=0))
+        assert lp.own_fp32_bytes == full.own_fp32_bytes == lp.part_inner_by_type["paper"] * 32 * 4
+        assert lp.resident_bytes <= budget * lp.own_fp32_bytes, (budget, lp.resident_bytes / lp.own_fp32_bytes)
+        assert lp.resident_bytes == lp.memory["resident"] and lp.keep["precision"] != "fp32"
+        assert lp.keep["budget_bytes"] == budget * lp.own_fp32_bytes
+        # every own author and field stays (their learnable rows are trained here); every seed stays
+        for t in ("author", "field"):
+            assert lp.num_inner_by_type[t] == lp.part_inner_by_type[t] == full.num_inner_by_type[t]
+        seeds = orig["paper"][lp.global_ids["paper"][lp.train_ids]]
+        assert torch.equal(seeds.sort().values, orig["paper"][full.global_ids["paper"][full.train_ids]].sort().values)
+        # rows: the whole graph's, within the stored precision's bound
+        mine = orig["paper"][lp.global_ids["paper"]]
+        bound = max_error(feats[mine], lp.keep["precision"])
+        assert bool(((lp.feat["paper"].full() - feats[mine]).abs() <= bound[:, None] + 1e-7).all())
+        halo_feat = lp.graph.num_nodes("paper") - lp.num_inner_by_type["paper"]
+        assert lp.memory["feat_halo"] == halo_feat * lp.feat["paper"].nbytes // max(lp.graph.num_nodes("paper"), 1)
+        assert lp.one_time_bytes == lp.memory["feat_halo"] + lp.memory["agg_halo"]  # the halo's rows, once, stored
+        if budget < 1.0:  # even int4 does not hold the whole halo: a sample of it, as many as fit
+            assert lp.keep["precision"] == "int4" and lp.keep["halo_kept"] < lp.keep["halo_reach"]
+    with pytest.raises(ConfigError, match="--train.memory_budget="):
+        load_local_hetero(stats["part_config"], 0, "keep", first_hop="exact",
+                          keep=Keep(reach=1, storage="auto", budget=0.05))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("first_hop", ["exact", "sampled"])
+def test_what_the_seeds_reach_is_all_a_workers_trees_need(het_parts, first_hop):
+    """Keeping only the nodes the seeds' trees reach changes no tree: RGCN on full-fan-out blocks of the seeds gives
+    the same rows on the pruned local heterograph as on the whole part (fp32, no budget)."""
+    from dgl_grappa.method.embedding import initial_rows
+    from dgl_grappa.method.hetero import HeteroFeatures, load_local_hetero
+    from dgl_grappa.method.local_part import Keep
+    from dgl_grappa.method.rgcn import build_rgcn
+
+    g, stats = het_parts
+    exact = first_hop == "exact"
+    full = load_local_hetero(stats["part_config"], 0, "keep", first_hop=first_hop)
+    lp = load_local_hetero(stats["part_config"], 0, "keep", first_hop=first_hop,
+                           keep=Keep(reach=1 if exact else 2, storage="fp32"))
+    assert lp.keep["precision"] == "fp32" and lp.keep["halo_kept"] == lp.keep["halo_reach"]
+    assert lp.graph.num_nodes() <= full.graph.num_nodes()
+    torch.manual_seed(0)
+    model = build_rgcn(ModelConfig(name="rgcn", hidden=16, num_layers=2), {"paper": 32, "author": 8, "field": 8}, 8,
+                       g.canonical_etypes, "paper").eval()
+
+    def out(part):
+        first = {e: 0 if e in part.agg else -1 for e in part.graph.canonical_etypes}
+        seeds = part.train_ids
+        inputs, _, blocks = dgl.dataloading.NeighborSampler([first, -1], fused=False).sample(part.graph,
+                                                                                            {"paper": seeds})
+        x = HeteroFeatures(part.feat).gather(inputs)
+        for t in ("author", "field"):
+            x[t] = initial_rows(part.global_ids[t][inputs[t]], 8, 0)
+        agg = {e: part.agg[e].gather(inputs[e[2]][: blocks[0].num_dst_nodes(e[2])]) for e in part.agg}
+        rows = model(blocks, x, agg=agg or None)
+        return dict(zip(part.global_ids["paper"][seeds].tolist(), rows))
+
+    a, b = out(full), out(lp)
+    assert a.keys() == b.keys()
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
 
 
 @pytest.mark.unit
@@ -352,6 +431,7 @@ def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_only_gradients(str
     assert s["embed_bytes_per_epoch"] == 0 and s["feature_bytes_per_epoch"] == 0
     assert s["grad_bytes_per_epoch"] == s["steps_per_epoch"] * s["model_grad_bytes"]
     assert s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"]  # gloo's ring with 2 workers
+    assert 0 < h["budgeted_ratio_max"] <= 1.5 and s["resident_ratio_max"] > h["budgeted_ratio_max"]
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(r["embed_bytes"] == 0 and r["local_embed_bytes"] > 0 for r in records)
     if isolated:  # the wire holds the all-reduce and nothing of a feature's or an embedding row's size
@@ -363,7 +443,11 @@ def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_only_gradients(str
         assert len(m["agg_by_relation"]) == 4 and m["agg_inner"] > 0 and m["agg_halo"] > 0  # the relations from papers
         assert m["embed_optimizer"] == 2 * m["embed_inner"]
         assert w["resident_bytes"] == m["feat_inner"] + m["feat_halo"] + m["agg_inner"] + m["agg_halo"] + m["embed"]
-        assert w["own_fp32_bytes"] == m["feat_inner"] + m["embed_inner"]
+        # the budget (1.5) holds the paper rows and the aggregates against the own paper rows in fp32; the
+        # learnable rows are outside it, counted as model.embed counts them
+        assert m["budgeted_bytes"] == m["feat_inner"] + m["feat_halo"] + m["agg_inner"] + m["agg_halo"]
+        assert m["budgeted_bytes"] <= 1.5 * m["budget_unit_bytes"] and m["precision"] != "fp32"
+        assert w["own_fp32_bytes"] == m["budget_unit_bytes"] + m["embed_inner"]
         assert w["one_time_bytes"] == m["feat_halo"] + m["agg_halo"]  # the halo's paper rows and aggregates, once
         assert sum(w["hetero"]["inner_by_type"].values()) == w["inner_nodes"]
 

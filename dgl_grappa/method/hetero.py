@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import math
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -47,10 +48,12 @@ from ..config import Config, ConfigError
 from ..partition.layout import part_edges, part_paths
 from . import coverage as cov
 from .embedding import LocalEmbedding, gather_rows
+from .local_part import Keep, keep_for, precision_ladder, reached_nodes
+from .storage import NodeTable, row_bytes
 from .sampler import LocalBatches, equal_steps, seeded_workers
 
 __all__ = ["HeteroEmbedding", "HeteroFeatures", "HeteroLocalPartition", "HeteroLocalRuntime", "TargetSeeds",
-           "canonical_etypes", "load_local_hetero", "local_heterograph", "type_seed"]
+           "canonical_etypes", "load_hetero_for_training", "load_local_hetero", "local_heterograph", "type_seed"]
 
 
 def type_seed(seed: int, ntype: str) -> int:
@@ -87,13 +90,17 @@ class HeteroLocalPartition:
         num_inner_by_type: inner nodes of every type.
         global_ids: per type, the shuffled per-type id of every local node (a ``DistGraph``'s id space).
         owner: per type, the owning part of every local node.
-        feat: per featured type, the rows of every local node (fp32; halo rows read once at load).
+        feat: per featured type, the rows of every local node (a :class:`~.storage.NodeTable` in the chosen
+            precision, rows back in fp32; halo rows read once at load).
         label: label of every inner node of the target type.
         train_ids: local ids (of the target type) of the inner training nodes.
         one_time_bytes: the kept halo's feature (and aggregate) rows, read once from their owners.
         memory: bytes per table (``feat_inner``, ``feat_halo``, ``agg_inner``, ``agg_halo``, ``other``) and ``by_type``.
         agg: with ``first_hop="exact"``, per relation from a featured type, the first-hop aggregate of every local
-            node of its destination type (the whole graph's mean over the relation's in-neighbours).
+            node of its destination type (the whole graph's mean over the relation's in-neighbours; a
+            :class:`~.storage.NodeTable` in the same precision as ``feat``).
+        part_inner_by_type: the part's inner nodes of every type, kept or not (the budget's unit counts them).
+        keep: what the loader chose (precision, nodes and halo reached and kept, the budget in bytes).
     """
 
     part_id: int
@@ -105,7 +112,7 @@ class HeteroLocalPartition:
     num_inner_by_type: dict[str, int]
     global_ids: dict[str, Tensor]
     owner: dict[str, Tensor]
-    feat: dict[str, Tensor]
+    feat: dict[str, NodeTable]
     label: Tensor
     train_ids: Tensor
     load_seconds: float
@@ -114,6 +121,7 @@ class HeteroLocalPartition:
     memory: dict = field(default_factory=dict)
     keep: dict = field(default_factory=dict)
     agg: dict = field(default_factory=dict)
+    part_inner_by_type: dict = field(default_factory=dict)
 
     @property
     def num_inner(self) -> int:
@@ -122,8 +130,8 @@ class HeteroLocalPartition:
 
     @property
     def part_inner(self) -> int:
-        """Inner nodes of the part (every one is kept)."""
-        return self.num_inner
+        """Inner nodes of the part, kept or not."""
+        return sum(self.part_inner_by_type.values()) if self.part_inner_by_type else self.num_inner
 
     @property
     def bare_types(self) -> list[str]:
@@ -141,8 +149,9 @@ class HeteroLocalPartition:
 
     @property
     def resident_bytes(self) -> int:
-        """Bytes of the feature-width tables: every featured type's rows and every relation's aggregates (fp32)."""
-        return sum(int(x.numel() * x.element_size()) for x in [*self.feat.values(), *self.agg.values()])
+        """Bytes of the feature-width tables, in their precision: every featured type's rows and every relation's
+        aggregates (the tables the budget holds; the trainer adds the learnable rows)."""
+        return sum(int(x.nbytes) for x in [*self.feat.values(), *self.agg.values()])
 
     @property
     def resident_other_bytes(self) -> int:
@@ -151,8 +160,10 @@ class HeteroLocalPartition:
 
     @property
     def own_fp32_bytes(self) -> int:
-        """The own feature rows in fp32 (the unit of the memory ratio; learnable rows are added by the trainer)."""
-        return sum(self.num_inner_by_type[t] * int(x.shape[1]) * 4 for t, x in self.feat.items())
+        """The part's own feature rows in fp32, kept or not (the unit of the budget; the trainer adds the learnable
+        rows for the memory ratio)."""
+        inner = self.part_inner_by_type or self.num_inner_by_type
+        return sum(inner[t] * int(x.shape[1]) * 4 for t, x in self.feat.items())
 
 
 def _node_data(feat_file: Path) -> dict:
@@ -160,8 +171,22 @@ def _node_data(feat_file: Path) -> dict:
 
 
 def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep", target: str = "",
-                      first_hop: str = "sampled") -> HeteroLocalPartition:
+                      first_hop: str = "sampled", *, keep: Keep | None = None) -> HeteroLocalPartition:
     """Load worker ``part_id``'s local heterograph of a partitioning (no servers, no network).
+
+    What it keeps follows the homogeneous loader's rule (:func:`~.local_part.load_local`), per worker:
+
+    * **reach**: the nodes the training seeds' sampled trees can contain: ``keep.reach`` in-edge hops over every
+      relation and, with ``first_hop="exact"``, one hop more over the relations from featureless types (the first
+      block samples only those); every own node of a featureless type stays (its learnable row is trained here);
+    * **precision**: the featured types' tables (own rows, the per-relation aggregates, the halo's rows of both)
+      in the most exact precision ``keep.storage`` allows that fits ``keep.budget`` x the part's own featured rows
+      in fp32 (:func:`~.local_part.precision_ladder`);
+    * **halo sample**: when even the last precision does not fit, a uniform random subset of the reached halo nodes
+      that hold such rows, as many as fit (seeded by ``keep.seed`` and the part); halo nodes that hold none (of a
+      featureless type without aggregates) stay.
+
+    The featureless types' learnable rows are not in the budget (as with ``model.embed``: the trainer counts them).
 
     Args:
         part_config: the partitioning's json (``partition_hetero`` or DGL's ``partition_graph`` of a heterograph).
@@ -171,18 +196,22 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         target: the labelled node type; empty = the one type whose node data has ``train_mask``.
         first_hop: "exact" also loads the per-relation first-hop aggregates of the relations from featured types
             (``python -m dgl_grappa partition`` writes them); "sampled" does not.
+        keep: reach, storage and budget (:class:`~.local_part.Keep`); default: every node, fp32.
 
     Returns:
-        A :class:`HeteroLocalPartition`; its ``one_time_bytes`` are the kept halo's feature and aggregate rows (fp32).
+        A :class:`HeteroLocalPartition`; its ``one_time_bytes`` are the kept halo's feature and aggregate rows (in
+        their stored precision).
 
     Raises:
-        ConfigError: the folder is not a heterogeneous partitioning, the target type has no labels, or (exact) a
-            relation's aggregates are missing.
+        ConfigError: the folder is not a heterogeneous partitioning, the target type has no labels, (exact) a
+            relation's aggregates are missing, or the budget cannot hold the own reached rows even in int4.
     """
     if first_hop not in ("exact", "sampled"):
         raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
     if halo not in ("drop", "keep"):
         raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    keep = keep or Keep()
+    exact = first_hop == "exact"
     t0 = time.perf_counter()
     meta, graph_file, feat_file = part_paths(part_config, part_id)
     ntypes, etypes = ntypes_of(meta), canonical_etypes(meta)
@@ -204,8 +233,9 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     src, dst = part_edges(pg)
     etype_id = pg.edata[dgl.ETYPE].to(torch.int64)
     del pg
-    graph, nodes, n_inner, gids, owner = local_heterograph(src, dst, etype_id, inner, ntype_id, type_gid, owner_all,
-                                                           ntypes, etypes, halo)
+    src, dst = src.to(torch.int64), dst.to(torch.int64)
+    e = (src < n_local) & (dst < n_local)  # halo="drop": the edges among inner nodes
+    src, dst, etype_id = src[e], dst[e], etype_id[e]
     node = _node_data(feat_file)
     target = target or next((t for t in ntypes if f"{t}/train_mask" in node), "")
     if f"{target}/label" not in node or f"{target}/train_mask" not in node:
@@ -213,12 +243,35 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
                           "--data.target to the labelled type, or re-create it with `python -m dgl_grappa partition`")
     featured = [t for t in ntypes if f"{t}/feat" in node]
     first = {t: [lo for lo, _ in node_map[t]] for t in ntypes}
-    feat: dict[str, Tensor] = {}
+    # the budget's unit: the part's own featured rows in fp32 (kept or not); the tables every node of a type holds
+    part_inner = {t: int((ntype_id[:n_inner_all] == i).sum()) for i, t in enumerate(ntypes)}
+    width = {t: int(node[f"{t}/feat"].shape[1]) for t in featured}
+    own_fp32 = sum(part_inner[t] * width[t] * 4 for t in featured)
+    agg_rels = [e for e in etypes if e[0] in featured] if exact else []
+    tables = {t: ([width[t]] if t in featured else []) + [width[e[0]] for e in agg_rels if e[2] == t] for t in ntypes}
+    top = max((float(node[f"{t}/feat"].abs().max()) for t in featured if node[f"{t}/feat"].numel()), default=0.0)
+    needed = _reached_typed(src, dst, etype_id, ntype_id, n_inner_all, node, target, featured, ntypes, etypes,
+                            first, gid, part_id, keep.reach, exact)
+    inner_kept = needed[:n_inner_all].nonzero(as_tuple=True)[0]
+    halo_reach = needed[n_inner_all:].nonzero(as_tuple=True)[0] + n_inner_all
+    precision, halo_kept = _choose_typed(keep, ntype_id, inner_kept, halo_reach, tables, ntypes, own_fp32, part_id,
+                                         top)
+    kept = torch.cat([inner_kept, halo_kept])
+    if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
+        new = torch.full((n_local,), -1, dtype=torch.int64)
+        new[kept] = torch.arange(kept.numel())
+        e = (new[src] >= 0) & (new[dst] >= 0)
+        src, dst, etype_id = new[src[e]], new[dst[e]], etype_id[e]
+        ntype_id, gid, type_gid, owner_all = ntype_id[kept], gid[kept], type_gid[kept], owner_all[kept]
+    inner_k = torch.arange(kept.numel()) < inner_kept.numel()
+    graph, nodes, n_inner, gids, owner = local_heterograph(src, dst, etype_id, inner_k, ntype_id, type_gid, owner_all,
+                                                           ntypes, etypes, halo)
+    feat: dict[str, NodeTable] = {}
     for t in featured:
-        rows = torch.empty((nodes[t].numel(), int(node[f"{t}/feat"].shape[1])), dtype=torch.float32)
-        # own rows: the part's file holds its inner nodes of type t in the order of their global ids
-        rows[: n_inner[t]] = node[f"{t}/feat"][gid[nodes[t][: n_inner[t]]] - first[t][part_id]].float()
-        feat[t] = rows
+        table = NodeTable.empty(nodes[t].numel(), width[t], precision)
+        if n_inner[t]:  # own rows: the part's file holds its inner nodes of type t in the order of their global ids
+            table.put(slice(0, n_inner[t]), node[f"{t}/feat"][gid[nodes[t][: n_inner[t]]] - first[t][part_id]].float())
+        feat[t] = table
     t_inner = nodes[target][: n_inner[target]]
     idx = gid[t_inner] - first[target][part_id]
     label = node[f"{target}/label"][idx].to(torch.int64)
@@ -233,22 +286,84 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         for t in featured:
             at = (owner[t][n_inner[t]:] == p).nonzero(as_tuple=True)[0] + n_inner[t]
             if at.numel():
-                feat[t][at] = other[f"{t}/feat"][gid[nodes[t][at]] - first[t][p]].float()
-                one_time += int(at.numel()) * int(feat[t].shape[1]) * 4
+                feat[t].put(at, other[f"{t}/feat"][gid[nodes[t][at]] - first[t][p]].float())
+                one_time += int(at.numel() * row_bytes(width[t], precision))
         del other
-    agg: dict[tuple, Tensor] = {}
-    if first_hop == "exact":
-        agg, agg_once = _relation_aggregates(part_config, part_id, etypes, featured, nodes, n_inner, owner, gid, first)
+    agg: dict[tuple, NodeTable] = {}
+    if exact:
+        agg, agg_once = _relation_aggregates(part_config, part_id, etypes, featured, nodes, n_inner, owner, gid, first,
+                                             precision)
         one_time += agg_once
-    memory = _memory(feat, n_inner, [label, train_ids, *gids.values(), *owner.values()], graph, agg)
+    memory = _memory(feat, n_inner, [label, train_ids, *gids.values(), *owner.values()], graph, agg, precision)
+    limit = keep.limit(own_fp32)
     return HeteroLocalPartition(
         part_id=part_id, num_parts=len(next(iter(node_map.values()))), graph=graph, target=target, ntypes=ntypes,
         etypes=etypes, num_inner_by_type=n_inner, global_ids=gids, owner=owner, feat=feat, label=label,
         train_ids=train_ids, load_seconds=time.perf_counter() - t0, halo_bytes_loaded=one_time,
-        one_time_bytes=one_time, memory=memory, agg=agg,
-        keep={"precision": "fp32", "reach": None, "nodes": n_local, "kept": n_local, "inner_kept": n_inner_all,
-              "halo": sum(halo_rows.values()), "halo_reach": sum(halo_rows.values()),
-              "halo_kept": sum(halo_rows.values()), "halo_by_type": halo_rows, "budget_bytes": None})
+        one_time_bytes=one_time, memory=memory, agg=agg, part_inner_by_type=part_inner,
+        keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": int(kept.numel()),
+              "inner_kept": int(inner_kept.numel()), "halo": n_local - n_inner_all,
+              "halo_reach": int(halo_reach.numel()), "halo_kept": int(halo_kept.numel()), "halo_by_type": halo_rows,
+              "budget_bytes": limit if limit < float("inf") else None})
+
+
+def load_hetero_for_training(cfg: Config, part_config: str | Path, part_id: int) -> HeteroLocalPartition:
+    """Worker ``part_id``'s local heterograph as a training run of ``cfg`` keeps it: halo, target, first hop and
+    the memory budget (:func:`~.local_part.keep_for`)."""
+    return load_local_hetero(part_config, part_id, cfg.train.halo, cfg.data.target, cfg.first_hop, keep=keep_for(cfg))
+
+
+def _reached_typed(src: Tensor, dst: Tensor, etype_id: Tensor, ntype_id: Tensor, n_inner: int, node: dict,
+                   target: str, featured: list, ntypes: list, etypes: list, first: dict, gid: Tensor, part_id: int,
+                   reach: int | None, exact: bool) -> Tensor:
+    """Bool mask of the local nodes a worker keeps before the budget: what the seeds' trees reach (see
+    :func:`load_local_hetero`), and every own node of a featureless type; every node with ``reach`` None."""
+    n_local = ntype_id.numel()
+    tid = ntypes.index(target)
+    t_inner = (ntype_id[:n_inner] == tid).nonzero(as_tuple=True)[0]
+    if reach is None or t_inner.numel() == 0:
+        return torch.ones(n_local, dtype=torch.bool)
+    seeds = t_inner[node[f"{target}/train_mask"][gid[t_inner] - first[target][part_id]].bool()]
+    # a part without training seeds takes its steps on a placeholder batch of its first target node (weight 0)
+    needed = reached_nodes(src, dst, n_local, seeds if seeds.numel() else t_inner[:1], reach)
+    bare = torch.tensor([t not in featured for t in ntypes], dtype=torch.bool)
+    if exact and etypes:  # the first block samples the relations from featureless types once more
+        from_bare = torch.tensor([t not in featured for t in (e[0] for e in etypes)], dtype=torch.bool)[etype_id]
+        hop = torch.zeros(n_local, dtype=torch.bool)
+        hop[src[from_bare & needed[dst]]] = True
+        needed |= hop
+    needed[:n_inner] |= bare[ntype_id[:n_inner]]  # own learnable rows: trained here (and gathered to evaluate)
+    return needed
+
+
+def _choose_typed(keep: Keep, ntype_id: Tensor, inner_kept: Tensor, halo_reach: Tensor, tables: dict, ntypes: list,
+                  own_fp32: int, part_id: int, top: float) -> tuple[str, Tensor]:
+    """(precision, halo nodes kept) under the budget, as :func:`~.local_part.load_local` chooses them, with rows of
+    several widths: a node of type t holds ``tables[t]`` (the widths of its feature and aggregate rows)."""
+    ladder = precision_ladder(keep.storage, top)
+    limit = keep.limit(own_fp32)
+
+    def cost(ids: Tensor, precision: str) -> Tensor:
+        per = torch.tensor([float(sum(row_bytes(w, precision) for w in tables[t])) for t in ntypes],
+                           dtype=torch.float64)
+        return per[ntype_id[ids]]
+
+    for precision in ladder:
+        if float(cost(inner_kept, precision).sum() + cost(halo_reach, precision).sum()) <= limit:
+            return precision, halo_reach
+    precision = ladder[-1]
+    inner = float(cost(inner_kept, precision).sum())
+    if inner > limit:
+        need = inner / max(own_fp32, 1)
+        raise ConfigError(
+            f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
+            f"{precision} ({inner / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
+            f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+    gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
+    order = halo_reach[torch.randperm(halo_reach.numel(), generator=gen)]
+    c = cost(order, precision)
+    fits = (torch.cumsum(c, 0) <= limit - inner) | (c == 0)  # a node without such rows costs the budget nothing
+    return precision, torch.sort(order[fits]).values
 
 
 def local_heterograph(src: Tensor, dst: Tensor, etype_id: Tensor, inner: Tensor, ntype_id: Tensor, type_gid: Tensor,
@@ -309,9 +424,10 @@ def _per_type_ids(homo: Tensor, ranges: list) -> Tensor:
 
 
 def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list, nodes: dict, n_inner: dict,
-                         owner: dict, gid: Tensor, first: dict) -> tuple[dict, int]:
-    """Every local node's per-relation first-hop aggregates (relations from featured types): own rows from the
-    part's file, the kept halo's from their owners' (read once; the second value is those bytes)."""
+                         owner: dict, gid: Tensor, first: dict, precision: str = "fp32") -> tuple[dict, int]:
+    """Every local node's per-relation first-hop aggregates (relations from featured types), stored in
+    ``precision``: own rows from the part's file, the kept halo's from their owners' (read once; the second value
+    is those bytes, in the stored precision)."""
     import numpy as np
 
     from ..partition.hetero import relation_agg_path
@@ -332,30 +448,38 @@ def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list
             return files[p]
 
         own = table(part_id)
-        rows = torch.zeros((nodes[d].numel(), int(own.shape[1])), dtype=torch.float32)
-        rows[: n_inner[d]] = own[gid[nodes[d][: n_inner[d]]] - first[d][part_id]]
+        width = int(own.shape[1])
+        rows = NodeTable.empty(nodes[d].numel(), width, precision)
+        if n_inner[d]:
+            rows.put(slice(0, n_inner[d]), own[gid[nodes[d][: n_inner[d]]] - first[d][part_id]].float())
         for p in torch.unique(owner[d][n_inner[d]:]).tolist():
             at = (owner[d][n_inner[d]:] == p).nonzero(as_tuple=True)[0] + n_inner[d]
-            rows[at] = table(p)[gid[nodes[d][at]] - first[d][p]]
-            once += int(at.numel()) * int(rows.shape[1]) * 4
+            rows.put(at, table(p)[gid[nodes[d][at]] - first[d][p]].float())
+            once += int(at.numel() * row_bytes(width, precision))
         out[e] = rows
     return out, once
 
 
-def _memory(feat: dict, n_inner: dict, others: list, graph: dgl.DGLGraph, agg: dict | None = None) -> dict:
+def _split(table: NodeTable, n_inner: int) -> tuple[int, int]:
+    """(inner, halo) bytes of a table whose first ``n_inner`` rows are the inner nodes' (every row the same size)."""
+    n = table.shape[0]
+    inner = int(table.nbytes * n_inner // n) if n else 0
+    return inner, int(table.nbytes) - inner
+
+
+def _memory(feat: dict, n_inner: dict, others: list, graph: dgl.DGLGraph, agg: dict | None = None,
+            precision: str = "fp32") -> dict:
     agg = agg or {}
-    fi = sum(n_inner[t] * x.shape[1] * 4 for t, x in feat.items())
-    fh = sum(x.numel() * 4 for x in feat.values()) - fi
-    ai = sum(n_inner[e[2]] * x.shape[1] * 4 for e, x in agg.items())
-    ah = sum(x.numel() * 4 for x in agg.values()) - ai
+    by_type = {t: dict(zip(("feat_inner", "feat_halo"), _split(x, n_inner[t]))) for t, x in feat.items()}
+    fi, fh = (sum(b[k] for b in by_type.values()) for k in ("feat_inner", "feat_halo"))
+    agg_split = {e: _split(x, n_inner[e[2]]) for e, x in agg.items()}
+    ai, ah = (sum(v[i] for v in agg_split.values()) for i in (0, 1))
     other = sum(int(x.numel() * x.element_size()) for x in others)
     # the graph's COO and CSC per relation
     other += sum(3 * graph.num_edges(e) * 8 + (graph.num_nodes(e[2]) + 1) * 8 for e in graph.canonical_etypes)
-    by_type = {t: {"feat_inner": n_inner[t] * x.shape[1] * 4, "feat_halo": (x.shape[0] - n_inner[t]) * x.shape[1] * 4}
-               for t, x in feat.items()}
-    return {"precision": "fp32", "feat_inner": int(fi), "feat_halo": int(fh), "agg_inner": int(ai), "agg_halo": int(ah),
-            "resident": int(fi + fh + ai + ah), "other": int(other), "by_type": by_type,
-            "agg_by_relation": {":".join(e): int(x.numel() * 4) for e, x in agg.items()}}
+    return {"precision": precision, "feat_inner": int(fi), "feat_halo": int(fh), "agg_inner": int(ai),
+            "agg_halo": int(ah), "resident": int(fi + fh + ai + ah), "other": int(other), "by_type": by_type,
+            "agg_by_relation": {":".join(e): int(x.nbytes) for e, x in agg.items()}}
 
 
 class TargetSeeds:
@@ -377,7 +501,7 @@ class TargetSeeds:
 class HeteroFeatures:
     """The featured types' rows for a batch's input nodes, from local memory, with a count of the bytes served."""
 
-    def __init__(self, feat: dict[str, Tensor]):
+    def __init__(self, feat: dict[str, NodeTable]):
         self.feat = feat
         self.local_bytes = 0
 
@@ -386,7 +510,7 @@ class HeteroFeatures:
         out = {}
         for t, ids in input_nodes.items():
             if t in self.feat:
-                out[t] = self.feat[t].index_select(0, ids.to(torch.int64))
+                out[t] = self.feat[t].gather(ids.to(torch.int64))
                 self.local_bytes += out[t].numel() * 4
             else:
                 out[t] = ids.to(torch.int64)
@@ -536,7 +660,7 @@ class HeteroLocalRuntime:
             extra = {}
             if self.exact:  # the first block's destinations are the first source nodes of each type
                 lp, b0 = self.lp, blocks[0]
-                extra["agg"] = {e: lp.agg[e].index_select(0, input_nodes[e[2]][: b0.num_dst_nodes(e[2])])
+                extra["agg"] = {e: lp.agg[e].gather(input_nodes[e[2]][: b0.num_dst_nodes(e[2])])
                                 for e in self.exact}
             if times is not None:
                 times.add("sample", t1 - t0)
@@ -553,4 +677,5 @@ def hetero_summary(lp: HeteroLocalPartition) -> dict:
     featureless types, and this worker's inner and halo nodes per type."""
     return {"target": lp.target, "ntypes": lp.ntypes, "etypes": [":".join(e) for e in lp.etypes],
             "featured": sorted(lp.feat), "featureless": lp.bare_types,
-            "inner_by_type": dict(lp.num_inner_by_type), "halo_by_type": dict(lp.keep["halo_by_type"])}
+            "inner_by_type": dict(lp.part_inner_by_type or lp.num_inner_by_type),
+            "inner_kept_by_type": dict(lp.num_inner_by_type), "halo_by_type": dict(lp.keep["halo_by_type"])}

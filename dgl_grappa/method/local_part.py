@@ -212,6 +212,21 @@ def _in_degree(node: dict, part_config, part_id: int, rows: Tensor | None = None
     return load_sidecar(part_config, part_id, rows, what="in_degree")
 
 
+def precision_ladder(storage: str, top: float) -> list[str]:
+    """The precisions ``train.storage`` lets the loader try, most exact first: ``auto`` is fp32, fp16 (bf16 where
+    ``top``, the largest magnitude, would overflow fp16), int8, int4; a fixed precision is itself alone.
+
+    Example:
+        >>> precision_ladder("auto", 1.0), precision_ladder("auto", 1e5)[1], precision_ladder("int8", 1.0)
+        (['fp32', 'fp16', 'int8', 'int4'], 'bf16', ['int8'])
+    """
+    if storage == "auto":
+        return ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8", "int4"]
+    if storage in PRECISIONS:
+        return [storage]
+    raise ConfigError(f"train.storage={storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
+
+
 def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: int, halo_tables: int, own_fp32: int,
             part_id: int, top: float, fixed: int = 0) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
@@ -220,12 +235,7 @@ def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: in
     ``inner_tables`` / ``halo_tables``: feature-width tables held per inner / halo node;
     ``fixed``: bytes the budget already holds elsewhere (the drop-in: the server's fp32 features).
     """
-    if keep.storage == "auto":
-        ladder = ["fp32", "fp16" if top < 6.0e4 else "bf16", "int8", "int4"]
-    elif keep.storage in PRECISIONS:
-        ladder = [keep.storage]
-    else:
-        raise ConfigError(f"train.storage={keep.storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
+    ladder = precision_ladder(keep.storage, top)
     limit = keep.limit(own_fp32) - fixed
     for precision in ladder:
         row = row_bytes(width, precision)
@@ -504,10 +514,16 @@ def keep_for(cfg) -> Keep:
     tables to budget: each own node has a trainable row (which the evaluation reads too),
     each halo node a frozen one (:mod:`.embedding`). With link prediction (``train.task: link``)
     every node is reached (any node a worker holds can be the end of a positive or negative
-    pair), under the same budget.
+    pair), under the same budget. On a heterogeneous graph the budget holds the featured types' tables
+    (features, per-relation aggregates, halo rows; :func:`~.hetero.load_local_hetero`) and the featureless
+    types' learnable rows stay outside it, as with ``model.embed``; ``reach`` is the sampled layers there too.
     """
     from ..config import parse_budget
 
+    if cfg.hetero:
+        mult, size = parse_budget(cfg.train.memory_budget)
+        return Keep(reach=cfg.model.num_layers - (1 if cfg.first_hop == "exact" else 0), storage=cfg.train.storage,
+                    budget=mult, budget_bytes=size, seed=cfg.train.seed)
     if cfg.model.embed:
         return Keep()
 
@@ -520,11 +536,9 @@ def keep_for(cfg) -> Keep:
 
 def load_for_training(cfg, part_config: str | Path, part_id: int) -> LocalPartition:
     """Worker ``part_id``'s part as a training run of ``cfg`` keeps it (halo, first hop, budget;
-    a prebuilt partitioning, possibly of a graph no process can hold, is read lean; a heterogeneous
-    graph's part as its local heterograph, :func:`~.hetero.load_local_hetero`)."""
+    a prebuilt partitioning, possibly of a graph no process can hold, is read lean). A heterogeneous
+    graph's part is its local heterograph: :func:`~.hetero.load_hetero_for_training`."""
     if cfg.hetero:
-        from .hetero import load_local_hetero
-
-        return load_local_hetero(part_config, part_id, cfg.train.halo, cfg.data.target, cfg.first_hop)
+        raise ValueError("a heterogeneous graph's part is loaded by method.hetero.load_hetero_for_training")
     return load_local(part_config, part_id, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
                       keep=keep_for(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)

@@ -96,6 +96,11 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
     if cfg.hetero:
         h = per_worker[0]["hetero"]
         own["hetero"] = {k: h[k] for k in ("target", "ntypes", "etypes", "featured", "featureless")}
+        # train.memory_budget's own figure: the featured types' tables over their own rows in fp32 (the largest
+        # worker's); resident_ratio_max adds the learnable rows, which the budget does not hold
+        ratios = [w["memory"]["budgeted_bytes"] / w["memory"]["budget_unit_bytes"] for w in per_worker
+                  if (w.get("memory") or {}).get("budget_unit_bytes")]
+        own["hetero"]["budgeted_ratio_max"] = max(ratios) if ratios else None
     return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
                        mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
                        steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own)

@@ -41,7 +41,7 @@ from ..cluster.launch import (
 )
 from ..config import Config, ConfigError
 from ..method.embedding import LocalEmbedding, gather_rows
-from ..method.hetero import HeteroEmbedding
+from ..method.hetero import HeteroEmbedding, load_hetero_for_training
 from ..method.local_part import load_for_training
 from ..method.link import link_losses
 from ..method.local_runtime import make_runtime
@@ -139,7 +139,7 @@ class Trainer:
                          "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
                          "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
                          "depends on learned projections)")
-            lp = load_for_training(cfg, part_config, ident.part)
+            lp = _load_part(cfg, part_config, ident.part)
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
             self.rt = make_runtime(cfg, ident, lp)  # train.task=link: local edge batches (method/link.py)
@@ -468,7 +468,7 @@ class Trainer:
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
-        lp = load_for_training(self.cfg, part_config, self.ident.part)
+        lp = _load_part(self.cfg, part_config, self.ident.part)
         self.one_time_bytes += lp.one_time_bytes
         self.rt = make_runtime(self.cfg, self.ident, lp)
         self._holding(lp)
@@ -483,12 +483,15 @@ class Trainer:
         """
         resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
         if self.cfg.hetero:
-            # every table: the featured types' rows (inner and halo), the featureless types' learnable rows, their
-            # SparseAdam moments and frozen halo rows; the unit is the own input rows of every type in fp32
+            # every table: the featured types' rows (inner and halo) and aggregates, under train.memory_budget against
+            # the own featured rows in fp32 (budgeted_bytes, budget_unit_bytes), and outside it the featureless types'
+            # learnable rows, their SparseAdam moments and frozen halo rows; the unit of the ratio is the own input
+            # rows of every type in fp32
+            memory = {**lp.memory, "budgeted_bytes": int(lp.resident_bytes), "budget_unit_bytes": int(own)}
             if self.embedding is not None:
                 m = self.embedding.memory()
                 resident += m["embed"]
-                memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
+                memory = {**memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
                 own += m["embed_inner"]
             self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
             return
@@ -498,6 +501,14 @@ class Trainer:
             memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
             own = lp.part_inner * self.cfg.model.embed_dim * 4
         self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
+
+
+def _load_part(cfg: Config, part_config: str, part: int):
+    """Worker ``part``'s part as the run keeps it: its local heterograph on a heterogeneous graph, else its local
+    graph (:func:`~dgl_grappa.method.local_part.load_for_training`)."""
+    if cfg.hetero:
+        return load_hetero_for_training(cfg, part_config, part)
+    return load_for_training(cfg, part_config, part)
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
