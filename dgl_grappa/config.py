@@ -619,6 +619,11 @@ class BenchConfig:
     """Regenerate the report from the JSON files without running anything."""
     preamble: str = ""
     """Markdown file put at the top of the report (hand-written text kept across regenerations)."""
+    baseline_partition: str = ""
+    """A partitioner whose DistDGL runs are the reference of every row (e.g. metis: DistDGL at
+    its best, against Grappa on LDG and random partitions too): a cell of another partitioner
+    without a DistDGL run of its own borrows the one of the cell with this partitioner and
+    otherwise the same axes and seed; the report says so. Empty = each cell its own."""
     partial: list[str] = field(default_factory=list)
     """Names of systems that run on part of the matrix only (e.g. an old default kept for
     comparison): the plain command leaves them out (select them with --bench.systems=[name]

@@ -811,7 +811,7 @@ def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenera
     view = current_view(read_cells(out_dir, _archive(cfg)), cells)
     pairs = parse_pairs(b.pairs, [parse_system(e).name for e in b.systems])
     return write_report(b.report_kind, view, make_plan(cells, cfg), path, command=command, regenerate=regenerate,
-                        preamble=preamble, pairs=pairs)
+                        preamble=preamble, pairs=pairs, baseline_partition=b.baseline_partition)
 
 
 # ---------------------------------------------------------------------------------------
