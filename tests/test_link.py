@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -282,9 +283,18 @@ def _namespaces() -> str | None:
     return check_isolation(net=True, shm="64m")
 
 
-def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(tmp_path):
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """3 epochs in one go, a checkpoint after every epoch (all kept), in a private network namespace where possible."""
+    out = tmp_path_factory.mktemp("link-straight")
     isolated = _namespaces() is None
-    s = train(tmp_path, *SMALL, f"--network.isolate={str(isolated).lower()}", config=CONFIG)
+    s = train(out, *SMALL, "--checkpoint.every=1", "--checkpoint.keep_last=3",
+              f"--network.isolate={str(isolated).lower()}", config=CONFIG)
+    return out, s, isolated
+
+
+def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(straight):
+    tmp_path, s, isolated = straight
     assert s["task"] == "link" and s["halo"] == "keep" and s["negative_dist"] == "uniform"
     assert s["test_mrr"] > 1.5 * CHANCE_MRR and s["test_hits"] > 1.5 * CHANCE_HITS, (s["test_mrr"], s["test_hits"])
     assert s["val_acc"] is None and s["best_val_mrr"] >= s["val_mrr"] > CHANCE_MRR
@@ -303,6 +313,49 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(tmp
         assert e["positives"] == e["owned"] > e["positives_halo_drop"] > 0
     records = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records if "val_mrr" in r] == [0, 1, 2]
+
+
+def _ck(path: Path) -> dict:
+    return torch.load(path, weights_only=True)
+
+
+def _same(a, b, where: str = "") -> None:
+    """``a`` and ``b`` (a checkpoint's nested dicts, lists and tensors) are equal, tensors bit for bit."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, where
+
+
+def test_a_resumed_link_run_ends_bit_for_bit_where_the_straight_run_does(straight, tmp_path):
+    """Resume after epoch 1 of 3 (a checkpoint copied from the straight run, on its partition folder): the same
+    model, optimizer state, RNG states, losses and MRRs at the end as the run that never stopped."""
+    out, s, _ = straight
+    mid = tmp_path / "ckpt-e000001.pt"
+    shutil.copy(out / "checkpoints" / "ckpt-e000001.pt", mid)
+    shutil.copy(out / "checkpoints" / "ckpt-e000001.json", mid.with_suffix(".json"))
+    resumed = tmp_path / "resumed"
+    r = train(resumed, *SMALL, "--checkpoint.every=1", f"--checkpoint.resume={mid}",
+              f"--partition.out_dir={out / 'partitions' / '0'}", config=CONFIG)
+    assert r["epochs"] == 3 and r["task"] == "link"
+    a, b = _ck(out / "checkpoints" / "ckpt-e000003.pt"), _ck(resumed / "checkpoints" / "ckpt-e000003.pt")
+    assert a["epoch"] == b["epoch"] == 3 and a["step"] == b["step"]
+    _same(a["model"], b["model"], "model")
+    _same(a["optimizer"], b["optimizer"], "optimizer")
+    for i, (ra, rb) in enumerate(zip(a["ranks"], b["ranks"])):
+        _same(ra["rng"], rb["rng"], f"rank {i} rng")
+        keys = ("epoch", "loss", "val_mrr", "test_mrr", "val_hits", "test_hits")
+        assert [{k: x.get(k) for k in keys} for x in ra["records"]] == \
+               [{k: x.get(k) for k in keys} for x in rb["records"]], i
+    assert (r["test_mrr"], r["val_mrr"]) == (s["test_mrr"], s["val_mrr"])
 
 
 COMPARE = """
@@ -376,3 +429,28 @@ def test_compare_reports_mrr_and_hits_next_to_bytes_and_time(compared, capsys):
     report = (out / "report.md").read_text()
     assert "| system | epoch time |" in report and "test MRR" in report and "test hits@10" in report
     assert "edges trained on" in report
+
+
+@pytest.mark.parametrize("system", ["distdgl", "distdgl-grappa"])
+def test_a_distdgl_link_job_resumes_from_its_checkpoint(compared, tmp_path, system):
+    """DistDGL's link trainer checkpoints as its node path does; resumed at epoch 2 of 3 it loads the checkpointed
+    model. The drop-in (GrappaEdgeLoader: local sampling, batches and negatives a function of the epoch) ends bit for
+    bit where the straight run did; DistDGL's own loader samples on its servers, so its resume is statistical."""
+    from dgl_grappa.distdgl import run_distdgl
+
+    out, _, _ = compared
+    mid = tmp_path / "ckpt-e000002.pt"
+    shutil.copy(out / system / "checkpoints" / "ckpt-e000002.pt", mid)
+    shutil.copy(out / system / "checkpoints" / "ckpt-e000002.json", mid.with_suffix(".json"))
+    cfg = load_config(str(out.parent / "cmp.yaml"), [f"--checkpoint.resume={mid}"])
+    s = run_distdgl(cfg, tmp_path / "resumed", grappa=system == "distdgl-grappa", quiet=True)
+    r = s["restart"]
+    assert r["resumed_epoch"] == 2 and r["checksum_loaded"] == r["checksum_checkpoint"]
+    assert s["task"] == "link" and s["epochs"] == 3 and s["test_mrr"] > CHANCE_MRR
+    recs = [json.loads(ln) for ln in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["epoch"] for x in recs] == [0, 1, 2]
+    if system == "distdgl-grappa":
+        a = _ck(out / system / "checkpoints" / "ckpt-e000003.pt")
+        b = _ck(tmp_path / "resumed" / "checkpoints" / "ckpt-e000003.pt")
+        _same(a["model"], b["model"], "model")
+        _same(a["optimizer"], b["optimizer"], "optimizer")
