@@ -115,6 +115,12 @@ def test_the_fingerprint_holds_what_a_resume_must_share_and_nothing_else():
     # only under that default
     older = {k: v for k, v in base.items() if k != "model.gcn_norm"}
     assert "model.gcn_norm" in base and C.fingerprint_problem(older, base) is None
+    # a link checkpoint is not a node-classification one, nor one of another held-out split
+    link = ["--train.task=link", "--grappa.correction=none"]
+    lfp = C.fingerprint(load_config(None, link))
+    assert C.fingerprint_problem(lfp, base) == "train.task: 'link' -> 'node'"
+    assert C.fingerprint_problem(lfp, C.fingerprint(load_config(None, link + ["--link.seed=1"]))) == "link.seed: 0 -> 1"
+    assert C.fingerprint(load_config(None, link + ["--link.eval_negatives=50"])) == lfp
     both = C.fingerprint(load_config(None, ["--model.name=gcn", "--model.gcn_norm=both"]))
     assert "model.gcn_norm: (absent) -> 'both'" in C.fingerprint_problem(
         {k: v for k, v in both.items() if k != "model.gcn_norm"}, both)

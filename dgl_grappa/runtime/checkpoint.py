@@ -87,6 +87,11 @@ def fingerprint(cfg: Config) -> dict[str, Any]:
     fp["train.optimizer"] = cfg.train.optimizer
     fp["train.mode"] = cfg.train.mode
     fp["train.halo"] = cfg.train.halo
+    fp["train.task"] = cfg.train.task
+    if cfg.train.task == "link":
+        # the held-out split decides which edges a run trains on: another split would train on test edges
+        for key in ("val_frac", "test_frac", "seed"):
+            fp[f"link.{key}"] = getattr(cfg.link, key)
     fp["schedule.k"] = cfg.schedule.k
     if cfg.schedule.k > 0:
         fp["schedule.method"] = cfg.schedule.method
