@@ -929,13 +929,7 @@ def accuracy_table(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         acc = _f(r["acc_mean"] * 100, ".2f") + ("" if r["acc_std"] is None else f" ± {r['acc_std'] * 100:.2f}")
-        if r["system"] == BASELINE:
-            diff, goal = "(reference)", ""
-        elif r["diff_mean"] is None:
-            diff, goal = "no paired DistDGL run", "-"
-        else:
-            ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
-            diff, goal = f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])
+        diff, goal = _diff_cells(r)
         line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
         line += [_bw(r["bandwidth"])] if multi_bw else []
         line += [r["system"], str(r["seeds"]), acc, diff, goal, _bytes(r["bytes"]),
@@ -951,6 +945,16 @@ def accuracy_table(rows: list[dict]) -> str:
                      "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
         lines.append(line)
     return _table(head, lines)
+
+
+def _diff_cells(r: dict) -> tuple[str, str]:
+    """A matrix row's difference to DistDGL (mean and 95 % interval, in points) and its goal mark."""
+    if r["system"] == BASELINE:
+        return "(reference)", ""
+    if r["diff_mean"] is None:
+        return "no paired DistDGL run", "-"
+    ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
+    return f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])
 
 
 def link_table(rows: list[dict]) -> str:
@@ -969,13 +973,7 @@ def link_table(rows: list[dict]) -> str:
     lines = []
     for r in rows:
         mrr = _f(r["acc_mean"], ".4f") + ("" if r["acc_std"] is None else f" ± {r['acc_std']:.4f}")
-        if r["system"] == BASELINE:
-            diff, goal = "(reference)", ""
-        elif r["diff_mean"] is None:
-            diff, goal = "no paired DistDGL run", "-"
-        else:
-            ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
-            diff, goal = f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])
+        diff, goal = _diff_cells(r)
         used = "-" if r.get("usable_edges") is None else f"{r['usable_edges']:.1%}" + (
             "" if r.get("usable_edges_drop") is None else f" ({r['usable_edges_drop']:.1%})")
         line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
