@@ -258,6 +258,9 @@ def ok_systems(cell: dict) -> dict[str, dict]:
         phases = (s.get("summary") or {}).get("phases")
         if isinstance(phases, dict):
             m.update({f"phase_{k}": v for k, v in phases.items() if isinstance(v, (int, float))})
+        hetero = (s.get("summary") or {}).get("hetero")
+        if isinstance(hetero, dict) and hetero.get("budgeted_ratio_max") is not None:
+            m["budgeted_ratio_max"] = hetero["budgeted_ratio_max"]
         win = window_test_acc(s.get("records"), key=test_key)
         m[ACC_KEY] = win if win is not None else m.get(test_key)
         if link:
@@ -316,14 +319,21 @@ def _held_ratio(cells: list[dict], system: str) -> list[float]:
     """Per seed, the largest worker's node tables over its own fp32 feature rows.
 
     Runs from before the memory budget held every table in fp32: for those the feature-width
-    rows per inner node (``rows_per_inner_max``) are that ratio.
+    rows per inner node (``rows_per_inner_max``) are that ratio. What the budget bounds is
+    graded, not what lies outside it by design: on a heterogeneous graph the tables of its
+    featured type (``hetero.budgeted_ratio_max``), and runs with learnable node rows
+    (``model.embed``: rows and optimizer state, not features) not at all.
     """
     xs = []
     for c in cells:
         m = ok_systems(c).get(system)
         if m is None:
             continue
-        v = m.get("resident_ratio_max")
+        v = m.get("budgeted_ratio_max")
+        if v is None and m.get("embed") is True:
+            continue
+        if v is None:
+            v = m.get("resident_ratio_max")
         if v is None:
             v = m.get("rows_per_inner_max")
         if v is not None:
