@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import math
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from ..config import Config, ConfigError
 from ..partition.layout import part_edges, part_paths
 from . import coverage as cov
 from .embedding import LocalEmbedding, gather_rows
-from .local_part import Keep, keep_for, precision_ladder, reached_nodes
+from .local_part import Keep, budget_error, keep_for, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
 from .sampler import LocalBatches, equal_steps, seeded_workers
 
@@ -354,11 +353,7 @@ def _choose_typed(keep: Keep, ntype_id: Tensor, inner_kept: Tensor, halo_reach: 
     precision = ladder[-1]
     inner = float(cost(inner_kept, precision).sum())
     if inner > limit:
-        need = inner / max(own_fp32, 1)
-        raise ConfigError(
-            f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
-            f"{precision} ({inner / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
-            f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+        raise budget_error(part_id, precision, inner, own_fp32)
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
     order = halo_reach[torch.randperm(halo_reach.numel(), generator=gen)]
     c = cost(order, precision)

@@ -227,6 +227,16 @@ def precision_ladder(storage: str, top: float) -> list[str]:
     raise ConfigError(f"train.storage={storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
 
 
+def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int) -> ConfigError:
+    """The one-line error of a budget that cannot hold a part's own reachable rows and aggregates even in the
+    last precision, naming the smallest budget that would (``need_bytes`` of tables against ``own_fp32``)."""
+    need = need_bytes / max(own_fp32, 1)
+    return ConfigError(
+        f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
+        f"{precision} ({need_bytes / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
+        f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+
+
 def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: int, halo_tables: int, own_fp32: int,
             part_id: int, top: float, fixed: int = 0) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
@@ -245,11 +255,7 @@ def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: in
     row = row_bytes(width, precision)
     room = int((limit - n_inner * row * inner_tables) // (row * halo_tables)) if halo_tables else 0
     if room < 0 or limit < n_inner * row * inner_tables:
-        need = (fixed + n_inner * row * inner_tables) / max(own_fp32, 1)
-        raise ConfigError(
-            f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
-            f"{precision} ({need * own_fp32 / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
-            f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+        raise budget_error(part_id, precision, fixed + n_inner * row * inner_tables, own_fp32)
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
     chosen = torch.randperm(halo.numel(), generator=gen)[:room]
     return precision, torch.sort(halo[chosen]).values
