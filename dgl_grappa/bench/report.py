@@ -754,8 +754,7 @@ def accuracy_goals(rows: list[dict]) -> list[dict]:
     rows are graded on accuracy (:func:`node_goals`), link-prediction rows on MRR
     (:func:`link_goals`); a report with rows of one task only shows that task's goals.
     """
-    node = [r for r in rows if r.get("task", "node") != "link"]
-    link = [r for r in rows if r.get("task") == "link"]
+    node, link = _by_task(rows)
     return (node_goals(node) if node or not link else []) + (link_goals(link) if link else [])
 
 
