@@ -187,6 +187,8 @@ def test_every_system_breaks_its_epoch_down(compared):
             # the hooks found every step's forward and optimizer step (DistDGL: KVStore pull = gather)
             assert r["sample_s"] > 0 and r["gather_s"] > 0 and r["forward_s"] > 0 and r["backward_s"] > 0, (name, r)
             assert r["optimizer_s"] > 0, (name, r)
+            assert r["worker_cpu_s"] > 0, (name, r)  # the trainer process's CPU seconds (DistDGL: not its server's)
+        assert compared["summaries"][name]["cpu_time_s_rank0"] > 0, name
         assert set(compared["summaries"][name]["phases"]) == set(PHASE_KEYS), name
     # only Grappa's own runtime times its hook: DistDGL's all-reduce is inside its backward
     assert all(json.loads(ln)["allreduce_s"] > 0

@@ -290,6 +290,23 @@ def test_check_projects_each_run_at_its_own_link_and_divides_by_its_dilation():
         pj.check_rows(cal, _facts(other))
 
 
+def test_check_reports_a_run_whose_hosts_computed_slower_than_the_calibration():
+    cal = pj.calibrate_from(_facts(_grappa(2, rate=None, lat_ms=0, compute=0.02), _distdgl(2, rate=None, lat_ms=0)))
+    # the same step at 4 parts, but its hosts spent 1.3x the CPU seconds on it (time-sliced cores)
+    slow = _grappa(4, dilation=2.0, compute=0.026)
+    slow["cpu_time_s_rank0"] = 0.026 * slow["steps_per_epoch"]
+    cal["grappa"]["wire_overhead"] = 1.05
+    (r,) = pj.check_rows(cal, _facts(slow))
+    assert r["cpu_ratio"] == pytest.approx(1.3)
+    assert r["error"] < -0.15  # the projection, at the calibration's compute, is short of it
+    assert r["error_at_run_cpu"] == pytest.approx(0.0, abs=1e-9)  # and exact at the run's own
+    text = pj.format_check([r])
+    assert "1.30x" in text and "spent 1.30x the calibration's compute" in text
+    # a run that did not record CPU seconds has no such figure
+    (plain,) = pj.check_rows(cal, _facts(_grappa(4, dilation=2.0)))
+    assert plain["cpu_ratio"] is None and plain["error_at_run_cpu"] is None
+
+
 def test_grappa_is_calibrated_on_one_correction():
     batch = _grappa(2, compute=0.5)
     batch["correction"] = "batch"

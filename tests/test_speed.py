@@ -110,6 +110,9 @@ def test_every_epoch_is_broken_down(plain_run):
         for k in ("sample_s", "gather_s", "forward_s", "backward_s", "allreduce_s", "optimizer_s"):
             assert r[k] > 0, k
         assert r["allreduce_inflight_s"] > 0
+        # the process's CPU seconds over the same window (every thread: may exceed the wall time)
+        assert 0 < r["worker_cpu_s"] < 8 * r["worker_epoch_time_s"], r
+    assert s["cpu_time_s_rank0"] == pytest.approx(np.median([r["worker_cpu_s"] for r in recs]))
     assert s["phases"] == {k: pytest.approx(np.median([r[k] for r in recs])) for k in PHASE_KEYS}
     assert s["floor_s"] is None and s["epoch_over_floor"] is None  # not asked for
 

@@ -390,7 +390,8 @@ def run_facts(summary: dict, records: list[dict] | None = None, where: str = "")
         ``sample_s`` / ``backward_s`` per step, ``wire_overhead`` (wire / application bytes,
         None unmeasured); Grappa: ``train_seeds`` (per worker), ``row_bytes``; DistDGL:
         ``feature_step_bytes``, ``rpc_step_bytes`` (the largest worker's), ``pull_rows_step``
-        (mean per worker), ``label_pull``.
+        (mean per worker), ``label_pull``; ``cpu_step_s``: rank 0's CPU seconds a step (None
+        where the run did not record them).
 
     Example:
         >>> s = {"system": "grappa", "num_parts": 2, "partition_method": "metis", "steps_per_epoch": 4,
@@ -430,6 +431,8 @@ def run_facts(summary: dict, records: list[dict] | None = None, where: str = "")
         "backward_s": phases.get("backward_s", 0.0) / steps / dil,
         "wire_overhead": wire / app if wire and app else None,
         "wire_bytes_per_epoch": wire,
+        # rank 0's CPU seconds a step (not dilated: a 1/D share spends the same seconds, later)
+        "cpu_step_s": s["cpu_time_s_rank0"] / steps if s.get("cpu_time_s_rank0") else None,
     }
     workers = s.get("workers") or []
     if system == "grappa":
@@ -714,7 +717,11 @@ def check_rows(cal: dict, facts: list[dict]) -> list[dict]:
         Per run: ``where``, ``system``, ``parts``, ``partition``, ``bandwidth``, ``latency_ms``,
         ``link``, ``dilation``, ``cores_per_host``, ``measured_epoch_s``, ``projected_epoch_s``,
         ``error`` ((projected - measured) / measured), ``measured_wire``, ``projected_wire``
-        (all hosts, per epoch) and ``wire_error``.
+        (all hosts, per epoch) and ``wire_error``; for Grappa ``cpu_ratio``, the run's CPU
+        seconds a step over the calibrated compute a step at its P (above 1: its hosts computed
+        the same step slower than the calibration's worker on a core of its own, e.g. hosts
+        time-slicing a core), and ``error_at_run_cpu``, the error with the projection's
+        compute scaled by it (None without CPU seconds).
 
     Example:
         >>> cal = {"row_bytes": 256, "train_nodes": 4000, "model_bytes": 1000, "batch_size": 1000,
@@ -742,6 +749,13 @@ def check_rows(cal: dict, facts: list[dict]) -> list[dict]:
         gbit = ln["bandwidth_Bps"] / GBIT if ln["bandwidth_Bps"] else None
         r = project(cal, f["parts"], gbit, ln["latency_s"] * 1e6, partition=f["partition"], link=ln["mode"])
         proj = r[f"{f['system']}_epoch_s"]
+        cpu_ratio = at_run_cpu = None
+        if f["system"] == "grappa" and f.get("cpu_step_s"):
+            # Only Grappa's compute is one process's CPU (DistDGL's servers do part of its work).
+            compute = grappa_compute(cal, f["parts"]) * cal.get("compute_scale", 1.0)
+            cpu_ratio = f["cpu_step_s"] / compute
+            adjusted = proj + (cpu_ratio - 1.0) * compute * r["grappa_steps"]
+            at_run_cpu = (adjusted - f["epoch_s"]) / f["epoch_s"] if f["epoch_s"] else None
         wire = f["wire_bytes_per_epoch"]
         pwire = r[f"{f['system']}_bytes_per_epoch"] * f["parts"]
         rows.append({"where": f["where"], "system": f["system"], "parts": f["parts"], "partition": f["partition"],
@@ -750,7 +764,8 @@ def check_rows(cal: dict, facts: list[dict]) -> list[dict]:
                      "measured_epoch_s": f["epoch_s"], "projected_epoch_s": proj,
                      "error": (proj - f["epoch_s"]) / f["epoch_s"] if f["epoch_s"] else None,
                      "measured_wire": wire, "projected_wire": pwire,
-                     "wire_error": (pwire - wire) / wire if wire else None})
+                     "wire_error": (pwire - wire) / wire if wire else None,
+                     "cpu_ratio": cpu_ratio, "error_at_run_cpu": at_run_cpu})
     return rows
 
 
@@ -834,14 +849,16 @@ def format_check(rows: list[dict], target: float = TARGET, cores: list[float] | 
     gets a note (its compute is not the calibration's).
     """
     head = ("run", "system", "P", "link", "latency", "dilation", "measured", "projected", "error", "wire meas.",
-            "wire proj.", "wire error")
+            "wire proj.", "wire error", "CPU/step vs cal.", "error at its CPU")
     table = [head]
     for r in rows:
         table.append((Path(r["where"]).name if r["where"] else "-", r["system"], str(r["parts"]),
                       f"{r['link']} {r['bandwidth'] or 'unshaped'}", f"{r['latency_ms']:g} ms", f"{r['dilation']:g}",
                       _fmt_s(r["measured_epoch_s"]), _fmt_s(r["projected_epoch_s"]),
                       f"{r['error']:+.1%}" if r["error"] is not None else "-", _fmt_b(r["measured_wire"]),
-                      _fmt_b(r["projected_wire"]), f"{r['wire_error']:+.1%}" if r["wire_error"] is not None else "-"))
+                      _fmt_b(r["projected_wire"]), f"{r['wire_error']:+.1%}" if r["wire_error"] is not None else "-",
+                      f"{r['cpu_ratio']:.2f}x" if r.get("cpu_ratio") else "-",
+                      f"{r['error_at_run_cpu']:+.1%}" if r.get("error_at_run_cpu") is not None else "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     out = []
     for i, row in enumerate(table):
@@ -853,6 +870,13 @@ def format_check(rows: list[dict], target: float = TARGET, cores: list[float] | 
     out.append(f"{ok} of {len(errs)} epochs within {target:.0%} of the measured (largest error "
                f"{max(errs) if errs else 0:.1%})")
     other = sorted({round(r["cores_per_host"], 3) for r in rows if r.get("cores_per_host")} - set(cores or []))
+    slow = [r for r in rows if (r.get("cpu_ratio") or 0) > 1 + target]
+    if slow:
+        lo, hi = min(r["cpu_ratio"] for r in slow), max(r["cpu_ratio"] for r in slow)
+        span = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+        out.append(f"note: {len(slow)} Grappa run(s) spent {span} the calibration's compute in CPU seconds a step: "
+                   "the same work done slower on their hosts (time-sliced cores), which the projection does "
+                   "not model; 'error at its CPU' is the error with that compute")
     if cores and other:
         out.append(f"note: some checked runs' hosts had {', '.join(map(str, other))} cores, the calibration runs' "
                    f"{', '.join(map(str, cores))}: their compute per step differs from the calibration's")

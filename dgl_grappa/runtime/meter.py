@@ -27,6 +27,7 @@ resident memory (VmHWM) of the process.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import torch.distributed as dist
@@ -71,6 +72,8 @@ class EpochMeter:
         self.records: list[dict] = []
         self._times: PhaseTimes | None = None
         self._mine: float | None = None
+        self._cpu0: float | None = None
+        self._cpu: float | None = None
         self.memory: dict = {}
 
     def holding(self, resident_bytes: int, resident_other_bytes: int, own_fp32_bytes: int | None = None,
@@ -96,12 +99,16 @@ class EpochMeter:
         self.wire.start()
         self.host_wire.start()
         self.clock.start()
+        self._cpu0 = time.process_time()
         self._times = PhaseTimes()
         return self._times
 
     def stop(self) -> float:
         """This worker's own seconds since :meth:`start` (call right after its last step)."""
         self._mine = self.clock.stop()
+        # CPU seconds of this process (all its threads) over the same window: with the wall
+        # time it says how CPU-bound the worker is, and what a CPU share or time-slicing costs.
+        self._cpu = time.process_time() - self._cpu0
         return self._mine
 
     def end(self) -> dict:
@@ -109,7 +116,8 @@ class EpochMeter:
 
         Returns:
             The fields every epoch record has: ``epoch_time_s`` (the slowest worker's),
-            ``worker_epoch_time_s`` (this one's), the phases (:meth:`PhaseTimes.breakdown`),
+            ``worker_epoch_time_s`` (this one's), ``worker_cpu_s`` (the CPU seconds this
+            worker's process used in it, every thread), the phases (:meth:`PhaseTimes.breakdown`),
             ``wire_bytes`` (rank 0 in a private namespace, or every host's interfaces
             across hosts; else None), across hosts ``wire_hosts``, and the largest
             ``resident_bytes`` and ``peak_rss_bytes`` of any worker (``*_max``).
@@ -123,7 +131,8 @@ class EpochMeter:
         hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
         if hosts:
             wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
-        rec = {"epoch_time_s": slowest, "worker_epoch_time_s": mine, **self._times.breakdown(mine, slowest),
+        rec = {"epoch_time_s": slowest, "worker_epoch_time_s": mine, "worker_cpu_s": self._cpu,
+               **self._times.breakdown(mine, slowest),
                "wire_bytes": wire, "resident_bytes_max": int(resident) if resident >= 0 else None,
                "peak_rss_bytes_max": int(peak) if peak >= 0 else None}
         if hosts is not None:

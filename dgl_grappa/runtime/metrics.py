@@ -335,7 +335,8 @@ def epoch_summary(records: list[dict]) -> dict:
 
     Returns:
         ``epochs``; ``epoch_time_s`` (median over epochs of the per-epoch maxima);
-        ``epoch_time_s_rank0`` (median of rank 0's own); ``train_time_s`` (sum of the
+        ``epoch_time_s_rank0`` (median of rank 0's own); ``cpu_time_s_rank0`` (median of the
+        CPU seconds rank 0's process used in its epochs, None where not recorded); ``train_time_s`` (sum of the
         per-epoch maxima); ``eval_time_s`` (sum); ``val_acc`` / ``test_acc`` of the last
         evaluation and ``best_val_acc`` (None when no epoch was evaluated);
         ``wire_bytes_per_epoch`` (median of the measured epochs, or None); with link prediction
@@ -353,6 +354,8 @@ def epoch_summary(records: list[dict]) -> dict:
         "epochs": len(records),
         "epoch_time_s": median([r["epoch_time_s"] for r in records]),
         "epoch_time_s_rank0": median([r["worker_epoch_time_s"] for r in records]),
+        "cpu_time_s_rank0": median(cpu) if (cpu := [r["worker_cpu_s"] for r in records
+                                                    if r.get("worker_cpu_s") is not None]) else None,
         "train_time_s": sum(r["epoch_time_s"] for r in records),
         "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in records),
         "val_acc": final.get("val_acc"),
