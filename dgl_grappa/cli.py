@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -143,6 +144,10 @@ _OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
               "prepare": ("--part-config", "--feat-key", "--gcn", "--force")}
 
 
+def _exit_on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dgl_grappa", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=sorted(COMMANDS), help="what to do")
@@ -163,6 +168,11 @@ def main(argv: list[str] | None = None) -> int:
             del rest[i:i + 1 + takes]
         else:
             i += 1
+    if args.command in ("bench", "compare"):
+        # These wait on job processes in sessions of their own: a SIGTERM or SIGHUP must unwind
+        # through the waits' cleanup (which kills the running job) instead of leaving it orphaned.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _exit_on_signal)
     try:
         if args.command == "prepare":
             if rest:

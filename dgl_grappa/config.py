@@ -430,6 +430,10 @@ class GrappaConfig:
     """Lower clamp of node weights, in (0, 1] (keeps the estimator bounded)."""
     self_loops: bool = True
     """Count a self-loop in both local and global degree (r = (d_loc+1)/(d+1))."""
+    grad_dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    """Precision of the gradient all-reduce: float16 or bfloat16 halve its bytes (PyTorch's
+    compression wrappers around the correction's hook cast each bucket down for the collective
+    and back after); float32 = the exact arithmetic of plain DDP."""
 
 
 @dataclass

@@ -754,3 +754,47 @@ def test_bad_bench_pairs_are_one_line_errors_before_anything_runs(tmp_path):
     run_cfg, plan_cfg, _ = load_bench(str(path), ["--bench.systems=[grappa]"])
     assert plan_cfg.bench.pairs == ["distdgl-grappa vs grappa"]
     assert parse_pairs(plan_cfg.bench.pairs, ["distdgl-grappa", "grappa"]) == [("distdgl-grappa", "grappa")]
+
+
+def test_sigterm_to_a_running_sweep_kills_its_job(tmp_path):
+    """A bench stopped by SIGTERM (a scheduler's cancel, a terminal's hangup) while a cell trains
+    leaves none of that cell's processes behind: the cleanup of its wait runs, as after Ctrl+C."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from clitools import ROOT
+    from dgl_grappa.cluster.procs import processes_of_job
+    from dgl_grappa.env import ENV_JOB
+
+    path = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [grappa]\n")
+    job = uuid.uuid4().hex  # every process the bench starts inherits this tag
+    env = dict(os.environ, DGLBACKEND="pytorch", **{ENV_JOB: job})
+    p = subprocess.Popen([sys.executable, "-m", "dgl_grappa", "bench", "--config", str(path), "--train.epochs=500"],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        workers: list[int] = []
+        while time.monotonic() < deadline and p.poll() is None:
+            workers = [pid for pid in processes_of_job(job) if pid != p.pid]
+            if (tmp_path / "out" / "runs").is_dir() and len(workers) >= 3:  # the cell's launcher and its 2 workers
+                break
+            time.sleep(0.5)
+        assert p.poll() is None and len(workers) >= 3, f"the cell never started: {p.poll()} {workers}"
+        time.sleep(2)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while processes_of_job(job) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert processes_of_job(job) == []
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+        for pid in processes_of_job(job):
+            os.kill(pid, signal.SIGKILL)

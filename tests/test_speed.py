@@ -117,6 +117,22 @@ def test_every_epoch_is_broken_down(plain_run):
     assert s["floor_s"] is None and s["epoch_over_floor"] is None  # not asked for
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_allreduce_sends_half_the_gradient_bytes(plain_run, shared_parts, tmp_path, dtype):
+    """grappa.grad_dtype: the same steps with every bucket all-reduced in 16 bits: half the
+    payload, the same trajectory up to the rounding of the averaged gradients."""
+    base_out, base = plain_run
+    s = train(tmp_path / dtype, *SMALL, f"--partition.out_dir={shared_parts}", f"--grappa.grad_dtype={dtype}")
+    assert s["steps_per_epoch"] == base["steps_per_epoch"] and s["model_grad_bytes"] == base["model_grad_bytes"]
+    assert 2 * s["grad_bytes_per_epoch"] == base["grad_bytes_per_epoch"]
+    half, full = _trajectory(tmp_path / dtype), _trajectory(base_out)
+    assert [r[3] * 2 for r in half] == [r[3] for r in full]
+    # rounded gradients change the run (so the precision is really lower) but not its course
+    assert [r[0] for r in half] != [r[0] for r in full]
+    for h, f in zip(half, full):
+        assert h[0] == pytest.approx(f[0], rel=0.05) and abs(h[1] - f[1]) <= 0.05, (h, f)
+
+
 @pytest.mark.skipif(WHY_NOT_NS is not None, reason=f"private network namespaces unavailable: {WHY_NOT_NS}")
 def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, shared_parts, tmp_path):
     """One run with the floor (no-op reducer + all-reduce alone), prefetching and TensorBoard."""

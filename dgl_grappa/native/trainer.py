@@ -168,7 +168,7 @@ class Trainer:
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            self.comm = TimedComm(self.correction)  # the correction's hook, timed (and a no-op for the floor)
+            self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)  # the correction's hook, timed (and a no-op for the floor)
             self.comm.register(self.ddp)
             self.correction.set_contributors(self.rt.contributors)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
