@@ -113,8 +113,31 @@ def worker_shrinkage(rank, world_size):
         torch.testing.assert_close(got, sum(g[r][k] for r in range(world_size)) / world_size, rtol=1e-5, atol=1e-6)
 
 
+def worker_half_precision(rank, world_size):
+    """grad_dtype float16 / bfloat16: the same averages rounded to 16 bits, half the bytes."""
+    g = [_local_mean_grads(r) for r in range(world_size)]
+    full = sum(p.numel() * 4 for p in _model().parameters())
+    for name in ("none", "batch"):
+        a = [float(_data(r)[2].mean()) if name == "batch" else 1.0 for r in range(world_size)]
+        for dtype, tol in (("float16", 2e-3), ("bfloat16", 1e-2)):
+            model = _model()
+            ddp = DDP(model)
+            corr = make_correction(name)
+            corr.register(ddp, dtype)
+            x, y, w = _data(rank)
+            corr.loss(F.cross_entropy(ddp(x), y, reduction="none"), w if name == "batch" else torch.ones(len(y))
+                      ).backward()
+            got = _grads(model)
+            for k, grad in enumerate(got):
+                assert grad.dtype == torch.float32
+                expected = sum(a[r] * g[r][k] for r in range(world_size)) / sum(a)
+                torch.testing.assert_close(grad, expected, rtol=tol, atol=tol)
+            assert any(not torch.equal(grad, p) for grad, p in zip(got, _ddp_step(name, rank)[0]))  # really rounded
+            assert corr.take_bytes() == full // 2 + (2 if name == "batch" else 0)  # its normaliser in 16 bits too
+
+
 @pytest.mark.parametrize("worker", [worker_none_equals_ddp, worker_batch_weights, worker_node_weights,
-                                    worker_shrinkage], ids=lambda f: f.__name__)
+                                    worker_shrinkage, worker_half_precision], ids=lambda f: f.__name__)
 def test_reducer(worker):
     run_distributed(worker, WORLD)
 

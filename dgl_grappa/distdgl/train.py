@@ -331,7 +331,7 @@ def train():
         emb_optimizer = dgl.distributed.optim.SparseAdam([emb], lr=cfg.model.embed_lr)
     if args.grappa:
         # Grappa change 2 of 2: coverage-corrected gradient aggregation in DDP's all-reduce.
-        correction.register(model)
+        correction.register(model, cfg.grappa.grad_dtype)
     opt_cls = th.optim.Adam if cfg.train.optimizer == "adam" else th.optim.SGD
     optimizer = opt_cls(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
 

@@ -28,6 +28,25 @@ from .plain import PlainState, plain_allreduce_hook
 from .weighted import WeightedState, weighted_allreduce_hook
 
 
+GRAD_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def with_grad_dtype(hook: Callable, grad_dtype: str = "float32") -> Callable:
+    """``hook`` with its all-reduce in ``grad_dtype``: PyTorch's fp16 / bf16 compression wrapper
+    around it (each bucket cast down for the collective and back after: half the bytes), or
+    the hook itself for float32.
+
+    Example:
+        >>> h = with_grad_dtype(plain_allreduce_hook, "bfloat16")   # doctest: +SKIP
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    if grad_dtype not in GRAD_DTYPES:
+        raise ValueError(f"grad_dtype={grad_dtype!r}; use one of {', '.join(GRAD_DTYPES)}")
+    wrap = {"float16": default_hooks.fp16_compress_wrapper, "bfloat16": default_hooks.bf16_compress_wrapper}
+    return wrap[grad_dtype](hook) if grad_dtype in wrap else hook
+
+
 class Correction:
     """Base class: owns a hook state; ``prime`` sets it for a batch, ``loss`` forms the batch loss.
 
@@ -51,9 +70,14 @@ class Correction:
         self.last_weight = float("nan")
         self.contributors: int | None = None  # None = every worker of the group has seeds
 
-    def register(self, ddp: torch.nn.parallel.DistributedDataParallel) -> None:
-        """Install this correction's hook on a DDP model."""
-        ddp.register_comm_hook(self.state, self.hook)
+    def register(self, ddp: torch.nn.parallel.DistributedDataParallel, grad_dtype: str = "float32") -> None:
+        """Install this correction's hook on a DDP model.
+
+        Args:
+            ddp: the model.
+            grad_dtype: precision of the all-reduce (:func:`with_grad_dtype`; ``grappa.grad_dtype``).
+        """
+        ddp.register_comm_hook(self.state, with_grad_dtype(self.hook, grad_dtype))
 
     def take_bytes(self) -> int:
         """Bytes handed to collectives since the last call."""

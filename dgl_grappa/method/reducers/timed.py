@@ -42,12 +42,10 @@ class TimedComm:
     """
 
     def __init__(self, correction, grad_dtype: str = "float32"):
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from .correction import with_grad_dtype
 
         self.correction = correction
-        wrap = {"float32": None, "float16": default_hooks.fp16_compress_wrapper,
-                "bfloat16": default_hooks.bf16_compress_wrapper}[grad_dtype]
-        self.hook = wrap(correction.hook) if wrap is not None else correction.hook
+        self.hook = with_grad_dtype(correction.hook, grad_dtype)
         self.noop = False
         self.last_ready = 0.0
         self.inflight_s = 0.0
