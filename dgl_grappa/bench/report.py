@@ -27,6 +27,7 @@ on; the goal is :data:`LINK_POINTS` (see :func:`link_goals`).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 from collections import defaultdict
@@ -238,12 +239,41 @@ def quality_keys(cell: dict) -> tuple[str, str]:
     return QUALITY_KEYS[cell_task(cell)]
 
 
+_OK_MEMO: dict[int, tuple[dict, dict]] | None = None
+"""Inside :func:`_reading_once`: id(cell) -> (cell, its :func:`ok_systems`)."""
+
+
+@contextlib.contextmanager
+def _reading_once():
+    """Within it, each cell's :func:`ok_systems` (window means over its records, the time-to-target
+    race) is computed once: a report reads it for every row, metric and plot (thousands of times
+    for a matrix of a few hundred runs). The result is read-only for its callers."""
+    global _OK_MEMO
+    outer = _OK_MEMO
+    _OK_MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _OK_MEMO = outer
+
+
 def ok_systems(cell: dict) -> dict[str, dict]:
     """name -> metrics of the systems of a cell that finished ("ok"), with :data:`ACC_KEY` filled in.
 
     For link prediction :data:`ACC_KEY` holds the test MRR (the same window mean as the test
     accuracy), ``hits_window`` the test hits@k, and the time to target races on the validation MRR.
     """
+    if _OK_MEMO is not None:
+        hit = _OK_MEMO.get(id(cell))
+        if hit is not None and hit[0] is cell:  # the cell is held, so its id is not reused
+            return hit[1]
+    out = _ok_systems(cell)
+    if _OK_MEMO is not None:
+        _OK_MEMO[id(cell)] = (cell, out)
+    return out
+
+
+def _ok_systems(cell: dict) -> dict[str, dict]:
     out = {}
     val_key, test_key = quality_keys(cell)
     link = val_key == "val_mrr"
@@ -1530,12 +1560,13 @@ def write_report(kind: str, cells: list[dict], plan: dict | None, path: str | Pa
     for old in plot_dir.glob("*.png"):
         if old.name.startswith(PLOT_PREFIXES):
             old.unlink()
-    shown = _in_plan(borrow_baseline(cells, baseline_partition) if baseline_partition else cells, plan)
-    if kind == "accuracy":
-        files = plot_accuracy(accuracy_rows(shown), plot_dir)
-    else:
-        files = plot_speed(speed_rows(shown), plot_dir)
-    rel = [f"{path.stem}/{f.name}" for f in files]
-    path.write_text(render(kind, cells, plan, command=command, regenerate=regenerate, preamble=preamble, plots=rel,
-                           pairs=pairs, baseline_partition=baseline_partition))
+    with _reading_once():
+        shown = _in_plan(borrow_baseline(cells, baseline_partition) if baseline_partition else cells, plan)
+        if kind == "accuracy":
+            files = plot_accuracy(accuracy_rows(shown), plot_dir)
+        else:
+            files = plot_speed(speed_rows(shown), plot_dir)
+        rel = [f"{path.stem}/{f.name}" for f in files]
+        path.write_text(render(kind, cells, plan, command=command, regenerate=regenerate, preamble=preamble,
+                               plots=rel, pairs=pairs, baseline_partition=baseline_partition))
     return path
