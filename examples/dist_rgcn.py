@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 import dgl_grappa.distdgl  # several DistDGL "machines" on one host: each trainer its machine id (before initialize)
 from dgl_grappa import GrappaHeteroLoader, load_config  # Grappa
 from dgl_grappa.distdgl import TrainerMeter
-from dgl_grappa.distdgl import hetero as dh
+from dgl_grappa.kinds import embeddings as dh
 
 
 class RelGraphLayer(nn.Module):
@@ -110,11 +110,11 @@ def main():
         loader = dgl.dataloading.DistNodeDataLoader(g, {target: train_nid}, sampler, batch_size=cfg.train.batch_size,
                                                     shuffle=True, drop_last=False)
         # a DistEmbedding per featureless type whose rows start as Grappa's (the package's helper)
-        embeds = dh.dist_embeddings(g, dim, seed=cfg.train.seed)
+        embeds = dh.dist_embeddings(g, [t for t in g.ntypes if "feat" not in g.nodes[t].data], dim, seed=cfg.train.seed)
         emb_optimizer = dgl.distributed.optim.SparseAdam(list(embeds.values()), lr=cfg.model.embed_lr)
 
     in_dims = {t: g.nodes[t].data["feat"].shape[1] if "feat" in g.nodes[t].data else dim for t in g.ntypes}
-    model = EntityClassify(in_dims, cfg.model.hidden, dh.num_classes(g, target), list(g.canonical_etypes),
+    model = EntityClassify(in_dims, cfg.model.hidden, dh.dist_num_classes(g, target), list(g.canonical_etypes),
                            len(cfg.train.fanouts), cfg.model.dropout, target)
     model = DistributedDataParallel(model)
     optimizer = th.optim.Adam(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)

@@ -34,8 +34,8 @@ from torch.nn.parallel import DistributedDataParallel
 import dgl_grappa.distdgl  # several DistDGL "machines" on one host: each trainer its machine id (before initialize)
 from dgl_grappa import GrappaLoader, load_config, make_correction  # Grappa
 from dgl_grappa.distdgl import TrainerMeter
-from dgl_grappa.distdgl.embedding import dist_embedding
-from dgl_grappa.distdgl.embedding import eval_rows as kvstore_rows
+from dgl_grappa.kinds.embeddings import dist_embeddings
+from dgl_grappa.kinds.embeddings import eval_rows as kvstore_rows
 from dgl_grappa.method.embedding import gather_rows
 from dgl_grappa.partition.layout import to_original_order
 
@@ -93,7 +93,7 @@ def main():
                                                     shuffle=True, drop_last=False)
         # a DistEmbedding over every node whose rows start as Grappa's (the package's helper; DGL's example draws
         # them uniform in [-1, 1) too)
-        emb = dist_embedding(g, dim, seed=cfg.train.seed)
+        emb = dist_embeddings(g, ["_N"], dim, seed=cfg.train.seed)["_N"]
         emb_optimizer = dgl.distributed.optim.SparseAdam([emb], lr=cfg.model.embed_lr)
 
     model = DistributedDataParallel(DistSAGE(dim, cfg.model.hidden, dgl_grappa.distdgl.num_classes(g),
@@ -114,7 +114,7 @@ def main():
         if args.grappa:  # every trainer hands its own rows to rank 0
             table = gather_rows(emb.global_ids[: emb.num_inner], emb.own.weight)
             return to_original_order(table, args.part_config) if table is not None else None
-        return kvstore_rows(g, emb, args.part_config)  # rank 0 pulls them from the KVStore
+        return (kvstore_rows(g, {"_N": emb}, args.part_config) or {}).get("_N")  # rank 0 pulls them from the KVStore
 
     for epoch in range(args.start_epoch, args.stop_epoch or cfg.train.epochs):
         model.train()

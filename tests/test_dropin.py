@@ -2,7 +2,7 @@
 
 The drop-in's core (:class:`PartitionLoader`) is fed from a real 2-part METIS partitioning
 loaded with ``dgl.distributed.load_partition`` (no servers, no root), next to the native
-runtime's LocalRuntime on the same part, in a real 2-process gloo group. Both must give
+runtime's data side (the node kind's NodeRuntime) on the same part, in a real 2-process gloo group. Both must give
 the same node weights, the same batches (in global ids), and after every step the same
 hook state: the native path primes through ``Correction.loss``, the drop-in through
 ``Correction.prime`` alone, and shrinkage towards the mean all-reduces in both.
@@ -23,13 +23,13 @@ from dgl_grappa.method.reducers import make_correction
 
 
 def _both_paths(rank, world_size, part_config, correction, first_hop):
-    from dgl_grappa.method.local_runtime import LocalRuntime
+    from dgl_grappa.kinds.node import NodeRuntime
 
     cfg = load_config(None, ["--train.batch_size=300", "--train.fanouts=[5,10]", f"--grappa.correction={correction}",
                              "--grappa.lam=0.4", "--grappa.w_min=0.2", "--train.seed=3", "--train.halo=drop",
                              f"--train.first_hop={first_hop}"])
     g = cfg.grappa
-    native = LocalRuntime(cfg, Identity(rank, world_size, rank), load_local(part_config, rank, "drop", first_hop))
+    native = NodeRuntime(cfg, Identity(rank, world_size, rank), load_local(part_config, rank, "drop", first_hop))
     lp = native.lp
 
     pg, node, *_ = dgl.distributed.load_partition(part_config, rank)

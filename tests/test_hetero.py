@@ -334,7 +334,7 @@ def test_rgcn_with_exact_first_hop_relations_is_the_whole_graphs_rgcn(het_parts)
     whole = model(g, x)
     exact = [e for e in g.canonical_etypes if e[0] == "paper"]
     # the first block samples only the relations from featureless types (here all of their edges); not fused: see
-    # HeteroLocalRuntime
+    # kinds.hetero.HeteroRuntime
     first = {e: 0 if e in exact else -1 for e in g.canonical_etypes}
     seeds = torch.arange(0, g.num_nodes("paper"), 7)
     inputs, _, blocks = dgl.dataloading.NeighborSampler([first, -1], fused=False).sample(g, {"paper": seeds})

@@ -119,13 +119,14 @@ LAYERS = [
     ["partition"],           # 3 partitionings in DGL's layout
     ["method"],              # 4 the method: local view, sampler, coverage, reducers, models, drop-in
     ["runtime"],             # 5 what both runtimes share: metrics, checkpoints, evaluation, repartitioning
-    ["native", "distdgl"],   # 6 the two runtimes, side by side
-    ["bench"],               # 7 compare, the benchmark matrix, reports, the capacity model
-    ["cli", "__main__"],     # 8 the command line
+    ["kinds"],               # 6 the kinds of job: node, link, heterogeneous (one interface, a registry)
+    ["native", "distdgl"],   # 7 the two runtimes, side by side
+    ["bench"],               # 8 compare, the benchmark matrix, reports, the capacity model
+    ["cli", "__main__"],     # 9 the command line
 ]
 # Layers whose members stand side by side: none imports another (the DistDGL baseline
 # does not lean on Grappa's trainer, nor the trainer on DistDGL).
-SIDE_BY_SIDE = {6}
+SIDE_BY_SIDE = {7}
 
 
 def top_level_units(package_dir: Path) -> list[str]:
@@ -200,8 +201,8 @@ def test_the_direction_check_flags_an_upward_and_a_sideways_import():
              "dgl_grappa.distdgl.metering": {"dgl_grappa.native.trainer", "dgl_grappa.runtime.evaluation"},
              "dgl_grappa.native.trainer": {"dgl_grappa.runtime.evaluation"}}
     assert against_the_direction(edges) == [
-        "dgl_grappa.distdgl.metering (layer 6) imports dgl_grappa.native.trainer (layer 6)",
-        "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 6)"]
+        "dgl_grappa.distdgl.metering (layer 7) imports dgl_grappa.native.trainer (layer 7)",
+        "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 7)"]
 
 
 @pytest.mark.unit

@@ -26,7 +26,8 @@ from dgl_grappa.cluster.launch import Identity
 from dgl_grappa.config import ConfigError, DataConfig, LinkConfig, ModelConfig, PartitionConfig, SyntheticConfig, \
     load_config
 from dgl_grappa.data.links import hold_out_edges, link_split
-from dgl_grappa.method.link import LocalEdgeRuntime, LocalNegativeSampler, link_loss
+from dgl_grappa.kinds import kind_of
+from dgl_grappa.method.link import LocalNegativeSampler, link_loss
 from dgl_grappa.method.models import build_model, gradient_bytes
 from dgl_grappa.runtime.evaluation import ranking_metrics
 
@@ -117,13 +118,12 @@ def _cfg(*overrides):
 @pytest.mark.unit
 @pytest.mark.parametrize("halo,first_hop,dist", [("keep", "exact", "uniform"), ("drop", "sampled", "degree")])
 def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist):
-    from dgl_grappa.method.local_part import load_for_training
-
     _, _, stats = link_parts
     cfg = _cfg(f"--train.halo={halo}", f"--train.first_hop={first_hop}", f"--link.negative_dist={dist}",
                "--link.negatives=3")
-    lp = load_for_training(cfg, stats["part_config"], 1)
-    rt = LocalEdgeRuntime(cfg, Identity(0, 1, 1), lp)
+    kind = kind_of(cfg)
+    lp = kind.load_part(cfg, stats["part_config"], 1)
+    rt = kind.make_runtime(cfg, Identity(0, 1, 1), lp)
     n_local, n_inner = lp.graph.num_nodes(), lp.num_inner
     local_edges = set((lp.src.long() * n_local + lp.dst.long()).tolist())
     seen = []
@@ -184,15 +184,15 @@ def test_degree_weighted_negatives_follow_degree_to_the_power_three_quarters():
 
 @pytest.mark.unit
 def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
-    """PartitionEdgeLoader (fed from dgl.distributed.load_partition) and the native LocalEdgeRuntime
+    """PartitionEdgeLoader (fed from dgl.distributed.load_partition) and the native link runtime (kinds.link.EdgeRuntime)
     (fed from load_local) are one method: the same positives, negatives and blocks, in global ids."""
     from dgl_grappa.method.dropin import PartitionEdgeLoader
-    from dgl_grappa.method.local_part import load_for_training
 
     _, _, stats = link_parts
     cfg = _cfg("--train.halo=keep", "--train.first_hop=exact")
-    lp = load_for_training(cfg, stats["part_config"], 0)
-    native = LocalEdgeRuntime(cfg, Identity(0, 1, 0), lp)
+    kind = kind_of(cfg)
+    lp = kind.load_part(cfg, stats["part_config"], 0)
+    native = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
     pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)
     core = PartitionEdgeLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
                                torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),

@@ -17,7 +17,8 @@ import torch
 
 from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig, load_config
 from dgl_grappa.data import load_dataset
-from dgl_grappa.method.local_part import Keep, keep_for, load_local, reached_nodes
+from dgl_grappa.kinds import kind_of
+from dgl_grappa.method.local_part import Keep, load_local, reached_nodes
 from dgl_grappa.method.sampler import LocalBatches, layer_sampler
 from dgl_grappa.method.storage import PRECISIONS, NodeTable, max_error, row_bytes
 from dgl_grappa.partition.aggregates import neighbour_mean, prepare, read_prepared
@@ -187,10 +188,10 @@ def test_the_budget_picks_precision_then_samples_the_halo_and_names_the_smallest
 
 def test_keep_follows_the_model_depth_and_first_hop():
     cfg = load_config(None, ["--model.num_layers=3", "--train.fanouts=[5,5,5]", "--train.memory_budget=2GB"])
-    k = keep_for(cfg)
+    k = kind_of(cfg).keep(cfg)
     assert (k.reach, k.budget, k.budget_bytes, k.storage) == (2, 0.0, 2 * 10 ** 9, "auto")
     cfg = load_config(None, ["--train.first_hop=sampled", "--grappa.correction=batch", "--grappa.hops=3"])
-    assert keep_for(cfg).reach == 3 and keep_for(cfg).budget == 1.5
+    assert kind_of(cfg).keep(cfg).reach == 3 and kind_of(cfg).keep(cfg).budget == 1.5
 
 
 def test_the_prepare_command(dgl_parts, tmp_path, capsys):

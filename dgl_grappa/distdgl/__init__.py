@@ -44,7 +44,8 @@ from .cli import main
 from .job import TRAINER_MODULE, trainer_command
 from .launcher import launch, log  # noqa: F401
 from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401
-from .metering import TrafficCounter, TrainerMeter, num_classes
+from ..kinds.embeddings import dist_num_classes as num_classes
+from .metering import TrafficCounter, TrainerMeter
 from .run import run_distdgl
 
 __all__ = [

@@ -58,7 +58,7 @@ class TrafficCounter:
         import torch
         from dgl.distributed import rpc
 
-        from .embedding import EMBED_NAME
+        from ..kinds.embeddings import EMBED_NAME
 
         counter = cls()
         fast_pull, ser, deser = rpc.fast_pull, rpc.serialize_to_payload, rpc.deserialize_from_payload
@@ -99,55 +99,6 @@ class TrafficCounter:
         rpc.deserialize_from_payload = counted_deser
         cls._installed = counter
         return counter
-
-
-def num_classes(g) -> int:
-    """Number of label classes of a DistGraph: max label over all machines + 1 (one all-reduce)."""
-    import torch
-    import torch.distributed as dist
-
-    local = g.ndata["label"].local_partition
-    m = torch.tensor([int(local.max()) if local.numel() else -1], dtype=torch.int64)
-    dist.all_reduce(m, op=dist.ReduceOp.MAX)
-    return int(m[0]) + 1
-
-
-def machine_holding(g, held=None, embed_dim: int = 0, embed_in_kvstore: bool = False) -> dict:
-    """What a DistDGL machine holds of the graph: its KVStore shard (the server's node tensors,
-    which the trainer maps from shared memory) and its partition's structure.
-
-    ``resident_bytes`` counts the feature-width tables (2-D node tensors as wide as the
-    features) plus ``held`` (the trainer's own tables); ``resident_other_bytes`` the other node
-    tensors (labels, masks, degrees) and the partition graph's arrays. With ``embed_dim``
-    (``model.embed``) the unit ``own_fp32_bytes`` is the own rows of that width, and with
-    ``embed_in_kvstore`` (the baseline's ``DistEmbedding``) the machine's shard of the embedding
-    and of DGL's SparseAdam state is resident too (the drop-in's rows are in ``held``).
-    """
-    from .embedding import held_bytes
-
-    part = g.local_partition
-    width = embed_dim or (int(g.ndata["feat"].shape[1]) if "feat" in g.ndata else 0)
-    resident = other = 0
-    for name in g.ndata.keys():
-        try:
-            local = g.ndata[name].local_partition
-        except Exception:  # a tensor this machine does not serve (none in DGL's layout)
-            continue
-        nbytes = local.numel() * local.element_size()
-        if local.dim() == 2 and local.shape[1] == width:
-            resident += nbytes
-        else:
-            other += nbytes
-    if part is not None:
-        other += part.num_nodes() * 8 * 3 + part.num_edges() * 8 * 3  # ids, inner flags, part ids; src, dst, ids
-        n_inner = int(part.ndata["inner_node"].bool().sum())
-    else:
-        n_inner = 0
-    if held is not None:
-        resident += int(held.nbytes)
-    if embed_in_kvstore:
-        resident += held_bytes(n_inner, embed_dim)
-    return {"resident_bytes": resident, "resident_other_bytes": other, "own_fp32_bytes": n_inner * width * 4}
 
 
 class TrainerMeter:
@@ -196,6 +147,7 @@ class TrainerMeter:
         import torch.distributed as dist
 
         from ..cluster.hosts import worker_identity
+        from ..kinds import resolve
         from ..runtime.evaluation import GlobalEvaluator
         from ..runtime.meter import EpochMeter
 
@@ -210,14 +162,9 @@ class TrainerMeter:
         # Across hosts (DGL_GRAPPA_WIRE=nic) its host's interface bytes are read by the host's local rank 0.
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
-        embed = cfg.model.embed
-        if cfg.hetero:  # every type's tables; the featureless types' DistEmbeddings unless the drop-in holds them
-            from .hetero import machine_holding as hetero_holding
-
-            self.epoch_meter.holding(**hetero_holding(g, held, cfg.model.embed_dim, embed_in_kvstore=held is None))
-        else:
-            self.epoch_meter.holding(**machine_holding(g, held, cfg.model.embed_dim if embed else 0,
-                                                       embed_in_kvstore=embed and held is None))
+        # what this machine holds: its KVStore shard, its partition and (the drop-in) the loader's own tables
+        self.kind = resolve(cfg)
+        self.epoch_meter.holding(**self.kind.machine_holding(cfg, g, held))
         self.one_time_bytes = int(one_time_bytes)
         self.held = held  # the drop-in's loader (link prediction: its usable-edge counts)
         # Clock marks of the current step, set by hooks: forward start/end, optimizer start/end.
@@ -356,11 +303,7 @@ class TrainerMeter:
                "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
                "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),
                "network_bandwidth": c.network.bandwidth or None, **(extra or {})}
-        if c.train.task == "link":
-            from ..method.link import link_summary
-
-            edges = [w["link_edges"] for w in per_worker]
-            own.update(link_summary(c, edges if all(e is not None for e in edges) else None))
+        own.update(self.kind.run_summary(c, per_worker))
         summary = run_summary(c, recs, per_worker, system=self.system, num_parts=self.world, mode=self.mode,
                               halo=self.halo,
                               correction=c.grappa.correction if self.correction is not None else "none (DDP)",

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..config import ConfigError
+from ..partition.layout import to_original_order
 
 _M32 = (1 << 32) - 1
 
@@ -157,6 +158,17 @@ class LocalEmbedding(nn.Module):
         own = self.num_inner * self.dim * 4
         halo = int(self.halo_rows.numel() * self.halo_rows.element_size())
         return {"embed_inner": own, "embed_optimizer": 2 * own, "embed_halo": halo, "embed": 3 * own + halo}
+
+    @property
+    def num_halo(self) -> int:
+        """Frozen halo rows held."""
+        return int(self.halo_rows.shape[0])
+
+    def gather_rows(self, part_config) -> Tensor | None:
+        """Every worker's own rows on rank 0, in the graph's node order (a collective: the evaluation's input);
+        None on the other ranks."""
+        table = gather_rows(self.global_ids[: self.num_inner], self.own.weight)
+        return to_original_order(table, part_config) if table is not None else None
 
     def shard_state(self, optimizer: torch.optim.Optimizer) -> dict:
         """This worker's part of a checkpoint: its own rows (with their global ids) and its optimizer's state."""

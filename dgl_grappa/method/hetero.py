@@ -22,10 +22,10 @@ training:
   read once from their owners' files), so that RGCN's first layer is exact for those relations and
   only the relations from featureless types are sampled in the first block.
 
-:class:`HeteroLocalRuntime` samples inside the local heterograph with DGL's ``NeighborSampler``
+:class:`TargetSeeds` samples inside the local heterograph with DGL's ``NeighborSampler``
 (``train.fanouts``: per layer, for every relation), seeded with the worker's own training nodes
-of the target type, and takes the same number of steps on every worker
-(:func:`~.sampler.equal_steps`); the model is :class:`~.rgcn.RGCN`.
+of the target type (the heterogeneous kind's data side, :class:`dgl_grappa.kinds.hetero.HeteroRuntime`,
+takes the same number of steps on every worker); the model is :class:`~.rgcn.RGCN`.
 
 Example:
     >>> lp = load_local_hetero("runs/h/partitions/0/grappa.json", 0, halo="keep")   # doctest: +SKIP
@@ -43,16 +43,14 @@ import dgl
 import torch
 from torch import Tensor, nn
 
-from ..config import Config, ConfigError
+from ..config import ConfigError
 from ..partition.layout import part_edges, part_paths
-from . import coverage as cov
 from .embedding import LocalEmbedding, gather_rows
-from .local_part import Keep, budget_error, keep_for, precision_ladder, reached_nodes
+from .local_part import Keep, budget_error, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
-from .sampler import LocalBatches, equal_steps, seeded_workers
 
-__all__ = ["HeteroEmbedding", "HeteroFeatures", "HeteroLocalPartition", "HeteroLocalRuntime", "TargetSeeds",
-           "canonical_etypes", "load_hetero_for_training", "load_local_hetero", "local_heterograph", "type_seed"]
+__all__ = ["HeteroEmbedding", "HeteroFeatures", "HeteroLocalPartition", "TargetSeeds", "canonical_etypes",
+           "load_local_hetero", "local_heterograph", "type_seed"]
 
 
 def type_seed(seed: int, ntype: str) -> int:
@@ -304,12 +302,6 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
               "inner_kept": int(inner_kept.numel()), "halo": n_local - n_inner_all,
               "halo_reach": int(halo_reach.numel()), "halo_kept": int(halo_kept.numel()), "halo_by_type": halo_rows,
               "budget_bytes": limit if limit < float("inf") else None})
-
-
-def load_hetero_for_training(cfg: Config, part_config: str | Path, part_id: int) -> HeteroLocalPartition:
-    """Worker ``part_id``'s local heterograph as a training run of ``cfg`` keeps it: halo, target, first hop and
-    the memory budget (:func:`~.local_part.keep_for`)."""
-    return load_local_hetero(part_config, part_id, cfg.train.halo, cfg.data.target, cfg.first_hop, keep=keep_for(cfg))
 
 
 def _reached_typed(src: Tensor, dst: Tensor, etype_id: Tensor, ntype_id: Tensor, n_inner: int, node: dict,
@@ -596,81 +588,3 @@ class HeteroEmbedding(nn.Module):
             if table is not None:
                 out[t] = to_original_order_typed(table, part_config, t)
         return out or None
-
-
-class HeteroLocalRuntime:
-    """The data side of a heterogeneous graph on one worker: batches of its own training seeds of the target
-    type, sampled inside its local heterograph, and the featured types' rows.
-
-    :meth:`epoch_inputs` yields ``(blocks, seeds, inputs, None, extra)`` as
-    :class:`~.local_runtime.LocalRuntime` does; ``inputs`` is a dict per node type: rows of a featured type,
-    local ids of a featureless one (the trainer's :class:`HeteroEmbedding` looks them up at the step).
-
-    Args:
-        cfg: the run's config (batch size, fan-outs, seed).
-        ident: this worker (its rank seeds the sampling).
-        lp: the loaded part.
-    """
-
-    def __init__(self, cfg: Config, ident, lp: HeteroLocalPartition):
-        self.lp = lp
-        self.features = HeteroFeatures(lp.feat)
-        self.embed = bool(lp.bare_types)
-        n_seeds = lp.train_ids.numel()
-        # plain averaging only (the config refuses the corrections): every seed weighs 1
-        self.weights = torch.ones(lp.num_inner_by_type[lp.target])
-        self.contributors = seeded_workers(n_seeds)
-        if self.contributors == 0:
-            raise ConfigError(f"no partition holds a training node of type {lp.target} (its train_mask is empty); "
-                              "give the graph training nodes")
-        self.prefetch = cfg.train.prefetch
-        full = equal_steps(n_seeds, cfg.train.batch_size)
-        cap = cfg.train.steps_per_epoch
-        self.steps = min(full, cap) if cap > 0 else full
-        # first-hop completion: the relations with aggregates are not sampled in the first block (fan-out 0), the
-        # model reads their precomputed means instead; the others (from featureless types) are
-        self.exact = [e for e in lp.graph.canonical_etypes if e in lp.agg] if cfg.first_hop == "exact" else []
-        fanouts: list = list(cfg.train.fanouts)
-        if self.exact:
-            fanouts[0] = {e: 0 if e in lp.agg else fanouts[0] for e in lp.graph.canonical_etypes}
-        # DGL 2.1's fused CPU sampling (taken with more than one thread) breaks the block convention (destinations
-        # first among the sources) for a node type all of whose relations have fan-out 0: not fused then
-        sampler = TargetSeeds(dgl.dataloading.NeighborSampler(fanouts, fused=not self.exact), lp.target)
-        self.batches = LocalBatches(lp.graph, lp.train_ids, sampler, full, seed=cfg.train.seed * 1000 + ident.rank,
-                                    limit=self.steps)
-
-    def epoch_inputs(self, epoch: int, times=None):
-        """Yield ``(blocks, seeds, inputs, None, extra)`` per step (see the class docstring); with first-hop
-        completion ``extra`` is ``{"agg": {relation: aggregates of the first block's destinations}}``."""
-        clock = time.perf_counter
-        batches = self.batches.epoch(epoch)
-        while True:
-            t0 = clock()
-            try:
-                input_nodes, seeds, blocks = next(batches)
-            except StopIteration:
-                return
-            t1 = clock()
-            x = self.features.gather(input_nodes)
-            extra = {}
-            if self.exact:  # the first block's destinations are the first source nodes of each type
-                lp, b0 = self.lp, blocks[0]
-                extra["agg"] = {e: lp.agg[e].gather(input_nodes[e[2]][: b0.num_dst_nodes(e[2])])
-                                for e in self.exact}
-            if times is not None:
-                times.add("sample", t1 - t0)
-                times.add("gather", clock() - t1)
-            yield blocks, seeds, x, None, extra
-
-    def coverage_stats(self) -> dict[str, float]:
-        """Coverage is not computed on a heterogeneous graph (no correction reads it): every seed counts 1."""
-        return cov.summarize(self.weights[self.lp.train_ids])
-
-
-def hetero_summary(lp: HeteroLocalPartition) -> dict:
-    """What summary.json says of the heterogeneous graph: node types, relations, target, featured and
-    featureless types, and this worker's inner and halo nodes per type."""
-    return {"target": lp.target, "ntypes": lp.ntypes, "etypes": [":".join(e) for e in lp.etypes],
-            "featured": sorted(lp.feat), "featureless": lp.bare_types,
-            "inner_by_type": dict(lp.part_inner_by_type or lp.num_inner_by_type),
-            "inner_kept_by_type": dict(lp.num_inner_by_type), "halo_by_type": dict(lp.keep["halo_by_type"])}

@@ -25,10 +25,10 @@ that the dot product of two nodes' output rows scores their edge, as DGL's
   all-reduce, :func:`~.sampler.equal_steps`); a worker without positives takes them with
   weight 0, as a node-classification worker without seeds.
 
-The same functions serve the native runtime (:class:`LocalEdgeRuntime`) and the drop-in
-loader (:class:`dgl_grappa.method.dropin.GrappaEdgeLoader`); the loss (:func:`link_loss`) is
-the DistDGL baseline's too, and the evaluation (MRR, hits@k) is one function of
-:mod:`dgl_grappa.runtime.evaluation`.
+The same functions serve the native runtime (the link kind's data side,
+:class:`dgl_grappa.kinds.link.EdgeRuntime`) and the drop-in loader
+(:class:`dgl_grappa.method.dropin.GrappaEdgeLoader`); the loss (:func:`link_loss`) is the DistDGL
+baseline's too, and the evaluation (MRR, hits@k) is one function of :mod:`dgl_grappa.runtime.evaluation`.
 
 Example:
     >>> g = dgl.graph((torch.tensor([1, 2, 0]), torch.tensor([0, 0, 3])))   # inner 0, 1; halo 2, 3
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from typing import Iterator
 
 import dgl
@@ -48,10 +47,7 @@ import torch.nn.functional as F
 from dgl.dataloading.negative_sampler import _BaseNegativeSampler
 from torch import Tensor
 
-from ..config import Config, ConfigError
-from . import coverage as cov
-from .local_part import LocalPartition
-from .sampler import LocalFeatures, equal_steps, layer_sampler, seeded_workers
+from ..config import ConfigError
 
 log = logging.getLogger("dgl_grappa")
 
@@ -268,104 +264,3 @@ def link_loss(h: Tensor, pair_graph: dgl.DGLGraph, neg_pair_graph: dgl.DGLGraph)
         0.6931
     """
     return link_losses(h, pair_graph, neg_pair_graph).mean()
-
-
-class LocalEdgeRuntime:
-    """The data side of link prediction on one worker: positives, negatives, batches, feature reads.
-
-    The native trainer steps through it as through :class:`~.local_runtime.LocalRuntime`
-    (``train.task: link``): :meth:`epoch_inputs` yields ``(blocks, (pair_graph, neg_pair_graph),
-    inputs, None, extra)``. ``edges`` has this worker's usable-edge counts (:func:`edge_usability`).
-
-    Args:
-        cfg: the run's config (``train``, ``link``).
-        ident: this worker (its rank seeds the sampling).
-        lp: the loaded part (every node kept: any held node may be a negative).
-    """
-
-    def __init__(self, cfg: Config, ident, lp: LocalPartition):
-        self.lp = lp
-        # Reported (summary.json's coverage), not used: link prediction runs with plain averaging.
-        self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
-                                                            cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
-        self.features = LocalFeatures(lp.feat)
-        self.embed = False
-        if cfg.first_hop == "exact" and lp.agg is None:
-            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
-                             "load_local(..., first_hop='exact')")
-        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
-        self.prefetch = cfg.train.prefetch
-        self.positives = positive_edges(lp.src, lp.dst, lp.num_inner)
-        owned = int(lp.in_degree[: lp.num_inner].sum()) if lp.num_inner == lp.part_inner else None
-        self.edges = edge_usability(lp.src, lp.dst, lp.num_inner, owned if owned is not None else self.positives.numel())
-        n_pos = int(self.positives.numel())
-        self.contributors = seeded_workers(n_pos)
-        if self.contributors == 0:
-            raise ConfigError("train.task=link: no worker holds a positive edge (an edge into one of its nodes whose "
-                              "source it holds); use --train.halo=keep or fewer parts")
-        full = equal_steps(n_pos, cfg.train.batch_size)
-        cap = cfg.train.steps_per_epoch
-        self.steps = min(full, cap) if cap > 0 else full
-        degree = lp.in_degree if cfg.link.negative_dist == "degree" else None
-        self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree)
-        self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
-                                        self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
-        if n_pos == 0:
-            log.warning("part %d holds no positive edge: it takes the %d agreed steps per epoch with weight 0 (the "
-                        "average is over the %d of %d workers that have edges)", lp.part_id, self.steps,
-                        self.contributors, ident.world_size)
-
-    def epoch_inputs(self, epoch: int, times=None):
-        """Yield ``(blocks, (pair_graph, neg_pair_graph), input rows, None, extra)`` per step.
-
-        Extra: ``deg`` (full-graph in-degrees of the input rows) and, with first-hop completion,
-        ``agg``, as for node classification (:meth:`~.local_runtime.LocalRuntime.epoch_inputs`).
-        """
-        clock = time.perf_counter
-        batches = self.batches.epoch(epoch)
-        while True:
-            t0 = clock()
-            try:
-                input_nodes, pair_graph, neg_pair_graph, blocks = next(batches)
-            except StopIteration:
-                return
-            t1 = clock()
-            x = self.features.gather(input_nodes)
-            extra = {"deg": self.lp.in_degree[input_nodes]}
-            if self.aggregates is not None:
-                extra["agg"] = self.aggregates.gather(input_nodes)
-            if times is not None:
-                times.add("sample", t1 - t0)
-                times.add("gather", clock() - t1)
-            yield blocks, (pair_graph, neg_pair_graph), x, None, extra
-
-    def coverage_stats(self) -> dict[str, float]:
-        """Coverage of the inner nodes (the ends of the edges a worker owns)."""
-        return cov.summarize(self.coverage[: self.lp.num_inner])
-
-
-def link_summary(cfg: Config, edges: list[dict] | None) -> dict:
-    """Link prediction's own summary.json fields (``train.task: link``, every system): the negatives,
-    and the share of the training graph's edges that some worker trains on, with the run's halo and
-    with the halo dropped.
-
-    Args:
-        cfg: the run's config.
-        edges: every worker's :func:`edge_usability`; None for DistDGL, whose loader trains on every
-            edge (it pulls what its machine lacks).
-
-    Example:
-        >>> link_summary(cfg, [{"owned": 10, "positives": 10, "positives_halo_drop": 6, "usable_fraction": 1.0,
-        ...                     "usable_fraction_halo_drop": 0.6}])["usable_edge_fraction_halo_drop"]   # doctest: +SKIP
-        0.6
-    """
-    out = {"task": "link", "negatives": cfg.link.negatives, "negative_dist": cfg.link.negative_dist,
-           "hits_k": cfg.link.hits_k, "eval_negatives": cfg.link.eval_negatives}
-    if edges is None:
-        return {**out, "usable_edge_fraction": 1.0, "usable_edge_fraction_halo_drop": None,
-                "usable_edge_fraction_min": 1.0, "usable_edge_fraction_halo_drop_min": None}
-    owned = sum(e["owned"] for e in edges)
-    return {**out, "usable_edge_fraction": sum(e["positives"] for e in edges) / max(owned, 1),
-            "usable_edge_fraction_halo_drop": sum(e["positives_halo_drop"] for e in edges) / max(owned, 1),
-            "usable_edge_fraction_min": min(e["usable_fraction"] for e in edges),
-            "usable_edge_fraction_halo_drop_min": min(e["usable_fraction_halo_drop"] for e in edges)}

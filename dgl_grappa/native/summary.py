@@ -8,7 +8,6 @@ and first-hop aggregates, the floor (:mod:`.floor`) and the repartition schedule
 from __future__ import annotations
 
 from ..config import Config
-from ..method.link import link_summary
 from ..method.models import gradient_bytes
 from ..runtime.meter import all_workers, run_summary
 from ..runtime.metrics import (
@@ -45,16 +44,12 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
             "feature_bytes_total": sum(r["feature_bytes"] for r in records),
             # model.embed: bytes of embedding rows moved to or from another worker (there is no such path: 0)
             "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records])}
-    if getattr(rt, "edges", None) is not None:  # train.task=link: the edges it owns and those it could train on
-        mine["link_edges"] = rt.edges
-    if trainer.cfg.hetero:  # its node types, relations, and what it holds of each type
-        from ..method.hetero import hetero_summary
-
-        mine["hetero"] = hetero_summary(lp)
+    mine.update(rt.summary())  # the kind's own figures (link prediction: the edges it owns and could train on)
+    mine.update(trainer.kind.worker_summary(lp))  # (a heterogeneous graph: its types and what it holds of each)
     per_worker = all_workers(mine)
     if not ident.is_main:
         return None
-    summary = build_summary(trainer.cfg, records, per_worker, rt.steps, gradient_bytes(trainer.model))
+    summary = build_summary(trainer.cfg, trainer.kind, records, per_worker, rt.steps, gradient_bytes(trainer.model))
     summary["device"] = str(trainer.device)
     if trainer.driver is not None:
         summary.update(trainer.driver.summary(train_wall_s))
@@ -62,11 +57,13 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
     return summary
 
 
-def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int) -> dict:
+def build_summary(cfg: Config, kind, records: list[dict], per_worker: list[dict], steps: int,
+                  model_grad_bytes: int) -> dict:
     """The run's summary.json (see the README for every field).
 
     Args:
         cfg: the run's config.
+        kind: the run's kind of job (:mod:`dgl_grappa.kinds`): its own fields.
         records: rank 0's epoch records.
         per_worker: every worker's figures, in rank order.
         steps: training steps per epoch (the same on every worker).
@@ -91,16 +88,7 @@ def build_summary(cfg: Config, records: list[dict], per_worker: list[dict], step
         "rows_held_max": max(w["rows_held"] for w in per_worker),
         "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
     }
-    if cfg.train.task == "link":
-        own.update(link_summary(cfg, [w["link_edges"] for w in per_worker]))
-    if cfg.hetero:
-        h = per_worker[0]["hetero"]
-        own["hetero"] = {k: h[k] for k in ("target", "ntypes", "etypes", "featured", "featureless")}
-        # train.memory_budget's own figure: the featured types' tables over their own rows in fp32 (the largest
-        # worker's); resident_ratio_max adds the learnable rows, which the budget does not hold
-        ratios = [w["memory"]["budgeted_bytes"] / w["memory"]["budget_unit_bytes"] for w in per_worker
-                  if (w.get("memory") or {}).get("budget_unit_bytes")]
-        own["hetero"]["budgeted_ratio_max"] = max(ratios) if ratios else None
+    own.update(kind.run_summary(cfg, per_worker))
     return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
                        mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
                        steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own)

@@ -1,19 +1,15 @@
 """Gradient-only training: each worker trains on its own partition; only gradients travel.
 
-``train_worker`` is the body of one spawned worker; it runs a :class:`Trainer`, which
-loads its part with ``dgl.distributed.load_partition`` (no servers), computes the coverage
-of its nodes once (:class:`LocalRuntime`, the data side), wraps the model in DDP with the
-coverage-corrected communication hook, and runs the same number of steps as every other
-worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not
-training: timed apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
-With ``train.task: link`` the data side is :class:`~dgl_grappa.method.link.LocalEdgeRuntime` (the
-worker's own edges, local negatives) and the loss the dot-product link loss; evaluation scores
-held-out edges (MRR, hits@k). With ``model.embed`` the input rows are learnable: each worker holds and updates its own
-nodes' rows (:class:`~dgl_grappa.method.embedding.LocalEmbedding`, outside DDP, so the
-all-reduce carries the dense weights alone). On a heterogeneous graph (``data.name: hetsynth``)
-the part is a local heterograph (:mod:`dgl_grappa.method.hetero`), the featureless types' rows are
-:class:`~dgl_grappa.method.hetero.HeteroEmbedding` (the same rule, per type) and the model is
-:class:`~dgl_grappa.method.rgcn.RGCN`.
+``train_worker`` is the body of one spawned worker; it runs a :class:`Trainer`, which asks the
+run's kind of job (:mod:`dgl_grappa.kinds`: node classification, link prediction, a heterogeneous
+graph) for everything that differs between them: the worker's part (read with
+``dgl.distributed.load_partition``'s layout, no servers), its data side (a
+:class:`~dgl_grappa.kinds.LocalRuntime`: coverage, batches, input rows, the loss), its learnable
+input rows if any (kept and trained by the worker that owns them, outside DDP, so the all-reduce
+carries the dense weights alone), its model and what it holds. The trainer wraps the model in DDP
+with the coverage-corrected communication hook and runs the same number of steps as every other
+worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not training: timed
+apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
 """
 from __future__ import annotations
 
@@ -23,7 +19,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
@@ -40,13 +35,7 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..config import Config, ConfigError
-from ..method.embedding import LocalEmbedding, gather_rows
-from ..method.hetero import HeteroEmbedding, load_hetero_for_training
-from ..method.local_part import load_for_training
-from ..method.link import link_losses
-from ..method.local_runtime import make_runtime
-from ..method.models import build_model
-from ..method.rgcn import build_rgcn
+from ..kinds import resolve
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
@@ -59,6 +48,7 @@ from ..runtime.checkpoint import (
 )
 from ..runtime.evaluation import make_evaluator
 from ..runtime.meter import EpochMeter
+from ..kinds import Batch
 from ..runtime.metrics import ANON_PEAK, PhaseTimes, memory_stats
 from .floor import FloorProbe
 from .summary import write_summary
@@ -74,7 +64,7 @@ class Trainer:
     (the global evaluation when due), :meth:`fit` (every epoch, checkpoints, then the summary
     of :mod:`.summary`), :meth:`state_dict` / :meth:`load_state_dict` and :meth:`close`
     (teardown, the repartition driver included; safe twice). The data side of the current
-    partitioning is a separate object, :class:`LocalRuntime` in :attr:`rt`, swapped at
+    partitioning is a separate object, the kind's :class:`~dgl_grappa.kinds.LocalRuntime` in :attr:`rt`, swapped at
     repartitioning boundaries (:meth:`_switch`) while the model, its DDP wrapper, the reducer
     and the optimizer carry over. With ``run.floor`` a :class:`~.floor.FloorProbe` follows
     every epoch.
@@ -110,8 +100,8 @@ class Trainer:
         self.epoch = 0  # the next epoch to train
         self.step = 0   # training steps taken so far
         self.resumed_from: str | None = None
-        self.embedding = self.emb_optimizer = None  # model.embed: this worker's learnable rows
-        self.link = cfg.train.task == "link"  # link prediction: edge batches, the dot-product loss
+        self.embedding = self.emb_optimizer = None  # learnable input rows (model.embed) and their optimizer
+        self.kind = resolve(cfg)  # what this job trains on, its model, loss and what it holds
         self.part_config = part_config
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last)
         self.fingerprint = fingerprint(cfg)
@@ -135,35 +125,22 @@ class Trainer:
             self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
                 log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
-                         "the graph is heterogeneous (the first hop is sampled per relation)" if cfg.hetero else
                          "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
                          "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
                          "depends on learned projections)")
-            lp = _load_part(cfg, part_config, ident.part)
+            lp = self.kind.load_part(cfg, part_config, ident.part)
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
-            self.rt = make_runtime(cfg, ident, lp)  # train.task=link: local edge batches (method/link.py)
-            # set-up stages of this worker (summary.json workers[].setup)
-            if cfg.hetero:
-                # The featureless types' rows, per type: own rows trained here, halo rows frozen (no byte moves).
-                if lp.bare_types:
-                    self.embedding = HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed)
-                    self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
-            elif cfg.model.embed:
-                # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
-                self.embedding = LocalEmbedding(lp.global_ids, lp.num_inner, cfg.model.embed_dim, seed=cfg.train.seed)
+            self.rt = self.kind.make_runtime(cfg, ident, lp)
+            # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
+            self.embedding = self.kind.make_embedding(cfg, lp)
+            if self.embedding is not None:
                 self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
+            # set-up stages of this worker (summary.json workers[].setup)
             self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
                           "memory_after_setup": memory_stats()}
             ANON_PEAK.sample()
-            if cfg.hetero:  # a GraphConv per relation, each type's input at its own width
-                self.model = build_rgcn(cfg.model, lp.input_dims(cfg.model.embed_dim), num_classes, lp.etypes,
-                                        lp.target).to(self.device)
-            else:
-                in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
-                # link prediction: an encoder of model.hidden outputs whose dot products score pairs (DGL's example)
-                out_dim = cfg.model.hidden if self.link else num_classes
-                self.model = build_model(cfg.model, in_dim, out_dim).to(self.device)
+            self.model = self.kind.build_model(cfg, lp, num_classes).to(self.device)
             # Broadcasts rank 0's parameters: every worker starts from the same model. On a
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
@@ -185,18 +162,13 @@ class Trainer:
                      lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
                      cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
                      lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
-            if self.link:
-                e = self.rt.edges
-                log.info("part %d: link prediction on %d of the %d edges it owns (%.1f %%; %.1f %% with the halo "
-                         "dropped), %d negative(s) each from its %d local nodes (%s)", ident.part, e["positives"],
-                         e["owned"], 100 * e["usable_fraction"], 100 * e["usable_fraction_halo_drop"],
-                         cfg.link.negatives, lp.graph.num_nodes(), cfg.link.negative_dist)
+            for line in self.rt.describe():
+                log.info("%s", line)
             if self.embedding is not None:
                 m = self.embedding.memory()
-                n_halo = self.embedding.num_halo if cfg.hetero else self.embedding.halo_rows.shape[0]
                 log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
                          "(frozen initial rows): %.2f MB with the optimizer's moments, 0 bytes on the network",
-                         ident.part, self.embedding.num_inner, n_halo, m["embed"] / 1e6)
+                         ident.part, self.embedding.num_inner, self.embedding.num_halo, m["embed"] / 1e6)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -205,19 +177,13 @@ class Trainer:
             self.close()
             raise
 
-    def train_step(self, graph, seeds: Tensor, x: Tensor, rows: Tensor | None,
-                   extra: dict | None = None, times: PhaseTimes | None = None,
-                   during_backward=None) -> tuple[float, float]:
-        """One step: forward, the corrected loss (which primes the hook), backward, update.
+    def train_step(self, batch: Batch, times: PhaseTimes | None = None, during_backward=None) -> tuple[float, float]:
+        """One step: forward, the kind's loss corrected by the reducer (which primes the hook), backward, update.
 
         Args:
-            graph: sampled blocks, or the whole local graph (full-graph mode).
-            seeds: local ids of the batch's training nodes; with link prediction the batch's
-                ``(pair_graph, neg_pair_graph)``, whose nodes are the blocks' output rows.
-            x: input features; with ``model.embed`` the input nodes' local ids, whose rows are
-                looked up here (after the previous step's update; counted as ``gather``).
-            rows: output rows of the seeds (full graph), or None (blocks end at the seeds).
-            extra: more keyword inputs of the model (``deg``, ``agg``: :meth:`LocalRuntime.epoch_inputs`).
+            batch: the step's :class:`~dgl_grappa.kinds.Batch` (blocks, what the loss reads, input rows;
+                with learnable rows the input nodes' local ids, whose rows are looked up here, after the
+                previous step's update, counted as ``gather``).
             times: if given, forward / backward / allreduce / optimizer seconds are added to it
                 (see :data:`dgl_grappa.runtime.metrics.PHASES` for what each one covers).
             during_backward: optional callable run in this thread while the backward pass
@@ -229,6 +195,7 @@ class Trainer:
         Returns:
             (mean loss of the batch, its batch weight).
         """
+        graph, x, extra = batch.graph, batch.inputs, batch.extra or {}
         clock = time.perf_counter
         if self.embedding is not None:
             t_emb = clock()
@@ -237,7 +204,6 @@ class Trainer:
                 times.add("gather", clock() - t_emb)
         t0 = clock()
         dev = self.device
-        extra = extra or {}
         if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
             graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
             # a heterogeneous batch's inputs are a dict (per node type)
@@ -246,18 +212,8 @@ class Trainer:
             extra = {k: ({r: a.to(dev, non_blocking=True) for r, a in v.items()} if isinstance(v, dict)
                          else v.to(dev, non_blocking=True)) for k, v in extra.items()}
         out = self.ddp(graph, x, **extra)
-        if self.link:
-            # One loss per positive and negative pair; a worker without positives has pair graphs without
-            # an edge (a placeholder batch), so the step counts with weight 0.
-            pair, neg = (p.to(dev) for p in seeds)
-            per_node = link_losses(out, pair, neg)
-            loss = self.correction.loss(per_node, torch.ones_like(per_node))
-        else:
-            # Blocks end at the seeds; with no seeds (a part without training nodes) they end at
-            # a placeholder, whose row is not trained on: the step counts with weight 0.
-            out = out[rows] if rows is not None else out[: seeds.numel()]
-            per_node = F.cross_entropy(out, self.rt.lp.label[seeds].to(dev), reduction="none")
-            loss = self.correction.loss(per_node, self.rt.weights[seeds].to(dev))
+        per_item, weights = self.rt.losses(out, batch, dev)
+        loss = self.correction.loss(per_item, weights)
         t1 = clock()
         self.comm.start_step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -286,7 +242,7 @@ class Trainer:
             times.add("optimizer", t3 - t2)
             if during_backward is not None:  # both threads' busy time beyond the wall time
                 times.overlap += max(0.0, (t_bwd - t1) + (t_main - t1) - (t2 - t1))
-        return float(per_node.mean()), self.correction.last_weight
+        return float(per_item.mean()), self.correction.last_weight
 
     def _backward_pool(self):
         if self._pool is None:
@@ -332,9 +288,9 @@ class Trainer:
         for step in range(rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
             # sampling and the feature gather, timed inside epoch_inputs
-            graph, seeds, x, rows, extra = self.prefetched if prefetch else next(inputs)
+            batch = self.prefetched if prefetch else next(inputs)
             during = (lambda: next(inputs)) if prefetch and step + 1 < rt.steps else None
-            loss, weight = self.train_step(graph, seeds, x, rows, extra, times, during)
+            loss, weight = self.train_step(batch, times, during)
             losses.append(loss)
             weights.append(weight)
         self.prefetched = None
@@ -356,15 +312,9 @@ class Trainer:
         return self.evaluator.after_epoch(self.model, epoch, self._eval_inputs if self.embedding is not None else None)
 
     def _eval_inputs(self):
-        """model.embed: every worker's own rows, on rank 0 in the graph's node order (a collective, outside
+        """Learnable rows: every worker's own rows, on rank 0 in the graph's node order (a collective, outside
         the epoch's window: evaluation bytes, like DistDGL's evaluation pulls); None on the other ranks."""
-        from ..partition.layout import to_original_order
-
-        emb = self.embedding
-        if self.cfg.hetero:  # per featureless type: {type: rows} on rank 0
-            return emb.gather_rows(self.part_config)
-        table = gather_rows(emb.global_ids[: emb.num_inner], emb.own.weight)
-        return to_original_order(table, self.part_config) if table is not None else None
+        return self.embedding.gather_rows(self.part_config)
 
     def fit(self) -> dict | None:
         """Train every remaining epoch, log each, checkpoint when due, and write the summary.
@@ -468,47 +418,17 @@ class Trainer:
         part_config, stall = self.driver.agree(epoch)  # bounded wait for the background build
         t0 = time.perf_counter()
         faults.hit("switch", rank=self.ident.rank, epoch=epoch)  # tests: a worker dies mid-switch
-        lp = _load_part(self.cfg, part_config, self.ident.part)
+        lp = self.kind.load_part(self.cfg, part_config, self.ident.part)
         self.one_time_bytes += lp.one_time_bytes
-        self.rt = make_runtime(self.cfg, self.ident, lp)
+        self.rt = self.kind.make_runtime(self.cfg, self.ident, lp)
         self._holding(lp)
         self.correction.set_contributors(self.rt.contributors)
         self.driver.record(self.rt, stall, time.perf_counter() - t0, epoch)
 
     def _holding(self, lp) -> None:
-        """Tell the meter what this worker holds of its part (records and summary.json show it).
-
-        With ``model.embed`` the node tables are the embedding's (own rows, their SparseAdam
-        moments, frozen halo rows), and the unit of the ratio is the own rows in fp32.
-        """
-        resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
-        if self.cfg.hetero:
-            # every table: the featured types' rows (inner and halo) and aggregates, under train.memory_budget against
-            # the own featured rows in fp32 (budgeted_bytes, budget_unit_bytes), and outside it the featureless types'
-            # learnable rows, their SparseAdam moments and frozen halo rows; the unit of the ratio is the own input
-            # rows of every type in fp32
-            memory = {**lp.memory, "budgeted_bytes": int(lp.resident_bytes), "budget_unit_bytes": int(own)}
-            if self.embedding is not None:
-                m = self.embedding.memory()
-                resident += m["embed"]
-                memory = {**memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
-                own += m["embed_inner"]
-            self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
-            return
-        if self.embedding is not None:
-            m = self.embedding.memory()
-            resident += m["embed"]
-            memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
-            own = lp.part_inner * self.cfg.model.embed_dim * 4
-        self.meter.holding(resident, lp.resident_other_bytes, own, memory=memory, keep=lp.keep)
-
-
-def _load_part(cfg: Config, part_config: str, part: int):
-    """Worker ``part``'s part as the run keeps it: its local heterograph on a heterogeneous graph, else its local
-    graph (:func:`~dgl_grappa.method.local_part.load_for_training`)."""
-    if cfg.hetero:
-        return load_hetero_for_training(cfg, part_config, part)
-    return load_for_training(cfg, part_config, part)
+        """Tell the meter what this worker holds of its part (records and summary.json show it); the kind
+        says what counts (with learnable rows, the embedding's own and halo rows and their moments)."""
+        self.meter.holding(**self.kind.holding(self.cfg, lp, self.embedding))
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,

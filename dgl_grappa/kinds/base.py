@@ -1,0 +1,278 @@
+"""The interface every kind of job implements: :class:`JobKind` and the data side it steps, :class:`LocalRuntime`.
+
+A kind of job (node classification, link prediction, node classification on a heterogeneous graph)
+says once, for every runtime, what it is:
+
+* what a worker loads from its part (:meth:`JobKind.load_part`) and the batches it trains on
+  (:meth:`JobKind.make_runtime`, a :class:`LocalRuntime`), its learnable input rows if any
+  (:meth:`JobKind.make_embedding`), its model (:meth:`JobKind.build_model`) and loss
+  (:meth:`LocalRuntime.losses`);
+* what a worker holds in memory (:meth:`JobKind.holding`) and what summary.json says of it
+  (:meth:`JobKind.worker_summary`, :meth:`JobKind.run_summary`);
+* its config rules (:meth:`JobKind.check`), checked before anything runs;
+* its evaluation (:attr:`JobKind.task`: which metric, :mod:`dgl_grappa.runtime.evaluation`);
+* its DistDGL job, the baseline and the drop-in (:meth:`JobKind.dist_job`, a :class:`DistJob`).
+
+The native trainer, the DistDGL trainer and the bench ask the kind; none of them branches on it.
+Adding a kind is one module that subclasses :class:`JobKind` (and :class:`LocalRuntime`,
+:class:`DistJob`) and one line in :mod:`dgl_grappa.kinds`' registry (``CONTRIBUTING.md``).
+
+Example:
+    >>> from dgl_grappa.kinds import kind_of
+    >>> from dgl_grappa.config import load_config
+    >>> kind_of(load_config(None, ["--train.task=link", "--grappa.correction=none"])).name
+    'link'
+"""
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Iterator, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..config import Config, ConfigError
+from ..method.sampler import equal_steps, seeded_workers
+
+log = logging.getLogger("dgl_grappa")
+
+
+class Batch(NamedTuple):
+    """One training step's inputs, whatever the kind.
+
+    Attributes:
+        graph: the sampled blocks (or the whole local graph, full-graph mode).
+        target: what the loss reads besides the model's output: the seeds' local ids (node
+            classification), or ``(pair_graph, neg_pair_graph)`` (link prediction).
+        inputs: the input rows (a tensor, or a dict per node type); with learnable rows the input
+            nodes' local ids instead, looked up at the step (after the previous step's update).
+        rows: the seeds' output rows in the whole-graph output (full-graph mode), else None.
+        extra: more keyword inputs of the model (``deg``, ``agg``).
+    """
+
+    graph: Any
+    target: Any
+    inputs: Any
+    rows: Tensor | None
+    extra: dict
+
+
+def node_losses(out: Tensor, seeds: Tensor, rows: Tensor | None, label: Tensor, weights: Tensor,
+                device: torch.device) -> tuple[Tensor, Tensor]:
+    """Cross-entropy per seed and the seeds' weights: the loss of node classification, every kind that has it.
+
+    Blocks end at the seeds; with no seeds (a part without training nodes) they end at a
+    placeholder whose row is not trained on, so the step counts with weight 0.
+    """
+    out = out[rows] if rows is not None else out[: seeds.numel()]
+    return F.cross_entropy(out, label[seeds].to(device), reduction="none"), weights[seeds].to(device)
+
+
+class LocalRuntime(ABC):
+    """The data side of one partitioning on one worker: batches, their input rows, the loss.
+
+    Rebuilt at every repartitioning boundary while the trainer's model, DDP wrapper, reducer and
+    optimizer carry over. A subclass sets ``batches`` (an object whose ``epoch(e)`` yields what
+    the kind's sampler draws) and implements :meth:`assemble` and :meth:`losses`.
+
+    Attributes:
+        lp: the loaded part.
+        steps: steps per epoch, the same on every worker (:meth:`agree_steps`).
+        contributors: workers that have something to train on (the reducer averages over them).
+        prefetch: ``train.prefetch``: the trainer samples the next batch during the backward pass.
+        features: the input rows' source (``take_bytes()``: remote and local bytes served).
+        weights: per node of the local graph, the weight the corrections read.
+    """
+
+    lp: Any
+    steps: int
+    contributors: int
+    features: Any
+    weights: Tensor
+    batches: Any = None
+
+    def __init__(self, cfg: Config, lp):
+        self.lp = lp
+        self.prefetch = cfg.train.prefetch
+
+    def agree_steps(self, cfg: Config, num_local: int, nothing: str) -> int:
+        """Agree with every worker on the steps per epoch (two integer all-reduces, once per partitioning).
+
+        Sets :attr:`contributors` and :attr:`steps` (capped by ``train.steps_per_epoch``).
+
+        Args:
+            cfg: the run's config (batch size, cap).
+            num_local: what this worker trains on (seeds or positive edges).
+            nothing: the one-line error when no worker has anything to train on.
+
+        Returns:
+            The uncapped steps (the batch size every worker's batches keep).
+        """
+        self.contributors = seeded_workers(num_local)
+        if self.contributors == 0:
+            raise ConfigError(nothing)
+        full = equal_steps(num_local, cfg.train.batch_size)
+        cap = cfg.train.steps_per_epoch
+        self.steps = min(full, cap) if cap > 0 else full
+        return full
+
+    def warn_idle(self, num_local: int, world_size: int, what: str) -> None:
+        """A log line for a worker that takes its steps with weight 0 (nothing of ``what`` to train on)."""
+        if num_local == 0:
+            log.warning("part %d has no %s: it takes the %d agreed steps per epoch with weight 0 (the average is "
+                        "over the %d of %d workers that have some)", self.lp.part_id, what, self.steps,
+                        self.contributors, world_size)
+
+    def epoch_inputs(self, epoch: int, times=None) -> Iterator[Batch]:
+        """Yield one :class:`Batch` per step of epoch ``epoch``.
+
+        Args:
+            epoch: which epoch's batches.
+            times: if given, the seconds of sampling and of the input gather are added to it.
+        """
+        clock = time.perf_counter
+        drawn = self.batches.epoch(epoch)
+        while True:
+            t0 = clock()
+            try:
+                sample = next(drawn)
+            except StopIteration:
+                return
+            t1 = clock()
+            batch = self.assemble(sample)
+            if times is not None:
+                times.add("sample", t1 - t0)
+                times.add("gather", clock() - t1)
+            yield batch
+
+    @abstractmethod
+    def assemble(self, sample) -> Batch:
+        """The :class:`Batch` of one drawn sample (its input rows gathered from local memory)."""
+
+    @abstractmethod
+    def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
+        """One loss per trained item (seed, or positive and negative pair) and their weights, for the reducer."""
+
+    @abstractmethod
+    def coverage_stats(self) -> dict[str, float]:
+        """Coverage summary of what this worker trains on (summary.json's ``coverage_train``)."""
+
+    def summary(self) -> dict:
+        """This worker's own summary.json fields of the kind (none by default)."""
+        return {}
+
+    def describe(self) -> list[str]:
+        """Log lines about what this worker trains on, beyond the common one (none by default)."""
+        return []
+
+
+class DistJob(ABC):
+    """A kind inside a DistDGL trainer (DGL's example flow): the baseline, or with ``grappa`` the drop-in.
+
+    Built once per trainer by :meth:`JobKind.dist_job` after the DistGraph exists. The trainer
+    (:mod:`dgl_grappa.distdgl.train`) iterates :attr:`loader`, turns each batch into the model's
+    inputs with :meth:`step_inputs`, and computes the loss with :meth:`loss`; everything that
+    differs between the kinds (loaders, input pulls, labels, embeddings, checkpoints of learnable
+    rows, what a machine holds) is here.
+
+    Attributes:
+        loader: the batches (``DistNodeDataLoader``/``DistEdgeDataLoader``, or the drop-in loader).
+        model: the model before DDP.
+        embedding, emb_optimizer: learnable input rows and their sparse optimizer, or None.
+        correction: the drop-in's reducer (None for the baseline).
+        read_once: bytes the baseline reads before training (the drop-in: its loader's one-time bytes).
+        common_steps: a cap on the steps per epoch every trainer must share (0: none).
+    """
+
+    loader: Any
+    model: nn.Module
+    embedding: Any = None
+    emb_optimizer: Any = None
+    correction: Any = None
+    read_once: int = 0
+    common_steps: int = 0
+
+    def __init__(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str):
+        self.cfg, self.g, self.grappa, self.device, self.part_config = cfg, g, grappa, device, part_config
+
+    @abstractmethod
+    def step_inputs(self, batch) -> tuple[list, Any, dict, Any]:
+        """``(blocks, x, model keyword inputs, loss target)`` of one batch, on the trainer's device."""
+
+    @abstractmethod
+    def loss(self, out: Tensor, target) -> Tensor:
+        """The batch's mean loss."""
+
+    def eval_inputs(self):
+        """The evaluation's input rows when they are learnable (a callable, every rank calls it), else None."""
+        return None
+
+    def shard_state(self) -> dict | None:
+        """This trainer's learnable rows and their optimizer's state, for its checkpoint shard (None: nothing)."""
+        return None
+
+    def load_shard(self, shard: dict) -> None:
+        """Restore what :meth:`shard_state` returned (a collective for DGL's embeddings)."""
+
+
+class JobKind(ABC):
+    """One kind of job: the builders the runtimes ask (see the module docstring).
+
+    Attributes:
+        name: the registry key (``node``, ``link``, ``hetero``).
+        task: the kind's metric family for evaluation and reports: ``node`` (accuracy) or
+            ``link`` (MRR, hits@k).
+        heterogeneous: whether the kind trains on a graph of several node and edge types.
+    """
+
+    name: str = ""
+    task: str = "node"
+    heterogeneous: bool = False
+
+    def matches(self, cfg: Config) -> bool:
+        """Whether ``cfg`` asks for this kind (its ``train.task`` and whether its graph is heterogeneous)."""
+        return cfg.train.task == self.task and cfg.hetero == self.heterogeneous
+
+    def check(self, cfg: Config) -> None:
+        """The kind's config rules (a one-line ConfigError on the first problem); none by default."""
+
+    @abstractmethod
+    def load_part(self, cfg: Config, part_config: str, part: int):
+        """Worker ``part``'s part as a run of ``cfg`` keeps it (halo, first hop, memory budget)."""
+
+    @abstractmethod
+    def make_runtime(self, cfg: Config, ident, lp) -> LocalRuntime:
+        """The data side of the loaded part."""
+
+    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
+        """The worker's learnable input rows (own rows trained here, halo rows frozen), or None."""
+        return None
+
+    @abstractmethod
+    def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
+        """The model of ``cfg`` for the loaded part's inputs."""
+
+    @abstractmethod
+    def holding(self, cfg: Config, lp, embedding) -> dict:
+        """Keyword arguments of :meth:`EpochMeter.holding <dgl_grappa.runtime.meter.EpochMeter.holding>`:
+        what the worker holds of its part (and of its learnable rows)."""
+
+    @abstractmethod
+    def machine_holding(self, cfg: Config, g, held=None) -> dict:
+        """What a DistDGL machine holds of trainer's DistGraph ``g`` (``resident_bytes``, ``resident_other_bytes``,
+        ``own_fp32_bytes``), with ``held`` the drop-in loader's own tables (None: the baseline)."""
+
+    def worker_summary(self, lp) -> dict:
+        """This worker's own summary.json fields (beyond the runtime's); none by default."""
+        return {}
+
+    def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
+        """The run's own summary.json fields from every worker's (None: the DistDGL baseline's); none by default."""
+        return {}
+
+    @abstractmethod
+    def dist_job(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str) -> DistJob:
+        """The kind's DistDGL job on trainer's DistGraph ``g``: the baseline, or the drop-in with ``grappa``."""

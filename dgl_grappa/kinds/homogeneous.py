@@ -1,0 +1,247 @@
+"""What the kinds of job on a homogeneous graph share: a worker's part, its input rows, the DistDGL inputs.
+
+Node classification (:mod:`.node`) and link prediction (:mod:`.link`) train on the same part
+(:func:`~dgl_grappa.method.local_part.load_local`: inner nodes, the kept halo, features and
+first-hop aggregates under the memory budget) with the same input rows: features, or with
+``model.embed`` learnable rows (:class:`~dgl_grappa.method.embedding.LocalEmbedding`), and the
+model's ``deg`` and ``agg`` inputs. They differ in what they sample and score; this module holds
+the rest once:
+
+* :class:`HomogeneousRuntime`: coverage, weights and the input rows of a batch;
+* :class:`HomogeneousKind`: loading, learnable rows, the model's input width, what a worker holds;
+* :class:`HomogeneousDistJob`: the same inside a DistDGL trainer (features pulled through the
+  KVStore or served by the drop-in loader, a ``DistEmbedding`` or the loader's own rows).
+"""
+from __future__ import annotations
+
+import dgl
+import torch
+from torch import Tensor, nn
+
+from ..config import Config, parse_budget
+from ..method import coverage as cov
+from ..method.embedding import LocalEmbedding
+from ..method.local_part import Keep, first_hop_table, load_local
+from ..method.models import build_model
+from ..method.sampler import LocalFeatures
+from .base import DistJob, JobKind, LocalRuntime
+from .embeddings import HOMOGENEOUS, common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes
+from .embeddings import load_shard as kv_load_shard
+from .embeddings import shard_state as kv_shard_state
+
+
+def sampled_layers(cfg: Config) -> int:
+    """The model's layers that sample neighbours (all but the first under first-hop completion)."""
+    return cfg.model.num_layers - (1 if cfg.first_hop == "exact" else 0)
+
+
+def budget_keep(cfg: Config, reach: int | None) -> Keep:
+    """What a run keeps under ``train.memory_budget`` (:class:`~dgl_grappa.method.local_part.Keep`) when the
+    seeds' trees reach ``reach`` hops (None: every node)."""
+    mult, size = parse_budget(cfg.train.memory_budget)
+    return Keep(reach=reach, storage=cfg.train.storage, budget=mult, budget_bytes=size, seed=cfg.train.seed)
+
+
+class HomogeneousRuntime(LocalRuntime):
+    """The input side of a homogeneous part: coverage and node weights, feature rows, first-hop aggregates.
+
+    Args:
+        cfg: the run's config.
+        lp: the loaded part (:class:`~dgl_grappa.method.local_part.LocalPartition`).
+    """
+
+    def __init__(self, cfg: Config, lp):
+        super().__init__(cfg, lp)
+        self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
+                                                            cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
+        self.features = LocalFeatures(lp.feat)
+        # model.embed: the input rows are learnable (the trainer's LocalEmbedding); a batch yields the
+        # input nodes' local ids, looked up at the step itself, after the previous step's update (so
+        # train.prefetch, which draws the next batch during the backward pass, reads no stale row).
+        self.embed = bool(cfg.model.embed)
+        # First-hop completion: the precomputed aggregates are read like features (all local).
+        if cfg.first_hop == "exact" and lp.agg is None:
+            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
+                             "load_local(..., first_hop='exact')")
+        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
+
+    def rows(self, input_nodes: Tensor) -> Tensor:
+        """The input rows of ``input_nodes`` (local ids), or with learnable rows the ids themselves."""
+        return input_nodes.to(torch.int64) if self.embed else self.features.gather(input_nodes)
+
+    def extra(self, input_nodes: Tensor) -> dict:
+        """The model's keyword inputs: ``deg`` (full-graph in-degrees) and, under first-hop completion, ``agg``."""
+        extra = {"deg": self.lp.in_degree[input_nodes]}
+        if self.aggregates is not None:
+            extra["agg"] = self.aggregates.gather(input_nodes)
+        return extra
+
+
+class HomogeneousKind(JobKind):
+    """The builders node classification and link prediction share (a homogeneous part, the same input rows)."""
+
+    def reach(self, cfg: Config) -> int | None:
+        """How far the seeds' trees reach (the hops :class:`~dgl_grappa.method.local_part.Keep` keeps)."""
+        return sampled_layers(cfg)
+
+    def keep(self, cfg: Config) -> Keep:
+        """What a worker keeps of its part. With learnable rows every node (its row is the input, and there
+        are no feature tables to budget: each own node has a trainable row, each halo node a frozen one)."""
+        if cfg.model.embed:
+            return Keep()
+        return budget_keep(cfg, self.reach(cfg))
+
+    def load_part(self, cfg: Config, part_config: str, part: int):
+        # a prebuilt partitioning, possibly of a graph no process can hold, is read lean
+        return load_local(part_config, part, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
+                          keep=self.keep(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)
+
+    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
+        # own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves
+        if not cfg.model.embed:
+            return None
+        return LocalEmbedding(lp.global_ids, lp.num_inner, cfg.model.embed_dim, seed=cfg.train.seed)
+
+    def out_dim(self, cfg: Config, num_classes: int) -> int:
+        """The model's output width."""
+        return num_classes
+
+    def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
+        in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
+        return build_model(cfg.model, in_dim, self.out_dim(cfg, num_classes))
+
+    def holding(self, cfg: Config, lp, embedding) -> dict:
+        # With learnable rows the node tables are the embedding's (own rows, their SparseAdam moments,
+        # frozen halo rows), and the unit of the ratio is the own rows in fp32.
+        resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
+        if embedding is not None:
+            m = embedding.memory()
+            resident += m["embed"]
+            memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
+            own = lp.part_inner * cfg.model.embed_dim * 4
+        return {"resident_bytes": resident, "resident_other_bytes": lp.resident_other_bytes,
+                "own_fp32_bytes": own, "memory": memory, "keep": lp.keep}
+
+    def machine_holding(self, cfg: Config, g, held=None) -> dict:
+        """What a DistDGL machine holds of the graph: its KVStore shard (the server's node tensors, which the
+        trainer maps from shared memory) and its partition's structure.
+
+        ``resident_bytes`` counts the feature-width tables (2-D node tensors as wide as the features) plus
+        ``held`` (the drop-in loader's own tables); ``resident_other_bytes`` the other node tensors (labels,
+        masks, degrees) and the partition graph's arrays. With ``model.embed`` the unit ``own_fp32_bytes`` is
+        the own rows of ``model.embed_dim``, and without a drop-in loader (the baseline's ``DistEmbedding``)
+        the machine's shard of the embedding and of DGL's SparseAdam state is resident too (the drop-in's
+        rows are in ``held``).
+        """
+        embed_dim = cfg.model.embed_dim if cfg.model.embed else 0
+        part = g.local_partition
+        width = embed_dim or (int(g.ndata["feat"].shape[1]) if "feat" in g.ndata else 0)
+        resident = other = 0
+        for name in g.ndata.keys():
+            try:
+                local = g.ndata[name].local_partition
+            except Exception:  # a tensor this machine does not serve (none in DGL's layout)
+                continue
+            nbytes = local.numel() * local.element_size()
+            if local.dim() == 2 and local.shape[1] == width:
+                resident += nbytes
+            else:
+                other += nbytes
+        if part is not None:
+            other += part.num_nodes() * 8 * 3 + part.num_edges() * 8 * 3  # ids, inner flags, part ids; src, dst, ids
+            n_inner = int(part.ndata["inner_node"].bool().sum())
+        else:
+            n_inner = 0
+        if held is not None:
+            resident += int(held.nbytes)
+        if cfg.model.embed and held is None:
+            resident += held_bytes(n_inner, embed_dim)
+        return {"resident_bytes": resident, "resident_other_bytes": other, "own_fp32_bytes": n_inner * width * 4}
+
+
+class HomogeneousDistJob(DistJob):
+    """A homogeneous kind in a DistDGL trainer: its input rows, learnable rows and checkpoint shards.
+
+    A subclass makes :attr:`loader` (:meth:`make_loader`) and reads its batches; the input rows come
+    from here: DistDGL pulls ``g.ndata["feat"][input_nodes]`` (or a ``DistEmbedding``'s rows), the
+    drop-in serves every row from this machine's memory (``loader.features``, ``loader.embedding``)
+    and adds the model's ``deg`` and, under first-hop completion, ``agg`` inputs.
+    """
+
+    def __init__(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str):
+        super().__init__(cfg, g, grappa, device, part_config)
+        self.embed = cfg.model.embed  # learnable input rows instead of features (cfg.first_hop is then sampled)
+        self.exact = grappa and cfg.first_hop == "exact"
+        self.loader = self.make_loader(dgl.dataloading.NeighborSampler(cfg.train.fanouts))
+        in_dim = cfg.model.embed_dim if self.embed else g.ndata["feat"].shape[1]
+        self.model = build_model(cfg.model, in_dim, self.out_dim())
+        if self.embed and grappa:
+            # Grappa: this machine's rows (and the halo's frozen ones), trained here: replaces the DistEmbedding.
+            self.embedding = self.loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
+            self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
+        elif self.embed:
+            # DGL's example: a DistEmbedding in the KVStore and DGL's distributed sparse optimizer.
+            self.embedding = dist_embeddings(g, [HOMOGENEOUS], cfg.model.embed_dim, seed=cfg.train.seed)[HOMOGENEOUS]
+            self.emb_optimizer = dgl.distributed.optim.SparseAdam([self.embedding], lr=cfg.model.embed_lr)
+            self.common_steps = common_steps(self.baseline_batches(), cfg)
+
+    def make_loader(self, sampler):
+        """The kind's loader (the baseline's or, with ``grappa``, the drop-in's)."""
+        raise NotImplementedError
+
+    def baseline_batches(self) -> int:
+        """The baseline loader's batches per epoch on this trainer (for :func:`~.embeddings.common_steps`)."""
+        raise NotImplementedError
+
+    def out_dim(self) -> int:
+        """The model's output width."""
+        return dist_num_classes(self.g)
+
+    def dropin_options(self) -> dict:
+        """The drop-in loader's keywords, from the config (the native runtime's settings)."""
+        cfg = self.cfg
+        return dict(hops=cfg.hops, w_min=cfg.grappa.w_min, self_loops=cfg.grappa.self_loops, seed=cfg.train.seed,
+                    halo=cfg.train.halo, first_hop=cfg.first_hop, part_config=self.part_config,
+                    memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
+                    aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
+                    feat_key=None if self.embed else "feat")
+
+    def inputs(self, input_nodes: Tensor) -> tuple[Tensor, dict]:
+        """A batch's input rows and the model's keyword inputs, on the trainer's device."""
+        dev = self.device
+        if self.embed:
+            x = self.embedding(input_nodes).to(dev)  # DistDGL: a KVStore pull; Grappa: local rows
+        else:
+            # Grappa: every input row from this machine's memory (own rows, the kept halo's)
+            x = (self.loader.features(input_nodes) if self.grappa else self.g.ndata["feat"][input_nodes]).to(dev)
+        extra = {}
+        if self.grappa:
+            # Grappa: full-graph in-degrees (GraphSAGE's empty-neighbourhood rule) and, with
+            # first-hop completion, the precomputed aggregates; every row is local.
+            extra["deg"] = self.loader.degrees(input_nodes).to(dev)
+            if self.exact:
+                extra["agg"] = self.loader.aggregates(input_nodes).to(dev)
+        return x, extra
+
+    def blocks(self, blocks: list) -> list:
+        return [b.to(self.device) for b in blocks] if self.device.type != "cpu" else blocks
+
+    def eval_inputs(self):
+        if not self.embed:
+            return None
+        if self.grappa:  # every trainer's own rows, gathered to rank 0
+            return lambda: self.embedding.gather_rows(self.part_config)
+        return lambda: (eval_rows(self.g, {HOMOGENEOUS: self.embedding}, self.part_config) or {}).get(HOMOGENEOUS)
+
+    def shard_state(self) -> dict | None:
+        if not self.embed:
+            return None
+        if self.grappa:
+            return self.embedding.shard_state(self.emb_optimizer)
+        return kv_shard_state(self.g, {HOMOGENEOUS: self.embedding}, self.emb_optimizer)
+
+    def load_shard(self, shard: dict) -> None:
+        if self.grappa:
+            self.embedding.load_shard(shard, self.emb_optimizer)
+        else:
+            kv_load_shard(self.g, {HOMOGENEOUS: self.embedding}, self.emb_optimizer, shard)

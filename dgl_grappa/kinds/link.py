@@ -1,0 +1,179 @@
+"""Link prediction on a homogeneous graph (``train.task: link``), as DGL's ``train_dist_unsupervised.py``.
+
+The model is an encoder of ``model.hidden`` outputs whose dot products score node pairs, trained
+with binary cross-entropy on positive edges against sampled negatives and evaluated by MRR and
+hits@k of held-out edges (removed before partitioning, so every system trains on the same graph).
+A worker trains on what its partition holds (:mod:`dgl_grappa.method.link`): its positives are the
+edges it owns whose source it holds, its negatives are drawn from the nodes it holds. In a DistDGL
+trainer: ``DistEdgeDataLoader`` over the trainer's ``edge_split`` with negatives from every node (the
+baseline), or the drop-in :class:`~dgl_grappa.method.dropin.GrappaEdgeLoader`.
+
+Example:
+    >>> from dgl_grappa.kinds import kind_of
+    >>> from dgl_grappa.config import load_config
+    >>> kind = kind_of(load_config(None, ["--train.task=link"]))
+    >>> kind.name, kind.task
+    ('link', 'link')
+"""
+from __future__ import annotations
+
+import dgl
+import torch
+from torch import Tensor
+
+from ..config import Config
+from ..method import coverage as cov
+from ..method.dropin import GrappaEdgeLoader
+from ..method.link import (
+    LocalEdgeBatches,
+    LocalNegativeSampler,
+    edge_usability,
+    link_loss,
+    link_losses,
+    positive_edges,
+)
+from ..method.reducers import make_correction
+from ..method.sampler import layer_sampler
+from .base import Batch
+from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime
+
+
+class EdgeRuntime(HomogeneousRuntime):
+    """The data side of link prediction on one worker: positives, negatives, edge batches, input rows.
+
+    Batches are ``(blocks, (pair_graph, neg_pair_graph), inputs, None, extra)``; ``edges`` has this
+    worker's usable-edge counts (:func:`~dgl_grappa.method.link.edge_usability`). The coverage is
+    reported (summary.json's ``coverage_train``), not used: link prediction averages plainly.
+
+    Args:
+        cfg: the run's config (``train``, ``link``).
+        ident: this worker (its rank seeds the sampling).
+        lp: the loaded part (every node kept: any held node may be a negative).
+    """
+
+    def __init__(self, cfg: Config, ident, lp):
+        super().__init__(cfg, lp)
+        self.positives = positive_edges(lp.src, lp.dst, lp.num_inner)
+        owned = int(lp.in_degree[: lp.num_inner].sum()) if lp.num_inner == lp.part_inner else None
+        self.edges = edge_usability(lp.src, lp.dst, lp.num_inner, owned if owned is not None else self.positives.numel())
+        n_pos = int(self.positives.numel())
+        full = self.agree_steps(cfg, n_pos, "train.task=link: no worker holds a positive edge (an edge into one of "
+                                            "its nodes whose source it holds); use --train.halo=keep or fewer parts")
+        degree = lp.in_degree if cfg.link.negative_dist == "degree" else None
+        self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree)
+        self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
+                                        self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
+        self.warn_idle(n_pos, ident.world_size, "positive edge")
+
+    def assemble(self, sample) -> Batch:
+        input_nodes, pair_graph, neg_pair_graph, blocks = sample
+        return Batch(blocks, (pair_graph, neg_pair_graph), self.rows(input_nodes), None, self.extra(input_nodes))
+
+    def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
+        # One loss per positive and negative pair; a worker without positives has pair graphs without
+        # an edge (a placeholder batch), so the step counts with weight 0.
+        pair, neg = (p.to(device) for p in batch.target)
+        per_pair = link_losses(out, pair, neg)
+        return per_pair, torch.ones_like(per_pair)
+
+    def coverage_stats(self) -> dict[str, float]:
+        """Coverage of the inner nodes (the ends of the edges a worker owns)."""
+        return cov.summarize(self.coverage[: self.lp.num_inner])
+
+    def summary(self) -> dict:
+        return {"link_edges": self.edges}
+
+    def describe(self) -> list[str]:
+        e, lp = self.edges, self.lp
+        return [f"part {lp.part_id}: link prediction on {e['positives']} of the {e['owned']} edges it owns "
+                f"({100 * e['usable_fraction']:.1f} %; {100 * e['usable_fraction_halo_drop']:.1f} % with the halo "
+                f"dropped), {self.negatives.k} negative(s) each from its {lp.graph.num_nodes()} local nodes "
+                f"({self.negatives.distribution})"]
+
+
+class LinkKind(HomogeneousKind):
+    """Link prediction on a homogeneous graph."""
+
+    name = "link"
+    task = "link"
+
+    def reach(self, cfg: Config) -> int | None:
+        return None  # any node a worker holds can be the end of a positive or negative pair
+
+    def make_runtime(self, cfg: Config, ident, lp) -> EdgeRuntime:
+        return EdgeRuntime(cfg, ident, lp)
+
+    def out_dim(self, cfg: Config, num_classes: int) -> int:
+        # an encoder of model.hidden outputs whose dot products score pairs (DGL's example)
+        return cfg.model.hidden
+
+    def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
+        """Link prediction's own summary.json fields (every system): the negatives, and the share of the
+        training graph's edges that some worker trains on, with the run's halo and with the halo dropped.
+
+        Args:
+            cfg: the run's config.
+            per_worker: every worker's figures (their ``link_edges``); None, or a worker without them,
+                for DistDGL, whose loader trains on every edge (it pulls what its machine lacks).
+        """
+        out = {"task": "link", "negatives": cfg.link.negatives, "negative_dist": cfg.link.negative_dist,
+               "hits_k": cfg.link.hits_k, "eval_negatives": cfg.link.eval_negatives}
+        edges = [w.get("link_edges") for w in per_worker or []]
+        if not edges or any(e is None for e in edges):
+            return {**out, "usable_edge_fraction": 1.0, "usable_edge_fraction_halo_drop": None,
+                    "usable_edge_fraction_min": 1.0, "usable_edge_fraction_halo_drop_min": None}
+        owned = sum(e["owned"] for e in edges)
+        return {**out, "usable_edge_fraction": sum(e["positives"] for e in edges) / max(owned, 1),
+                "usable_edge_fraction_halo_drop": sum(e["positives_halo_drop"] for e in edges) / max(owned, 1),
+                "usable_edge_fraction_min": min(e["usable_fraction"] for e in edges),
+                "usable_edge_fraction_halo_drop_min": min(e["usable_fraction_halo_drop"] for e in edges)}
+
+    def dist_job(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str) -> "LinkDistJob":
+        return LinkDistJob(cfg, g, grappa, device, part_config)
+
+
+def global_negatives(g, cfg: Config):
+    """The baseline's negative sampler and what it read once: DGL's uniform draw over every node (the
+    example's), or in proportion to in-degree^0.75 over every node (every node's in-degree pulled once)."""
+    k = cfg.link.negatives
+    if cfg.link.negative_dist == "uniform":
+        return dgl.dataloading.negative_sampler.Uniform(k), 0
+    every = torch.arange(g.num_nodes())
+    degree = g.ndata["in_degree"][every]
+    pb = g.get_partition_book()
+    remote = int((pb.nid2partid(every) != pb.partid).sum())
+    sampler = LocalNegativeSampler(k, "degree", degree, seed=cfg.train.seed * 1000 + torch.distributed.get_rank())
+    return sampler, remote * (8 + 8)  # a row and its id per remote in-degree
+
+
+class LinkDistJob(HomogeneousDistJob):
+    """Link prediction in a DistDGL trainer: DGL's ``train_dist_unsupervised.py`` flow, or the drop-in's loader."""
+
+    def make_loader(self, sampler):
+        cfg, g = self.cfg, self.g
+        if self.grappa:  # this machine's positive edges; negatives from the nodes it holds
+            self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
+            negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist)
+            return GrappaEdgeLoader(g, sampler, cfg.train.batch_size, self.correction, negative_sampler=negatives,
+                                    **self.dropin_options())
+        # DGL's example: every edge, split evenly over the trainers; negatives from every node
+        self.train_eids = dgl.distributed.edge_split(torch.ones((g.num_edges(),), dtype=torch.bool),
+                                                     g.get_partition_book(), force_even=True)
+        negatives, self.read_once = global_negatives(g, cfg)
+        return dgl.dataloading.DistEdgeDataLoader(g, self.train_eids, sampler, negative_sampler=negatives,
+                                                  batch_size=cfg.train.batch_size, shuffle=True, drop_last=False)
+
+    def baseline_batches(self) -> int:
+        return -(-len(self.train_eids) // self.cfg.train.batch_size)
+
+    def out_dim(self) -> int:
+        return self.cfg.model.hidden  # the encoder's rows, scored by dot products
+
+    def step_inputs(self, batch):
+        input_nodes, pair_graph, neg_pair_graph, blocks = batch
+        x, extra = self.inputs(input_nodes)
+        return self.blocks(blocks), x, extra, (pair_graph.to(self.device), neg_pair_graph.to(self.device))
+
+    def loss(self, out: Tensor, target) -> Tensor:
+        # the example's CrossEntropyLoss: dot-product scores, positives 1, negatives 0
+        return link_loss(out, *target)
