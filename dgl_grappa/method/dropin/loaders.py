@@ -1,0 +1,173 @@
+"""The drop-in loaders of a DistDGL script on a homogeneous graph: :class:`GrappaLoader` and :class:`GrappaEdgeLoader`.
+
+Each is composed of the machine's tables (:class:`~.machine.MachineTables`: what is kept and read once,
+and every row served from memory) and a core loader over the same part (:mod:`.core`: node batches, or
+edge batches with local negatives); they differ only in that core and in what they keep.
+"""
+from __future__ import annotations
+
+from torch import Tensor
+
+from ..reducers.correction import Correction
+from .core import PartitionEdgeLoader, PartitionLoader, _refuse, _refuse_link
+from .machine import GlobalIdEmbedding, MachineTables
+
+
+class _OnMachine:
+    """What both loaders of a DistGraph share: the machine's :attr:`tables` and the :attr:`core` loader."""
+
+    tables: MachineTables
+    core: PartitionLoader
+
+    def _core_args(self) -> tuple:
+        t = self.tables
+        return t.local_partition, t.inner, t.global_ids, t.train_mask, t.in_degree
+
+    def __len__(self) -> int:
+        return self.core.steps
+
+    def __iter__(self):
+        return iter(self.core)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the next iteration's batches as epoch ``epoch`` (e.g. when resuming at that epoch)."""
+        self.core.set_epoch(epoch)
+
+    @property
+    def steps(self) -> int:
+        """Batches per epoch (the same on every machine)."""
+        return self.core.steps
+
+    @property
+    def halo(self) -> str:
+        return self.core.halo
+
+    @property
+    def first_hop(self) -> str:
+        return self.core.first_hop
+
+    @property
+    def edges(self) -> dict | None:
+        """The edge loader's usable-edge counts (None for node batches)."""
+        return self.core.edges
+
+    @property
+    def one_time_bytes(self) -> int:
+        """Bytes read once (the kept halo's rows and, with a first-hop mode, aggregates)."""
+        return self.tables.one_time_bytes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the tables this loader holds besides the server's features (and of its learnable rows)."""
+        return self.tables.nbytes
+
+    def features(self, input_nodes: Tensor) -> Tensor:
+        """fp32 input rows of a batch's ``input_nodes``, all from this machine's memory
+        (:meth:`MachineTables.features <.machine.MachineTables.features>`)."""
+        return self.tables.features(input_nodes)
+
+    def degrees(self, input_nodes: Tensor) -> Tensor:
+        """Full-graph in-degrees of ``input_nodes``, from local memory."""
+        return self.tables.degrees(input_nodes)
+
+    def aggregates(self, input_nodes: Tensor) -> Tensor:
+        """fp32 first-hop aggregates of ``input_nodes``, from local memory."""
+        return self.tables.aggregates(input_nodes)
+
+    def embedding(self, dim: int, seed: int = 0) -> GlobalIdEmbedding:
+        """Learnable input rows for this machine's nodes: the drop-in for the script's ``DistEmbedding``
+        (:meth:`MachineTables.embedding <.machine.MachineTables.embedding>`)."""
+        return self.tables.embedding(dim, seed)
+
+
+class GrappaLoader(_OnMachine):
+    """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`~.core.PartitionLoader` over a DistGraph.
+
+    What the loader keeps follows the native runtime's rules (:func:`~.local_part.choose_kept`):
+    the nodes the training seeds' sampled trees reach, the tables in the most exact precision
+    that ``memory_budget`` leaves room for next to the server's fp32 features, and a uniform
+    sample of the halo when even int4 does not fit. With ``halo="keep"`` the kept halo rows
+    (features, in-degrees and, with a first-hop mode, aggregates) are read once here through
+    the KVStore (``one_time_bytes``) and served from memory afterwards: read every row a batch
+    needs with :meth:`features` (``g.ndata["feat"][input_nodes]`` would pull halo rows from
+    their owners every step).
+
+    Args:
+        g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
+        sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
+            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates).
+        part_config: the partition json the servers loaded (the aggregates are read from its
+            folder: ``python -m dgl_grappa prepare`` adds them to a folder made elsewhere).
+        memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
+            size): the server holds the own features in fp32, the loader the rest.
+        storage: ``train.storage`` (auto: the most exact precision that fits).
+        aggregate: which precomputed first hop the aggregates are: "mean" (the in-neighbour
+            mean: what ``SAGEConv('mean')``, ``GraphConv(norm='right')`` and the package's models
+            take) or "gcn" (``sum_u x_u / sqrt(d_out(u) d_in(v))``, what ``GraphConv(norm='both')``
+            computes; ``python -m dgl_grappa prepare --gcn`` adds it).
+        train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
+            in-degree (without it the degrees are asked from the servers once, here) and the
+            features; ``feat_key=None``: no features (learnable rows instead, :meth:`embedding`):
+            nothing feature-wide is read or held.
+
+    Example:
+        >>> loader = GrappaLoader(g, sampler, 1000, make_correction("none"), halo="keep",   # doctest: +SKIP
+        ...                       first_hop="block", part_config=part_config)
+        >>> for input_nodes, seeds, blocks in loader:                                       # doctest: +SKIP
+        ...     out = model(blocks, loader.features(input_nodes))    # the script's own model, unchanged
+    """
+
+    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
+                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
+                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 storage: str = "auto", aggregate: str = "mean"):
+        _refuse(correction, halo)  # before anything is asked from the servers
+        self.tables = MachineTables(g, sampler, every_node=False, seed=seed, halo=halo, first_hop=first_hop,
+                                    train_key=train_key, degree_key=degree_key, feat_key=feat_key,
+                                    part_config=part_config, memory_budget=memory_budget, storage=storage,
+                                    aggregate=aggregate)
+        self.core = PartitionLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
+                                    self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
+                                    kept=self.tables.kept, num_nodes=self.tables.num_nodes_total)
+
+
+class GrappaEdgeLoader(_OnMachine):
+    """Local-only replacement for ``DistEdgeDataLoader`` (link prediction): a :class:`~.core.PartitionEdgeLoader` over a DistGraph.
+
+    What it keeps and reads once is :class:`GrappaLoader`'s, with every node of the partition
+    kept (any node it holds may be the end of a positive or negative pair); read every input
+    row with :meth:`features` (and :meth:`aggregates`, :meth:`degrees`). The batches are
+    :class:`~.core.PartitionEdgeLoader`'s: this machine's positive edges and negatives drawn from the
+    nodes it holds, so no row, no sampling request and no edge lookup leaves the machine.
+
+    Args:
+        g, sampler, batch_size, correction: as for :class:`GrappaLoader` (``batch_size``: positive
+            edges per batch; ``correction``: None or ``make_correction("none")``).
+        negative_sampler: the script's negative sampler (``dgl.dataloading.negative_sampler.Uniform(k)``
+            draws uniformly from the nodes this machine holds; :class:`~dgl_grappa.method.link.LocalNegativeSampler`
+            ``(k, "degree")`` in proportion to their full-graph in-degree^0.75).
+        kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
+
+    Example:
+        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1), halo="keep",   # doctest: +SKIP
+        ...                           first_hop="block", part_config=part_config)
+        >>> for input_nodes, pair_graph, neg_pair_graph, blocks in loader:                          # doctest: +SKIP
+        ...     loss = loss_fcn(model(blocks, loader.features(input_nodes)), pair_graph, neg_pair_graph)
+    """
+
+    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, negative_sampler,
+                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
+                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 storage: str = "auto", aggregate: str = "mean"):
+        _refuse_link(correction)  # before anything is asked from the servers
+        _refuse(correction, halo)
+        self.tables = MachineTables(g, sampler, every_node=True, seed=seed, halo=halo, first_hop=first_hop,
+                                    train_key=train_key, degree_key=degree_key, feat_key=feat_key,
+                                    part_config=part_config, memory_budget=memory_budget, storage=storage,
+                                    aggregate=aggregate)
+        self.core = PartitionEdgeLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
+                                        self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
+                                        kept=self.tables.kept, num_nodes=self.tables.num_nodes_total,
+                                        negative_sampler=negative_sampler)

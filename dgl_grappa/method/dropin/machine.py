@@ -1,0 +1,288 @@
+"""What a drop-in loader holds of its machine: the rows a batch reads, served from local memory.
+
+A DistDGL trainer's machine holds its partition (``g.local_partition``) and, in the co-located
+server's shared memory, the own nodes' node data (``g.ndata[k].local_partition``).
+:class:`MachineTables` adds, read once, what the native runtime keeps (:func:`~dgl_grappa.method.local_part.choose_kept`):
+the kept halo's feature rows and in-degrees through the KVStore, this machine's first-hop aggregates from
+the partition folder and the halo's through a temporary DistTensor, in the precision the memory budget
+leaves room for; then it serves every row a batch asks for from memory (:meth:`~MachineTables.features`,
+:meth:`~MachineTables.degrees`, :meth:`~MachineTables.aggregates`, learnable rows
+:meth:`~MachineTables.embedding`).
+"""
+from __future__ import annotations
+
+import logging
+
+import dgl
+import torch
+from torch import Tensor
+
+from ...config import parse_budget
+from ...partition.aggregates import load_sidecar
+from ..embedding import LocalEmbedding
+from ..local_part import Keep, choose_kept, local_graph
+from ..storage import NodeTable, row_bytes
+
+log = logging.getLogger("dgl_grappa")
+
+
+class MachineTables:
+    """The tables a drop-in loader reads once from its trainer's machine, and serves every row from.
+
+    Args:
+        g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
+        sampler: the script's sampler (its number of layers bounds what the seeds' trees reach).
+        every_node: keep every node of the part (link prediction: any node may end a pair), not
+            only what the training seeds' trees reach.
+        seed, halo, first_hop, part_config, memory_budget, storage, aggregate, train_key, degree_key,
+            feat_key: as for :class:`~.loaders.GrappaLoader`.
+
+    Attributes:
+        local_partition, inner, global_ids, train_mask, in_degree: the part as the core loader reads it
+            (``in_degree`` in local id order, the kept halo's read once).
+        kept: local ids of the nodes kept (inner first), ``precision``: the tables' precision.
+        one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates).
+        halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
+    """
+
+    def __init__(self, g, sampler, *, every_node: bool = False, seed: int = 0, halo: str = "drop",
+                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
+                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 storage: str = "auto", aggregate: str = "mean"):
+        if first_hop not in ("exact", "sampled", "block"):
+            raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
+        lp = g.local_partition
+        if lp is None:
+            raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
+                               "drop-in loader needs co-located servers and trainers")
+        completes = first_hop != "sampled"
+        if aggregate not in ("mean", "gcn"):
+            raise ValueError(f"aggregate={aggregate!r} is not allowed; use mean or gcn")
+        if completes and part_config is None:
+            raise ValueError(f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
+                             "the partition folder); or use first_hop='sampled'")
+        inner = lp.ndata["inner_node"].bool()
+        n_inner = int(inner.sum())
+        gids = lp.ndata[dgl.NID]
+        # The node data's local rows (``.local_partition``) are the inner nodes in global id
+        # order; they line up with the local ids only for one contiguous range.
+        first = int(gids[0]) if n_inner else 0
+        if n_inner and not torch.equal(gids[:n_inner], torch.arange(first, first + n_inner, dtype=gids.dtype)):
+            raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
+                               "dgl.distributed.partition_graph (reshuffled ids)")
+        self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
+        self._embedding = None  # made by embedding()
+        self._has_feat = feat_key is not None
+        if feat_key is not None and feat_key not in g.ndata:
+            raise ValueError(f"the graph has no node data {feat_key!r} (a graph without features?); pass feat_key=None "
+                             "and train on learnable rows: loader.embedding(dim)")
+        if feat_key is not None:
+            self._feat = g.ndata[feat_key].local_partition  # the server's own rows, in shared memory
+        else:
+            self._feat = torch.zeros((n_inner, 0))  # no features: learnable rows instead
+        if feat_key is None and completes:
+            raise ValueError(f"first_hop={first_hop!r} aggregates features, and feat_key=None has none; use "
+                             "first_hop='sampled' with learnable rows")
+        width = int(self._feat.shape[1])
+        train = g.ndata[train_key].local_partition[:n_inner]
+        if degree_key in g.ndata:
+            deg = g.ndata[degree_key].local_partition[:n_inner]
+        else:
+            log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
+            deg = g.in_degrees(gids[:n_inner])
+        # What to keep: the native runtime's choice, with the server's fp32 features already held.
+        _, _, src, dst = local_graph(lp, inner, halo)
+        n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
+        part_id = int(g.get_partition_book().partid)
+        mult, size = parse_budget(memory_budget)
+        layers = len(getattr(sampler, "fanouts", []) or [])
+        # The edge loader reaches every node: any node it holds can be the end of a pair.
+        reach = None if every_node or not layers else (layers - 1 if completes else layers)
+        keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed)
+        top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
+        kept, inner_kept, halo_reach, precision = choose_kept(
+            src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
+            inner_tables=1 if completes else 0, halo_tables=2 if completes else 1, part_id=part_id, top=top,
+            fixed=n_inner * width * 4)
+        self.precision = precision
+        halo_ids = kept[inner_kept.numel():]
+        self._halo_gids = gids[halo_ids].to(torch.int64)  # sorted by local id, which DGL orders by global id
+        order = torch.argsort(self._halo_gids)
+        self._halo_gids, halo_ids = self._halo_gids[order], halo_ids[order]
+        kept = torch.cat([inner_kept, halo_ids])
+        # Read once: the kept halo's rows through the KVStore, the aggregates from the folder.
+        self.halo_feat = (NodeTable.store(g.ndata[feat_key][self._halo_gids], precision)
+                          if halo == "keep" and feat_key is not None else None)
+        halo_deg = (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata
+                    else g.in_degrees(self._halo_gids)) if halo == "keep" else deg[:0]
+        self.agg, self.halo_agg = None, None
+        self._agg_row = torch.full((n_inner,), -1, dtype=torch.int64)
+        self._agg_row[inner_kept] = torch.arange(inner_kept.numel())
+        if completes:
+            self.agg, self.halo_agg = _aggregates(g, part_config, part_id, inner_kept, self._halo_gids, width,
+                                                  precision, halo == "keep", "agg" if aggregate == "mean" else "gcn")
+        per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
+        self.one_time_bytes = int(self._halo_gids.numel() * per_halo) if halo == "keep" else 0
+        self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(self._halo_gids.numel()) * (halo == "keep")
+        log.info("drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
+                 "(%d bytes besides the server's features; %d bytes read once)", part_id, inner_kept.numel(),
+                 n_inner, self.halo_kept, self.halo_reach, precision, self.nbytes, self.one_time_bytes)
+        self._deg, self._halo_deg = deg, halo_deg.to(deg.dtype)
+        deg_all = torch.zeros(n_local, dtype=deg.dtype)  # in local id order, as the core loader reads it
+        deg_all[:n_inner] = deg
+        if halo == "keep":
+            deg_all[halo_ids] = halo_deg.to(deg.dtype)
+        self.local_partition, self.inner, self.global_ids, self.train_mask = lp, inner, gids, train
+        self.in_degree, self.kept, self.halo, self.first_hop = deg_all, kept, halo, first_hop
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the feature-width tables this loader holds (the server holds the own features), and of
+        the learnable rows of :meth:`embedding` with their optimizer's moments."""
+        held = sum(t.nbytes for t in (self.agg, self.halo_agg, self.halo_feat) if t is not None)
+        return held + (self._embedding.memory()["embed"] if self._embedding is not None else 0)
+
+    def embedding(self, dim: int, seed: int = 0) -> "GlobalIdEmbedding":
+        """Learnable input rows for this machine's nodes: the drop-in for the script's ``DistEmbedding``.
+
+        Own nodes get trainable rows, updated by the module's :meth:`~.embedding.LocalEmbedding.optimizer`
+        (PyTorch's ``SparseAdam``, on this machine); with ``halo="keep"`` the kept halo nodes get their
+        owners' initial rows, frozen (:mod:`.embedding`). Nothing is read from the KVStore, and no row or
+        gradient ever leaves the machine. Called with a batch's global ``input_nodes``.
+
+        Args:
+            dim: row width.
+            seed: seed of the initial rows (every trainer must use the same).
+
+        Example:
+            >>> emb = loader.embedding(64)                    # was DistEmbedding(g.num_nodes(), 64, ...)   # doctest: +SKIP
+            >>> emb_opt = emb.optimizer(lr=0.01)              # was dgl.distributed.optim.SparseAdam([emb], lr=0.01)  # doctest: +SKIP
+            >>> for input_nodes, seeds, blocks in loader:                                                     # doctest: +SKIP
+            ...     loss = F.cross_entropy(model(blocks, emb(input_nodes)), labels); ...; emb_opt.step()
+        """
+        if self.first_hop != "sampled":
+            raise ValueError(f"first_hop={self.first_hop!r} precomputes aggregates of features; learnable rows need "
+                             "first_hop='sampled'")
+        if self._embedding is None:
+            self._embedding = GlobalIdEmbedding(self, dim, seed)
+        return self._embedding
+
+    def _split(self, ids: Tensor) -> tuple[Tensor, Tensor]:
+        """(mask of own nodes, position of each other node in the kept halo) for global ``ids``."""
+        own = (ids >= self._first) & (ids < self._first + self._n_inner)
+        pos = torch.searchsorted(self._halo_gids, ids[~own])
+        if pos.numel() and (bool((pos >= self._halo_gids.numel()).any())
+                            or not torch.equal(self._halo_gids[pos.clamp(max=max(self._halo_gids.numel() - 1, 0))],
+                                               ids[~own])):
+            raise RuntimeError("a batch asked for a node this machine does not hold (the loader left its part)")
+        return own, pos
+
+    def features(self, input_nodes: Tensor) -> Tensor:
+        """fp32 input rows of a batch's ``input_nodes``, all from this machine's memory.
+
+        Own nodes come from the server's shared memory, kept halo nodes from the rows read
+        once, and with ``first_hop="block"`` the virtual ids (``num_nodes`` + v) are v's
+        first-hop aggregates.
+        """
+        if not self._has_feat:
+            raise RuntimeError("this loader was made with feat_key=None: it holds no features; read the input rows "
+                               "from loader.embedding(dim)")
+        ids = input_nodes.to(torch.int64)
+        out = torch.empty((ids.numel(), self._feat.shape[1]), dtype=torch.float32)
+        virtual = ids >= self.num_nodes_total
+        if bool(virtual.any()):
+            out[virtual] = self.aggregates(ids[virtual] - self.num_nodes_total)
+        real = ~virtual
+        if bool(real.any()):
+            r = ids[real]
+            own, pos = self._split(r)
+            rows = torch.empty((r.numel(), out.shape[1]), dtype=torch.float32)
+            rows[own] = self._feat[r[own] - self._first].float()
+            if pos.numel():
+                rows[~own] = self.halo_feat.gather(pos)
+            out[real] = rows
+        return out
+
+    def degrees(self, input_nodes: Tensor) -> Tensor:
+        """Full-graph in-degrees of ``input_nodes`` (global ids this machine holds), from local memory."""
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        out = torch.empty(ids.numel(), dtype=self._deg.dtype)
+        out[own] = self._deg[ids[own] - self._first]
+        if pos.numel():
+            out[~own] = self._halo_deg[pos]
+        return out
+
+    def aggregates(self, input_nodes: Tensor) -> Tensor:
+        """fp32 first-hop aggregates of ``input_nodes`` (global ids this machine holds), from local memory."""
+        if self.agg is None:
+            raise RuntimeError("this loader was made with first_hop='sampled': it holds no aggregates")
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        out = torch.empty((ids.numel(), self.agg.shape[1]), dtype=torch.float32)
+        rows = self._agg_row[ids[own] - self._first]
+        if bool((rows < 0).any()):
+            raise RuntimeError("a batch asked for the aggregate of a node its seeds' trees cannot reach")
+        out[own] = self.agg.gather(rows)
+        if pos.numel():
+            out[~own] = self.halo_agg.gather(pos)
+        return out
+
+
+class GlobalIdEmbedding(LocalEmbedding):
+    """:class:`~.embedding.LocalEmbedding` over one machine's :class:`MachineTables`, called with global ids.
+
+    Rows: the machine's own nodes (global ids ``first .. first + n``, in order), then the kept
+    halo (the loader's sorted halo ids). Made by :meth:`MachineTables.embedding`.
+    """
+
+    def __init__(self, loader: "MachineTables", dim: int, seed: int = 0):
+        own = torch.arange(loader._first, loader._first + loader._n_inner, dtype=torch.int64)
+        halo = loader._halo_gids if loader.halo == "keep" else loader._halo_gids[:0]
+        super().__init__(torch.cat([own, halo]), loader._n_inner, dim, seed)
+        self._split = loader._split
+        self._first = loader._first
+
+    def forward(self, input_nodes: Tensor) -> Tensor:
+        """Rows of the global ids ``input_nodes`` (nodes this machine holds)."""
+        ids = input_nodes.to(torch.int64)
+        own, pos = self._split(ids)
+        local = torch.empty_like(ids)
+        local[own] = ids[own] - self._first
+        local[~own] = self.num_inner + pos
+        return super().forward(local)
+
+
+_EXCHANGES = 0
+"""Temporary DistTensors made so far (their names must differ; every trainer counts the same)."""
+
+
+def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Tensor, width: int, precision: str,
+                with_halo: bool, what: str = "agg"):
+    """This machine's kept aggregates, and (with the halo) the kept halo's, read once through the KVStore.
+
+    The owners publish their nodes' aggregates in a temporary DistTensor (each writes its own
+    rows: local), every machine pulls its halo's rows once, and the tensor is dropped.
+    """
+    n_inner = int(g.local_partition.ndata["inner_node"].bool().sum())
+    agg = load_sidecar(part_config, part_id, what=what)
+    if agg.shape != (n_inner, width):
+        raise ValueError(f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
+                         f"({n_inner}, {width}): the folder was prepared for another partitioning; run "
+                         "`python -m dgl_grappa prepare` again")
+    mine = NodeTable.store(agg[inner_kept], precision)
+    if not with_halo:
+        return mine, None
+    first = int(g.local_partition.ndata[dgl.NID][0]) if n_inner else 0
+    global _EXCHANGES
+    _EXCHANGES += 1  # the same count on every trainer: they build their loaders together
+    shared = dgl.distributed.DistTensor((g.num_nodes(), width), torch.float32,
+                                        name=f"grappa_first_hop_agg_{_EXCHANGES}",
+                                        part_policy=g.get_node_partition_policy("_N"), persistent=False)
+    shared[torch.arange(first, first + n_inner)] = agg
+    g.barrier()  # every owner has written its rows
+    theirs = NodeTable.store(shared[halo_gids], precision) if halo_gids.numel() else NodeTable.store(
+        torch.zeros((0, width)), precision)
+    g.barrier()  # every machine has read before the tensor goes
+    del shared
+    return mine, theirs
