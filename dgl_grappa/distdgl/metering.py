@@ -5,6 +5,25 @@ import os
 import time
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+from dgl.distributed import rpc
+
+from ..cluster.hosts import worker_identity
+from ..kinds import resolve
+from ..kinds.embeddings import EMBED_NAME
+from ..method.models import gradient_bytes
+from ..runtime.evaluation import GlobalEvaluator
+from ..runtime.meter import EpochMeter, all_workers, run_summary
+from ..runtime.metrics import (
+    format_bytes,
+    median,
+    ring_allreduce_wire_bytes,
+    wire_per_epoch,
+    write_json,
+)
+from .machine_id import ENV_MACHINE_ID
+
 
 class TrafficCounter:
     """Application-level bytes of one DistDGL client process (installed by patching ``rpc``).
@@ -55,10 +74,6 @@ class TrafficCounter:
         """Patch ``dgl.distributed.rpc`` once per process and return the counter."""
         if cls._installed is not None:
             return cls._installed
-        import torch
-        from dgl.distributed import rpc
-
-        from ..kinds.embeddings import EMBED_NAME
 
         counter = cls()
         fast_pull, ser, deser = rpc.fast_pull, rpc.serialize_to_payload, rpc.deserialize_from_payload
@@ -144,13 +159,6 @@ class TrainerMeter:
     def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
                  mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None, held=None,
                  one_time_bytes: int = 0):
-        import torch.distributed as dist
-
-        from ..cluster.hosts import worker_identity
-        from ..kinds import resolve
-        from ..runtime.evaluation import GlobalEvaluator
-        from ..runtime.meter import EpochMeter
-
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
         self.system, self.mode, self.halo = system, mode, halo
@@ -242,10 +250,6 @@ class TrainerMeter:
         ``inputs``: with learnable embeddings, the evaluation's input rows (see
         :meth:`GlobalEvaluator.after_epoch <dgl_grappa.runtime.evaluation.GlobalEvaluator.after_epoch>`).
         """
-        from ..method.models import gradient_bytes
-        from ..runtime.meter import all_workers
-        from ..runtime.metrics import format_bytes, ring_allreduce_wire_bytes
-
         cur = self._cur
         cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
                              else cur["steps"] * gradient_bytes(model))
@@ -272,13 +276,6 @@ class TrainerMeter:
 
     def finish(self, model, extra: dict | None = None) -> dict | None:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
-        from dgl.distributed import rpc
-
-        from ..method.models import gradient_bytes
-        from ..runtime.meter import all_workers, run_summary
-        from ..runtime.metrics import median, wire_per_epoch, write_json
-        from .machine_id import ENV_MACHINE_ID
-
         recs = self.records
         # Which DGL machine this trainer is, and whether the one-host override chose it.
         mine = {"rank": self.rank, "machine_id": rpc.get_machine_id(), "hostname": os.uname().nodename,

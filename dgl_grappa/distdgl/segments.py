@@ -1,12 +1,32 @@
 """Repartitioning with DistDGL: one job per partitioning (segment), resumed from a checkpoint; merged summary."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
 from pathlib import Path
 
 from ..cluster.procs import JobFailed
+from ..data import load_dataset
+from ..partition.schedule import (
+    num_partitionings,
+    partition_root,
+    prepare_schedule,
+    remove_old,
+)
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
+from ..runtime.metrics import (
+    epoch_summary,
+    hosts_wire_summary,
+    median,
+    read_jsonl,
+    wire_per_epoch,
+    write_json,
+)
+from ..runtime.repartition import BuildError, start_builder
+from ..runtime.restarts import RestartBudget
+from .recovery import run_resumable_job
 
 log = logging.getLogger("dgl_grappa")
 
@@ -26,16 +46,6 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     the run's metrics.jsonl and summary.json merge them and add ``switches`` (restart
     cost and its parts per switch) and ``restart_s_total``.
     """
-    import dataclasses
-
-    from ..data import load_dataset
-    from ..partition.schedule import num_partitionings, partition_root, prepare_schedule, remove_old
-    from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
-    from ..runtime.metrics import read_jsonl, write_json
-    from ..runtime.repartition import BuildError, start_builder
-    from ..runtime.restarts import RestartBudget
-    from .recovery import run_resumable_job
-
     k, epochs = cfg.schedule.k, cfg.train.epochs
     n_seg = num_partitionings(epochs, k)
     root = partition_root(out)
@@ -145,8 +155,6 @@ def _merge_segment_summaries(segs: list[dict]) -> dict:
     median of per-epoch maxima, not a median of the segments' medians); the per-worker byte
     figures, which the records do not hold for every worker, are the median over segments.
     """
-    from ..runtime.metrics import epoch_summary, hosts_wire_summary, median, wire_per_epoch
-
     sums = [s["summary"] for s in segs]
     recs = [r for s in segs for r in s["records"]]
     merged = dict(sums[-1])  # last segment: names, model, settings

@@ -59,17 +59,26 @@ import dgl
 import torch as th
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-# Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
-# its machine id on a one-host cluster; a copied script must import it before DGL starts.
-import dgl_grappa.distdgl as gd
 from dgl_grappa.cluster import faults
 from dgl_grappa.cluster.hosts import worker_identity
 from dgl_grappa.cluster.launch import backend_for, select_device
-from dgl_grappa.cluster.procs import process_start_time
-from dgl_grappa.config import load_config
+from dgl_grappa.cluster.procs import EXIT_USER_ERROR, process_start_time
+from dgl_grappa.config import ConfigError, load_config
+
+# Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
+# its machine id on a one-host cluster; a copied script must import it before DGL starts.
+from dgl_grappa.distdgl import TrainerMeter
 from dgl_grappa.kinds import resolve
 from dgl_grappa.partition.layout import GRAPH_NAME
-from dgl_grappa.runtime.checkpoint import CheckpointError, checkpoint_due
+from dgl_grappa.partition.schedule import partitioning_index
+from dgl_grappa.runtime.agreement import load_everywhere, save_on_rank0
+from dgl_grappa.runtime.checkpoint import (
+    CheckpointError,
+    CheckpointStore,
+    checkpoint_due,
+    fingerprint,
+    set_rng_state,
+)
 
 
 def param_checksum(model):
@@ -85,10 +94,6 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter, sh
     a write that fails (disk full, ...) raises CheckpointError on every rank
     (:func:`dgl_grappa.runtime.agreement.save_on_rank0`, the protocol of Grappa's trainer).
     """
-    from dgl_grappa.partition.schedule import partitioning_index
-    from dgl_grappa.runtime.agreement import save_on_rank0
-    from dgl_grappa.runtime.checkpoint import fingerprint
-
     def state(ranks):
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "ranks": ranks,
                 "records": records, "checksum": param_checksum(model),
@@ -104,9 +109,6 @@ def load_checkpoint(path, cfg, model, optimizer):
     A rank that cannot read the file gets its bytes from rank 0
     (:func:`dgl_grappa.runtime.agreement.load_everywhere`, a collective).
     """
-    from dgl_grappa.runtime.agreement import load_everywhere
-    from dgl_grappa.runtime.checkpoint import fingerprint, set_rng_state
-
     ck = load_everywhere(path, fingerprint(cfg))
     model.load_state_dict(ck["model"])
     optimizer.load_state_dict(ck["optimizer"])
@@ -164,7 +166,7 @@ def train():
     stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
     seg_start = args.start_epoch if args.segment_start is None else args.segment_start
     prior = []  # this rank's records before this job's segment (from a checkpoint)
-    meter = gd.TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
+    meter = TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
                             mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
                             optimizer=optimizer, held=loader if args.grappa else None,
                             one_time_bytes=getattr(loader, "one_time_bytes", job.read_once))
@@ -189,8 +191,6 @@ def train():
             faults.hit("switch", rank=th.distributed.get_rank(), epoch=args.start_epoch)
     store = None
     if args.checkpoint_dir:
-        from dgl_grappa.runtime.checkpoint import CheckpointStore
-
         store = CheckpointStore(args.checkpoint_dir, cfg.checkpoint.keep_last)
     restart["init_done"] = time.time()
     for epoch in range(args.start_epoch, stop):
@@ -239,9 +239,6 @@ def train():
 
 def main():
     """Run the trainer; a user error (e.g. a checkpoint that cannot be written) is one line and EXIT_USER_ERROR."""
-    from dgl_grappa.cluster.procs import EXIT_USER_ERROR
-    from dgl_grappa.config import ConfigError
-
     try:
         train()
     except ConfigError as exc:

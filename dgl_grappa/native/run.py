@@ -22,8 +22,20 @@ from pathlib import Path
 
 from ..cluster.launch import WorkerFailed, check_port_free, free_port, spawn_workers
 from ..config import Config, ConfigError, check_output_dir
-from ..runtime.checkpoint import CheckpointStore, ResumePoint, checkpoint_dir, fingerprint, resolve_resume
+from ..data import load_dataset, num_classes
+from ..partition.prebuilt import prebuilt_num_classes, prebuilt_stats
+from ..partition.schedule import prepare_schedule, resume_partitioning, resume_schedule
+from ..partition.store import ensure_partitions, format_stats
+from ..runtime.checkpoint import (
+    CheckpointStore,
+    ResumePoint,
+    checkpoint_dir,
+    fingerprint,
+    resolve_resume,
+)
+from ..runtime.repartition import start_builder
 from ..runtime.restarts import RestartBudget
+from .trainer import train_worker
 
 log = logging.getLogger("dgl_grappa")
 
@@ -76,12 +88,9 @@ def prepare_partitions(cfg: Config, g, start_epoch: int, fresh: bool) -> dict:
         fresh: a new run (old partitionings are cleared) rather than a resumed one.
     """
     if cfg.schedule.k > 0:
-        from ..partition.schedule import prepare_schedule, resume_partitioning, resume_schedule
-
         if fresh:
             return prepare_schedule(cfg, g)
         return resume_schedule(cfg, resume_partitioning(start_epoch, cfg.train.epochs, cfg.schedule.k), g)
-    from ..partition.store import ensure_partitions
 
     stats, _ = ensure_partitions(cfg, g)
     return stats
@@ -101,10 +110,6 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
         ConfigError: a user error (before the run, or reported by a worker); nothing is restarted.
         WorkerFailed: a worker died and no restart was left, or the deadline passed.
     """
-    from ..data import load_dataset, num_classes
-    from ..runtime.repartition import start_builder
-    from .trainer import train_worker
-
     out = Path(cfg.run.output_dir)
     point = check_inputs(cfg)
     start = point.epoch if point is not None else 0
@@ -112,7 +117,6 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     with removed_on_user_error(out):
         if cfg.partition.prebuilt:
             # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
-            from ..partition.prebuilt import prebuilt_num_classes, prebuilt_stats
 
             g, stats = None, prebuilt_stats(cfg)
             n_classes = prebuilt_num_classes(cfg, stats)
@@ -130,7 +134,6 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
                     builder.close()
                 raise
     del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
-    from ..partition.store import format_stats
 
     print(format_stats(stats) if stats.get("edge_cut") is not None else
           f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)

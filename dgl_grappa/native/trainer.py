@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..config import Config, ConfigError
-from ..kinds import resolve
+from ..kinds import Batch, resolve
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
@@ -48,7 +49,6 @@ from ..runtime.checkpoint import (
 )
 from ..runtime.evaluation import make_evaluator
 from ..runtime.meter import EpochMeter
-from ..kinds import Batch
 from ..runtime.metrics import ANON_PEAK, PhaseTimes, memory_stats
 from .floor import FloorProbe
 from .summary import write_summary
@@ -246,8 +246,6 @@ class Trainer:
 
     def _backward_pool(self):
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgl_grappa-backward")
         return self._pool
 

@@ -31,7 +31,28 @@ import time
 import uuid
 from pathlib import Path
 
+import torch.distributed as dist
+
+from ..cluster.hosts import WorkerIdentity, torchrun_env, worker_identity
+from ..cluster.launch import (
+    free_port,
+    init_distributed_env,
+    set_threads,
+    setup_logging,
+    shutdown_distributed,
+    threads_per_worker,
+)
+from ..cluster.procs import ENV_JOB, JobFailed
+from ..cluster.remote import DILATION_KEYS, Cluster, wait_all
 from ..config import Config, ConfigError, write_resolved_config
+from ..data import load_dataset, num_classes
+from ..env import ENV_WIRE
+from ..partition.layout import has_part, part_files
+from ..partition.schedule import prepare_schedule
+from ..partition.share import share_partition
+from ..partition.store import ensure_partitions, format_stats
+from ..runtime.metrics import write_json
+from .trainer import run_worker
 
 log = logging.getLogger("dgl_grappa")
 
@@ -47,12 +68,6 @@ def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None)
         JobFailed: rank 0 could not make the partitions (every rank raises it).
         ConfigError: a worker's part is missing on its host (every rank raises it).
     """
-    import torch.distributed as dist
-
-    from ..cluster.procs import JobFailed
-    from ..partition.layout import has_part
-    from ..partition.share import share_partition
-
     payload: list = [None]
     if ident.is_main:
         try:
@@ -107,16 +122,6 @@ def cmd_worker(cfg: Config, part_config: str | None = None, num_classes: int | N
     Returns:
         0; failures raise (ConfigError: exit 2, JobFailed and others: exit 1).
     """
-    from ..cluster.hosts import worker_identity
-    from ..cluster.launch import (
-        init_distributed_env,
-        set_threads,
-        setup_logging,
-        shutdown_distributed,
-        threads_per_worker,
-    )
-    from .trainer import run_worker
-
     who = worker_identity(os.environ if env is None else env)
     if who.world_size != cfg.partition.num_parts:
         raise ConfigError(f"WORLD_SIZE={who.world_size} but partition.num_parts={cfg.partition.num_parts}: one "
@@ -159,19 +164,9 @@ def train_on_hosts(cfg: Config) -> dict:
         ConfigError: bad hosts (one line). JobFailed: a worker failed (the tail of its log)
             or the job ran past ``run.timeout_s``; no process is left on any host.
     """
-    from ..cluster.hosts import WorkerIdentity, torchrun_env
-    from ..cluster.launch import free_port
-    from ..cluster.remote import DILATION_KEYS, Cluster, wait_all
-    from ..data import load_dataset, num_classes
-    from ..partition.layout import part_files
-    from ..partition.store import ensure_partitions, format_stats
-    from ..env import ENV_WIRE
-    from ..runtime.metrics import write_json
-
     n = cfg.partition.num_parts
     out = Path(cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
-    from ..cluster.procs import ENV_JOB
 
     job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
     cluster = Cluster(cfg, n, job)  # validates the hosts before anything is built
@@ -179,8 +174,6 @@ def train_on_hosts(cfg: Config) -> dict:
     g = load_dataset(cfg.data)
     n_classes = num_classes(g)
     if cfg.schedule.k > 0:
-        from ..partition.schedule import prepare_schedule
-
         stats = prepare_schedule(cfg, g)
     else:
         stats, _ = ensure_partitions(cfg, g)
@@ -222,8 +215,6 @@ def train_on_hosts(cfg: Config) -> dict:
         described = cluster.describe()
     summary_path = out / "summary.json"
     if not summary_path.is_file():
-        from ..cluster.procs import JobFailed
-
         raise JobFailed(f"the workers ended without writing {summary_path}")
     summary = json.loads(summary_path.read_text())
     for h in summary.get("wire_hosts") or []:
