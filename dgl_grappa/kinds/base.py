@@ -119,12 +119,13 @@ class LocalRuntime(ABC):
         self.steps = min(full, cap) if cap > 0 else full
         return full
 
-    def warn_idle(self, num_local: int, world_size: int, what: str) -> None:
-        """A log line for a worker that takes its steps with weight 0 (nothing of ``what`` to train on)."""
+    def warn_idle(self, num_local: int, world_size: int, lacks: str, have: str) -> None:
+        """A log line for a worker that takes its steps with weight 0 (``lacks``: what it has none of, e.g.
+        "has no training nodes"; ``have``: what the others have, e.g. "seeds")."""
         if num_local == 0:
-            log.warning("part %d has no %s: it takes the %d agreed steps per epoch with weight 0 (the average is "
-                        "over the %d of %d workers that have some)", self.lp.part_id, what, self.steps,
-                        self.contributors, world_size)
+            log.warning("part %d %s: it takes the %d agreed steps per epoch with weight 0 (the average is over the "
+                        "%d of %d workers that have %s)", self.lp.part_id, lacks, self.steps, self.contributors,
+                        world_size, have)
 
     def epoch_inputs(self, epoch: int, times=None) -> Iterator[Batch]:
         """Yield one :class:`Batch` per step of epoch ``epoch``.

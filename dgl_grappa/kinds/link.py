@@ -63,7 +63,7 @@ class EdgeRuntime(HomogeneousRuntime):
         self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree)
         self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
                                         self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
-        self.warn_idle(n_pos, ident.world_size, "positive edge")
+        self.warn_idle(n_pos, ident.world_size, "holds no positive edge", "edges")
 
     def assemble(self, sample) -> Batch:
         input_nodes, pair_graph, neg_pair_graph, blocks = sample

@@ -59,7 +59,7 @@ class NodeRuntime(HomogeneousRuntime):
                 raise ConfigError(nothing)
             self.steps = 1
             self.batches = None
-        self.warn_idle(n_seeds, ident.world_size, "training nodes")
+        self.warn_idle(n_seeds, ident.world_size, "has no training nodes", "seeds")
 
     def epoch_inputs(self, epoch: int, times=None):
         """Yield one :class:`~.base.Batch` per step: sampled blocks whose output rows are the seeds
