@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from ..cluster.launch import WorkerFailed, check_port_free, free_port, spawn_workers
-from ..config import Config, ConfigError, check_output_dir
+from ..config import Config, ConfigError
 from ..runtime.checkpoint import CheckpointStore, ResumePoint, checkpoint_dir, fingerprint, resolve_resume
+from ..runtime.folders import check_output_dir
 from ..runtime.restarts import RestartBudget
 
 log = logging.getLogger("dgl_grappa")
