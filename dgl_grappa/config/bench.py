@@ -28,7 +28,8 @@ class CompareConfig:
         """Something to run, and a target accuracy that is a fraction."""
         require(self.distdgl or bool(self.variants) or self.dropin,
                 "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
-        require(0.0 <= self.target_acc <= 1.0, f"compare.target_acc={self.target_acc} must be in [0, 1] (0 = automatic)")
+        require(0.0 <= self.target_acc <= 1.0,
+                f"compare.target_acc={self.target_acc} must be in [0, 1] (0 = automatic)")
 
 
 @dataclass
