@@ -32,7 +32,7 @@ log = logging.getLogger("dgl_grappa")
 
 
 def cmd_partition(cfg: Config) -> int:
-    from .config import check_output_dir
+    from .runtime.folders import check_output_dir
     from .native.run import removed_on_user_error
     from .partition.store import ensure_partitions, format_stats, partition_dir
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 
-from dgl_grappa.config import ConfigError, load_config
+from dgl_grappa.config import (CheckpointConfig, Config, ConfigError, DataConfig, DistDGLConfig, LaunchConfig,
+                               NetworkConfig, PartitionConfig, RunConfig, SyntheticConfig, TrainConfig, load_config)
+from dgl_grappa.config.rules import workers_fit_hosts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,6 +74,38 @@ def test_every_shipped_config_loads():
     assert configs, "no configs shipped"
     for f in configs:
         load_config(f)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("section,override", [
+    (lambda: DataConfig(synthetic=SyntheticConfig(num_nodes=5)), "--data.synthetic.num_nodes=5"),
+    (lambda: DataConfig(name="dgl"), "--data.name=dgl"),
+    (lambda: PartitionConfig(num_parts=0), "--partition.num_parts=0"),
+    (lambda: TrainConfig(memory_budget="lots"), "--train.memory_budget=lots"),
+    (lambda: NetworkConfig(host_cpus="3-1"), "--network.host_cpus=3-1"),
+    (lambda: DistDGLConfig(shm_size="big"), "--distdgl.shm_size=big"),
+    (lambda: LaunchConfig(hosts=["a", "a"]), "--launch.hosts=[a,a]"),
+    (lambda: RunConfig(timeout_s=0.0), "--run.timeout_s=0"),
+    (lambda: CheckpointConfig(keep_last=0), "--checkpoint.keep_last=0"),
+])
+def test_a_section_checks_its_own_fields(section, override):
+    """A section's check(), on its own, gives the one-line error that load_config gives for the same value."""
+    with pytest.raises(ConfigError) as whole:
+        load_config(None, [override])
+    with pytest.raises(ConfigError) as alone:
+        section().check()
+    assert str(alone.value) == str(whole.value)
+
+
+@pytest.mark.unit
+def test_the_default_sections_pass_their_own_checks_and_a_cross_rule_reads_only_its_sections():
+    cfg = Config()
+    for name in ("data", "partition", "model", "train", "grappa", "schedule", "network", "distdgl", "compare",
+                 "bench", "launch", "run", "checkpoint"):
+        getattr(cfg, name).check()
+    workers_fit_hosts(LaunchConfig(hosts=["a", "b"]), PartitionConfig(num_parts=4))
+    with pytest.raises(ConfigError, match="do not fit on 2 hosts"):
+        workers_fit_hosts(LaunchConfig(hosts=["a", "b"], workers_per_host=1), PartitionConfig(num_parts=4))
 
 
 def test_cli_user_error_exits_2_with_one_line_and_touches_nothing(tmp_path):

@@ -105,7 +105,7 @@ def run_compare(cfg) -> dict:
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
     if why is not None:
         raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
-    from ..config import check_output_dir
+    from ..runtime.folders import check_output_dir
 
     check_output_dir(cfg.run.output_dir, "run.output_dir")
     out = Path(cfg.run.output_dir).resolve()

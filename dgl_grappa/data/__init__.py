@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dgl
 
-from ..config import Config, ConfigError, DataConfig, ModelConfig, validate
+from ..config import Config, ConfigError, DataConfig, ModelConfig, hetero_schema, select_etypes, validate
 from .common import STANDARD_KEYS, make_graph, num_classes, target_type
 from .planetoid import cache_root, load_planetoid, planetoid_cache_dir
 from .synthetic import SBMArrays, effective_noise, generate_sbm, synthetic_graph
@@ -77,7 +77,6 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
 
         return BigGraph(cfg.path).to_dgl()
     if cfg.name == "hetsynth":
-        from ..config import hetero_schema, select_etypes
         from .hetsynth import hetsynth_graph
 
         g = hetsynth_graph(cfg.hetsynth)

@@ -57,7 +57,7 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if grappa else None
     if why is not None:
         raise ConfigError(why)  # here, before servers start, rather than in every trainer
-    from ..config import check_output_dir
+    from ..runtime.folders import check_output_dir
 
     check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
     if cfg.schedule.k > 0 and cfg.launch.copy_partitions:

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..cluster.launch import WorkerFailed, check_port_free, free_port, spawn_workers
-from ..config import Config, ConfigError, check_output_dir
+from ..config import Config, ConfigError
 from ..data import load_dataset, num_classes
 from ..partition.prebuilt import prebuilt_num_classes, prebuilt_stats
 from ..partition.schedule import prepare_schedule, resume_partitioning, resume_schedule
@@ -33,6 +33,7 @@ from ..runtime.checkpoint import (
     fingerprint,
     resolve_resume,
 )
+from ..runtime.folders import check_output_dir
 from ..runtime.repartition import start_builder
 from ..runtime.restarts import RestartBudget
 from .trainer import train_worker
