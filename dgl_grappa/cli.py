@@ -27,6 +27,7 @@ from .bench.compare import cmd_compare
 from .cluster.launch import setup_logging
 from .cluster.procs import JobFailed
 from .config import Config, ConfigError, load_config, uses_hosts
+from .kinds import resolve
 
 log = logging.getLogger("dgl_grappa")
 
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
             rest = rest + [f"--checkpoint.resume={args.resume}"]
         cfg = load_config(args.config, rest)
+        resolve(cfg)  # the kind of job's own rules, before anything runs
         if args.command == "worker":
             return cmd_worker(cfg, own)
         return COMMANDS[args.command](cfg)

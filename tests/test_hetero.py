@@ -28,8 +28,16 @@ import pytest
 import torch
 from clitools import train
 
-from dgl_grappa.config import Config, ConfigError, DataConfig, HetSynthConfig, ModelConfig, PartitionConfig, \
-    load_config
+from dgl_grappa.config import (
+    Config,
+    ConfigError,
+    DataConfig,
+    HetSynthConfig,
+    ModelConfig,
+    PartitionConfig,
+    load_config,
+)
+from dgl_grappa.kinds import resolve
 from dgl_grappa.method.models import gradient_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +106,7 @@ def _group(keys: torch.Tensor, values: torch.Tensor) -> dict:
 def test_one_line_config_errors_name_the_key():
     def error(*overrides, config=CONFIG):
         with pytest.raises(ConfigError) as exc:
-            load_config(config, list(overrides))
+            resolve(load_config(config, list(overrides)))  # the config tree's rules, then the kind's
         msg = str(exc.value)
         assert "\n" not in msg
         return msg
@@ -365,7 +373,13 @@ def test_rgcn_on_full_fanout_blocks_is_the_whole_graphs_rgcn(het_parts):
 @pytest.mark.unit
 def test_featureless_types_learn_their_own_rows_locally_and_keep_the_halo_frozen(het_parts):
     from dgl_grappa.method.embedding import initial_rows
-    from dgl_grappa.method.hetero import HeteroEmbedding, HeteroFeatures, TargetSeeds, load_local_hetero, type_seed
+    from dgl_grappa.method.hetero import (
+        HeteroEmbedding,
+        HeteroFeatures,
+        TargetSeeds,
+        load_local_hetero,
+        type_seed,
+    )
 
     _, stats = het_parts
     lp = load_local_hetero(stats["part_config"], 0, "keep")

@@ -23,10 +23,17 @@ import torch
 from clitools import train
 
 from dgl_grappa.cluster.launch import Identity
-from dgl_grappa.config import ConfigError, DataConfig, LinkConfig, ModelConfig, PartitionConfig, SyntheticConfig, \
-    load_config
+from dgl_grappa.config import (
+    ConfigError,
+    DataConfig,
+    LinkConfig,
+    ModelConfig,
+    PartitionConfig,
+    SyntheticConfig,
+    load_config,
+)
 from dgl_grappa.data.links import hold_out_edges, link_split
-from dgl_grappa.kinds import kind_of
+from dgl_grappa.kinds import kind_of, resolve
 from dgl_grappa.method.link import LocalNegativeSampler, link_loss
 from dgl_grappa.method.models import build_model, gradient_bytes
 from dgl_grappa.runtime.evaluation import ranking_metrics
@@ -238,7 +245,7 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
 def test_one_line_errors_for_what_link_prediction_cannot_serve():
     def error(*overrides):
         with pytest.raises(ConfigError) as exc:
-            load_config(CONFIG, list(overrides))
+            resolve(load_config(CONFIG, list(overrides)))  # the config tree's rules, then the kind's
         msg = str(exc.value)
         assert "\n" not in msg
         return msg

@@ -8,8 +8,10 @@ and exits non-zero without a traceback.
 The modules: :mod:`.loader` (YAML, coercion, overrides, :func:`load_config`), the sections by
 subsystem, each dataclass with a ``check`` method for the rules of its own fields (:mod:`.data`,
 :mod:`.partition`, :mod:`.training`, :mod:`.launch`, :mod:`.bench`, :mod:`.run`), the tree
-(:mod:`.tree`), the rules that span sections (:mod:`.rules`) and those of the link and
-heterogeneous jobs (:mod:`.kind_rules`). Everything is imported from here.
+(:mod:`.tree`) and the rules that span sections (:mod:`.rules`). The rules of a kind of job (what
+link prediction or a heterogeneous graph cannot run with) are the kind's own
+(:meth:`dgl_grappa.kinds.JobKind.check`, checked by :func:`dgl_grappa.kinds.resolve`). Everything
+is imported from here.
 
 Example:
     >>> cfg = load_config(None, ["--train.epochs=3", "--partition.num_parts=2"])
@@ -21,7 +23,7 @@ from __future__ import annotations
 from .bench import PAIR, BenchConfig, CompareConfig, parse_pairs
 from .data import (HETERO_DATASETS, HETSYNTH_ETYPES, HETSYNTH_LABELLED, HETSYNTH_NTYPES, DataConfig, HetSynthConfig,
                    SyntheticConfig, hetero_schema, select_etypes)
-from .errors import ConfigError
+from .errors import ConfigError, require
 from .launch import TC_RATE, DistDGLConfig, LaunchConfig, NetworkConfig
 from .loader import _coerce, config_changes, load_config, parse_overrides, write_resolved_config
 from .partition import PartitionConfig, ScheduleConfig
@@ -35,6 +37,6 @@ __all__ = [
     "CheckpointConfig", "CompareConfig", "Config", "ConfigError", "DataConfig", "DistDGLConfig", "GrappaConfig",
     "HetSynthConfig", "LaunchConfig", "LinkConfig", "ModelConfig", "NetworkConfig", "PartitionConfig", "RunConfig",
     "ScheduleConfig", "SyntheticConfig", "TrainConfig", "config_changes", "dropin_problem", "hetero_schema",
-    "load_config", "parse_budget", "parse_overrides", "parse_pairs", "select_etypes", "to_dict", "uses_hosts",
+    "load_config", "parse_budget", "parse_overrides", "parse_pairs", "require", "select_etypes", "to_dict", "uses_hosts",
     "validate", "write_resolved_config",
 ]

@@ -132,8 +132,25 @@ class HetSynthConfig:
     seed: int = 0
     """Generator seed: the same seed gives the same graph."""
 
-    # Its ranges are checked with the rest of the heterogeneous job's rules (config/kind_rules.py),
-    # only when data.name is hetsynth.
+    def check(self) -> None:
+        """The generator's ranges (checked only when ``data.name`` is hetsynth)."""
+        for key in ("num_papers", "num_authors", "num_fields", "feat_dim", "fields_per_paper"):
+            require(getattr(self, key) >= 1, f"data.hetsynth.{key}={getattr(self, key)} must be >= 1")
+        require(self.num_papers >= 10, f"data.hetsynth.num_papers={self.num_papers} is too small; use at least 10")
+        require(self.num_classes >= 2, f"data.hetsynth.num_classes={self.num_classes} must be >= 2")
+        require(self.fields_per_paper <= self.num_fields, f"data.hetsynth.fields_per_paper={self.fields_per_paper} is "
+                                                          f"more than data.hetsynth.num_fields={self.num_fields}")
+        require(self.papers_per_author > 0 and self.citations >= 0,
+                f"data.hetsynth.papers_per_author={self.papers_per_author} must be > 0 and citations={self.citations} "
+                ">= 0")
+        require(0.0 <= self.homophily <= 1.0, f"data.hetsynth.homophily={self.homophily} must be in [0, 1]")
+        require(self.noise >= 0, f"data.hetsynth.noise={self.noise} must be >= 0")
+        require(0 < self.train_frac < 1 and 0 <= self.val_frac < 1 and self.train_frac + self.val_frac < 1,
+                f"data.hetsynth.train_frac={self.train_frac} / val_frac={self.val_frac} must be fractions that leave "
+                "a test split")
+        for ft in self.feat_types:
+            require(ft in HETSYNTH_NTYPES, f"data.hetsynth.feat_types entry {ft!r} is not a node type of hetsynth "
+                                           f"({', '.join(HETSYNTH_NTYPES)}); list node types, e.g. [paper]")
 
 
 def hetero_schema(data) -> dict | None:
@@ -216,9 +233,24 @@ class DataConfig:
     cut, trained and evaluated with these only. Empty = every relation."""
 
     def check(self) -> None:
-        """The generator's ranges and the file a user graph needs (the heterogeneous rules are in kind_rules)."""
+        """The generator's ranges, the file a user graph needs, and the node and edge types a heterogeneous
+        graph is trained on (they must be the graph's)."""
         self.synthetic.check()
         require(self.name != "dgl" or bool(self.path),
                 "data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>")
         require(self.name != "bigsynth" or bool(self.path),
                 "data.path is empty but data.name=bigsynth; set --data.path=<folder written by generate_big>")
+        schema = hetero_schema(self)
+        if schema is None:
+            require(not self.target and not self.etypes,
+                    f"data.target / data.etypes name node and edge types, but data.name={self.name} is a homogeneous "
+                    "graph; leave them empty (or use --data.name=hetsynth)")
+            return
+        self.hetsynth.check()
+        target = self.target or schema["labelled"][0]
+        require(target in schema["ntypes"], f"data.target={target!r} is not a node type of data.name={self.name} "
+                                            f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}")
+        require(target in schema["labelled"],
+                f"data.target={target} has no labels (the labelled node type of data.name={self.name} is "
+                f"{', '.join(schema['labelled'])}); use --data.target={schema['labelled'][0]}")
+        select_etypes(self.etypes, schema["etypes"])  # a name that is no relation is a one-line error

@@ -1,13 +1,12 @@
 """The rules that span sections, and :func:`validate`, which runs every rule of the tree in order.
 
 A section's rules about its own fields are its ``check`` method; here are the ones that read two
-sections or more, each taking the sections it reads. The rules of the link and heterogeneous jobs
-are in :mod:`.kind_rules`.
+sections or more, each taking the sections it reads. The rules of a kind of job are the kind's
+(:mod:`dgl_grappa.kinds`).
 """
 from __future__ import annotations
 
 from .errors import require
-from .kind_rules import _validate_hetero, _validate_link
 from .launch import DistDGLConfig, LaunchConfig, NetworkConfig
 from .partition import PartitionConfig, ScheduleConfig
 from .training import ModelConfig, TrainConfig
@@ -97,9 +96,8 @@ def validate(cfg: Config) -> None:
     """Check ranges and cross-field rules; raise ConfigError on the first problem.
 
     The order decides which message a config with several problems gets: the sections a job
-    kind builds on first, then the kinds' rules (a heterogeneous graph's before the learnable
-    rows' and link prediction's: on such a graph its own rules say what it cannot run with),
-    then the rest. ``data.hetsynth`` and ``link`` are checked by their kind's rules, only when used.
+    builds on first, then the rest. ``data.hetsynth`` is checked only when it is the graph, and
+    ``link`` by link prediction's own rules (:meth:`dgl_grappa.kinds.JobKind.check`).
 
     Example:
         >>> validate(Config())
@@ -110,9 +108,7 @@ def validate(cfg: Config) -> None:
     layerwise_is_fixed(cfg.train, cfg.schedule)
     cfg.partition.check()
     cfg.model.check()
-    _validate_hetero(cfg)  # first: on a heterogeneous graph its own rules say what it cannot run with
     learnable_rows(cfg)
-    _validate_link(cfg)
     fanout_per_layer(cfg.train, cfg.model)
     cfg.grappa.check()
     cfg.schedule.check()

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import Config
+from ..config import Config, hetero_schema, require, select_etypes
 from ..method import coverage as cov
 from ..method.dropin import GrappaHeteroLoader
 from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartition, TargetSeeds, load_local_hetero
@@ -92,6 +92,35 @@ class HeteroKind(JobKind):
     name = "hetero"
     task = "node"
     heterogeneous = True
+
+    def check(self, cfg: Config) -> None:
+        """The model, the featureless types, and the settings the heterogeneous runtime does not serve (the
+        graph's own types and relations are the ``data`` section's rules)."""
+        d, m, t = cfg.data, cfg.model, cfg.train
+        schema = hetero_schema(d)
+        target = d.target or schema["labelled"][0]
+        kept = select_etypes(d.etypes, schema["etypes"])
+        used = {target} | {e[0] for e in kept} | {e[2] for e in kept}  # the node types the kept relations touch
+        require(m.name == "rgcn", f"data.name={d.name} is a heterogeneous graph, which model.name={m.name} cannot "
+                                  "train; use --model.name=rgcn (a GraphConv per relation, summed)")
+        bare = [n for n in schema["ntypes"] if n in used and n not in schema["featured"]]
+        require(not bare or m.embed,
+                f"node types {', '.join(bare)} of data.name={d.name} have no features, so model.embed=false leaves "
+                "them without input; set --model.embed=true (a learnable row per node of those types)")
+        refused = [
+            (t.mode == "minibatch", f"train.mode={t.mode}", "--train.mode=minibatch"),
+            (cfg.grappa.correction == "none", f"grappa.correction={cfg.grappa.correction}",
+             "--grappa.correction=none"),
+            (set(cfg.compare.variants) <= {"none"}, f"compare.variants=[{','.join(cfg.compare.variants)}]",
+             "--compare.variants=[none]"),
+            (cfg.schedule.k == 0, f"schedule.k={cfg.schedule.k}", "--schedule.k=0"),
+            (not cfg.partition.prebuilt and t.eval_mode != "layerwise", "layer-wise evaluation "
+             "(train.eval_mode=layerwise, partition.prebuilt)", "--train.eval_mode=whole without partition.prebuilt"),
+            (not cfg.run.floor, "run.floor=true", "--run.floor=false"),
+        ]
+        for ok, what, fix in refused:
+            require(ok, f"data.name={d.name} (a heterogeneous graph) is not trained with {what}: the heterogeneous "
+                        f"runtime trains node classification on minibatches with plain gradient averaging; use {fix}")
 
     def load_part(self, cfg: Config, part_config: str, part: int) -> HeteroLocalPartition:
         # the budget holds the featured types' tables; the featureless types' learnable rows stay outside it

@@ -18,7 +18,7 @@ import dgl
 import torch
 from torch import Tensor, nn
 
-from ..config import Config, parse_budget
+from ..config import Config, parse_budget, require
 from ..method import coverage as cov
 from ..method.embedding import LocalEmbedding
 from ..method.local_part import Keep, first_hop_table, load_local
@@ -79,6 +79,10 @@ class HomogeneousRuntime(LocalRuntime):
 
 class HomogeneousKind(JobKind):
     """The builders node classification and link prediction share (a homogeneous part, the same input rows)."""
+
+    def check(self, cfg: Config) -> None:
+        require(cfg.model.name != "rgcn", f"model.name=rgcn needs a heterogeneous graph, but data.name={cfg.data.name} "
+                                          "is homogeneous; use --data.name=hetsynth, or --model.name=sage")
 
     def reach(self, cfg: Config) -> int | None:
         """How far the seeds' trees reach (the hops :class:`~dgl_grappa.method.local_part.Keep` keeps)."""

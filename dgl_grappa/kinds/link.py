@@ -21,7 +21,7 @@ import dgl
 import torch
 from torch import Tensor
 
-from ..config import Config
+from ..config import Config, require
 from ..method import coverage as cov
 from ..method.dropin import GrappaEdgeLoader
 from ..method.link import (
@@ -96,6 +96,38 @@ class LinkKind(HomogeneousKind):
 
     name = "link"
     task = "link"
+
+    def check(self, cfg: Config) -> None:
+        """The held-out fractions, the negatives, and the settings link prediction cannot serve."""
+        super().check(cfg)
+        lk, t = cfg.link, cfg.train
+        require(0.0 < lk.val_frac < 1.0,
+                f"link.val_frac={lk.val_frac} must be in (0, 1): validation scores held-out edges")
+        require(0.0 < lk.test_frac < 1.0, f"link.test_frac={lk.test_frac} must be in (0, 1): the test scores held-out "
+                                          "edges")
+        require(lk.val_frac + lk.test_frac < 1.0,
+                f"link.val_frac={lk.val_frac} and link.test_frac={lk.test_frac} hold out {lk.val_frac + lk.test_frac:g} "
+                "of the edges, leaving none to train on; make their sum < 1, e.g. --link.val_frac=0.05 "
+                "--link.test_frac=0.1")
+        require(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
+        require(lk.eval_negatives >= 1, f"link.eval_negatives={lk.eval_negatives} must be >= 1")
+        require(1 <= lk.hits_k <= lk.eval_negatives,
+                f"link.hits_k={lk.hits_k} must be in 1..link.eval_negatives={lk.eval_negatives} (with more, every "
+                f"held-out edge ranks in the top k); e.g. --link.hits_k={min(10, lk.eval_negatives)}")
+        require(cfg.grappa.correction == "none",
+                f"train.task=link with grappa.correction={cfg.grappa.correction}: the corrections weight nodes by "
+                "their coverage, and the link loss is a mean over edges; use --grappa.correction=none")
+        require(t.mode == "minibatch", "train.task=link with train.mode=fullgraph: link prediction trains on "
+                                       "minibatches of edges and their sampled negatives; use --train.mode=minibatch")
+        require(not cfg.model.embed, "train.task=link with model.embed=true: learnable rows are not wired into link "
+                                     "prediction; train on the features (--model.embed=false)")
+        require(cfg.schedule.k == 0,
+                f"train.task=link with schedule.k={cfg.schedule.k}: a new partitioning would have to be cut from the "
+                "same training graph (held-out edges removed), which repartitioning does not do; use --schedule.k=0")
+        require(not cfg.partition.prebuilt and t.eval_mode != "layerwise",
+                "train.task=link scores held-out edges on the whole graph in rank 0's memory; layer-wise evaluation "
+                "(train.eval_mode=layerwise, partition.prebuilt) is not available with it: use "
+                "--train.eval_mode=whole without partition.prebuilt")
 
     def reach(self, cfg: Config) -> int | None:
         return None  # any node a worker holds can be the end of a positive or negative pair
