@@ -82,6 +82,7 @@ from pathlib import Path
 import yaml
 
 from ..config import Config, ConfigError, config_changes, load_config, parse_overrides, parse_pairs, to_dict
+from ..kinds import resolve
 
 log = logging.getLogger("dgl_grappa")
 
@@ -372,7 +373,7 @@ def _check_model(ds: str, model: str, base: Config, common: list[str]) -> None:
     if model == base.model.name:
         return
     try:
-        load_config(ds, common + [f"--model.name={model}"])
+        resolve(load_config(ds, common + [f"--model.name={model}"]))  # the kind of job's own rules too
     except ConfigError as exc:
         raise ConfigError(
             f"bench.models: {ds} cannot train model {model!r} ({str(exc).splitlines()[0].rstrip('.')}); give each "
@@ -396,6 +397,7 @@ def _cell(ds: str, axes: dict, common: list[str], systems: list[System], out_dir
         scfg = load_config(ds, common + axis + s.overrides + [
             f"--name={cid}.{s.name}", "--run.progress=false", f"--run.output_dir={(out_dir / 'runs' / cid / s.name).resolve()}",
             f"--partition.out_dir={pdir.resolve()}"])
+        resolve(scfg)  # a system's overrides must suit the kind of job (one line before anything runs)
         norm = normalised(scfg)
         cell.systems[s.name] = PlannedSystem(system=s, cfg=scfg, config=norm,
                                              fingerprint=digest({"kind": s.kind, "config": norm}))
