@@ -1,4 +1,6 @@
+import json
 import os
+import uuid
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -22,6 +24,46 @@ def small_parts(small_graph, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("parts")
     return small_graph, partition(small_graph, PartitionConfig(num_parts=2, method="metis"), out)
+
+
+@pytest.fixture(scope="session")
+def namespaces_missing():
+    """Why a job cannot get private namespaces here (a network namespace, its own /dev/shm), or None if it can."""
+    from dgl_grappa.cluster.netns import check_isolation
+
+    return check_isolation(net=True, shm="64m")
+
+
+COMPARED_SYSTEMS = ("distdgl", "grappa-none", "distdgl-grappa")
+
+
+@pytest.fixture(scope="module")
+def compare_run(request, tmp_path_factory, namespaces_missing):
+    """One ``compare`` (DistDGL, grappa-none and the drop-in on the same partitions) of the requesting
+    module's ``COMPARE``, a config template with ``{parts}`` and ``{out}``; skipped without private namespaces.
+
+    Returns:
+        (its output folder, compare.json's content, {system: its summary.json} for :data:`COMPARED_SYSTEMS`).
+    """
+    if namespaces_missing is not None:
+        pytest.skip(f"private namespaces unavailable: {namespaces_missing}")
+    from dgl_grappa import cli
+    from dgl_grappa.cluster.procs import ENV_JOB
+
+    template = getattr(request.module, "COMPARE", None)
+    assert template is not None, f"{request.module.__name__} uses compare_run but defines no COMPARE config"
+    work = tmp_path_factory.mktemp(f"{request.module.__name__.removeprefix('test_')}-compare")
+    cfg = work / "cmp.yaml"
+    cfg.write_text(template.format(parts=work / "parts", out=work / "cmp"))
+    os.environ[ENV_JOB] = uuid.uuid4().hex
+    try:
+        rc = cli.main(["compare", "--config", str(cfg)])
+    finally:
+        del os.environ[ENV_JOB]
+    assert rc == 0
+    out = work / "cmp"
+    return out, json.loads((out / "compare.json").read_text()), {
+        n: json.loads((out / n / "summary.json").read_text()) for n in COMPARED_SYSTEMS}
 
 
 @pytest.hookimpl(hookwrapper=True)

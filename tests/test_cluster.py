@@ -26,8 +26,11 @@ from dgl_grappa.cluster.hosts import (
     worker_identity,
 )
 
+from dgl_grappa.cluster.access import HostAccess, SshAccess, host_access
+from dgl_grappa.cluster.procs import JobFailed
 from dgl_grappa.cluster.ptree import kill_job, kill_session, kill_tree
-from dgl_grappa.config import ConfigError
+from dgl_grappa.cluster.remote import Cluster
+from dgl_grappa.config import ConfigError, load_config
 from dgl_grappa.env import ENV_JOB
 
 # --- ip_config ---------------------------------------------------------------------------
@@ -113,6 +116,11 @@ TORCHRUN = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE
             "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29510"}
 
 
+def _changed(env: dict, change: dict) -> dict:
+    """``env`` with ``change`` applied; a None value removes the variable."""
+    return {k: v for k, v in {**env, **change}.items() if v is not None}
+
+
 @pytest.mark.unit
 def test_torchrun_identity_and_roundtrip():
     ident = worker_identity(TORCHRUN)
@@ -143,14 +151,8 @@ def test_torchrun_host_index_without_group_rank():
     ({"RANK": "0", "LOCAL_RANK": "1"}, r"LOCAL_RANK=1 exceeds RANK=0"),
 ])
 def test_torchrun_inconsistent(change, match):
-    env = dict(TORCHRUN)
-    for k, v in change.items():
-        if v is None:
-            env.pop(k)
-        else:
-            env[k] = v
     with pytest.raises(ConfigError, match=match):
-        worker_identity(env)
+        worker_identity(_changed(TORCHRUN, change))
 
 
 SLURM = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
@@ -185,14 +187,8 @@ def test_torchrun_wins_over_slurm():
     ({"SLURM_NTASKS": None}, r"SLURM_NTASKS is not set"),
 ])
 def test_slurm_inconsistent(change, match):
-    env = dict(SLURM)
-    for k, v in change.items():
-        if v is None:
-            env.pop(k)
-        else:
-            env[k] = v
     with pytest.raises(ConfigError, match=match):
-        worker_identity(env)
+        worker_identity(_changed(SLURM, change))
 
 
 @pytest.mark.unit
@@ -256,6 +252,69 @@ def test_remote_errors():
         remote_argv(Remote("netns", prefixes=(("a",), ("b",))), 2, "h", ["true"])
     with pytest.raises(ConfigError, match="environment variable name 'A B' is invalid"):
         shell_command(["true"], {"A B": "1"})
+
+
+# --- how hosts are reached ------------------------------------------------------------------
+
+def _launch(*args: str):
+    return load_config(None, ["--partition.num_parts=2", *args])
+
+
+@pytest.mark.unit
+def test_ssh_access_reaches_hosts_through_the_shared_interface(caplog):
+    cfg = _launch("--launch.remote=ssh", "--launch.hosts=[a,b]", "--launch.ssh_user=me", "--launch.ssh_port=2222",
+                  "--launch.ssh_options=[StrictHostKeyChecking=no]")
+    access = host_access(cfg, 2, "job")
+    assert isinstance(access, SshAccess) and isinstance(access, HostAccess)
+    entries, remote = access.open([IpConfigEntry("a"), IpConfigEntry("b", 30060)])
+    assert entries == [IpConfigEntry("a"), IpConfigEntry("b", 30060)]
+    assert remote == Remote("ssh", user="me", port=2222, ssh_options=("-o", "StrictHostKeyChecking=no"))
+    assert access.local_env() == dict(os.environ)  # ssh needs HOME, SSH_AUTH_SOCK
+    assert (access.default_threads(2, 4), access.wire_bytes(), access.describe([])) == (0, None, {})
+    # closing kills the job on every host that ran something; one unreachable host is a warning, not an error
+    killed = []
+
+    def kill_on(i):
+        killed.append(i)
+        if i == 1:
+            raise JobFailed("host 1 is down")
+
+    with caplog.at_level("WARNING", logger="dgl_grappa"):
+        access.close(kill_on, [0, 1])
+    assert killed == [0, 1] and "could not reach host 1 to kill job job: host 1 is down" in caplog.text
+    with Cluster(cfg, 2, "job") as cl:
+        assert cl.remote == Remote("ssh", user="me", port=2222, ssh_options=("-o", "StrictHostKeyChecking=no"))
+        assert cl.threads_per_worker() == 0 and cl.threads_per_worker(3) == 3 and cl.wire_bytes() is None
+        assert cl.describe() == {"remote": "ssh", "workers_per_host": 1, "hosts": [
+            {"host": 0, "address": "a", "ranks": [0]}, {"host": 1, "address": "b", "ranks": [1]}]}
+    with pytest.raises(ConfigError, match="launch.remote='none' starts no hosts; use ssh or netns"):
+        host_access(_launch(), 2, "job")
+
+
+HARNESS_PROBE = """
+import sys
+from dgl_grappa.cluster.remote import Cluster
+from dgl_grappa.config import load_config
+
+kind = sys.argv[1]
+cfg = load_config(None, ["--partition.num_parts=2", "--launch.remote=" + kind]
+                  + (["--launch.hosts=[a,b]"] if kind == "ssh" else []))
+cl = Cluster(cfg, 2, "job")
+if kind == "ssh":  # opening and closing reach no host over ssh (only a command would)
+    cl.open()
+    cl.close()
+print(type(cl.access).__name__, sorted(m for m in sys.modules if m.startswith("dgl_grappa.cluster.testhosts")))
+"""
+
+
+def test_an_ssh_launch_never_loads_the_test_host_harness():
+    out = subprocess.run([sys.executable, "-c", HARNESS_PROBE, "ssh"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == "SshAccess []\n"
+    # ... while a netns launch does (only its checks run here: no host is made)
+    out = subprocess.run([sys.executable, "-c", HARNESS_PROBE, "netns"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("TestHostAccess [") and "'dgl_grappa.cluster.testhosts.access'" in out.stdout
 
 
 def test_shell_string_roundtrips_through_a_real_shell(tmp_path):

@@ -4,7 +4,7 @@ Pure functions only (``unit``: no root, no process); the cgroups and links thems
 tested on real test hosts in tests/test_testhosts.py.
 """
 import pytest
-from dgl_grappa.cluster.dilation import (
+from dgl_grappa.cluster.testhosts.dilation import (
     CFS_PERIOD_US,
     HostCpus,
     dilated_latency_ms,
@@ -104,7 +104,7 @@ def test_plan_quota_shares():
 
 
 def test_join_prefix_runs_the_rest_of_the_command():
-    from dgl_grappa.cluster.cgroups import join_prefix
+    from dgl_grappa.cluster.testhosts.cgroups import join_prefix
 
     p = join_prefix(["/sys/fs/cgroup/cpu/dgh-x-h0", "/sys/fs/cgroup/cpuset/dgh-x-h0"])
     assert p[:2] == ["sh", "-c"] and p[-3:] == ["/sys/fs/cgroup/cpu/dgh-x-h0", "/sys/fs/cgroup/cpuset/dgh-x-h0", "--"]
@@ -145,7 +145,7 @@ def test_config_keys_and_one_line_errors(tmp_path):
 def test_asked_for_shares_where_cgroups_are_missing_is_one_line(monkeypatch):
     # A machine without cgroup v1 (simulated: problem() says why): asking for shares (a factor or
     # host_cpus) stops before anything is built; auto does not ask (the hosts log it instead).
-    from dgl_grappa.cluster import cgroups
+    from dgl_grappa.cluster.testhosts import cgroups
     from dgl_grappa.cluster.remote import Cluster
     from dgl_grappa.config import ConfigError, load_config
 
@@ -159,4 +159,4 @@ def test_asked_for_shares_where_cgroups_are_missing_is_one_line(monkeypatch):
     for d in ("auto", "off"):
         cl = Cluster(load_config(None, ["--launch.remote=netns", "--partition.num_parts=2", f"--network.dilation={d}"]),
                      2, "job")
-        assert cl._cpu_shares() is (None if d == "auto" else False)
+        assert cl.access.cpu_shares is (None if d == "auto" else False)

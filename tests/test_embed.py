@@ -13,9 +13,7 @@ The end-to-end tests train real spawned workers on a 3000-node featureless graph
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import pytest
@@ -188,17 +186,11 @@ def test_a_featureless_part_loads_without_features_and_its_halo_costs_its_degree
 # Native runtime: spawned workers
 # ---------------------------------------------------------------------------------------
 
-def _namespaces() -> str | None:
-    from dgl_grappa.cluster.netns import check_isolation
-
-    return check_isolation(net=True, shm="64m")
-
-
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight(tmp_path_factory, namespaces_missing):
     """4 epochs in one go (a checkpoint every 2), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("straight")
-    isolated = _namespaces() is None
+    isolated = namespaces_missing is None
     s = train(out, *SMALL, "--train.epochs=4", "--checkpoint.every=2", "--checkpoint.keep_last=3",
               f"--network.isolate={str(isolated).lower()}", config=CONFIG)
     return out, s, isolated
@@ -279,26 +271,10 @@ run: {{output_dir: {out}, timeout_s: 240, progress: false}}
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
+def compared(compare_run):
     """distdgl (DistEmbedding), grappa-none and distdgl-grappa (loader.embedding) on one featureless graph."""
-    why = _namespaces()
-    if why is not None:
-        pytest.skip(f"private namespaces unavailable: {why}")
-    from dgl_grappa import cli
-    from dgl_grappa.cluster.procs import ENV_JOB
-
-    work = tmp_path_factory.mktemp("embed-compare")
-    cfg = work / "cmp.yaml"
-    cfg.write_text(COMPARE.format(parts=work / "parts", out=work / "cmp"))
-    os.environ[ENV_JOB] = uuid.uuid4().hex
-    try:
-        rc = cli.main(["compare", "--config", str(cfg)])
-    finally:
-        del os.environ[ENV_JOB]
-    assert rc == 0
-    out = work / "cmp"
-    return out, {n: json.loads((out / n / "summary.json").read_text())
-                 for n in ("distdgl", "grappa-none", "distdgl-grappa")}
+    out, _, sums = compare_run
+    return out, sums
 
 
 def test_distdgl_pulls_embedding_rows_and_pushes_their_gradients(compared):

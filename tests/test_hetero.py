@@ -17,9 +17,7 @@ private namespaces (root) and skips where there are none.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import dgl
@@ -420,17 +418,11 @@ def test_featureless_types_learn_their_own_rows_locally_and_keep_the_halo_frozen
 # Native runtime: spawned workers
 # ---------------------------------------------------------------------------------------
 
-def _namespaces() -> str | None:
-    from dgl_grappa.cluster.netns import check_isolation
-
-    return check_isolation(net=True, shm="64m")
-
-
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight(tmp_path_factory, namespaces_missing):
     """4 epochs in one go (a checkpoint every 2), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("het-straight")
-    isolated = _namespaces() is None
+    isolated = namespaces_missing is None
     s = train(out, *SMALL, "--train.epochs=4", "--checkpoint.every=2", "--checkpoint.keep_last=3",
               f"--network.isolate={str(isolated).lower()}", config=CONFIG)
     return out, s, isolated
@@ -503,27 +495,11 @@ run: {{output_dir: {out}, timeout_s: 300, progress: false}}
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
+def compared(compare_run):
     """distdgl (DistNodeDataLoader, a DistEmbedding per featureless type), grappa-none and distdgl-grappa
     (GrappaHeteroLoader) on one hetsynth graph."""
-    why = _namespaces()
-    if why is not None:
-        pytest.skip(f"private namespaces unavailable: {why}")
-    from dgl_grappa import cli
-    from dgl_grappa.cluster.procs import ENV_JOB
-
-    work = tmp_path_factory.mktemp("het-compare")
-    cfg = work / "cmp.yaml"
-    cfg.write_text(COMPARE.format(parts=work / "parts", out=work / "cmp"))
-    os.environ[ENV_JOB] = uuid.uuid4().hex
-    try:
-        rc = cli.main(["compare", "--config", str(cfg)])
-    finally:
-        del os.environ[ENV_JOB]
-    assert rc == 0
-    out = work / "cmp"
-    return out, {n: json.loads((out / n / "summary.json").read_text())
-                 for n in ("distdgl", "grappa-none", "distdgl-grappa")}
+    out, _, sums = compare_run
+    return out, sums
 
 
 def test_distdgl_pulls_features_and_embedding_rows_of_every_type(compared):

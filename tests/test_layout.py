@@ -195,6 +195,28 @@ def test_imports_run_one_way():
     assert wrong == [], "imports against the direction:\n" + "\n".join(wrong)
 
 
+# The test-host harness (emulated hosts for tests and benchmarks) is a package inside cluster/,
+# off the production launch path: outside the harness only the module that resolves
+# launch.remote=netns imports it (ARCHITECTURE.md, layer 1).
+HARNESS = "dgl_grappa.cluster.testhosts"
+HARNESS_IMPORTERS = ["dgl_grappa.cluster.access"]
+
+
+def harness_importers(edges: dict[str, set[str]], harness: str = HARNESS) -> list[str]:
+    """Modules outside ``harness`` that import it or one of its modules."""
+    inside = lambda m: m == harness or m.startswith(harness + ".")  # noqa: E731
+    return sorted(m for m, targets in edges.items() if not inside(m) and any(inside(t) for t in targets))
+
+
+@pytest.mark.unit
+def test_only_the_launch_choice_imports_the_test_host_harness():
+    assert harness_importers(import_graph(PACKAGE)) == HARNESS_IMPORTERS
+    # the check sees an import anywhere in a module, e.g. one inside a function of remote.py
+    edges = {"dgl_grappa.cluster.remote": {"dgl_grappa.cluster.testhosts.job"},
+             "dgl_grappa.cluster.testhosts.cli": {"dgl_grappa.cluster.testhosts.job"}}
+    assert harness_importers(edges) == ["dgl_grappa.cluster.remote"]
+
+
 @pytest.mark.unit
 def test_the_direction_check_flags_an_upward_and_a_sideways_import():
     edges = {"dgl_grappa.method.coverage": {"dgl_grappa.native.trainer"},  # the method -> a runtime

@@ -12,9 +12,7 @@ the drop-in), which needs private namespaces (root) and skips where there are no
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import dgl
@@ -284,17 +282,11 @@ def test_a_link_partitioning_is_never_reused_for_node_classification(tmp_path):
 # Spawned workers: the native runtime, and compare (DistDGL, Grappa, the drop-in)
 # ---------------------------------------------------------------------------------------
 
-def _namespaces() -> str | None:
-    from dgl_grappa.cluster.netns import check_isolation
-
-    return check_isolation(net=True, shm="64m")
-
-
 @pytest.fixture(scope="module")
-def straight(tmp_path_factory):
+def straight(tmp_path_factory, namespaces_missing):
     """3 epochs in one go, a checkpoint after every epoch (all kept), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("link-straight")
-    isolated = _namespaces() is None
+    isolated = namespaces_missing is None
     s = train(out, *SMALL, "--checkpoint.every=1", "--checkpoint.keep_last=3",
               f"--network.isolate={str(isolated).lower()}", config=CONFIG)
     return out, s, isolated
@@ -379,26 +371,9 @@ run: {{output_dir: {out}, timeout_s: 300, progress: false}}
 
 
 @pytest.fixture(scope="module")
-def compared(tmp_path_factory):
+def compared(compare_run):
     """distdgl (DistEdgeDataLoader), grappa-none and distdgl-grappa (GrappaEdgeLoader) on one graph."""
-    why = _namespaces()
-    if why is not None:
-        pytest.skip(f"private namespaces unavailable: {why}")
-    from dgl_grappa import cli
-    from dgl_grappa.cluster.procs import ENV_JOB
-
-    work = tmp_path_factory.mktemp("link-compare")
-    cfg = work / "cmp.yaml"
-    cfg.write_text(COMPARE.format(parts=work / "parts", out=work / "cmp"))
-    os.environ[ENV_JOB] = uuid.uuid4().hex
-    try:
-        rc = cli.main(["compare", "--config", str(cfg)])
-    finally:
-        del os.environ[ENV_JOB]
-    assert rc == 0
-    out = work / "cmp"
-    return out, json.loads((out / "compare.json").read_text()), {
-        n: json.loads((out / n / "summary.json").read_text()) for n in ("distdgl", "grappa-none", "distdgl-grappa")}
+    return compare_run
 
 
 def test_the_distdgl_baseline_trains_on_every_edge_and_pulls_remote_rows(compared):

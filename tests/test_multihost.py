@@ -71,9 +71,10 @@ def _netns() -> set[str]:
 
 def _ours_left(before: set[str]) -> list[str]:
     """Test-host namespaces made since ``before`` whose owner is dead (ours; live ones are other jobs')."""
-    from dgl_grappa.cluster.testhosts import _JOB_RE, _owner_alive
+    from dgl_grappa.cluster.testhosts.base import JOB_RE
+    from dgl_grappa.cluster.testhosts.teardown import owner_alive
 
-    return sorted(n for n in _netns() - before if not _owner_alive(_JOB_RE.match(n).group(1)))
+    return sorted(n for n in _netns() - before if not owner_alive(JOB_RE.match(n).group(1)))
 
 
 def _check_grappa_wire(s: dict, n_hosts: int, one_worker_per_host: bool) -> None:
@@ -274,8 +275,8 @@ def test_grappa_across_test_hosts_per_host_links(tmp_path, n):
 
 def _check_dilation(s: dict, n: int) -> None:
     """network.dilation=auto: each host its share of the cores, D to match, both in summary.json."""
-    from dgl_grappa.cluster import cgroups
-    from dgl_grappa.cluster.dilation import dilation_factor, host_cpu_share
+    from dgl_grappa.cluster.testhosts import cgroups
+    from dgl_grappa.cluster.testhosts.dilation import dilation_factor, host_cpu_share
 
     if cgroups.problem() is None:
         cores = len(cgroups.usable_cpus())

@@ -15,7 +15,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-from dgl_grappa.cluster import cgroups
 from dgl_grappa.cluster.hosts import Remote, WorkerIdentity, remote_argv, torchrun_env
 from dgl_grappa.cluster.testhosts import (
     NETNS_DIR,
@@ -23,6 +22,7 @@ from dgl_grappa.cluster.testhosts import (
     TestHosts,
     TestHostsError,
     check_hosts_possible,
+    cgroups,
     netem_available,
     sweep_stale,
 )
@@ -408,7 +408,7 @@ def test_cluster_gives_hosts_cpu_shares_from_the_config(tmp_path):
     args = ["--launch.remote=netns", "--partition.num_parts=2", "--network.bandwidth=1gbit",
             f"--run.output_dir={tmp_path}"]
     with Cluster(load_config(None, args + [f"--network.host_cpus={core}"]), 2, "job") as cl:
-        job = cl.testhosts.job
+        job = cl.access.hosts.job
         d = cl.describe()
         assert (d["network_dilation"], d["host_cpu_share"]) == (2.0, 0.5)
         assert [h["cpus"] for h in d["hosts"]] == [str(core)] * 2
@@ -424,12 +424,12 @@ def test_cluster_gives_hosts_cpu_shares_from_the_config(tmp_path):
                 break
             time.sleep(0.05)
         assert sleeps and all(_cgroup_of(k.pid) == want for k in sleeps)
-        assert "rate 500Mbit" in _qdiscs(cl.testhosts[1].netns, "eth0")
+        assert "rate 500Mbit" in _qdiscs(cl.access.hosts[1].netns, "eth0")
     assert not _leftovers(job)
     with Cluster(load_config(None, args + ["--network.dilation=off"]), 2, "job") as cl:
         d = cl.describe()
         assert (d["network_dilation"], d["host_cpu_share"]) == (1.0, None) and "cpus" not in d["hosts"][0]
-        assert not cl.testhosts[0].cgroup_dirs
+        assert not cl.access.hosts[0].cgroup_dirs
 
 
 # --- a real collective across hosts ------------------------------------------------------

@@ -9,11 +9,13 @@ Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.confi
 * :mod:`.guard` - the remote end of every launched command (import-free: ``python -m
   dgl_grappa.cluster.guard``);
 * :mod:`.hosts` - ip_config files, Slurm node lists, a worker's identity from its environment;
-* :mod:`.remote` - commands on other hosts (ssh, or the test hosts);
+* :mod:`.remote` - commands on other hosts, the same whichever way they are reached;
+* :mod:`.access` - how hosts are reached (:class:`~.access.HostAccess`): ssh, or the test hosts,
+  chosen by ``launch.remote``;
 * :mod:`.netns` - private network namespaces, loopback shaping (``tc``);
-* :mod:`.testhosts` - several emulated hosts on one machine (``python -m dgl_grappa.cluster.testhosts``);
-* :mod:`.dilation`, :mod:`.cgroups` - test hosts' CPU shares and time dilation: the arithmetic,
-  and the cgroups that apply it;
+* :mod:`.testhosts` - the test-host harness, a package of its own: several emulated hosts on one
+  machine, with their links, CPU shares and time dilation, byte counters and teardown
+  (``python -m dgl_grappa.cluster.testhosts``); loaded for ``launch.remote: netns`` only;
 * :mod:`.faults` - fault injection for recovery tests;
 * :mod:`.testing` - helpers for multi-process tests.
 

@@ -1,11 +1,13 @@
-"""The hosts of a multi-host job, and the commands a launcher runs on them (ssh or test hosts).
+"""The hosts of a multi-host job, and the commands a launcher runs on them.
 
-:class:`Cluster` turns the ``launch`` section into machines and a way to reach them:
-``launch.hosts`` or ``launch.ip_config`` with ``remote: ssh``, or ``remote: netns``, for
-which it opens the project's own test hosts (:class:`dgl_grappa.cluster.testhosts.TestHosts`,
-shaped from the ``network`` section) and closes them again. Everything it runs on a host
-goes through :func:`dgl_grappa.cluster.hosts.remote_argv`, so the namespace path exercises the
-ssh path's shell string, quoting and environment; only the prefix differs.
+:class:`Cluster` turns the ``launch`` section into machines and reaches them through a
+:class:`~dgl_grappa.cluster.access.HostAccess` chosen by ``launch.remote``: ssh to the
+machines of ``launch.hosts`` or ``launch.ip_config``, or the project's emulated test hosts
+(``netns``, shaped from the ``network`` section), which it opens and closes again. This
+module knows neither kind: everything it runs on a host goes through
+:func:`dgl_grappa.cluster.hosts.remote_argv` with the access's
+:class:`~dgl_grappa.cluster.hosts.Remote`, so every kind runs the same shell string, quoting
+and environment; only the prefix differs.
 
 * :meth:`Cluster.start` runs a long-lived command (a worker, a DGL server) under
   :mod:`dgl_grappa.cluster.guard`, whose stdin is a pipe held here: :meth:`RemoteProcess.stop`
@@ -17,6 +19,8 @@ ssh path's shell string, quoting and environment; only the prefix differs.
   storage (``launch.copy_partitions``).
 * The environment a remote command gets is explicit (:meth:`Cluster.remote_env`): ssh
   passes none of the launcher's, and test hosts are given the same minimal one.
+* :meth:`Cluster.describe` and :meth:`Cluster.wire_bytes` report what the access knows of
+  the links (test hosts: their dilation, CPU shares and byte counters).
 
 Every wait is bounded; a failure is a :class:`~dgl_grappa.cluster.procs.JobFailed` naming the host,
 the command and the tail of its log.
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import Config, ConfigError
+from .access import HostAccess, host_access
 from .hosts import DGL_DEFAULT_PORT, IpConfigEntry, Remote, Slot, place_workers, read_ip_config, remote_argv
 from .procs import ENV_JOB, JobFailed, rc_text, tail
 
@@ -104,13 +109,6 @@ class RemoteProcess:
                f"  last lines of {self.log_path}:\n{tail(self.log_path)}"
 
 
-def _ssh_options(opts: Sequence[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    for o in opts:
-        out += [o] if o.startswith("-") else ["-o", o]
-    return tuple(out)
-
-
 class Cluster:
     """The machines of one job and how to reach them; a context manager.
 
@@ -122,7 +120,7 @@ class Cluster:
     Attributes:
         entries: the machines (address and DGL server port, if one was given), host 0 first.
         slots: where each rank runs (:func:`dgl_grappa.cluster.hosts.place_workers`).
-        testhosts: the test hosts (remote=netns), or None.
+        access: how the hosts are reached (:func:`dgl_grappa.cluster.access.host_access`).
 
     Example:
         >>> with Cluster(cfg, 4, job) as cl:                                     # doctest: +SKIP
@@ -148,46 +146,9 @@ class Cluster:
         if used != n:
             raise ConfigError(f"{n} hosts listed but {num_workers} workers at {self.workers_per_host} per host use "
                               f"only {used}; drop the idle hosts or change launch.workers_per_host")
-        if la.remote == "netns" and cfg.network.latency_ms > 0:
-            from .testhosts import netem_available
-
-            if not netem_available():  # before anything is built, not after the partitioning
-                raise ConfigError(f"network.latency_ms={cfg.network.latency_ms} needs the netem qdisc, which this "
-                                  "kernel lacks (CONFIG_NET_SCH_NETEM); set --network.latency_ms=0 or use a kernel "
-                                  "with netem")
-        if la.remote == "netns":
-            self._check_cpu_shares(cfg.network)
-        self.testhosts = None
+        self.access: HostAccess = host_access(cfg, n, job)  # checks what it can before anything is built
         self.remote: Remote | None = None
         self.procs: list[RemoteProcess] = []
-
-    def _cpu_shares(self) -> bool | None:
-        """TestHosts' ``cpu_shares`` from the ``network`` section: asked for (a factor or
-        host_cpus), where possible (auto), or not at all (off)."""
-        net = self.cfg.network
-        d = str(net.dilation).strip().lower()
-        if d == "off":
-            return False
-        return True if (d != "auto" or net.host_cpus) else None
-
-    def _check_cpu_shares(self, net) -> None:
-        # Before anything is built: CPU shares that were asked for must be possible here.
-        if not self._cpu_shares():
-            return
-        from .cgroups import problem, usable_cpus
-        from .dilation import parse_cpu_list
-
-        key = f"network.host_cpus={net.host_cpus}" if net.host_cpus else f"network.dilation={net.dilation}"
-        why = problem()
-        if why is not None:
-            raise ConfigError(f"{key} needs CPU shares of the test hosts, which cannot be given here: {why}; set "
-                              "--network.dilation=auto (shares where possible) or off")
-        if net.host_cpus:
-            usable = usable_cpus()
-            bad = sorted(set(parse_cpu_list(net.host_cpus)) - set(usable))
-            if bad:
-                raise ConfigError(f"network.host_cpus={net.host_cpus} names cores {','.join(map(str, bad))} that this "
-                                  f"process may not use; pick among {','.join(map(str, usable))}")
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -198,54 +159,22 @@ class Cluster:
         self.close()
 
     def open(self) -> "Cluster":
-        """Reach the hosts: open the test hosts (netns), or set up ssh. Returns self."""
-        la, net = self.cfg.launch, self.cfg.network
-        if self.kind == "netns":
-            from .testhosts import TestHosts
-
-            self.testhosts = TestHosts(len(self.entries), bandwidth=net.bandwidth or None, latency_ms=net.latency_ms,
-                                       shared_link=net.link == "shared",
-                                       shm_size=self.cfg.distdgl.shm_size.lower(), cpu_shares=self._cpu_shares(),
-                                       host_cpus=net.host_cpus, dilation=net.dilation,
-                                       cpu_period_us=round(float(net.cpu_period_ms) * 1000)).start()
-            try:
-                th = self.testhosts
-                names = {h.name: h.address for h in th}
-                for e in self.entries:
-                    if e.host not in names and e.host not in th.addresses:
-                        raise ConfigError(f"launch: {e.host} is not a test host; with launch.remote=netns use "
-                                          f"{', '.join(names)} or {', '.join(th.addresses)}")
-                # Test hosts are addressed by their IP (DGL's ip_config must hold IPs).
-                self.entries = [IpConfigEntry(names.get(e.host, e.host), e.port) for e in self.entries]
-                self.slots = place_workers(len(self.slots), self.addresses, self.workers_per_host)
-                self.remote = Remote("netns", prefixes=tuple(tuple(h.prefix()) for h in th))
-            except BaseException:
-                self.testhosts.close()
-                raise
-            log.info("test hosts %s: %s, link %s, %s", th.job, " ".join(th.addresses), th.link,
-                     f"{th.cpu_share:.3g} cores per host, dilation {th.dilation:.3g}" if th.cpu_share is not None
-                     else f"no CPU shares, dilation {th.dilation:.3g}")
-        else:
-            self.remote = Remote("ssh", user=la.ssh_user, port=la.ssh_port, identity_file=la.ssh_identity,
-                                 ssh_options=_ssh_options(la.ssh_options))
+        """Reach the hosts (open the test hosts, or set up ssh). Returns self."""
+        self.entries, self.remote = self.access.open(self.entries)
+        self.slots = place_workers(len(self.slots), self.addresses, self.workers_per_host)
         return self
 
     def close(self) -> None:
         """Stop every process started here (hang up, then kill), then release the hosts. Safe twice."""
         for p in self.procs:
             p.stop()
-        if self.kind == "ssh" and self.procs and self.remote is not None:
-            # Last resort on hosts still reachable: whatever carries the job's tag dies.
-            for i in sorted({p.host_index for p in self.procs}):
-                try:
-                    self.run(i, [sys.executable, "-m", "dgl_grappa.cluster.guard", "--kill-job", self.job], timeout=30,
-                             tag=False)
-                except (JobFailed, subprocess.TimeoutExpired, OSError) as exc:
-                    log.warning("could not reach host %d to kill job %s: %s", i, self.job, exc)
+        used = sorted({p.host_index for p in self.procs})
         self.procs = []
-        if self.testhosts is not None:
-            self.testhosts.close()
-            self.testhosts = None
+        self.access.close(self._kill_job, used)
+
+    def _kill_job(self, host_index: int) -> None:
+        self.run(host_index, [sys.executable, "-m", "dgl_grappa.cluster.guard", "--kill-job", self.job], timeout=30,
+                 tag=False)
 
     # --- what hosts there are --------------------------------------------------------------
 
@@ -265,38 +194,26 @@ class Cluster:
     def describe(self) -> dict:
         """For summary.json: how the hosts were reached, who ran where, the links.
 
-        With test hosts also ``network_dilation`` (D: the links ran at bandwidth / D and
-        latency x D, so measured times are D x the emulated cluster's), ``host_cpu_share``
+        With test hosts also ``link``, ``network_dilation`` (D: the links ran at bandwidth / D
+        and latency x D, so measured times are D x the emulated cluster's), ``host_cpu_share``
         (cores per host, None without CPU shares) and each host's ``cpus``.
         """
         out = {"remote": self.kind, "workers_per_host": self.workers_per_host,
                "hosts": [{"host": i, "address": a, "ranks": self.ranks_on(i)} for i, a in enumerate(self.addresses)]}
-        if self.kind == "netns":
-            net = self.cfg.network
-            out["link"] = {"mode": net.link, "bandwidth": net.bandwidth or None, "latency_ms": net.latency_ms}
-            th = self.testhosts
-            if th is not None:
-                out["network_dilation"], out["host_cpu_share"] = th.dilation, th.cpu_share
-                for h, plan in zip(out["hosts"], th.host_cpus):
-                    h["cpus"] = plan.cpus
+        out.update(self.access.describe(out["hosts"]))
         return out
 
     def threads_per_worker(self, requested: int = 0) -> int:
         """Torch threads of each worker: ``requested`` if > 0, else on test hosts the host's
         share of the cores (or, without CPU shares, this machine's) over its workers; over ssh
-        ``requested`` (0 = the worker decides on its own machine)."""
-        from .launch import threads_per_worker
-
-        if requested > 0 or self.kind != "netns":
+        0 (the worker decides on its own machine)."""
+        if requested > 0:
             return requested
-        share = self.testhosts.cpu_share if self.testhosts is not None else None
-        if share is not None:
-            return max(1, int(share) // self.workers_per_host)
-        return threads_per_worker(len(self.slots), requested)
+        return self.access.default_threads(self.workers_per_host, len(self.slots))
 
     def wire_bytes(self) -> list[dict] | None:
-        """The test hosts' interface counters right now (None over ssh)."""
-        return self.testhosts.wire_bytes() if self.testhosts is not None else None
+        """The hosts' interface counters right now, where the launcher can read them (test hosts; None over ssh)."""
+        return self.access.wire_bytes()
 
     # --- running things ----------------------------------------------------------------------
 
@@ -313,11 +230,7 @@ class Cluster:
         return env
 
     def _local_env(self) -> dict[str, str]:
-        # ssh needs the launcher's own environment (HOME, SSH_AUTH_SOCK); a test host gets
-        # a minimal one, so that it sees only what the shell string sets, as over ssh.
-        if self.kind == "ssh":
-            return dict(os.environ)
-        return {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TERM") if k in os.environ}
+        return self.access.local_env()
 
     def argv(self, host_index: int, argv: Sequence[str], env: dict[str, str] | None = None,
              cwd: str | None = None, *, tag: bool = True) -> list[str]:

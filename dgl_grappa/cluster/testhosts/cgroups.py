@@ -5,7 +5,7 @@ Layout of one host (``<name>`` is the host's namespace name, ``dgh-<job>-h<i>``)
     <cpuset mount>/<name>   cpuset.cpus = the host's cores, cpuset.mems = the parent's
     <cpu mount>/<name>      cpu.cfs_period_us / cpu.cfs_quota_us = its share of a core (or no quota)
 
-The numbers come from :func:`dgl_grappa.cluster.dilation.plan_host_cpus`. A command joins
+The numbers come from :func:`dgl_grappa.cluster.testhosts.dilation.plan_host_cpus`. A command joins
 its host's cgroups through the argv prefix of :func:`join_prefix`: a ``sh`` writes its own
 PID into both ``cgroup.procs`` and then ``exec``s the rest of the command (the host's
 ``nsenter`` prefix), so the command, with the same PID, and everything it forks run in
@@ -15,7 +15,7 @@ shell's message instead of running it unconfined. The prefix is part of
 run, the ``netns`` remote of :mod:`dgl_grappa.cluster.remote`).
 
 The cgroups sit at the top of each hierarchy, named after the job, so that the stale-job
-sweep of :mod:`dgl_grappa.cluster.testhosts` finds them whatever cgroup its own process is
+sweep of :mod:`dgl_grappa.cluster.testhosts.teardown` finds them whatever cgroup its own process is
 in; :func:`remove` kills what is left in them and removes them (the one teardown of the
 job calls it). Needs root and the v1 ``cpu`` (with CFS bandwidth control) and ``cpuset``
 controllers mounted; :func:`problem` says what is missing.
@@ -32,8 +32,9 @@ import os
 import time
 from pathlib import Path
 
+from ..netns import IsolationError
+from ..ptree import kill_listed
 from .dilation import HostCpus, parse_cpu_list
-from .netns import IsolationError
 
 MOUNTS = Path("/proc/self/mounts")
 
@@ -170,8 +171,6 @@ def remove(dirs: list[str], timeout_s: float = 10.0) -> list[str]:
     Returns:
         The cgroups that could not be removed in time (normally none).
     """
-    from .ptree import kill_listed
-
     left = [d for d in dirs if Path(d).is_dir()]
     deadline = time.monotonic() + timeout_s
     while left:

@@ -9,7 +9,7 @@ runs at bandwidth / D with latency x D, so that the ratio of compute to network 
 the emulated cluster's. Times measured there are dilated: divide them by D for the
 emulated cluster's.
 
-This module decides the numbers; :mod:`dgl_grappa.cluster.cgroups` applies the CPU shares
+This module decides the numbers; :mod:`dgl_grappa.cluster.testhosts.cgroups` applies the CPU shares
 and :class:`dgl_grappa.cluster.testhosts.TestHosts` the links.
 
 Example:
@@ -143,7 +143,7 @@ def dilated_rate(rate: str, factor: float) -> str:
         >>> dilated_rate("1gbit", 2), dilated_rate("1gbit", 3), dilated_rate("200mbit", 1)
         ('500mbit', '333333333bit', '200mbit')
     """
-    from .netns import rate_bits
+    from ..netns import rate_bits
 
     if not factor > 0:
         raise ValueError(f"dilation factor {factor} must be > 0")
