@@ -131,7 +131,7 @@ class LaunchConfig:
     hosts, rounded up (with remote=netns and no hosts listed: 1)."""
     remote: Literal["none", "ssh", "netns"] = "none"
     """How a command reaches another host: none (this machine), ssh, or netns (the
-    project's test hosts, see dgl_grappa/cluster/testhosts.py)."""
+    project's test hosts, see dgl_grappa/cluster/testhosts/)."""
     ssh_user: str = ""
     """ssh user name; empty = ssh's default."""
     ssh_port: int = 22
