@@ -9,11 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clitools import run_cli
-from dgl_grappa.bench.matrix import config_changes, derive_metrics, expand, load_bench, parse_system
+from dgl_grappa.bench.execute import derive_metrics
+from dgl_grappa.bench.matrix import load_bench
+from dgl_grappa.bench.plan import expand, parse_system
 
-from dgl_grappa.bench import matrix as bench
+from dgl_grappa.bench import plan as planning
+from dgl_grappa.bench import staleness, storage
 from dgl_grappa.bench import report as br
-from dgl_grappa.config import ConfigError, PartitionConfig, load_config, parse_pairs
+from dgl_grappa.config import ConfigError, PartitionConfig, config_changes, load_config, parse_pairs
 
 # ---------------------------------------------------------------------------------------
 # Hand-made cells
@@ -284,26 +287,26 @@ def test_a_cell_stays_done_when_only_the_data_location_differs():
     # elsewhere: the same graph read from another folder is the same run.
     here = load_config(None, ["--data.name=cora", "--data.root=/machine/a/planetoid"])
     there = load_config(None, ["--data.name=cora", "--data.root=/elsewhere/planetoid"])
-    stored = bench.normalised(here)
+    stored = planning.normalised(here)
     assert "root" not in stored["data"]
-    assert config_changes(stored, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    assert config_changes(stored, planning.normalised(there), planning.normalised(load_config(None, []))) == []
     # an older cell that still holds data.root in its config is not stale for it either
     old = dict(stored, data=dict(stored["data"], root="/machine/a/planetoid"))
-    assert config_changes(old, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    assert config_changes(old, planning.normalised(there), planning.normalised(load_config(None, []))) == []
     other = load_config(None, ["--data.name=citeseer", "--data.root=/elsewhere/planetoid"])
-    assert config_changes(stored, bench.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
+    assert config_changes(stored, planning.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
 
 
 @pytest.mark.unit
 def test_a_cell_stays_done_when_only_compare_settings_differ():
     # compare.variants' default moved from [batch] to [none]; no bench run reads it, so cells
     # stored before stay done. compare.script (the DistDGL trainer) does reach a run.
-    now = bench.normalised(load_config(None, []))
+    now = planning.normalised(load_config(None, []))
     assert now["compare"] == {"script": ""}
     old = dict(now, compare={"variants": ["batch"], "distdgl": True, "dropin": False, "target_acc": 0.0,
                              "script": ""})
     assert config_changes(old, now, now) == []
-    mine = bench.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
+    mine = planning.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
     assert config_changes(old, mine, now) == ["compare.script: '' -> '/opt/train_dist.py'"]
 
 
@@ -561,24 +564,24 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     a = {"cell_id": "a", "axes": {"seed": 0}, "systems": {"grappa": {"status": "ok"}}}
     b = {"cell_id": "b", "axes": {"seed": 1}, "systems": {}}
     for doc in (a, b):
-        bench.write_archived(bench.archive_path(arch, doc["cell_id"]), doc)
-    first = bench.archive_path(arch, "a").read_bytes()
-    bench.write_archived(bench.archive_path(arch, "a"), a)
-    assert bench.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
+        storage.write_archived(storage.archive_path(arch, doc["cell_id"]), doc)
+    first = storage.archive_path(arch, "a").read_bytes()
+    storage.write_archived(storage.archive_path(arch, "a"), a)
+    assert storage.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
     newer = dict(a, systems={"grappa": {"status": "failed"}})
-    bench._write_json(bench.cell_path(out, "a"), newer)
-    assert bench.stored_cell(out, arch, "a") == newer and bench.stored_cell(out, arch, "b") == b
-    assert bench.stored_cell(out, None, "b") is None
-    assert sorted(bench.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
-    assert bench.read_cells(out) == [newer]
+    storage.write_cell(storage.cell_path(out, "a"), newer)
+    assert storage.stored_cell(out, arch, "a") == newer and storage.stored_cell(out, arch, "b") == b
+    assert storage.stored_cell(out, None, "b") is None
+    assert sorted(storage.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
+    assert storage.read_cells(out) == [newer]
     # a cell of out_dir written before the archive was set is copied in; archived ones are left alone
-    bench._write_json(bench.cell_path(out, "c"), dict(b, cell_id="c"))
-    assert bench.archive_missing(out, arch) == 1 and bench.archive_missing(out, arch) == 0
-    assert bench.read_archived(bench.archive_path(arch, "c"))["cell_id"] == "c"
-    assert bench.read_archived(bench.archive_path(arch, "a")) == a
-    bench.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
-    assert bench.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
-    assert bench.read_archived(bench.archive_path(arch, "b")) is None
+    storage.write_cell(storage.cell_path(out, "c"), dict(b, cell_id="c"))
+    assert storage.archive_missing(out, arch) == 1 and storage.archive_missing(out, arch) == 0
+    assert storage.read_archived(storage.archive_path(arch, "c"))["cell_id"] == "c"
+    assert storage.read_archived(storage.archive_path(arch, "a")) == a
+    storage.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
+    assert storage.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
+    assert storage.read_archived(storage.archive_path(arch, "b")) is None
 
 
 @pytest.mark.unit
@@ -664,17 +667,17 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
     """A Grappa entry stored before train.memory_budget existed ran the replicating defaults:
     it must run again, although the planned value is the key's default; DistDGL's stays."""
     cfg = load_config(None, [])
-    now = bench.normalised(cfg)
+    now = planning.normalised(cfg)
     old = json.loads(json.dumps(now))
     del old["train"]["memory_budget"], old["train"]["storage"]
     for kind, stale in (("grappa", True), ("distdgl", False), ("distdgl-grappa", False)):
-        planned = bench.PlannedSystem(system=bench.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
+        planned = planning.PlannedSystem(system=planning.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
                                       config=now, fingerprint="x")
-        why = bench.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
+        why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
         assert (why is not None) == stale, (kind, why)
-        assert bench.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
-    assert "train.memory_budget" in bench.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
-        bench.PlannedSystem(system=bench.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
+        assert staleness.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
+    assert "train.memory_budget" in staleness.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
+        planning.PlannedSystem(system=planning.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
                             config=now, fingerprint="x")))
 
 

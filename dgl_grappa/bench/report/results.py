@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .stats import time_to_target, window_test_acc, windows
-from .tasks import Task, TASKS, cell_task
+from .tasks import TASKS, Task, cell_task
 
 BASELINE = "distdgl"
 """The system every ratio and difference refers to."""
