@@ -2,7 +2,9 @@
 partition.seed, and one tiny real sweep (DistDGL + Grappa + a failing system) that resumes."""
 from __future__ import annotations
 
+import doctest
 import gzip
+import importlib
 import json
 from pathlib import Path
 
@@ -53,6 +55,42 @@ def test_t_interval_matches_scipy():
     assert (lo, hi) == pytest.approx(ref)
     assert br.t_interval([1.5]) == (1.5, None, None)
     assert br.t_interval([]) == (None, None, None)
+
+
+@pytest.mark.unit
+def test_a_cell_is_read_once_into_a_typed_result_that_the_rows_take_as_the_json():
+    cells = [_cell(s, 2, {"distdgl": 0.80, "grappa": 0.79 + s / 100}) for s in range(3)]
+    results = [br.read_result(c) for c in cells]
+    r = results[0]
+    assert isinstance(r, br.CellResult) and r.task is br.TASKS["node"] and r.cell_id == cells[0]["cell_id"]
+    assert r.finished["grappa"][br.ACC_KEY] == pytest.approx(0.79) and r.finished["grappa"]["time_to_target_s"] is None
+    assert br.ok_systems(cells[0]) == r.finished
+    assert br.accuracy_rows(results) == br.accuracy_rows(cells) and br.speed_rows(results) == br.speed_rows(cells)
+    # a failed run is a stored entry, not a finished one
+    failed = br.read_result(_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"grappa": "failed"}))
+    assert list(failed.finished) == ["distdgl"] and failed.systems["grappa"]["status"] == "failed"
+
+
+@pytest.mark.unit
+def test_the_task_table_holds_what_differs_between_node_and_link_rows():
+    node, link = br.TASKS["node"], br.TASKS["link"]
+    assert (node.val_key, node.test_key, link.val_key, link.test_key) == ("val_acc", "test_acc", "val_mrr", "test_mrr")
+    assert node.met(-1.0, 2) and not node.met(-0.01, 3) and node.met(None, 2) is None   # the accuracy goal
+    assert link.met(-2.0, 3) and not link.met(-2.01, 2)                                # the link goal, any depth
+    assert (node.pair_points, link.pair_points) == (br.PAIR_POINTS, br.LINK_POINTS)
+    assert (node.loss_points, link.loss_points) == (br.LOSS_POINTS, br.LINK_POINTS)
+    assert (node.show(0.81234), link.show(0.81234), node.show(None)) == ("81.23", "0.8123", "-")
+    assert br.QUALITY_KEYS == {"node": ("val_acc", "test_acc"), "link": ("val_mrr", "test_mrr")}
+
+
+@pytest.mark.unit
+def test_the_module_examples_hold():
+    attempted = 0
+    for name in ("report.tasks", "report.stats", "report.results", "report.goals", "plan"):
+        res = doctest.testmod(importlib.import_module(f"dgl_grappa.bench.{name}"))
+        assert res.failed == 0, name
+        attempted += res.attempted
+    assert attempted >= 15
 
 
 @pytest.mark.unit
