@@ -5,7 +5,8 @@ in-degrees) to a partition folder in DGL's layout that another tool wrote, part 
 next to its files (:func:`dgl_grappa.partition.aggregates.prepare`).
 
 ``project --runs RUN_DIR`` projects both systems' epoch time to clusters this machine cannot
-emulate, calibrated on compare runs (:mod:`dgl_grappa.bench.project`; no config).
+emulate, calibrated on compare runs (:mod:`dgl_grappa.bench.project`); its options are the
+``project:`` section of ``--config`` and ``--project.<key>=<value>`` overrides, or short flags.
 
 ``worker`` is one worker of a job started by torchrun, srun or the multi-host launcher
 (its identity from the environment, see :mod:`dgl_grappa.native.worker`); ``train`` with
@@ -139,8 +140,8 @@ def cmd_prepare(extra: list[str]) -> int:
 
 COMMANDS = {"partition": cmd_partition, "prepare": None, "train": cmd_train, "compare": cmd_compare,
             "worker": cmd_worker, "bench": None, "project": None}
-"""``bench`` takes the raw overrides (dgl_grappa.bench.matrix.cmd_bench): it routes them itself; ``project``
-its own flags (dgl_grappa.bench.project.cmd_project)."""
+"""``bench`` and ``project`` take the config path and the raw overrides and route them themselves
+(dgl_grappa.bench.matrix.cmd_bench, dgl_grappa.bench.project.cmd_project)."""
 _OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
               "prepare": ("--part-config", "--feat-key", "--gcn", "--force")}
 
@@ -180,16 +181,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--gcn] [--force], not {rest[0]}")
             return cmd_prepare(own)
         if args.command == "bench":
-            from .bench.matrix import cmd_bench
+            from .bench.matrix import cmd_bench  # why here: it imports DGL, which other commands may not need
 
             return cmd_bench(args.config, rest)
         if args.command == "project":
-            from .bench.project import cmd_project
+            from .bench.project import cmd_project  # why here: as bench, only this command needs it
 
-            if args.config is not None or args.resume is not None:
-                raise ConfigError("project reads run folders, not a config; drop --config/--resume and pass "
-                                  "--runs RUN_DIR")
-            return cmd_project(rest)
+            if args.resume is not None:
+                raise ConfigError("--resume applies to train, not project; drop it")
+            return cmd_project(args.config, rest)
         if args.resume is not None:
             if args.command != "train":
                 raise ConfigError(f"--resume applies to train, not {args.command}; drop it")

@@ -2,18 +2,23 @@
 partition.seed, and one tiny real sweep (DistDGL + Grappa + a failing system) that resumes."""
 from __future__ import annotations
 
+import doctest
 import gzip
+import importlib
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from clitools import run_cli
-from dgl_grappa.bench.matrix import config_changes, derive_metrics, expand, load_bench, parse_system
+from dgl_grappa.bench.execute import derive_metrics
+from dgl_grappa.bench.matrix import load_bench
+from dgl_grappa.bench.plan import expand, parse_system
 
-from dgl_grappa.bench import matrix as bench
+from dgl_grappa.bench import plan as planning
+from dgl_grappa.bench import staleness, storage
 from dgl_grappa.bench import report as br
-from dgl_grappa.config import ConfigError, PartitionConfig, load_config, parse_pairs
+from dgl_grappa.config import ConfigError, PartitionConfig, config_changes, load_config, parse_pairs
 
 # ---------------------------------------------------------------------------------------
 # Hand-made cells
@@ -50,6 +55,42 @@ def test_t_interval_matches_scipy():
     assert (lo, hi) == pytest.approx(ref)
     assert br.t_interval([1.5]) == (1.5, None, None)
     assert br.t_interval([]) == (None, None, None)
+
+
+@pytest.mark.unit
+def test_a_cell_is_read_once_into_a_typed_result_that_the_rows_take_as_the_json():
+    cells = [_cell(s, 2, {"distdgl": 0.80, "grappa": 0.79 + s / 100}) for s in range(3)]
+    results = [br.read_result(c) for c in cells]
+    r = results[0]
+    assert isinstance(r, br.CellResult) and r.task is br.TASKS["node"] and r.cell_id == cells[0]["cell_id"]
+    assert r.finished["grappa"][br.ACC_KEY] == pytest.approx(0.79) and r.finished["grappa"]["time_to_target_s"] is None
+    assert br.ok_systems(cells[0]) == r.finished
+    assert br.accuracy_rows(results) == br.accuracy_rows(cells) and br.speed_rows(results) == br.speed_rows(cells)
+    # a failed run is a stored entry, not a finished one
+    failed = br.read_result(_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"grappa": "failed"}))
+    assert list(failed.finished) == ["distdgl"] and failed.systems["grappa"]["status"] == "failed"
+
+
+@pytest.mark.unit
+def test_the_task_table_holds_what_differs_between_node_and_link_rows():
+    node, link = br.TASKS["node"], br.TASKS["link"]
+    assert (node.val_key, node.test_key, link.val_key, link.test_key) == ("val_acc", "test_acc", "val_mrr", "test_mrr")
+    assert node.met(-1.0, 2) and not node.met(-0.01, 3) and node.met(None, 2) is None   # the accuracy goal
+    assert link.met(-2.0, 3) and not link.met(-2.01, 2)                                # the link goal, any depth
+    assert (node.pair_points, link.pair_points) == (br.PAIR_POINTS, br.LINK_POINTS)
+    assert (node.loss_points, link.loss_points) == (br.LOSS_POINTS, br.LINK_POINTS)
+    assert (node.show(0.81234), link.show(0.81234), node.show(None)) == ("81.23", "0.8123", "-")
+    assert br.QUALITY_KEYS == {"node": ("val_acc", "test_acc"), "link": ("val_mrr", "test_mrr")}
+
+
+@pytest.mark.unit
+def test_the_module_examples_hold():
+    attempted = 0
+    for name in ("report.tasks", "report.stats", "report.results", "report.goals", "plan"):
+        res = doctest.testmod(importlib.import_module(f"dgl_grappa.bench.{name}"))
+        assert res.failed == 0, name
+        attempted += res.attempted
+    assert attempted >= 15
 
 
 @pytest.mark.unit
@@ -284,26 +325,26 @@ def test_a_cell_stays_done_when_only_the_data_location_differs():
     # elsewhere: the same graph read from another folder is the same run.
     here = load_config(None, ["--data.name=cora", "--data.root=/machine/a/planetoid"])
     there = load_config(None, ["--data.name=cora", "--data.root=/elsewhere/planetoid"])
-    stored = bench.normalised(here)
+    stored = planning.normalised(here)
     assert "root" not in stored["data"]
-    assert config_changes(stored, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    assert config_changes(stored, planning.normalised(there), planning.normalised(load_config(None, []))) == []
     # an older cell that still holds data.root in its config is not stale for it either
     old = dict(stored, data=dict(stored["data"], root="/machine/a/planetoid"))
-    assert config_changes(old, bench.normalised(there), bench.normalised(load_config(None, []))) == []
+    assert config_changes(old, planning.normalised(there), planning.normalised(load_config(None, []))) == []
     other = load_config(None, ["--data.name=citeseer", "--data.root=/elsewhere/planetoid"])
-    assert config_changes(stored, bench.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
+    assert config_changes(stored, planning.normalised(other), {}) == ["data.name: 'cora' -> 'citeseer'"]
 
 
 @pytest.mark.unit
 def test_a_cell_stays_done_when_only_compare_settings_differ():
     # compare.variants' default moved from [batch] to [none]; no bench run reads it, so cells
     # stored before stay done. compare.script (the DistDGL trainer) does reach a run.
-    now = bench.normalised(load_config(None, []))
+    now = planning.normalised(load_config(None, []))
     assert now["compare"] == {"script": ""}
     old = dict(now, compare={"variants": ["batch"], "distdgl": True, "dropin": False, "target_acc": 0.0,
                              "script": ""})
     assert config_changes(old, now, now) == []
-    mine = bench.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
+    mine = planning.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
     assert config_changes(old, mine, now) == ["compare.script: '' -> '/opt/train_dist.py'"]
 
 
@@ -561,24 +602,24 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     a = {"cell_id": "a", "axes": {"seed": 0}, "systems": {"grappa": {"status": "ok"}}}
     b = {"cell_id": "b", "axes": {"seed": 1}, "systems": {}}
     for doc in (a, b):
-        bench.write_archived(bench.archive_path(arch, doc["cell_id"]), doc)
-    first = bench.archive_path(arch, "a").read_bytes()
-    bench.write_archived(bench.archive_path(arch, "a"), a)
-    assert bench.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
+        storage.write_archived(storage.archive_path(arch, doc["cell_id"]), doc)
+    first = storage.archive_path(arch, "a").read_bytes()
+    storage.write_archived(storage.archive_path(arch, "a"), a)
+    assert storage.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
     newer = dict(a, systems={"grappa": {"status": "failed"}})
-    bench._write_json(bench.cell_path(out, "a"), newer)
-    assert bench.stored_cell(out, arch, "a") == newer and bench.stored_cell(out, arch, "b") == b
-    assert bench.stored_cell(out, None, "b") is None
-    assert sorted(bench.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
-    assert bench.read_cells(out) == [newer]
+    storage.write_cell(storage.cell_path(out, "a"), newer)
+    assert storage.stored_cell(out, arch, "a") == newer and storage.stored_cell(out, arch, "b") == b
+    assert storage.stored_cell(out, None, "b") is None
+    assert sorted(storage.read_cells(out, arch), key=lambda c: c["cell_id"]) == [newer, b]
+    assert storage.read_cells(out) == [newer]
     # a cell of out_dir written before the archive was set is copied in; archived ones are left alone
-    bench._write_json(bench.cell_path(out, "c"), dict(b, cell_id="c"))
-    assert bench.archive_missing(out, arch) == 1 and bench.archive_missing(out, arch) == 0
-    assert bench.read_archived(bench.archive_path(arch, "c"))["cell_id"] == "c"
-    assert bench.read_archived(bench.archive_path(arch, "a")) == a
-    bench.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
-    assert bench.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
-    assert bench.read_archived(bench.archive_path(arch, "b")) is None
+    storage.write_cell(storage.cell_path(out, "c"), dict(b, cell_id="c"))
+    assert storage.archive_missing(out, arch) == 1 and storage.archive_missing(out, arch) == 0
+    assert storage.read_archived(storage.archive_path(arch, "c"))["cell_id"] == "c"
+    assert storage.read_archived(storage.archive_path(arch, "a")) == a
+    storage.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
+    assert storage.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
+    assert storage.read_archived(storage.archive_path(arch, "b")) is None
 
 
 @pytest.mark.unit
@@ -664,17 +705,17 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
     """A Grappa entry stored before train.memory_budget existed ran the replicating defaults:
     it must run again, although the planned value is the key's default; DistDGL's stays."""
     cfg = load_config(None, [])
-    now = bench.normalised(cfg)
+    now = planning.normalised(cfg)
     old = json.loads(json.dumps(now))
     del old["train"]["memory_budget"], old["train"]["storage"]
     for kind, stale in (("grappa", True), ("distdgl", False), ("distdgl-grappa", False)):
-        planned = bench.PlannedSystem(system=bench.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
+        planned = planning.PlannedSystem(system=planning.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
                                       config=now, fingerprint="x")
-        why = bench.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
+        why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
         assert (why is not None) == stale, (kind, why)
-        assert bench.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
-    assert "train.memory_budget" in bench.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
-        bench.PlannedSystem(system=bench.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
+        assert staleness.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
+    assert "train.memory_budget" in staleness.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
+        planning.PlannedSystem(system=planning.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
                             config=now, fingerprint="x")))
 
 

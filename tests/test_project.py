@@ -2,7 +2,9 @@
 summaries with known numbers, the check, and the command line's one-line errors."""
 from __future__ import annotations
 
+import dataclasses
 import doctest
+import importlib
 import json
 import math
 from pathlib import Path
@@ -19,16 +21,15 @@ GB = 1.25e8  # bytes per second of 1 Gbit/s
 
 
 def _cal(partition="random", *, prefetch=False, input_rows=20_000, row_bytes=256, q0=1.0, growth=0.0):
-    """A calibration dict with round numbers (as :func:`pj.calibrate_from` returns one)."""
-    return {
-        "name": "x", "train_nodes": 64_000, "batch_size": 1000, "steps_cap": 0, "row_bytes": row_bytes,
-        "model_bytes": 40_000, "input_rows": input_rows, "compute_scale": 1.0,
-        "grappa": {"compute_s": 0.030, "sample_s": 0.010, "backward_s": 0.012, "prefetch": prefetch,
-                   "corr_bytes": 4, "buckets": 1, "wire_overhead": 1.05},
-        "distdgl": {"compute_s": 0.040, "row_cost_s": 4e-6, "round_trips": 4, "buckets": 1, "wire_overhead": 1.08},
-        "partitions": {partition: {"parts0": 2, "input_rows": input_rows, "remote_fraction0": 0.3, "q0": q0,
-                                   "growth": growth, "rpc_share": 0.1, "seed_imbalance": 1.0}},
-    }
+    """A calibration with round numbers (as :func:`pj.calibrate_from` returns one)."""
+    return pj.Calibration(
+        name="x", train_nodes=64_000, batch_size=1000, steps_cap=0, row_bytes=row_bytes, model_bytes=40_000,
+        input_rows=input_rows, compute_scale=1.0,
+        grappa=pj.GrappaFit(compute_s=0.030, sample_s=0.010, backward_s=0.012, prefetch=prefetch, corr_bytes=4,
+                            buckets=1, wire_overhead=1.05),
+        distdgl=pj.DistDGLFit(compute_s=0.040, row_cost_s=4e-6, round_trips=4, buckets=1, wire_overhead=1.08),
+        partitions={partition: pj.PartitionFit(parts0=2, input_rows=input_rows, remote_fraction0=0.3, q0=q0,
+                                               growth=growth, rpc_share=0.1, seed_imbalance=1.0)})
 
 
 # ---------------------------------------------------------------------------------------
@@ -39,7 +40,7 @@ def test_infinite_bandwidth_and_zero_latency_leave_compute_only():
     cal = _cal()
     for p in (4, 16, 64):
         r = pj.project(cal, p, None, 0.0)
-        rows = pj.remote_fraction(cal, p) * cal["input_rows"]
+        rows = pj.remote_fraction(cal, p) * cal.input_rows
         assert r["grappa_network_s"] == 0 and r["distdgl_network_s"] == 0
         assert r["grappa_epoch_s"] == pytest.approx(r["grappa_steps"] * 0.030)
         assert r["distdgl_epoch_s"] == pytest.approx(r["distdgl_steps"] * (0.040 + 4e-6 * rows))
@@ -111,10 +112,10 @@ def test_structure_aware_remote_fraction_keeps_its_share_or_grows_as_fitted():
 def test_steps_per_epoch_split_the_training_nodes_and_respect_the_cap():
     cal = _cal()
     assert pj.steps_per_epoch(cal, 4, "distdgl") == 16 and pj.steps_per_epoch(cal, 64, "grappa") == 1
-    cal["partitions"]["random"]["seed_imbalance"] = 1.2
+    cal.partitions["random"].seed_imbalance = 1.2
     assert pj.steps_per_epoch(cal, 4, "grappa") == math.ceil(1.2 * 16)
     assert pj.steps_per_epoch(cal, 1, "grappa") == 64  # one part: no imbalance
-    cal["steps_cap"] = 5
+    cal.steps_cap = 5
     assert pj.steps_per_epoch(cal, 4, "distdgl") == 5
 
 
@@ -215,16 +216,21 @@ def test_run_facts_read_a_summary_undilated():
 def test_calibration_recovers_known_numbers_and_gives_the_measured_point_back():
     runs = (_grappa(2, dilation=2.0), _distdgl(2, dilation=2.0))
     cal = pj.calibrate_from(_facts(*runs))
-    assert cal["train_nodes"] == T and cal["batch_size"] == B and cal["row_bytes"] == ROW
-    assert cal["grappa"]["compute_s"] == pytest.approx(0.02)  # dilation and all-reduce taken out
-    assert cal["grappa"]["wire_overhead"] == pytest.approx(1.05) and cal["grappa"]["corr_bytes"] == 0
-    d, part = cal["distdgl"], cal["partitions"]["metis"]
-    assert d["compute_s"] == pytest.approx(0.05) and d["row_cost_s"] == 0  # one remote-row count: not separable
-    assert d["round_trips"] == LAYERS + 2 and d["wire_overhead"] == pytest.approx(1.08)
-    assert part["input_rows"] == pytest.approx(20_000) and part["remote_fraction0"] == pytest.approx(0.3)
-    assert part["q0"] == pytest.approx(0.3 / random_remote_fraction(2, 20_000, 1000))
-    assert part["rpc_share"] == pytest.approx(0.1) and part["growth"] == 0
-    assert any("not separable" in n for n in cal["notes"])
+    assert cal.train_nodes == T and cal.batch_size == B and cal.row_bytes == ROW
+    assert cal.grappa.compute_s == pytest.approx(0.02)  # dilation and all-reduce taken out
+    assert cal.grappa.wire_overhead == pytest.approx(1.05) and cal.grappa.corr_bytes == 0
+    d, part = cal.distdgl, cal.partitions["metis"]
+    assert d.compute_s == pytest.approx(0.05) and d.row_cost_s == 0  # one remote-row count: not separable
+    assert d.round_trips == LAYERS + 2 and d.wire_overhead == pytest.approx(1.08)
+    assert part.input_rows == pytest.approx(20_000) and part.remote_fraction0 == pytest.approx(0.3)
+    assert part.q0 == pytest.approx(0.3 / random_remote_fraction(2, 20_000, 1000))
+    assert part.rpc_share == pytest.approx(0.1) and part.growth == 0
+    assert any("not separable" in n for n in cal.notes)
+    # what the calibration writes to projection.json: the same fields, as JSON
+    saved = json.loads(json.dumps(cal.to_dict()))
+    assert list(saved) == [f.name for f in dataclasses.fields(pj.Calibration)]
+    assert saved["distdgl"]["round_trips"] == LAYERS + 2 and saved["partitions"]["metis"]["parts0"] == 2
+    assert [r["system"] for r in saved["runs"]] == ["grappa", "distdgl"]
     # at the calibration point the projection is the measurement (undilated)
     r = pj.project(cal, 2, 1, 100)
     assert r["grappa_epoch_s"] == pytest.approx(runs[0]["epoch_time_s"] / 2)
@@ -235,12 +241,12 @@ def test_calibration_separates_distdgl_row_cost_with_a_one_part_run():
     runs = (_grappa(1, rate=None, lat_ms=0), _grappa(4), _distdgl(1, rate=None, lat_ms=0, row_cost=5e-6),
             _distdgl(4, remote=0.5, row_cost=5e-6))
     cal = pj.calibrate_from(_facts(*runs))
-    assert cal["distdgl"]["compute_s"] == pytest.approx(0.05)
-    assert cal["distdgl"]["row_cost_s"] == pytest.approx(5e-6)
-    assert cal["grappa"]["compute_s"] == pytest.approx(0.02)
-    assert list(cal["partitions"]) == ["metis"] and cal["partitions"]["metis"]["parts0"] == 4
+    assert cal.distdgl.compute_s == pytest.approx(0.05)
+    assert cal.distdgl.row_cost_s == pytest.approx(5e-6)
+    assert cal.grappa.compute_s == pytest.approx(0.02)
+    assert list(cal.partitions) == ["metis"] and cal.partitions["metis"].parts0 == 4
     # a given row cost wins over the fit
-    assert pj.calibrate_from(_facts(*runs), row_cost_s=1e-6)["distdgl"]["row_cost_s"] == 1e-6
+    assert pj.calibrate_from(_facts(*runs), row_cost_s=1e-6).distdgl.row_cost_s == 1e-6
 
 
 def test_calibration_fits_a_structure_aware_partitions_growth_from_two_part_counts():
@@ -248,12 +254,12 @@ def test_calibration_fits_a_structure_aware_partitions_growth_from_two_part_coun
     rho4 = 2 * q2 * random_remote_fraction(4, 20_000, 1000)  # q doubled from 2 to 4 parts: a = 1
     runs = (_grappa(2), _grappa(4), _distdgl(2, remote=0.2), _distdgl(4, remote=rho4))
     cal = pj.calibrate_from(_facts(*runs))
-    assert cal["partitions"]["metis"]["growth"] == pytest.approx(1.0)
+    assert cal.partitions["metis"].growth == pytest.approx(1.0)
     assert pj.remote_fraction(cal, 4) == pytest.approx(rho4)
-    assert pj.calibrate_from(_facts(*runs), remote_growth=0.25)["partitions"]["metis"]["growth"] == 0.25
+    assert pj.calibrate_from(_facts(*runs), remote_growth=0.25).partitions["metis"].growth == 0.25
     # random partitions follow the formula: no growth beyond (P-1)/P
     rnd = pj.calibrate_from(_facts(_grappa(2, "random"), _distdgl(2, "random", remote=0.45)))
-    assert rnd["partitions"]["random"]["growth"] == 0
+    assert rnd.partitions["random"].growth == 0
 
 
 def test_calibration_rejects_one_system_and_mixed_workloads():
@@ -274,7 +280,7 @@ def test_check_projects_each_run_at_its_own_link_and_divides_by_its_dilation():
     # "emulated" runs of the same workload: the model's own numbers at 4 parts, 1 Gbit, dilated x2
     rho4 = pj.remote_fraction(cal, 4)
     emu = [_grappa(4, dilation=2.0, overhead=1.05), _distdgl(4, remote=rho4, dilation=2.0, overhead=1.08)]
-    cal["grappa"]["wire_overhead"], cal["distdgl"]["wire_overhead"] = 1.05, 1.08
+    cal.grappa.wire_overhead, cal.distdgl.wire_overhead = 1.05, 1.08
     rows = pj.check_rows(cal, _facts(*emu))
     assert [r["system"] for r in rows] == ["grappa", "distdgl"]
     for r, s in zip(rows, emu):
@@ -295,7 +301,7 @@ def test_check_reports_a_run_whose_hosts_computed_slower_than_the_calibration():
     # the same step at 4 parts, but its hosts spent 1.3x the CPU seconds on it (time-sliced cores)
     slow = _grappa(4, dilation=2.0, compute=0.026)
     slow["cpu_time_s_rank0"] = 0.026 * slow["steps_per_epoch"]
-    cal["grappa"]["wire_overhead"] = 1.05
+    cal.grappa.wire_overhead = 1.05
     (r,) = pj.check_rows(cal, _facts(slow))
     assert r["cpu_ratio"] == pytest.approx(1.3)
     assert r["error"] < -0.15  # the projection, at the calibration's compute, is short of it
@@ -313,8 +319,8 @@ def test_grappa_is_calibrated_on_one_correction():
     none = _grappa(2)
     none["correction"] = "none"
     cal = pj.calibrate_from(_facts(batch, none, _distdgl(2)))
-    assert cal["correction"] == "none" and cal["grappa"]["compute_s"] == pytest.approx(0.02)
-    assert any("correction=none" in n for n in cal["notes"])
+    assert cal.correction == "none" and cal.grappa.compute_s == pytest.approx(0.02)
+    assert any("correction=none" in n for n in cal.notes)
     # the check leaves the other variant out
     rows = pj.check_rows(cal, _facts(batch, none))
     assert len(rows) == 1
@@ -375,8 +381,19 @@ def test_cli_errors_are_one_line_with_the_fix(tmp_path, capsys):
                                                                             "--parts", "4,x"])
     assert "--gbit='0' must be > 0" in _error(capsys, ["project", "--runs", str(both), "--gbit", "0"])
     assert "no 'random' partitioning" in _error(capsys, ["project", "--runs", str(both), "--partition", "random"])
-    assert "not a config" in _error(capsys, ["project", "--config", "x.yaml", "--runs", str(both)])
-    assert "required: --runs" in _error(capsys, ["project"])
+    assert "config file 'x.yaml' does not exist" in _error(capsys, ["project", "--config", "x.yaml", "--runs",
+                                                                       str(both)])
+    assert "no calibration runs; pass compare run folders with --runs" in _error(capsys, ["project"])
+    assert "unknown option '--bogus'" in _error(capsys, ["project", "--runs", str(both), "--bogus", "1"])
+    assert "unknown option '--project.nope'" in _error(capsys, ["project", "--runs", str(both), "--project.nope=1"])
+    assert "project.target='x' is not a number" in _error(capsys, ["project", "--runs", str(both), "--target", "x"])
+    assert "--resume applies to train" in _error(capsys, ["project", "--resume", "--runs", str(both)])
+    train = tmp_path / "train.yaml"
+    train.write_text("train:\n  epochs: 3\nproject:\n  runs: [x]\n")
+    assert "must hold a project: section of options and nothing else (it has train)" in _error(
+        capsys, ["project", "--config", str(train)])
+    train.write_text("project:\n  runs: [x]\n  nope: 1\n")
+    assert "unknown key project.nope" in _error(capsys, ["project", "--config", str(train)])
     bad = tmp_path / "bad" / "summary.json"
     bad.parent.mkdir()
     bad.write_text("{not json")
@@ -384,6 +401,33 @@ def test_cli_errors_are_one_line_with_the_fix(tmp_path, capsys):
     assert not (both / "projection.json").exists()  # nothing written on an error
 
 
+def test_the_options_are_one_setting_however_spelled(tmp_path, capsys):
+    """A short flag, its --project.<key>=<value> override and the --config file's project: section
+    are the same setting (last wins), and the same options give the same projection, byte for byte."""
+    run = _write(tmp_path / "cmp", distdgl=_distdgl(2), **{"grappa-none": _grappa(2)})
+    assert cli.main(["project", "--runs", str(run), "--parts", "4,8", "--gbit", "10", "--latency-us", "5,50",
+                     "--remote-growth", "0.3", "--out", str(tmp_path / "flags.json")]) == 0
+    flags = capsys.readouterr().out.replace("flags.json", "X")
+    assert cli.main(["project", f"--project.runs=[{run}]", "--project.parts=[4,8]", "--project.gbit=10",
+                     "--project.latency_us", "5,50", "--project.remote_growth=0.3",
+                     f"--project.out={tmp_path / 'overrides.json'}"]) == 0
+    assert capsys.readouterr().out.replace("overrides.json", "X") == flags
+    cfg = tmp_path / "project.yaml"
+    cfg.write_text(f"project:\n  runs: [{run}]\n  parts: [4, 8]\n  gbit: [1]\n  latency_us: [5, 50]\n"
+                   f"  remote_growth: 0.3\n  out: {tmp_path / 'file.json'}\n")
+    assert cli.main(["project", "--config", str(cfg), "--gbit", "10"]) == 0  # the command line wins
+    assert capsys.readouterr().out.replace("file.json", "X") == flags
+    texts = {n: (tmp_path / f"{n}.json").read_text() for n in ("flags", "overrides", "file")}
+    assert texts["flags"] == texts["overrides"] == texts["file"]
+    # repeated --runs add up; a none-like value clears an optional number
+    opts = pj.load_options(None, ["--runs", "a", "--runs", "b", "c", "--project.remote_growth=none"])
+    assert opts.runs == ["a", "b", "c"] and opts.remote_growth is None and opts.parts == [4, 8, 16, 32, 64]
+
+
 def test_the_module_examples_hold():
-    res = doctest.testmod(pj)
-    assert res.attempted > 10 and res.failed == 0
+    attempted = 0
+    for name in ("calibration", "model", "fit", "check", "text", "command"):
+        res = doctest.testmod(importlib.import_module(f"dgl_grappa.bench.project.{name}"))
+        assert res.failed == 0, name
+        attempted += res.attempted
+    assert attempted > 25
