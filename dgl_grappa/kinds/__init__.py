@@ -16,13 +16,17 @@ Example:
 from __future__ import annotations
 
 from ..config import Config, ConfigError
-from .base import Batch, DistJob, JobKind, LocalRuntime
+from .base import Batch, DistJob, JobKind, LocalRuntime, Metric
 from .hetero import HeteroKind
 from .link import LinkKind
 from .node import NodeKind
 
 KINDS: dict[str, JobKind] = {kind.name: kind for kind in (NodeKind(), LinkKind(), HeteroKind())}
 """Every kind of job, by name."""
+
+
+METRICS: dict[str, Metric] = {k.metric.name: k.metric for k in KINDS.values()}
+"""How the kinds are graded, by metric family (a kind's ``task``), in the registry's order."""
 
 
 def kind_of(cfg: Config) -> JobKind:
@@ -47,4 +51,4 @@ def resolve(cfg: Config) -> JobKind:
     return kind
 
 
-__all__ = ["Batch", "DistJob", "JobKind", "KINDS", "LocalRuntime", "kind_of", "resolve"]
+__all__ = ["Batch", "DistJob", "JobKind", "KINDS", "LocalRuntime", "METRICS", "Metric", "kind_of", "resolve"]

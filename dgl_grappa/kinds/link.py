@@ -34,7 +34,7 @@ from ..method.link import (
 )
 from ..method.reducers import make_correction
 from ..method.sampler import layer_sampler
-from .base import Batch
+from .base import RANKING, Batch
 from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime
 
 
@@ -96,6 +96,7 @@ class LinkKind(HomogeneousKind):
 
     name = "link"
     task = "link"
+    metric = RANKING
 
     def check(self, cfg: Config) -> None:
         """The held-out fractions, the negatives, and the settings link prediction cannot serve."""

@@ -1,7 +1,7 @@
 """The benchmark's reports, from the cell JSON files only: statistics, tables, coverage, plots.
 
 A package by job: :mod:`.stats` (statistics), :mod:`.tasks` (what differs between node
-classification and link prediction, one :class:`Task` each), :mod:`.results` (a cell JSON, see
+classification and link prediction, one :class:`~dgl_grappa.kinds.Metric` each, declared by the kinds), :mod:`.results` (a cell JSON, see
 :mod:`dgl_grappa.bench.storage` for its schema, read once into a :class:`CellResult`), :mod:`.rows`
 (the tables' rows), :mod:`.coverage`, :mod:`.goals`, :mod:`.markdown` and :mod:`.notes` (the text),
 :mod:`.plots`, and :mod:`.write` (:func:`render`, :func:`write_report`). Everything but
@@ -43,14 +43,15 @@ from .results import (ACC_KEY, BASELINE, DEFAULTS, GROUP_AXES, SELECT_AXES, TARG
 from .rows import accuracy_rows, pair_rows, speed_rows
 from .stats import (PLATEAU_POINTS, PLATEAU_WINDOW, convergence, mean_std, t_interval, time_to_target,
                     window_test_acc, windows)
-from .tasks import (LINK_POINTS, LOSS_POINTS, PAIR_POINTS, QUALITY_KEYS, TASKS, Task, accuracy_goal, cell_task,
+from ...kinds.base import LINK_POINTS, LOSS_POINTS, PAIR_POINTS
+from .tasks import (QUALITY_KEYS, TASKS, accuracy_goal, cell_task,
                     link_met, pair_points, quality_keys)
 from .write import render, write_report
 
 __all__ = [
     "ACCURACY_NOTES", "ACC_KEY", "BASELINE", "DEFAULTS", "GOALS", "GROUP_AXES", "LINK_NOTES", "LINK_POINTS",
     "LOSS_POINTS", "PAIR_NOTES", "PAIR_POINTS", "PHASE_NOTES", "PLATEAU_POINTS", "PLATEAU_WINDOW", "PLOT_PREFIXES",
-    "QUALITY_KEYS", "SELECT_AXES", "SPEED_NOTES", "TARGET_FRACTION", "TASKS", "CellResult", "Task",
+    "QUALITY_KEYS", "SELECT_AXES", "SPEED_NOTES", "TARGET_FRACTION", "TASKS", "CellResult",
     "accuracy_goal", "accuracy_goals", "accuracy_rows", "accuracy_table", "baseline_text", "borrow_baseline",
     "cell_task", "convergence", "coverage", "coverage_text", "dilation_text", "goals_table", "grouped",
     "link_goals", "link_met", "link_table", "mean_std", "node_goals", "ok_systems", "pair_points", "pair_rows",

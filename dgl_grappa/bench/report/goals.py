@@ -12,7 +12,8 @@ import statistics
 from .results import BASELINE, DEFAULTS, TARGET_FRACTION
 from .rows import row_name
 from .stats import t_interval
-from .tasks import LINK_POINTS, LOSS_POINTS, rows_by_task, tolerance_text
+from ...kinds.base import LINK_POINTS, LOSS_POINTS
+from .tasks import rows_by_task, tolerance_text
 
 
 def pooled_by_depth(graded: list[dict]) -> str:

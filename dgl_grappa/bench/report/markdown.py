@@ -12,7 +12,8 @@ from .goals import pair_summary
 from .notes import PAIR_NOTES
 from .results import BASELINE, CellResult, network, select, systems_order
 from .rows import pair_rows
-from .tasks import LINK_POINTS, pair_columns, task_of, task_text
+from ...kinds.base import LINK_POINTS
+from .tasks import pair_columns, task_of, task_text
 
 
 def _f(x, fmt: str, none: str = "-") -> str:

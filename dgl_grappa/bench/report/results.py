@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .stats import time_to_target, window_test_acc, windows
-from .tasks import TASKS, Task, cell_task
+from ...kinds import Metric
+from .tasks import TASKS, cell_task
 
 BASELINE = "distdgl"
 """The system every ratio and difference refers to."""
@@ -64,7 +65,7 @@ class CellResult:
 
     cell_id: str | None
     axes: dict
-    task: Task
+    task: Metric
     config: dict
     partition: dict
     systems: dict[str, dict]
@@ -87,7 +88,7 @@ def read_result(cell: dict) -> CellResult:
                       finished=_finished(systems, task))
 
 
-def _finished(systems: dict[str, dict], task: Task) -> dict[str, dict]:
+def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
     """name -> metrics of the finished systems, with :data:`ACC_KEY` and the time to target filled in."""
     out = {}
     base = systems.get(BASELINE) or {}

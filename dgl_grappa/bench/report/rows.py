@@ -223,7 +223,7 @@ def speed_rows(cells: list[dict | CellResult], plan: dict | None = None) -> list
         dicts with the group axes, ``system``, ``seeds``, ``epoch_time_s``,
         ``base_epoch_time_s``, ``speedup`` (DistDGL epoch / this epoch), ``bytes``,
         ``bytes_ratio`` (this / DistDGL), ``acc``, ``base_acc``, ``acc_diff`` (points),
-        ``loses_accuracy`` (acc_diff < -:data:`~.tasks.LOSS_POINTS`), ``floor_s`` and
+        ``loses_accuracy`` (acc_diff < -:data:`~dgl_grappa.kinds.base.LOSS_POINTS`), ``floor_s`` and
         ``floor_ratio`` (epoch / floor; None when no summary has a floor), ``train_time_s``,
         ``task``; link rows: ``acc``/``base_acc`` are test MRRs, ``loses_accuracy`` is a loss of
         more than :data:`~.tasks.LINK_POINTS` MRR points, and the link figures of :func:`accuracy_rows` are set.

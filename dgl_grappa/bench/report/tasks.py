@@ -1,97 +1,34 @@
-"""The kinds of job the reports grade, one :class:`Task` each: node classification and link prediction.
+"""How the reports grade the kinds of job: one :class:`~dgl_grappa.kinds.Metric` per task, declared by the kinds.
 
-Everything that differs between them in a report is here, in :data:`TASKS` (keyed by task
-name): the validation and test figures a report reads, how far a row may fall behind the
-reference, how a figure is shown and named. The rest of the report asks this table (and the
-few helpers below, for a report that mixes tasks) instead of branching on the task.
+Everything that differs between node classification and link prediction in a report is the
+kinds' :class:`~dgl_grappa.kinds.Metric` (:data:`TASKS`, keyed by task name: the validation and
+test figures a report reads, how far a row may fall behind the reference, how a figure is shown
+and named). The rest of the report asks this table (and the few helpers below, for a report that
+mixes tasks) instead of branching on the task.
 
 A cell's task is its config's ``train.task`` (:func:`cell_task`); its rows carry the name
 as ``task``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ...kinds import METRICS, Metric
+from ...kinds.base import LINK_POINTS, PAIR_POINTS
 
-
-@dataclass(frozen=True)
-class Task:
-    """What the reports read and show for one kind of job.
-
-    Attributes:
-        name: the task's name (``train.task``), as a row's ``task``.
-        val_key: the validation figure that convergence and the time to target race on.
-        test_key: the test figure the reports compare (its window mean).
-        pair_points: a pair row ("A vs B") is within when its mean difference is >= -this.
-        loss_points: the speed report marks a row that loses more than this.
-        goal_points: a matrix row meets the goal when its mean difference to DistDGL is
-            >= -this, at 1-2 layers ...
-        deep_goal_points: ... and >= -this at 3 or more layers.
-        scale: a shown test figure is the figure x this (an accuracy in %, an MRR as itself).
-        spec: the format of a shown test figure.
-        ranking: the task ranks held-out edges: its runs have test hits@k and a share of the
-            edges trained on, which its rows and tables carry.
-        heading: the title of its tables where another task's come first.
-
-    Example:
-        >>> TASKS["link"].test_key, TASKS["link"].show(0.41234), TASKS["node"].show(0.8123)
-        ('test_mrr', '0.4123', '81.23')
-    """
-
-    name: str
-    val_key: str
-    test_key: str
-    pair_points: float
-    loss_points: float
-    goal_points: float
-    deep_goal_points: float
-    scale: float
-    spec: str
-    ranking: bool
-    heading: str
-
-    def met(self, mean_diff_points: float | None, layers: int) -> bool | None:
-        """Whether a row's mean difference to the reference (in points) meets the goal; None unmeasured."""
-        if mean_diff_points is None:
-            return None
-        return mean_diff_points >= -(self.deep_goal_points if layers >= 3 else self.goal_points)
-
-    def show(self, x: float | None) -> str:
-        """A test figure as a table shows it ("-" for none)."""
-        return "-" if x is None else format(x * self.scale if self.scale != 1 else x, self.spec)
-
-
-LOSS_POINTS = 1.0
-"""Speed report: a speedup whose mean accuracy is more than this many points below DistDGL's is marked."""
-
-PAIR_POINTS = 0.5
-"""System against system (``bench.pairs``): a row of "A vs B" is within when the mean per-seed
-difference A - B is at least minus this many points (A better than B by any margin is within)."""
-
-LINK_POINTS = 2.0
-"""Link prediction: a row's test MRR is within the goal when its mean per-seed difference to the
-reference is at least minus this many MRR points (0.02 absolute MRR); also the tolerance of a
-pair's link rows and of the speed report's "loses accuracy" mark on link rows."""
 
 DEFAULT_TASK = "node"
 """The task of a cell or row that does not say."""
 
-TASKS = {
-    "node": Task(name="node", val_key="val_acc", test_key="test_acc", pair_points=PAIR_POINTS,
-                 loss_points=LOSS_POINTS, goal_points=1.0, deep_goal_points=0.0, scale=100.0, spec=".2f",
-                 ranking=False, heading="Node classification"),
-    "link": Task(name="link", val_key="val_mrr", test_key="test_mrr", pair_points=LINK_POINTS,
-                 loss_points=LINK_POINTS, goal_points=LINK_POINTS, deep_goal_points=LINK_POINTS, scale=1.0,
-                 spec=".4f", ranking=True, heading="Link prediction"),
-}
-"""Task name -> :class:`Task`, in the order a report shows them."""
+TASKS: dict[str, Metric] = METRICS
+"""Task name -> how its kinds of job are graded (:class:`~dgl_grappa.kinds.Metric`, declared by each kind;
+the registry's :data:`~dgl_grappa.kinds.METRICS`), in the order a report shows them."""
 
 QUALITY_KEYS = {name: (t.val_key, t.test_key) for name, t in TASKS.items()}
 """Per task: (the validation figure that convergence and the time to target race on, the test
 figure the reports compare)."""
 
 
-def task_of(name: str | None) -> Task:
-    """The :class:`Task` of a row's or cell's task name (:data:`DEFAULT_TASK` where it has none)."""
+def task_of(name: str | None) -> Metric:
+    """The :class:`~dgl_grappa.kinds.Metric` of a row's or cell's task name (:data:`DEFAULT_TASK` where it has none)."""
     return TASKS[name or DEFAULT_TASK]
 
 
