@@ -25,19 +25,25 @@ import sys
 from pathlib import Path
 
 from .bench.compare import cmd_compare
-from .cluster.launch import setup_logging
-from .cluster.procs import JobFailed
+from .bench.matrix import cmd_bench
+from .bench.project import cmd_project
+from .cluster.launch import select_device, setup_logging
+from .cluster.netns import in_private_netns
+from .cluster.procs import JobFailed, rerun_isolated
 from .config import Config, ConfigError, load_config, uses_hosts
 from .kinds import resolve
+from .native.run import check_inputs, removed_on_user_error, run_native
+from .native.worker import cmd_worker as run
+from .native.worker import train_on_hosts
+from .partition.aggregates import prepare
+from .partition.store import ensure_partitions, format_stats, partition_dir
+from .runtime.folders import check_output_dir
+from .runtime.metrics import format_bytes
 
 log = logging.getLogger("dgl_grappa")
 
 
 def cmd_partition(cfg: Config) -> int:
-    from .runtime.folders import check_output_dir
-    from .native.run import removed_on_user_error
-    from .partition.store import ensure_partitions, format_stats, partition_dir
-
     check_output_dir(partition_dir(cfg), "partition.out_dir" if cfg.partition.out_dir else "run.output_dir")
     with removed_on_user_error(Path(cfg.run.output_dir)):
         stats, _ = ensure_partitions(cfg)
@@ -47,18 +53,12 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
-    from .cluster.netns import in_private_netns
-    from .cluster.procs import rerun_isolated
-    from .native.run import check_inputs, run_native
-
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
-        from .native.worker import train_on_hosts
 
         summary = train_on_hosts(cfg)
         print_train_summary(cfg, summary, Path(cfg.run.output_dir))
         return 0
     if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
-        from .cluster.launch import select_device
 
         select_device("cuda", cfg.partition.num_parts - 1)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
@@ -72,8 +72,6 @@ def cmd_train(cfg: Config) -> int:
 
 def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
     """The terminal summary of a ``train`` run (and where its files are)."""
-    from .runtime.metrics import format_bytes
-
     summary_path = out / "summary.json"
     if summary.get("task") == "link":
         quality = (f"val MRR {summary['val_mrr']:.4f}  test MRR {summary['test_mrr']:.4f}  test hits@"
@@ -109,8 +107,6 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
 
 
 def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
-    from .native.worker import cmd_worker as run
-
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa worker")
     ap.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
     ap.add_argument("--num-classes", type=int, default=None, help="number of classes (set by the launcher)")
@@ -120,8 +116,6 @@ def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
 
 
 def cmd_prepare(extra: list[str]) -> int:
-    from .partition.aggregates import prepare
-
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa prepare",
                                  description="add first-hop aggregates and in-degrees to a DGL partition folder")
     ap.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
@@ -181,12 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--gcn] [--force], not {rest[0]}")
             return cmd_prepare(own)
         if args.command == "bench":
-            from .bench.matrix import cmd_bench  # why here: it imports DGL, which other commands may not need
-
             return cmd_bench(args.config, rest)
         if args.command == "project":
-            from .bench.project import cmd_project  # why here: as bench, only this command needs it
-
             if args.resume is not None:
                 raise ConfigError("--resume applies to train, not project; drop it")
             return cmd_project(args.config, rest)

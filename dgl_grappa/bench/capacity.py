@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 GB = 1e9
 
 
@@ -175,8 +177,6 @@ def random_halo_share(p: int, degrees) -> float:
         >>> round(random_halo_share(4, [10] * 100), 2)
         2.83
     """
-    import numpy as np
-
     d = np.asarray(degrees, dtype=np.float64)
     return (p - 1) * float(np.mean(1.0 - (1.0 - 1.0 / p) ** d)) if p > 1 else 0.0
 

@@ -25,7 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..runtime.metrics import format_bytes
+from ..cluster.procs import isolation_plan, run_isolated
+from ..config import ConfigError, dropin_problem, uses_hosts, write_resolved_config
+from ..distdgl import run_distdgl
+from ..partition.store import ensure_partitions
+from ..runtime.folders import check_output_dir
+from ..runtime.metrics import PHASE_KEYS, format_bytes, read_jsonl, time_to_target, write_json
 
 log = logging.getLogger("dgl_grappa")
 
@@ -71,9 +76,6 @@ def run_grappa(cfg, out: Path, isolate: bool) -> dict:
     Raises:
         JobFailed: the job failed (its log is ``out/run.log``).
     """
-    from ..cluster.procs import run_isolated
-    from ..config import write_resolved_config
-
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     argv = [sys.executable, "-m", "dgl_grappa", "train", "--config", str(resolved)]
@@ -96,16 +98,9 @@ def run_compare(cfg) -> dict:
         ConfigError / IsolationError: bad config, or bandwidth shaping impossible here.
         JobFailed: a run failed (the others already done are kept on disk).
     """
-    from ..cluster.procs import isolation_plan
-    from ..config import ConfigError, dropin_problem, uses_hosts
-    from ..distdgl import run_distdgl
-    from ..partition.store import ensure_partitions
-    from ..runtime.metrics import read_jsonl, write_json
-
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
     if why is not None:
         raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
-    from ..runtime.folders import check_output_dir
 
     check_output_dir(cfg.run.output_dir, "run.output_dir")
     out = Path(cfg.run.output_dir).resolve()
@@ -157,8 +152,6 @@ def run_compare(cfg) -> dict:
 
 def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
     """The comparison table and targets from the runs' summaries and records."""
-    from ..runtime.metrics import time_to_target
-
     base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
     base = runs[base_name]["summary"]
     link = cfg.train.task == "link"
@@ -191,7 +184,6 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
         rows.append(row)
     c = cfg
-    from ..config import uses_hosts
 
     return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
             "task": c.train.task, "hits_k": c.link.hits_k if link else None,
@@ -256,8 +248,6 @@ def format_table(result: dict, markdown: bool = False) -> str:
 
 def phase_table(result: dict) -> str:
     """Where each system's epoch goes (median seconds per phase, rank 0; see dgl_grappa.runtime.metrics.PHASES)."""
-    from ..runtime.metrics import PHASE_KEYS
-
     keys = [k for k in PHASE_KEYS if k != "overlap_s"]
     out = ["| system | epoch | " + " | ".join(k[:-2] for k in keys) + " |", "|" + "---|" * (len(keys) + 2)]
     for r in result["rows"]:
@@ -356,10 +346,10 @@ def report_markdown(result: dict) -> str:
 
 def plot(result: dict, out: Path) -> None:
     """accuracy_vs_time.png and bytes_per_epoch.png (matplotlib, no display needed)."""
-    import matplotlib
+    import matplotlib  # deferred: plotting alone needs it, and it is slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: after choosing the Agg backend (no display)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, r in result["runs"].items():

@@ -27,7 +27,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from .procs import JobFailed
+from ..config import ConfigError
+from .procs import JobFailed, rc_text
 from .ptree import kill_listed
 
 log = logging.getLogger("dgl_grappa")
@@ -78,9 +79,7 @@ def check_dgl_cuda(device: torch.device) -> None:
     The pinned ``dgl`` wheel from the package registry is CPU-only: sampling works, but the
     blocks (and the model's message passing) cannot move to a GPU.
     """
-    import dgl
-
-    from ..config import ConfigError
+    import dgl  # deferred: only a CUDA run asks DGL for its build; the launchers import this module without DGL
 
     try:
         dgl.graph(([0], [0])).to(device)
@@ -102,8 +101,6 @@ def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> t
         ConfigError: run.device=cuda where torch sees no GPU, fewer GPUs than local ranks,
             or a CPU-only DGL.
     """
-    from ..config import ConfigError
-
     if device == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
@@ -226,7 +223,6 @@ class WorkerFailed(JobFailed):
         if self.exit_code is None:
             lines = [ln for ln in str(self).splitlines() if ln.strip()]
             return f"worker {self.rank} raised {lines[-1].strip() if lines else 'an exception'}"
-        from .procs import rc_text
 
         return f"worker {self.rank} {rc_text(self.exit_code)}"
 
@@ -288,8 +284,6 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
 
 def check_port_free(port: int, key: str, host: str = "127.0.0.1") -> None:
     """Raise a one-line ConfigError when ``port`` cannot be bound on ``host`` (``key`` names the setting)."""
-    from ..config import ConfigError
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))

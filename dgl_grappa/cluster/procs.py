@@ -7,6 +7,7 @@ bounded, and whatever the outcome no process of the command outlives :func:`run_
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -15,7 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
+from ..config import uses_hosts, write_resolved_config
 from ..env import ENV_JOB
+from .netns import EXIT_ISOLATION, check_isolation, isolate_argv, require_isolation
 from .ptree import job_processes, kill_session
 
 """Every process of a job carries this tag (a fresh id per job): tests use it to prove that
@@ -50,8 +53,6 @@ def set_subreaper() -> None:
     Orphans of our children (e.g. DGL sampler processes of a killed trainer) are then
     re-parented to us, so ``ptree.kill_tree(os.getpid())`` still finds them.
     """
-    import ctypes
-
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
@@ -101,9 +102,6 @@ def isolation_plan(cfg, force: bool | None = None) -> bool:
     Raises:
         IsolationError: shaping or isolation was required but cannot be done here.
     """
-    from ..config import uses_hosts
-    from .netns import check_isolation, require_isolation
-
     if uses_hosts(cfg):
         return False  # across hosts each host is its own namespace (or machine), shaped and counted there
     if cfg.network.bandwidth:
@@ -134,8 +132,6 @@ def run_isolated(argv: list[str], cfg, isolate: bool, timeout_s: float, *, shm: 
         JobFailed: non-zero exit (with the last lines of its log) or timeout. Whatever
             the outcome, no process of the command is left when this returns.
     """
-    from .netns import EXIT_ISOLATION, isolate_argv
-
     if isolate:
         argv = isolate_argv(argv, net=True, bandwidth=cfg.network.bandwidth, shm=shm)
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONUNBUFFERED="1")
@@ -186,9 +182,6 @@ def rerun_isolated(command: str, cfg) -> int:
         IsolationError: the namespace cannot be made here (not root, no tc).
         JobFailed: the child failed or ran past its bound.
     """
-    from ..config import write_resolved_config
-    from .netns import require_isolation
-
     require_isolation(bandwidth=cfg.network.bandwidth)
     out = Path(cfg.run.output_dir)
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")

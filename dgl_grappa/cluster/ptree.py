@@ -16,6 +16,8 @@ import subprocess
 import time
 from typing import Iterable
 
+import psutil
+
 from ..env import ENV_JOB  # import-free, like this module
 
 
@@ -31,8 +33,6 @@ def kill_listed(procs: Iterable, timeout_s: float | None = 10.0) -> int:
     Returns:
         How many were signalled.
     """
-    import psutil
-
     listed = []
     for p in procs:
         try:
@@ -58,8 +58,6 @@ def wait_dead(procs: list, timeout_s: float) -> list:
     is a zombie that another process must reap: an init that reaps late (or never, in
     some containers) must not stretch every kill to its full bound.
     """
-    import psutil
-
     deadline = time.monotonic() + timeout_s
     left = list(procs)
     while left:
@@ -71,8 +69,6 @@ def wait_dead(procs: list, timeout_s: float) -> list:
 
 
 def _zombie_of_another(p) -> bool:
-    import psutil
-
     try:
         return p.status() == psutil.STATUS_ZOMBIE and p.ppid() != os.getpid()
     except psutil.NoSuchProcess:
@@ -81,8 +77,6 @@ def _zombie_of_another(p) -> bool:
 
 def _tree(pid: int) -> tuple[list, list]:
     """``([root], descendants)`` of a live process, or ``([], [])`` when it is gone."""
-    import psutil
-
     try:
         root = psutil.Process(pid)
         return [root], root.children(recursive=True)
@@ -141,8 +135,6 @@ def kill_session(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
 
 def job_processes(job: str) -> list:
     """Live processes on this host (this one and zombies excluded) whose environment carries ``DGL_GRAPPA_JOB=job``."""
-    import psutil
-
     out = []
     for p in psutil.process_iter(["pid"]):
         if p.pid == os.getpid():

@@ -35,7 +35,9 @@ from __future__ import annotations
 import dgl
 
 from ..config import Config, ConfigError, DataConfig, ModelConfig, hetero_schema, select_etypes, validate
+from .bigsynth import BigGraph
 from .common import STANDARD_KEYS, make_graph, num_classes, target_type
+from .hetsynth import hetsynth_graph
 from .planetoid import cache_root, load_planetoid, planetoid_cache_dir
 from .synthetic import SBMArrays, effective_noise, generate_sbm, synthetic_graph
 from .user import load_user_graph
@@ -73,12 +75,8 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
     if cfg.name == "dgl":
         return load_user_graph(cfg)
     if cfg.name == "bigsynth":
-        from .bigsynth import BigGraph
-
         return BigGraph(cfg.path).to_dgl()
     if cfg.name == "hetsynth":
-        from .hetsynth import hetsynth_graph
-
         g = hetsynth_graph(cfg.hetsynth)
         if cfg.etypes:  # the relations kept: every system cuts, trains and evaluates this graph
             g = dgl.edge_type_subgraph(g, select_etypes(cfg.etypes, hetero_schema(cfg)["etypes"]))
@@ -93,8 +91,6 @@ def dataset_num_classes(cfg: DataConfig) -> int | None:
     Only ``bigsynth`` (its meta.json) answers without loading the graph.
     """
     if cfg.name == "bigsynth":
-        from .bigsynth import BigGraph
-
         return BigGraph(cfg.path).num_classes
     return None
 

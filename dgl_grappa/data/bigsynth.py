@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import torch
 
 from ..config import Config, ConfigError, DataConfig, SyntheticConfig, validate
+from .common import make_graph
 from .synthetic import _MAX_TOPUP_ROUNDS, CLASS_MEAN_NORM, _draw_edges, effective_noise
 
 FORMAT = "dgl_grappa.bigsynth/1"
@@ -193,10 +195,6 @@ class BigGraph:
             A homogeneous int64 DGLGraph (see :func:`dgl_grappa.data.make_graph`); edge id i
             is the i-th edge of :meth:`edge_chunks`.
         """
-        import torch
-
-        from .common import make_graph
-
         chunks = list(self.edge_chunks())
         src = np.concatenate([c[1] for c in chunks])
         dst = np.concatenate([c[2] for c in chunks])

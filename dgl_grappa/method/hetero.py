@@ -40,10 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import dgl
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from ..config import ConfigError
+from ..partition.hetero import relation_agg_path, to_original_order_typed
 from ..partition.layout import part_edges, part_paths
 from .embedding import LocalEmbedding, gather_rows
 from .local_part import Keep, budget_error, precision_ladder, reached_nodes
@@ -415,10 +417,6 @@ def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list
     """Every local node's per-relation first-hop aggregates (relations from featured types), stored in
     ``precision``: own rows from the part's file, the kept halo's from their owners' (read once; the second value
     is those bytes, in the stored precision)."""
-    import numpy as np
-
-    from ..partition.hetero import relation_agg_path
-
     out, once = {}, 0
     for e in (e for e in etypes if e[0] in featured):
         d = e[2]
@@ -580,8 +578,6 @@ class HeteroEmbedding(nn.Module):
 
     def gather_rows(self, part_config) -> dict[str, Tensor] | None:
         """Every worker's own rows of every featureless type, on rank 0, in the graph's node order (a collective)."""
-        from ..partition.hetero import to_original_order_typed
-
         out = {}
         for t, e in self.types.items():
             table = gather_rows(e.global_ids[: e.num_inner], e.own.weight)

@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from .storage import NodeTable
+
 
 class SeedsOnly:
     """The "sampler" of a model whose only layer is exact (first-hop completion, one layer):
@@ -169,8 +171,6 @@ class LocalFeatures:
 
     def __init__(self, table, fetch_remote: Callable[[Tensor], Tensor] | None = None,
                  resident: Tensor | None = None):
-        from .storage import NodeTable
-
         # A plain tensor is a table stored as it is (fp32 keeps it without a copy).
         self.table = table if isinstance(table, NodeTable) else NodeTable(table, "fp32")
         self.fetch_remote = fetch_remote

@@ -72,18 +72,12 @@ def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None)
     if ident.is_main:
         try:
             if part_config is None or n_classes is None:
-                from ..data import load_dataset, num_classes
-
                 g = load_dataset(cfg.data)
                 n_classes = num_classes(g)
                 if part_config is None:
                     if cfg.schedule.k > 0:
-                        from ..partition.schedule import prepare_schedule
-
                         stats = prepare_schedule(cfg, g)
                     else:
-                        from ..partition.store import ensure_partitions
-
                         stats, _ = ensure_partitions(cfg, g)
                     part_config = stats["part_config"]
                 del g

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError
+from .layout import read_part_structure
 
 log = logging.getLogger("dgl_grappa")
 
@@ -234,8 +235,6 @@ def _node_table(feat_file: Path, key: str) -> Tensor:
 
 def _out_degrees(part_config: Path, num_parts: int) -> Tensor:
     """Full-graph out-degree of every node: the parts' in-edges of their inner nodes are every edge once."""
-    from .layout import read_part_structure
-
     out = None
     for p in range(num_parts):
         st = read_part_structure(part_config, p, in_edges_of_inner=True)
@@ -248,8 +247,6 @@ def _out_degrees(part_config: Path, num_parts: int) -> Tensor:
 
 def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, feat_files: list[Path],
                   feat_key: str, out_degree: Tensor | None = None) -> dict:
-    from .layout import read_part_structure
-
     st = read_part_structure(part_config, p, in_edges_of_inner=True)
     n_inner = st["num_inner"]
     indptr, indices = st["indptr"], st["indices"].to(torch.int64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 
+import dgl.distributed.partition as dgl_part
 import numpy as np
 import torch
 
@@ -236,8 +237,6 @@ def forced_assignment(assignment: np.ndarray, num_parts: int):
     (:func:`partition` for ``ldg``, ``scheduler.write_layout``), so a DGL version that
     partitions differently fails loudly instead of silently.
     """
-    import dgl.distributed.partition as dgl_part
-
     original = dgl_part.metis_partition_assignment
     calls = []
 

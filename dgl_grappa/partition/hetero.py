@@ -42,7 +42,7 @@ from torch import Tensor
 from ..config import ConfigError, PartitionConfig
 from ..data.common import target_type
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
-from .layout import GRAPH_NAME, LAYOUT_VERSION, part_config_path
+from .layout import GRAPH_NAME, LAYOUT_VERSION, part_config_path, part_paths
 
 log = logging.getLogger("dgl_grappa")
 
@@ -80,8 +80,6 @@ def agg_key(etype: tuple) -> str:
 
 def relation_agg_path(part_config: str | Path, part_id: int, etype: tuple) -> Path:
     """Part ``part_id``'s first-hop aggregates of relation ``etype`` (``part<i>/grappa/agg.<s:name:d>.npy``)."""
-    from .layout import part_paths
-
     return part_paths(part_config, part_id)[1].parent / "grappa" / f"agg.{agg_key(etype)}.npy"
 
 

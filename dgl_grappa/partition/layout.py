@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 import dgl
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -113,8 +114,6 @@ def to_original_order(rows: Tensor, part_config: str | Path) -> Tensor:
         >>> to_original_order(torch.tensor([[1.], [2.]]), "runs/x/partitions/0/grappa.json")   # doctest: +SKIP
         tensor([[2.], [1.]])
     """
-    import numpy as np
-
     f = Path(part_config).parent / ORIG_IDS_FILE
     if not f.is_file():
         raise ConfigError(f"{f} is missing: the rows cannot be put back in the graph's node order; partition with "

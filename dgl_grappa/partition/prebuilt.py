@@ -9,6 +9,7 @@ from pathlib import Path
 import dgl
 
 from ..config import Config, ConfigError
+from ..data import dataset_num_classes
 from .layout import part_config_path, part_paths, read_stats
 
 
@@ -74,8 +75,6 @@ def prebuilt_num_classes(cfg: Config, stats: dict) -> int:
     statistics (``num_classes``), else the largest label in the parts' node data + 1 (read
     one part at a time).
     """
-    from ..data import dataset_num_classes
-
     n = dataset_num_classes(cfg.data) if cfg.data.name == "bigsynth" else None
     if n is None:
         n = stats.get("num_classes")

@@ -55,9 +55,10 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from ..config import Config, PartitionConfig
+from ..data import load_dataset
 from .assign import forced_assignment, ldg_assignment, undirected_csr
-from .layout import STATS_FILE, part_config_path
-from .store import partition
+from .layout import STATS_FILE, part_config_path, read_stats
+from .store import check_partitionable, folder_problem, partition
 
 log = logging.getLogger("dgl_grappa")
 
@@ -367,10 +368,6 @@ def resume_schedule(cfg: Config, j: int, g: dgl.DGLGraph | None = None) -> dict:
         j: the partitioning the resumed epoch trains on.
         g: the graph, if loaded already (loaded only when a build is needed).
     """
-    from ..data import load_dataset
-    from .layout import read_stats
-    from .store import folder_problem
-
     root = partition_root(cfg.run.output_dir)
     if root.is_dir():
         for path in root.glob(".building-*"):
@@ -404,8 +401,6 @@ def prepare_schedule(cfg: Config, g: dgl.DGLGraph) -> dict:
     Returns:
         Partitioning 0's statistics (``part_config`` is what the workers load first).
     """
-    from .store import check_partitionable
-
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)  # before an earlier run's partitionings go
     root = partition_root(cfg.run.output_dir)
     if cfg.partition.out_dir:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 from .layout import has_part, part_files
 
@@ -30,10 +32,6 @@ def share_partition(part_config: str | Path, rank: int, host_index: int, halo: s
     Returns:
         Bytes sent (rank 0) or received (others); 0 where nothing moved.
     """
-    import pickle
-
-    import torch.distributed as dist
-
     d = Path(part_config).parent
     world = dist.get_world_size()
     have = rank == 0 or has_part(d, rank, halo)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -17,8 +18,11 @@ import numpy as np
 import torch
 
 from ..config import Config, ConfigError, PartitionConfig, config_changes
+from ..data import load_dataset
+from ..data.links import training_graph
 from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
+from .hetero import partition_hetero
 from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
 
 log = logging.getLogger("dgl_grappa")
@@ -48,8 +52,6 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         0.05
     """
     if not g.is_homogeneous:
-        from .hetero import partition_hetero
-
         check_partitionable(g.num_nodes(), cfg.num_parts)
         stats = partition_hetero(g, cfg, out_dir, fingerprint, target)
         stats["files"] = file_manifest(out_dir)
@@ -149,8 +151,6 @@ def file_manifest(out_dir: str | Path) -> dict[str, list]:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 22), b""):
@@ -250,9 +250,6 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     Returns:
         (partition statistics, the whole graph (held-out edges included) or None when it was not needed).
     """
-    from ..data import load_dataset
-    from ..data.links import training_graph
-
     out = partition_dir(cfg)
     fp = json.loads(json.dumps(partition_fingerprint(cfg)))
     stats = read_stats(out)

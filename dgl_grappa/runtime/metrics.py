@@ -80,7 +80,7 @@ class TensorBoardLog:
     """
 
     def __init__(self, log_dir: str | Path):
-        from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+        from torch.utils.tensorboard import SummaryWriter  # deferred: only run.tensorboard needs the tensorboard package
 
         self.log_dir = Path(log_dir)
         self.writer = SummaryWriter(str(self.log_dir))

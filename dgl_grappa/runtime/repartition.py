@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import queue
 import time
@@ -31,6 +32,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from ..cluster.launch import set_threads
 from ..config import Config
 from ..method import coverage as cov
 from ..partition.layout import STATS_FILE, part_config_path
@@ -70,7 +72,6 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     # One thread: the builder shares the machine with the training workers.
-    from ..cluster.launch import set_threads
 
     set_threads(1)
     try:
@@ -234,8 +235,6 @@ def k_for_stall(build_s: float, load_s: float, epoch_s: float, budget: float = 0
     Returns:
         k (>= 1), or None without a measured epoch.
     """
-    import math
-
     if epoch_s <= 0:
         return None
     return max(1, math.ceil(build_s / epoch_s), math.ceil(load_s / (budget * epoch_s)))

@@ -22,11 +22,11 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from .. import coverage as cov
 from .plain import PlainState, plain_allreduce_hook
 from .weighted import WeightedState, weighted_allreduce_hook
-
 
 GRAD_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -39,8 +39,6 @@ def with_grad_dtype(hook: Callable, grad_dtype: str = "float32") -> Callable:
     Example:
         >>> h = with_grad_dtype(plain_allreduce_hook, "bfloat16")   # doctest: +SKIP
     """
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
     if grad_dtype not in GRAD_DTYPES:
         raise ValueError(f"grad_dtype={grad_dtype!r}; use one of {', '.join(GRAD_DTYPES)}")
     wrap = {"float16": default_hooks.fp16_compress_wrapper, "bfloat16": default_hooks.bf16_compress_wrapper}

@@ -23,6 +23,8 @@ import time
 import torch
 import torch.distributed as dist
 
+from .correction import with_grad_dtype
+
 
 class TimedComm:
     """A correction's DDP hook, timed per bucket, switchable to a no-op (the floor).
@@ -42,8 +44,6 @@ class TimedComm:
     """
 
     def __init__(self, correction, grad_dtype: str = "float32"):
-        from .correction import with_grad_dtype
-
         self.correction = correction
         self.hook = with_grad_dtype(correction.hook, grad_dtype)
         self.noop = False
