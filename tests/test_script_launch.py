@@ -135,7 +135,7 @@ ARGS = ("--graph_name {graph_name} --ip_config {ip_config} --part_config {part_c
 YAML = """
 name: dglscript
 partition: {{num_parts: 2, prebuilt: {parts}}}
-distdgl: {{num_samplers: 1}}
+distdgl: {{num_samplers: 1, startup_timeout_s: 600}}
 compare: {{script: {script}}}
 run: {{output_dir: {out}, timeout_s: 240, progress: false}}
 """

@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ..cluster.procs import EXIT_USER_ERROR, JobFailed, tail
+from ..cluster.procs import EXIT_USER_ERROR, JobFailed
 from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
 from .run import run_distdgl
 
@@ -82,12 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-
 def _job_line(rec: dict, out: Path) -> str:
     """What the launcher knows of a job whose script wrote no summary.json: statuses, wall time, logs."""
-    servers = [s["exit_code"] for s in rec["servers"]]
-    last = [ln.strip() for ln in tail(Path(rec["trainers"][0]["log"]), 3).splitlines() if ln.strip()]
     return (f"{rec['system']}: the script ran to its end on {rec['machines']} machines in {rec['wall_time_s']:.1f} s "
-            f"(trainers exited {[t['exit_code'] for t in rec['trainers']]}, servers {servers}); no summary.json "
-            f"(the script writes none), so no metrics; trainer 0's last line: {last[-1] if last else '(empty)'}; "
-            f"logs in {out / 'logs'}; wrote {out / JOB_FILE}")
+            f"(trainers exited {[t['exit_code'] for t in rec['trainers']]}, servers "
+            f"{[s['exit_code'] for s in rec['servers']]}); it wrote no summary.json, so no metrics here: its own "
+            f"output is in {out / 'logs'}/trainer<i>.log; wrote {out / JOB_FILE}")
