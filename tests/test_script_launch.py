@@ -23,7 +23,8 @@ import torch as th
 from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.config import ConfigError, load_config
 from dgl_grappa.distdgl import run_distdgl
-from dgl_grappa.distdgl.job import expand_script_args
+from dgl_grappa.distdgl.job import expand_script_args, job_command
+from dgl_grappa.distdgl.launcher import server_command
 from dgl_grappa.env import ENV_MACHINE_ID
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,6 +240,31 @@ def test_script_args_are_split_as_a_shell_would_and_only_known_placeholders_are_
                        ("'open", "quotes")]:
         with pytest.raises(ConfigError, match=words):
             expand_script_args(bad, values, grappa=False)
+
+
+@pytest.mark.unit
+def test_the_package_trainer_a_script_with_the_packages_arguments_and_one_with_its_own(tmp_path):
+    (tmp_path / "g.json").write_text(json.dumps({"graph_name": "g", "num_parts": 2}))
+    (tmp_path / "s.py").write_text("")
+    out, part, resolved = tmp_path / "out", tmp_path / "g.json", tmp_path / "c.yaml"
+    launcher_args = ["--ip_config", str(out / "ip_config.txt"), "--part_config", str(part), "--out_dir", str(out)]
+
+    def cmds(*overrides: str, grappa: bool = False) -> tuple[list[str], list[str]]:
+        return job_command(load_config(None, list(overrides)), out, part, resolved, grappa=grappa, script=None,
+                           extra_args=["--start_epoch", "0"])
+
+    trainer, server = cmds()
+    assert trainer == [sys.executable, "-m", "dgl_grappa.distdgl.train", "--config", str(resolved), "--start_epoch",
+                       "0"] + launcher_args
+    assert server == server_command()  # a bare DGL server
+    run = [sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py")]
+    trainer, server = cmds(f"--compare.script={tmp_path / 's.py'}", grappa=True)
+    assert trainer == run + ["--config", str(resolved), "--grappa", "--start_epoch", "0"] + launcher_args
+    assert server == trainer  # the servers run the script, as DGL's tools/launch.py has them
+    trainer, server = cmds(f"--compare.script={tmp_path / 's.py'}",
+                           "--compare.script_args=--graph_name {graph_name} --ip_config {ip_config} --n 3")
+    assert trainer == run + ["--graph_name", "g", "--ip_config", str(out / "ip_config.txt"), "--n", "3"]
+    assert server == trainer
 
 
 def test_runscript_is_python_script_with_the_machine_id_in_spawned_children_too(tmp_path):

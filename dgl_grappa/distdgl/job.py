@@ -191,7 +191,8 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     (out / JOB_FILE).unlink(missing_ok=True)
-    part_config = prebuilt_part_config(cfg.partition.out_dir).resolve()
+    # The json itself when partition.prebuilt names one (a folder may hold several graphs).
+    part_config = prebuilt_part_config(cfg.partition.prebuilt or cfg.partition.out_dir).resolve()
     trainer, server = job_command(cfg, out, part_config, resolved, grappa=grappa, script=script,
                                   extra_args=extra_args)
     argv = [sys.executable, "-m", "dgl_grappa.distdgl", "_launch", "--config", str(resolved), "--out", str(out),
