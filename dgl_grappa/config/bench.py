@@ -23,6 +23,9 @@ class CompareConfig:
     """Validation accuracy for time-to-accuracy; 0 = 0.98 x DistDGL's best val accuracy."""
     script: str = ""
     """DistDGL trainer script of your own; empty = the package's trainer (python -m dgl_grappa.distdgl.train)."""
+    script_args: str = ""
+    """The script's own arguments, passed verbatim (nothing added): placeholders {ip_config},
+    {part_config}, {graph_name}, {out_dir}, {config}, {grappa}; empty = the package's arguments."""
 
     def check(self) -> None:
         """Something to run, and a target accuracy that is a fraction."""

@@ -7,20 +7,26 @@ import sys
 from pathlib import Path
 
 from ..cluster.procs import EXIT_USER_ERROR, JobFailed
-from .launcher import FAILURE_FILE, _server_main, launch
+from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
 from .run import run_distdgl
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dgl_grappa.distdgl --config C [--grappa] [--section.key=value ...]``.
+    """``python -m dgl_grappa.distdgl --config C [--grappa] [--script S [--script-args "..."]] [--section.key=value ...]``.
 
-    Runs the DistDGL job (servers + trainers, ``python -m dgl_grappa.distdgl.train``) on the config's
-    partitions and prints its summary line. ``_launch`` and ``_server`` are internal.
+    Runs the DistDGL job (servers + trainers, ``python -m dgl_grappa.distdgl.train`` or the script)
+    on the config's partitions and prints its summary line; for a script that writes no
+    summary.json, what the launcher knows (exit statuses, wall time, logs). ``_launch`` and
+    ``_server`` are internal.
+
+    Example::
+
+        python -m dgl_grappa.distdgl --config C --partition.prebuilt=parts --script node_classification.py \\
+            --script-args="--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --num_epochs 3"
     """
     from ..cluster.launch import setup_logging
     from ..cluster.netns import IsolationError
     from ..config import ConfigError, load_config
-    from ..partition.layout import part_config_path
     from ..runtime.metrics import format_bytes
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -33,11 +39,14 @@ def main(argv: list[str] | None = None) -> int:
         ap = argparse.ArgumentParser(prog="python -m dgl_grappa.distdgl _launch")
         ap.add_argument("--config", required=True)
         ap.add_argument("--out", required=True)
+        ap.add_argument("--part-config", required=True)
+        ap.add_argument("--script-servers", action="store_true", help="the servers run the trainers' command")
         a = ap.parse_args(argv[1:i])
         cfg = load_config(a.config)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in launch()
+        trainer = argv[i + 1:]
         try:
-            launch(cfg, str(part_config_path(cfg.partition.out_dir)), a.out, argv[i + 1:])
+            launch(cfg, a.part_config, a.out, trainer, trainer if a.script_servers else None)
         except JobFailed as exc:
             print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr, flush=True)
             # Its first line, for the caller's restart log (the launcher's output may go to a terminal).
@@ -49,13 +58,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=None, help="YAML config")
     ap.add_argument("--grappa", action="store_true", help="drop-in Grappa: local-only loader + corrected hook")
     ap.add_argument("--script", default=None, help="trainer script of your own (default: compare.script, else python -m dgl_grappa.distdgl.train)")
+    ap.add_argument("--script-args", default=None,
+                    help="the script's own arguments, passed verbatim (compare.script_args): nothing is added; "
+                         "{ip_config}, {part_config}, {graph_name}, {out_dir}, {config} and {grappa} are filled in")
     a, rest = ap.parse_known_args(argv)
     try:
         cfg = load_config(a.config, rest)
+        if a.script_args is not None:  # verbatim: not through the overrides' YAML reading
+            cfg.compare.script_args = a.script_args
         s = run_distdgl(cfg, grappa=a.grappa, script=a.script)
     except (ConfigError, IsolationError, JobFailed) as exc:
         print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
+    if s.get("has_summary") is False:
+        print(_job_line(s, Path(cfg.run.output_dir)))
+        return 0
     print(f"{s['system']}: val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f} epoch {s['epoch_time_s']:.3f} s; "
           f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
           f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker {format_bytes(s['feature_bytes_per_epoch'])}; "
@@ -64,3 +81,10 @@ def main(argv: list[str] | None = None) -> int:
           + f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")
     return 0
 
+
+def _job_line(rec: dict, out: Path) -> str:
+    """What the launcher knows of a job whose script wrote no summary.json: statuses, wall time, logs."""
+    return (f"{rec['system']}: the script ran to its end on {rec['machines']} machines in {rec['wall_time_s']:.1f} s "
+            f"(trainers exited {[t['exit_code'] for t in rec['trainers']]}, servers "
+            f"{[s['exit_code'] for s in rec['servers']]}); it wrote no summary.json, so no metrics here: its own "
+            f"output is in {out / 'logs'}/trainer<i>.log; wrote {out / JOB_FILE}")

@@ -19,6 +19,20 @@ log = logging.getLogger("dgl_grappa")
 FAILURE_FILE = "launch_failure.txt"
 """In a job's output folder: the first line of the launcher's error when the job failed."""
 
+JOB_FILE = "job.json"
+"""In a job's output folder: the launcher's record of a finished job (wall time, every process's
+exit status and log), written whatever the trainers write themselves."""
+
+
+def ip_config_path(out_dir: str | Path) -> Path:
+    """DGL's ip_config.txt of a job: the launcher writes it into the job's output folder."""
+    return Path(out_dir).resolve() / "ip_config.txt"
+
+
+def server_command() -> list[str]:
+    """A bare DGL server (``DGL_ROLE=server``, from DGL_* variables): the package trainer's servers."""
+    return [sys.executable, "-m", "dgl_grappa.distdgl", "_server"]
+
 
 def _free_ports(n: int, base: int) -> list[int]:
     from ..cluster.launch import free_port
@@ -41,28 +55,49 @@ def _connected(log_path: Path) -> bool:
         return False
 
 
-def _wait_exec(pid: int, marker: str, deadline: float) -> None:
-    """Wait until the namespace helper ``pid`` has exec'd its command (namespace ready)."""
+def _wait_exec(proc: subprocess.Popen, argv: list[str], deadline: float, logs: Path, name: str) -> None:
+    """Wait until the namespace helper ``proc`` has exec'd ``argv`` (namespace ready)."""
+    want = [a.encode() for a in argv]
     while time.monotonic() < deadline:
+        if proc.poll() is not None:  # e.g. a script that rejected its arguments
+            raise _failure(f"DistDGL {name} {rc_text(proc.returncode)} while starting", logs / f"{name}.log")
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            cmd = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
         except OSError:
-            raise JobFailed(f"process {pid} ended while its namespace was being set up") from None
-        if b"dgl_grappa.cluster.netns" not in cmd and any(marker.encode() in c for c in cmd):
+            raise JobFailed(f"process {proc.pid} ended while its namespace was being set up") from None
+        if cmd == want:  # before the exec it reads as the launcher's or the helper's command line
             return
         time.sleep(0.02)
     raise JobFailed("a server's namespace was not ready in time")
 
 
-def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) -> None:
+def _failure(msg: str, path: Path) -> JobFailed:
+    """A process of the job failed: ``msg`` with the tail of its log; a script that rejected its
+    arguments (argparse's line) is a user error, in one line."""
+    rejected = [ln for ln in tail(path, 5).splitlines() if "error: unrecognized arguments" in ln]
+    if rejected:
+        return JobFailed(f"DistDGL {path.stem}: {rejected[-1].strip()}; a script with arguments of its own gets "
+                         "exactly those from --script-args=\"...\" (compare.script_args), with {ip_config}, "
+                         "{part_config} and {graph_name} for what the launcher knows", user_error=True)
+    return JobFailed(f"{msg}\n  last lines of {path}:\n{tail(path)}")
+
+
+def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
+           server_argv: list[str] | None = None) -> None:
     """Run one DistDGL job: a server and a trainer per partition, all bounded, all cleaned up.
+
+    Every process of machine i (server, trainer, and the trainer's sampler processes) gets
+    DGL's variables and ``DGL_GRAPPA_MACHINE_ID=i`` (on one host; :mod:`.machine_id`).
 
     Args:
         cfg: the validated Config (partition.num_parts machines; distdgl.* and run.* limits).
         part_config: the partitioning's json (the same folder Grappa trains on).
-        out_dir: logs go to ``out_dir/logs``; the trainers write metrics and summary here.
-        trainer_argv: the trainer command (e.g. ``[python, -m, dgl_grappa.distdgl.train, ...]``);
-            ``--ip_config``, ``--part_config`` and ``--out_dir`` are appended.
+        out_dir: logs go to ``out_dir/logs``, DGL's ip_config to :func:`ip_config_path`, the
+            launcher's record to ``job.json``; the trainers write their own files here.
+        trainer_argv: the trainers' whole command, run as it is (see
+            :func:`dgl_grappa.distdgl.job.job_command`).
+        server_argv: the servers' command; None = :func:`server_command`. DGL's
+            ``tools/launch.py`` runs the user's script there too (with ``DGL_ROLE=server``).
 
     Raises:
         JobFailed: a process died or a bound was exceeded (the message names which, with
@@ -73,7 +108,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
     from ..config import uses_hosts
 
     if uses_hosts(cfg):
-        return launch_on_hosts(cfg, part_config, out_dir, trainer_argv)
+        return launch_on_hosts(cfg, part_config, out_dir, trainer_argv, server_argv)
     n = cfg.partition.num_parts
     dd = cfg.distdgl
     out = Path(out_dir).resolve()
@@ -89,7 +124,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
     if not isolate:
         log.warning("no private /dev/shm (%s): a killed server may leave segments in /dev/shm", why_not)
     ports = _free_ports(n + 1, dd.base_port)
-    ip_config = out / "ip_config.txt"
+    ip_config = ip_config_path(out)
     ip_config.write_text("".join(f"127.0.0.1 {p}\n" for p in ports[:n]))
     master_port = ports[n]
     num_clients = n * (1 + dd.num_samplers)
@@ -116,20 +151,21 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
 
     try:
         servers = []
+        server_argv = list(server_argv or server_command())
         for i in range(n):
-            env = dict(base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1")
-            argv = [sys.executable, "-m", "dgl_grappa.distdgl", "_server"]
+            env = dict(base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1",
+                       **{ENV_MACHINE_ID: str(i)})
+            argv = server_argv
             servers.append(start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv, env))
         trainers = []
         for i in range(n):
             env = dict(base_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(n), RANK=str(i),
                        OMP_NUM_THREADS=str(threads), **{ENV_MACHINE_ID: str(i)})
-            argv = list(trainer_argv) + ["--ip_config", str(ip_config), "--part_config",
-                                         str(Path(part_config).resolve()), "--out_dir", str(out)]
+            argv = list(trainer_argv)
             if isolate:
                 # The trainer joins its server's mount namespace: same private /dev/shm.
-                _wait_exec(servers[i].pid, "_server", startup_deadline)
+                _wait_exec(servers[i], server_argv, startup_deadline, logs, f"server{i}")
                 argv = isolate_argv(argv, net=False)
                 argv.insert(argv.index("--"), "--join-mnt")
                 argv.insert(argv.index("--"), str(servers[i].pid))
@@ -149,7 +185,8 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) 
             f.close()
 
 
-def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str]) -> None:
+def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
+                    server_argv: list[str] | None = None) -> None:
     """One DistDGL job across hosts (``launch.remote: ssh | netns``): a server and a trainer on each.
 
     Host i is DGL machine i: its server serves partition i and its trainer, rank i, trains
@@ -181,7 +218,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         raise ConfigError(f"DistDGL serves one partition per machine: partition.num_parts={n} needs {n} hosts "
                           f"(launch.workers_per_host=1), not {len(cluster.entries)}")
     with cluster:
-        ip_config = out / "ip_config.txt"
+        ip_config = ip_config_path(out)
         ports = cluster.server_ports(dd.base_port)
         ip_config.write_text(format_ip_config([IpConfigEntry(a, p) for a, p in zip(cluster.addresses, ports)]))
         if cfg.launch.copy_partitions:
@@ -199,17 +236,15 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         servers, trainers = [], []
         for i in range(n):
             env = dict(dgl_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1")
-            servers.append(cluster.start(i, [sys.executable, "-m", "dgl_grappa.distdgl", "_server"], env,
-                                         logs / f"server{i}.log", f"server{i}"))
+            servers.append(cluster.start(i, list(server_argv or server_command()), env, logs / f"server{i}.log",
+                                         f"server{i}"))
         for i in range(n):
             who = WorkerIdentity(i, n, 0, 1, i, cluster.addresses[0], master_port, "torchrun")
             env = dict(dgl_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
                        **torchrun_env(who), **{ENV_WIRE: "nic"})
             if threads:
                 env["OMP_NUM_THREADS"] = str(threads)
-            argv = list(trainer_argv) + ["--ip_config", str(ip_config), "--part_config", part_config,
-                                         "--out_dir", str(out)]
-            trainers.append(cluster.start(i, argv, env, logs / f"trainer{i}.log", f"trainer{i}"))
+            trainers.append(cluster.start(i, list(trainer_argv), env, logs / f"trainer{i}.log", f"trainer{i}"))
         log.info("DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
                  "ports %s, logs in %s", n, cluster.kind, " ".join(cluster.addresses), ports, logs)
         supervise(cfg, trainers, servers, logs, t0)
@@ -239,17 +274,21 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
             logging to ``logs/trainer<i>.log``, server i to ``logs/server<i>.log``.
         t0: time.monotonic() when the first process started.
 
+    Writes ``job.json`` (:data:`JOB_FILE`) next to ``logs``: the wall time until the last
+    trainer ended, and each process's exit status (None: a server still running at the
+    shutdown bound, then killed), log and, for a server, peak resident memory.
+
     Raises:
         JobFailed: a trainer or server died, the trainers did not all connect within the
-            startup bound, or the job ran past run.timeout_s (+ startup). The caller stops
-            every process.
+            startup bound, or the job ran past run.timeout_s (+ startup); a script that
+            rejected its arguments is a user error. The caller stops every process.
     """
     dd, n = cfg.distdgl, len(trainers)
     startup_deadline = t0 + dd.startup_timeout_s
     deadline = t0 + dd.startup_timeout_s + cfg.run.timeout_s
 
     def fail(msg: str, name: str) -> None:
-        raise JobFailed(f"{msg}\n  last lines of {logs / (name + '.log')}:\n{tail(logs / (name + '.log'))}")
+        raise _failure(msg, logs / f"{name}.log")
 
     ready_logged = False
     peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows: the last read is it)
@@ -266,6 +305,7 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
             if rc is not None and rc != 0:
                 fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
         if all(rc == 0 for rc in rcs):
+            wall = time.monotonic() - t0
             break
         for i, s in enumerate(servers):
             # Status 0 is the normal shutdown that rank 0's exiting client asks for; it can
@@ -294,6 +334,12 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
                     dd.shutdown_timeout_s)
     # The machines' memory, next to what the trainers report (distdgl.run merges it into the summary).
     (logs.parent / SERVERS_FILE).write_text(json.dumps({"peak_rss_bytes": peaks}))
+    record = {"wall_time_s": round(wall, 3), "machines": n,
+              "trainers": [{"rank": i, "exit_code": t.returncode, "log": str(logs / f"trainer{i}.log")}
+                           for i, t in enumerate(trainers)],
+              "servers": [{"id": i, "exit_code": s.poll(), "log": str(logs / f"server{i}.log"),
+                           "peak_rss_bytes": peaks[i]} for i, s in enumerate(servers)]}
+    (logs.parent / JOB_FILE).write_text(json.dumps(record, indent=1))
 
 
 SERVERS_FILE = "servers_memory.json"

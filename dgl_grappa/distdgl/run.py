@@ -8,6 +8,8 @@ from pathlib import Path
 from ..cluster.procs import isolation_plan
 from ..config import ConfigError, dropin_problem
 from ..partition.store import ensure_partitions
+from .job import check_script_args
+from .launcher import JOB_FILE
 from .segments import run_segments
 
 
@@ -48,8 +50,22 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     previous one's checkpoint (:func:`~dgl_grappa.distdgl.segments.run_segments`); the summary then has ``switches``
     and ``restart_s_total``.
 
+    With ``compare.script_args`` the script gets exactly those arguments (placeholders filled
+    in, :func:`~dgl_grappa.distdgl.job.expand_script_args`); a restart (``launch.max_restarts``)
+    then starts it from the beginning again.
+
     Returns:
-        The summary dict (also in ``out_dir/summary.json``).
+        The summary dict (also in ``out_dir/summary.json``); for a script that writes no
+        summary.json (DGL's examples), the launcher's record instead (``"has_summary": False``:
+        exit statuses, logs, wall time, ``edge_cut``, ``restarts``; no metrics), also in
+        ``out_dir/job.json``.
+
+    Example:
+        >>> from dgl_grappa.config import load_config
+        >>> cfg = load_config(None, ["--partition.prebuilt=parts", "--compare.script=node_classification.py",
+        ...     "--compare.script_args=--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config}"])
+        >>> run_distdgl(cfg)["trainers"]  # doctest: +SKIP
+        [{'rank': 0, 'exit_code': 0, 'log': '.../logs/trainer0.log'}, {'rank': 1, ...}]
 
     Raises:
         JobFailed, IsolationError, ConfigError.
@@ -57,6 +73,7 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if grappa else None
     if why is not None:
         raise ConfigError(why)  # here, before servers start, rather than in every trainer
+    _check_script_args(cfg, grappa=grappa, script=script, extra_args=extra_args)
     from ..runtime.folders import check_output_dir
 
     check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
@@ -105,6 +122,30 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
                                 resume=point.path if point else None, budget=budget, ckdir=ckdir)
     summary["edge_cut"] = stats["edge_cut"]
     summary["restarts"] = budget.taken
+    if summary.get("has_summary") is False:  # the script wrote no metrics: the launcher's record, no more
+        (out / JOB_FILE).write_text(json.dumps(summary, indent=1))
+        return summary
     summary.update(machine_memory(out, summary))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def _check_script_args(cfg, *, grappa: bool, script: str | None, extra_args: list[str] | None) -> None:
+    """``compare.script_args``: one line on what cannot go with a verbatim argument list, before anything starts."""
+    if not cfg.compare.script_args:
+        return
+    if not (script or cfg.compare.script):
+        raise ConfigError("compare.script_args is set but no script is: name it with --compare.script=PATH "
+                          "(or --script PATH); the package's trainer takes the package's arguments")
+    if cfg.schedule.k > 0:
+        raise ConfigError(f"compare.script_args passes the script its own arguments only, and repartitioning "
+                          f"(schedule.k={cfg.schedule.k}) resumes every partitioning's job through the package's "
+                          "--start_epoch/--resume arguments: use --schedule.k=0, or a script that takes the package's "
+                          "arguments (empty compare.script_args)")
+    if cfg.checkpoint.resume:
+        raise ConfigError("checkpoint.resume needs the package's --resume argument, which compare.script_args does "
+                          "not pass: put the script's own resume flag into compare.script_args instead")
+    if extra_args:
+        raise ConfigError(f"extra trainer arguments {extra_args} cannot go with compare.script_args (the script "
+                          "gets exactly its own): put them into compare.script_args")
+    check_script_args(cfg, grappa=grappa)
