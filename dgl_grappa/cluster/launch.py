@@ -270,8 +270,6 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
                     marker = f"{UserError.__module__}.{UserError.__name__}: "
                     user = last[0][len(marker):] if last[0].startswith(marker) else None
                     raise WorkerFailed(user or f"worker {i} failed:\n{trace}", rank=i, user_error=user)
-                from .procs import rc_text
-
                 raise WorkerFailed(f"worker {i} {rc_text(p.exitcode)}", rank=i, exit_code=p.exitcode)
             if all(p.exitcode == 0 for p in procs):
                 return

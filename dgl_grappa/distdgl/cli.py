@@ -6,7 +6,11 @@ import signal
 import sys
 from pathlib import Path
 
+from ..cluster.launch import setup_logging
+from ..cluster.netns import IsolationError
 from ..cluster.procs import EXIT_USER_ERROR, JobFailed
+from ..config import ConfigError, load_config
+from ..runtime.metrics import format_bytes
 from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
 from .run import run_distdgl
 
@@ -24,11 +28,6 @@ def main(argv: list[str] | None = None) -> int:
         python -m dgl_grappa.distdgl --config C --partition.prebuilt=parts --script node_classification.py \\
             --script-args="--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --num_epochs 3"
     """
-    from ..cluster.launch import setup_logging
-    from ..cluster.netns import IsolationError
-    from ..config import ConfigError, load_config
-    from ..runtime.metrics import format_bytes
-
     argv = list(sys.argv[1:] if argv is None else argv)
     setup_logging(None)
     if argv[:1] == ["_server"]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..cluster.procs import JobFailed, run_isolated
 from ..config import ConfigError, write_resolved_config
+from ..partition.prebuilt import prebuilt_part_config
 from .launcher import JOB_FILE, ip_config_path, server_command
 
 TRAINER_MODULE = "dgl_grappa.distdgl.train"
@@ -186,8 +187,6 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
         JobFailed: the job failed, or the package's trainer (or a repartitioning run, which
             merges the segments' summaries) wrote no summary.
     """
-    from ..partition.prebuilt import prebuilt_part_config
-
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     (out / JOB_FILE).unlink(missing_ok=True)

@@ -10,8 +10,19 @@ import time
 import uuid
 from pathlib import Path
 
+import dgl
+import psutil
+
+from ..cluster.hosts import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
+from ..cluster.launch import free_port, threads_per_worker
+from ..cluster.netns import check_isolation, isolate_argv
 from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, rc_text, set_subreaper, tail
 from ..cluster.ptree import kill_tree
+from ..cluster.remote import DILATION_KEYS, Cluster
+from ..config import ConfigError, uses_hosts
+from ..env import ENV_WIRE
+from ..partition.layout import part_files
+from ..runtime.metrics import peak_rss_bytes, write_json
 from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
@@ -35,8 +46,6 @@ def server_command() -> list[str]:
 
 
 def _free_ports(n: int, base: int) -> list[int]:
-    from ..cluster.launch import free_port
-
     if base:
         return [base + 10 * i for i in range(n)]
     ports: list[int] = []
@@ -103,10 +112,6 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
         JobFailed: a process died or a bound was exceeded (the message names which, with
             the tail of its log). Every process of the job is gone when this returns or raises.
     """
-    from ..cluster.launch import threads_per_worker
-    from ..cluster.netns import check_isolation, isolate_argv
-    from ..config import uses_hosts
-
     if uses_hosts(cfg):
         return launch_on_hosts(cfg, part_config, out_dir, trainer_argv, server_argv)
     n = cfg.partition.num_parts
@@ -200,13 +205,6 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
 
     Args, Raises: as for :func:`launch`.
     """
-    from ..cluster.hosts import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
-    from ..cluster.launch import free_port
-    from ..cluster.remote import DILATION_KEYS, Cluster
-    from ..config import ConfigError
-    from ..partition.layout import part_files
-    from ..env import ENV_WIRE
-
     n = cfg.partition.num_parts
     dd = cfg.distdgl
     out = Path(out_dir).resolve()
@@ -253,10 +251,6 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         described = cluster.describe()
     summary_path = out / "summary.json"
     if summary_path.is_file():
-        import json
-
-        from ..runtime.metrics import write_json
-
         summary = json.loads(summary_path.read_text())
         for h in summary.get("wire_hosts") or []:
             h["address"] = described["hosts"][h["host"]]["address"]
@@ -347,10 +341,6 @@ SERVERS_FILE = "servers_memory.json"
 
 def _tree_peak_rss(pid: int) -> int | None:
     """Peak resident bytes of a process and its descendants (a server behind its namespace wrappers)."""
-    import psutil
-
-    from ..runtime.metrics import peak_rss_bytes
-
     try:
         procs = [psutil.Process(pid)]
         procs += procs[0].children(recursive=True)
@@ -361,7 +351,5 @@ def _tree_peak_rss(pid: int) -> int | None:
 
 
 def _server_main() -> None:
-    import dgl
-
     # DGL_ROLE=server: builds a DistGraphServer from DGL_* variables and never returns.
     dgl.distributed.initialize(os.environ["DGL_IP_CONFIG"])

@@ -5,11 +5,17 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..cluster.launch import check_port_free
 from ..cluster.procs import isolation_plan
 from ..config import ConfigError, dropin_problem
+from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
+from ..runtime.folders import check_output_dir
+from ..runtime.restarts import RestartBudget
 from .job import check_script_args
-from .launcher import JOB_FILE
+from .launcher import JOB_FILE, SERVERS_FILE
+from .recovery import run_resumable_job, supports_checkpoints
 from .segments import run_segments
 
 
@@ -20,8 +26,6 @@ def machine_memory(out: Path, summary: dict) -> dict:
         ``servers_peak_rss_bytes`` and ``machine_peak_rss_bytes_max`` (server + trainer of
         the same machine, the largest), or {} when the launcher read nothing (other hosts).
     """
-    from .launcher import SERVERS_FILE
-
     f = out / SERVERS_FILE
     try:
         servers = json.loads(f.read_text())["peak_rss_bytes"]
@@ -74,7 +78,6 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     if why is not None:
         raise ConfigError(why)  # here, before servers start, rather than in every trainer
     _check_script_args(cfg, grappa=grappa, script=script, extra_args=extra_args)
-    from ..runtime.folders import check_output_dir
 
     check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
     if cfg.schedule.k > 0 and cfg.launch.copy_partitions:
@@ -84,11 +87,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)
     if cfg.launch.master_port:
-        from ..cluster.launch import check_port_free
-
         check_port_free(cfg.launch.master_port, "launch.master_port")
     if cfg.distdgl.base_port and not in_ns:  # inside a private namespace every port is free
-        from ..cluster.launch import check_port_free
 
         for i in range(cfg.partition.num_parts + 1):
             check_port_free(cfg.distdgl.base_port + 10 * i, "distdgl.base_port")
@@ -97,13 +97,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
             raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
                               "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
-    from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
-    from ..runtime.restarts import RestartBudget
-    from .recovery import run_resumable_job, supports_checkpoints
 
     point = resolve_resume(cfg, out_dir=out)
     if cfg.partition.prebuilt:  # a folder made elsewhere (DGL's layout); the drop-in needs it prepared
-        from ..partition.prebuilt import prebuilt_stats
 
         stats = prebuilt_stats(cfg)
     else:

@@ -50,6 +50,7 @@ from ..runtime.checkpoint import (
 from ..runtime.evaluation import make_evaluator
 from ..runtime.meter import EpochMeter
 from ..runtime.metrics import ANON_PEAK, PhaseTimes, memory_stats
+from ..runtime.repartition import RepartitionDriver
 from .floor import FloorProbe
 from .summary import write_summary
 
@@ -113,8 +114,6 @@ class Trainer:
             ck, self.resumed_from = agreed if agreed is not None else (None, None)
             start = int(ck["epoch"]) if ck is not None else 0
             if cfg.schedule.k > 0:
-                from ..runtime.repartition import RepartitionDriver
-
                 # first, so that a builder starts while this worker loads its part
                 self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel, start_epoch=start)
                 if ck is not None and "schedule" in ck:

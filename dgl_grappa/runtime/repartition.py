@@ -34,6 +34,7 @@ import torch.multiprocessing as mp
 
 from ..cluster.launch import set_threads
 from ..config import Config
+from ..data import load_dataset
 from ..method import coverage as cov
 from ..partition.layout import STATS_FILE, part_config_path
 from ..partition.schedule import (
@@ -72,11 +73,8 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     # One thread: the builder shares the machine with the training workers.
-
     set_threads(1)
     try:
-        from ..data import load_dataset
-
         t0 = time.perf_counter()
         g = load_dataset(cfg.data)
         spec = AssignmentSpec.from_config(cfg)

@@ -12,18 +12,17 @@ PLOT_PREFIXES = ("acc_vs_layers_", "acc_vs_bytes_", "speedup", "acc_vs_time", "b
 
 def _plt():
     """matplotlib's pyplot on the Agg backend (files only, no display)."""
-    # why here: matplotlib takes a second to import and only a report's plots need it
-    import matplotlib
+    import matplotlib  # deferred: it takes a second to import and only a report's plots need it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: after choosing the Agg backend
 
     return plt
 
 
 def _save(fig, path: Path) -> Path:
     """Lay out, write (110 dpi) and close a report figure; its path."""
-    import matplotlib.pyplot as plt  # why here: deferred as in _plt (imported by then)
+    import matplotlib.pyplot as plt  # deferred as in _plt (imported by then)
 
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..netns import rate_bits
+
 CFS_PERIOD_US = 20_000
 """CFS bandwidth period of a host's CPU quota. Short, so that a host throttled for its
 quota is held back for at most a few milliseconds at a time (the kernel's default, 100 ms,
@@ -143,8 +145,6 @@ def dilated_rate(rate: str, factor: float) -> str:
         >>> dilated_rate("1gbit", 2), dilated_rate("1gbit", 3), dilated_rate("200mbit", 1)
         ('500mbit', '333333333bit', '200mbit')
     """
-    from ..netns import rate_bits
-
     if not factor > 0:
         raise ValueError(f"dilation factor {factor} must be > 0")
     if factor == 1:
