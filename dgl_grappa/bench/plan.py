@@ -36,7 +36,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import BenchConfig, Config, ConfigError, _coerce, load_config, parse_overrides, to_dict
+from ..config import BenchConfig, Config, ConfigError, coerce, load_config, parse_overrides, to_dict
 from ..kinds import resolve
 from ..partition.store import partition_fingerprint
 
@@ -202,7 +202,7 @@ def parse_extra(entry: str, key: str = "bench.extra") -> dict[str, list]:
                               f"{', '.join(EXTRA_KEYS)}")
         if name in out:
             raise ConfigError(f"{key}: {name} is set twice in {entry!r}; set each axis once")
-        out[name] = _coerce(f"{key}.{name}", value, hints[name])
+        out[name] = coerce(f"{key}.{name}", value, hints[name])
     if not out:
         raise ConfigError(f"{key}: an entry is empty; write e.g. \"parts=[8] layers=[2]\"")
     return out

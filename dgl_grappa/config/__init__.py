@@ -25,7 +25,7 @@ from .data import (HETERO_DATASETS, HETSYNTH_ETYPES, HETSYNTH_LABELLED, HETSYNTH
                    SyntheticConfig, hetero_schema, select_etypes)
 from .errors import ConfigError, require
 from .launch import TC_RATE, DistDGLConfig, LaunchConfig, NetworkConfig
-from .loader import _coerce, config_changes, load_config, parse_overrides, write_resolved_config
+from .loader import coerce, config_changes, load_config, parse_overrides, write_resolved_config
 from .partition import PartitionConfig, ScheduleConfig
 from .rules import validate
 from .run import CheckpointConfig, RunConfig
@@ -36,7 +36,7 @@ __all__ = [
     "HETERO_DATASETS", "HETSYNTH_ETYPES", "HETSYNTH_LABELLED", "HETSYNTH_NTYPES", "PAIR", "TC_RATE", "BenchConfig",
     "CheckpointConfig", "CompareConfig", "Config", "ConfigError", "DataConfig", "DistDGLConfig", "GrappaConfig",
     "HetSynthConfig", "LaunchConfig", "LinkConfig", "ModelConfig", "NetworkConfig", "PartitionConfig", "RunConfig",
-    "ScheduleConfig", "SyntheticConfig", "TrainConfig", "config_changes", "dropin_problem", "hetero_schema",
+    "ScheduleConfig", "SyntheticConfig", "TrainConfig", "coerce", "config_changes", "dropin_problem", "hetero_schema",
     "load_config", "parse_budget", "parse_overrides", "parse_pairs", "require", "select_etypes", "to_dict", "uses_hosts",
     "validate", "write_resolved_config",
 ]

@@ -26,7 +26,7 @@ _FALSE = {"false", "0", "no", "off"}
 _OFF_WORDS = {"network.dilation"}
 
 
-def _coerce(key: str, value: Any, tp: Any) -> Any:
+def coerce(key: str, value: Any, tp: Any) -> Any:
     """Turn a YAML or CLI value into ``tp``; raise ConfigError naming the key otherwise."""
     origin = get_origin(tp)
     if origin is Literal:
@@ -41,7 +41,7 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             value = [v for v in (t.strip() for t in text.split(",")) if v]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}={value!r} is not a list; write e.g. {key}=[10,25]")
-        return [_coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value)]
+        return [coerce(f"{key}[{i}]", v, item_tp) for i, v in enumerate(value)]
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -97,7 +97,7 @@ def _apply(obj: Any, mapping: dict, prefix: str) -> None:
         if dataclasses.is_dataclass(tp):
             _apply(getattr(obj, key), value, f"{full}.")
         else:
-            setattr(obj, key, _coerce(full, value, tp))
+            setattr(obj, key, coerce(full, value, tp))
 
 
 def _set_dotted(cfg: Config, dotted: str, raw: str) -> None:
@@ -119,7 +119,7 @@ def _set_dotted(cfg: Config, dotted: str, raw: str) -> None:
                                   f"[a, b] and quote empty strings: [\"\", b]") from None
             if tp is str and not isinstance(value, str):
                 value = raw  # keep strings verbatim ("001" stays "001")
-            setattr(obj, part, _coerce(full, value, tp))
+            setattr(obj, part, coerce(full, value, tp))
         else:
             if not dataclasses.is_dataclass(tp):
                 raise ConfigError(f"'{full}' is not a section; write --{full}=value")

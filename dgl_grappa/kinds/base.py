@@ -227,9 +227,11 @@ class LocalRuntime(ABC):
     def assemble(self, sample) -> Batch:
         """The :class:`Batch` of one drawn sample (its input rows gathered from local memory)."""
 
-    @abstractmethod
     def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
-        """One loss per trained item (seed, or positive and negative pair) and their weights, for the reducer."""
+        """One loss per trained item and their weights, for the reducer: by default the seeds' cross-entropy
+        (node classification: ``batch.target`` are the seeds, ``lp.label`` their labels, :attr:`weights` the
+        corrections'); a kind that scores something else overrides it."""
+        return node_losses(out, batch.target, batch.rows, self.lp.label, self.weights, device)
 
     @abstractmethod
     def coverage_stats(self) -> dict[str, float]:

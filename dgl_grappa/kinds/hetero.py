@@ -28,7 +28,7 @@ from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartitio
 from ..method.reducers import make_correction
 from ..method.rgcn import build_rgcn
 from ..method.sampler import LocalBatches
-from .base import Batch, DistJob, JobKind, LocalRuntime, node_losses
+from .base import Batch, DistJob, JobKind, LocalRuntime
 from .embeddings import common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes, own_nodes
 from .embeddings import load_shard as kv_load_shard
 from .embeddings import shard_state as kv_shard_state
@@ -77,9 +77,6 @@ class HeteroRuntime(LocalRuntime):
             lp, b0 = self.lp, blocks[0]
             extra["agg"] = {e: lp.agg[e].gather(input_nodes[e[2]][: b0.num_dst_nodes(e[2])]) for e in self.exact}
         return Batch(blocks, seeds, x, None, extra)
-
-    def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
-        return node_losses(out, batch.target, batch.rows, self.lp.label, self.weights, device)
 
     def coverage_stats(self) -> dict[str, float]:
         """Coverage is not computed on a heterogeneous graph (no correction reads it): every seed counts 1."""

@@ -26,7 +26,7 @@ from ..method import coverage as cov
 from ..method.dropin import GrappaLoader
 from ..method.reducers import make_correction
 from ..method.sampler import LocalBatches, layer_sampler, seeded_workers
-from .base import Batch, node_losses
+from .base import Batch
 from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime, sampled_layers
 
 
@@ -82,9 +82,6 @@ class NodeRuntime(HomogeneousRuntime):
     def assemble(self, sample) -> Batch:
         input_nodes, seeds, blocks = sample
         return Batch(blocks, seeds, self.rows(input_nodes), None, self.extra(input_nodes))
-
-    def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
-        return node_losses(out, batch.target, batch.rows, self.lp.label, self.weights, device)
 
     def coverage_stats(self) -> dict[str, float]:
         return cov.summarize(self.coverage[self.lp.train_ids])

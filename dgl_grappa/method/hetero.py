@@ -48,7 +48,7 @@ from ..config import ConfigError
 from ..partition.hetero import relation_agg_path, to_original_order_typed
 from ..partition.layout import part_edges, part_paths
 from .embedding import LocalEmbedding, gather_rows
-from .local_part import Keep, budget_error, precision_ladder, reached_nodes
+from .local_part import Keep, budget_error, check_modes, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
 
 __all__ = ["HeteroEmbedding", "HeteroFeatures", "HeteroLocalPartition", "TargetSeeds", "canonical_etypes",
@@ -205,10 +205,7 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         ConfigError: the folder is not a heterogeneous partitioning, the target type has no labels, (exact) a
             relation's aggregates are missing, or the budget cannot hold the own reached rows even in int4.
     """
-    if first_hop not in ("exact", "sampled"):
-        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
-    if halo not in ("drop", "keep"):
-        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    check_modes(first_hop, halo)
     keep = keep or Keep()
     exact = first_hop == "exact"
     t0 = time.perf_counter()

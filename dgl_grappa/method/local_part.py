@@ -169,6 +169,14 @@ class LocalPartition:
         return int(self.memory.get("other", 0))
 
 
+def check_modes(first_hop: str, halo: str) -> None:
+    """A one-line ConfigError unless ``first_hop`` and ``halo`` are modes a part can be loaded with."""
+    if first_hop not in ("exact", "sampled"):
+        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
+    if halo not in ("drop", "keep"):
+        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+
+
 def reached_nodes(src: Tensor, dst: Tensor, num_nodes: int, seeds: Tensor, hops: int) -> Tensor:
     """Bool mask of the nodes within ``hops`` in-edge steps of ``seeds`` (the seeds included).
 
@@ -375,10 +383,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     Raises:
         ConfigError: node data or aggregates missing, a budget that cannot hold the own rows.
     """
-    if first_hop not in ("exact", "sampled"):
-        raise ConfigError(f"train.first_hop={first_hop!r} is not allowed; use exact or sampled")
-    if halo not in ("drop", "keep"):
-        raise ConfigError(f"train.halo={halo!r} is not allowed; use drop or keep")
+    check_modes(first_hop, halo)
     keep = keep or Keep()
     exact = first_hop == "exact"
     if exact and not features:

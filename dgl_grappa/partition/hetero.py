@@ -42,7 +42,7 @@ from torch import Tensor
 from ..config import ConfigError, PartitionConfig
 from ..data.common import target_type
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
-from .layout import GRAPH_NAME, LAYOUT_VERSION, part_config_path, part_paths
+from .layout import GRAPH_NAME, LAYOUT_VERSION, part_config_path, part_paths, reorder
 
 log = logging.getLogger("dgl_grappa")
 
@@ -63,14 +63,7 @@ def to_original_order_typed(rows: Tensor, part_config: str | Path, ntype: str) -
     Raises:
         ConfigError: the folder lacks ``orig_ids.<ntype>.npy`` (not written by ``python -m dgl_grappa partition``).
     """
-    f = orig_ids_path(Path(part_config).parent, ntype)
-    if not f.is_file():
-        raise ConfigError(f"{f} is missing: the rows cannot be put back in the graph's node order; partition with "
-                          "`python -m dgl_grappa partition` (it writes the original ids)")
-    orig = torch.from_numpy(np.load(f)).to(torch.int64)
-    out = torch.empty_like(rows)
-    out[orig] = rows
-    return out
+    return reorder(rows, orig_ids_path(Path(part_config).parent, ntype))
 
 
 def agg_key(etype: tuple) -> str:

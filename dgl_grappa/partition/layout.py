@@ -114,11 +114,20 @@ def to_original_order(rows: Tensor, part_config: str | Path) -> Tensor:
         >>> to_original_order(torch.tensor([[1.], [2.]]), "runs/x/partitions/0/grappa.json")   # doctest: +SKIP
         tensor([[2.], [1.]])
     """
-    f = Path(part_config).parent / ORIG_IDS_FILE
-    if not f.is_file():
-        raise ConfigError(f"{f} is missing: the rows cannot be put back in the graph's node order; partition with "
-                          "`python -m dgl_grappa partition` (it writes the original ids)")
-    orig = torch.from_numpy(np.load(f)).to(torch.int64)
+    return reorder(rows, Path(part_config).parent / ORIG_IDS_FILE)
+
+
+def reorder(rows: Tensor, orig_ids_file: Path) -> Tensor:
+    """Rows indexed by shuffled ids, put in the original order that ``orig_ids_file`` (shuffled id -> original
+    id, as ``partition_graph(return_mapping=True)`` gives it) names.
+
+    Raises:
+        ConfigError: the file is missing (a folder not written by ``python -m dgl_grappa partition``).
+    """
+    if not orig_ids_file.is_file():
+        raise ConfigError(f"{orig_ids_file} is missing: the rows cannot be put back in the graph's node order; "
+                          "partition with `python -m dgl_grappa partition` (it writes the original ids)")
+    orig = torch.from_numpy(np.load(orig_ids_file)).to(torch.int64)
     out = torch.empty_like(rows)
     out[orig] = rows
     return out

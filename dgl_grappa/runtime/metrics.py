@@ -80,7 +80,9 @@ class TensorBoardLog:
     """
 
     def __init__(self, log_dir: str | Path):
-        from torch.utils.tensorboard import SummaryWriter  # deferred: only run.tensorboard needs the tensorboard package
+        from torch.utils.tensorboard import (
+            SummaryWriter,  # deferred: only run.tensorboard needs the tensorboard package
+        )
 
         self.log_dir = Path(log_dir)
         self.writer = SummaryWriter(str(self.log_dir))
@@ -367,10 +369,27 @@ def epoch_summary(records: list[dict]) -> dict:
     }
 
 
-def time_to_target(records: list[dict], target: float, key: str = "val_acc") -> float | None:
-    """Training seconds (evaluation excluded) until ``key`` first reached ``target``, or None."""
-    elapsed = 0.0
-    for r in records:
+def time_to_target(records: list[dict] | None, target: float, key: str = "val_acc",
+                   setup_s: float = 0.0) -> float | None:
+    """Training seconds (evaluation excluded) until ``key`` first reached ``target``, plus ``setup_s``; or None.
+
+    Args:
+        records: epoch records in epoch order (``epoch_time_s`` and, where evaluated, ``key``).
+        target: the validation figure to reach.
+        key: the validation figure (``val_mrr`` for link prediction).
+        setup_s: one-time seconds counted before the first epoch (Grappa: the slowest worker's partition
+            and halo load, which a DistDGL trainer does not have).
+
+    Returns:
+        None when no evaluation reaches the target.
+
+    Example:
+        >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
+        >>> time_to_target(recs, 0.75, setup_s=1.0)
+        6.0
+    """
+    elapsed = setup_s
+    for r in records or []:
         elapsed += r["epoch_time_s"]
         if r.get(key) is not None and r[key] >= target:
             return elapsed

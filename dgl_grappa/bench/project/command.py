@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ...config import ConfigError, _coerce
+from ...config import ConfigError, coerce
 from .calibration import ProjectError
 from .check import TARGET, check
 from .fit import calibrate
@@ -96,7 +96,7 @@ def _value(key: str, value, spelled: str):
         if value is None or str(value).strip().lower() in ("", "none", "null"):
             return None
         tp = next(t for t in typing.get_args(tp) if t is not type(None))
-    x = _coerce(f"project.{key}", value, tp)
+    x = coerce(f"project.{key}", value, tp)
     if key == "compute_scale" and x <= 0:
         raise ProjectError(f"project: {spelled}={x:g} must be > 0")
     if key == "row_cost_us" and x < 0:

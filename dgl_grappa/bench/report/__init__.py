@@ -31,21 +31,51 @@ on; the goal is :data:`LINK_POINTS` (see :func:`link_goals`).
 """
 from __future__ import annotations
 
+from ...kinds.base import LINK_POINTS, LOSS_POINTS, PAIR_POINTS
+from ...runtime.metrics import time_to_target
 from .coverage import coverage, coverage_text
-from .goals import (GOALS, accuracy_goals, link_goals, node_goals, pair_summary, pooled_by_depth, speed_goals,
-                    tta_summary)
-from .markdown import (accuracy_table, baseline_text, dilation_text, goals_table, link_table, pair_table,
-                       pairs_section, phase_table, settings_table, speed_table, systems_text)
+from .goals import (
+                    GOALS,
+                    accuracy_goals,
+                    link_goals,
+                    node_goals,
+                    pair_summary,
+                    pooled_by_depth,
+                    speed_goals,
+                    tta_summary,
+)
+from .markdown import (
+                    accuracy_table,
+                    baseline_text,
+                    dilation_text,
+                    goals_table,
+                    link_table,
+                    pair_table,
+                    pairs_section,
+                    phase_table,
+                    settings_table,
+                    speed_table,
+                    systems_text,
+)
 from .notes import ACCURACY_NOTES, LINK_NOTES, PAIR_NOTES, PHASE_NOTES, SPEED_NOTES
 from .plots import PLOT_PREFIXES, plot_accuracy, plot_speed
-from .results import (ACC_KEY, BASELINE, DEFAULTS, GROUP_AXES, SELECT_AXES, TARGET_FRACTION, CellResult,
-                      borrow_baseline, grouped, ok_systems, read_result, select)
+from .results import (
+                    ACC_KEY,
+                    BASELINE,
+                    DEFAULTS,
+                    GROUP_AXES,
+                    SELECT_AXES,
+                    TARGET_FRACTION,
+                    CellResult,
+                    borrow_baseline,
+                    grouped,
+                    ok_systems,
+                    read_result,
+                    select,
+)
 from .rows import accuracy_rows, pair_rows, speed_rows
-from .stats import (PLATEAU_POINTS, PLATEAU_WINDOW, convergence, mean_std, t_interval, time_to_target,
-                    window_test_acc, windows)
-from ...kinds.base import LINK_POINTS, LOSS_POINTS, PAIR_POINTS
-from .tasks import (QUALITY_KEYS, TASKS, accuracy_goal, cell_task,
-                    link_met, pair_points, quality_keys)
+from .stats import PLATEAU_POINTS, PLATEAU_WINDOW, convergence, mean_std, t_interval, window_test_acc, windows
+from .tasks import QUALITY_KEYS, TASKS, accuracy_goal, cell_task, link_met, pair_points, quality_keys
 from .write import render, write_report
 
 __all__ = [

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import statistics
 
+from ...kinds.base import LINK_POINTS, LOSS_POINTS
 from .results import BASELINE, DEFAULTS, TARGET_FRACTION
 from .rows import row_name
 from .stats import t_interval
-from ...kinds.base import LINK_POINTS, LOSS_POINTS
 from .tasks import rows_by_task, tolerance_text
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ...kinds.base import LINK_POINTS
 from ...runtime.metrics import PHASE_KEYS, format_bytes
 from .goals import pair_summary
 from .notes import PAIR_NOTES
 from .results import BASELINE, CellResult, network, select, systems_order
 from .rows import pair_rows
-from ...kinds.base import LINK_POINTS
 from .tasks import pair_columns, task_of, task_text
 
 

@@ -12,8 +12,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .stats import time_to_target, window_test_acc, windows
 from ...kinds import Metric
+from ...runtime.metrics import time_to_target
+from .stats import window_test_acc, windows
 from .tasks import TASKS, cell_task
 
 BASELINE = "distdgl"
@@ -110,7 +111,7 @@ def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
         if task.ranking:
             hits = window_test_acc(s.get("records"), key="test_hits")
             m["hits_window"] = hits if hits is not None else m.get("test_hits")
-        m["time_to_target_s"] = (time_to_target(s.get("records"), target, _setup_s(s), key=task.val_key)
+        m["time_to_target_s"] = (time_to_target(s.get("records"), target, task.val_key, setup_s=_setup_s(s))
                                  if target else None)
         out[n] = m
     return out

@@ -9,8 +9,6 @@ import statistics
 
 from scipy.stats import t as student_t
 
-from ...runtime import metrics
-
 PLATEAU_WINDOW = 0.2
 """Convergence: the evaluations in the last 20 % of a run's epochs are compared with those of the 20 % before."""
 
@@ -104,18 +102,3 @@ def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW, key:
     return {"converged": rise <= PLATEAU_POINTS, "rise_points": rise, "last_val": statistics.fmean(last)}
 
 
-def time_to_target(records: list[dict] | None, target: float, setup_s: float = 0.0,
-                   key: str = "val_acc") -> float | None:
-    """:func:`dgl_grappa.runtime.metrics.time_to_target` (training seconds until the first evaluation with
-    validation accuracy >= ``target``, records in epoch order) plus ``setup_s``, one-time seconds
-    counted before the first epoch (Grappa: the slowest worker's partition and halo load, which a
-    DistDGL trainer does not have); None when no evaluation reaches the target. ``key`` is the
-    validation figure (``val_mrr`` for link prediction).
-
-    Example:
-        >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
-        >>> time_to_target(recs, 0.75, setup_s=1.0)
-        6.0
-    """
-    t = metrics.time_to_target(records or [], target, key)
-    return None if t is None else setup_s + t

@@ -14,7 +14,6 @@ from __future__ import annotations
 from ...kinds import METRICS, Metric
 from ...kinds.base import LINK_POINTS, PAIR_POINTS
 
-
 DEFAULT_TASK = "node"
 """The task of a cell or row that does not say."""
 

@@ -6,8 +6,18 @@ from pathlib import Path
 
 from .coverage import coverage, coverage_text
 from .goals import accuracy_goals, speed_goals, tta_summary
-from .markdown import (accuracy_table, baseline_text, dilation_text, goals_table, link_table, pairs_section,
-                       phase_table, settings_table, speed_table, systems_text)
+from .markdown import (
+    accuracy_table,
+    baseline_text,
+    dilation_text,
+    goals_table,
+    link_table,
+    pairs_section,
+    phase_table,
+    settings_table,
+    speed_table,
+    systems_text,
+)
 from .notes import ACCURACY_NOTES, PHASE_NOTES, SPEED_NOTES, TASK_NOTES
 from .plots import PLOT_PREFIXES, plot_accuracy, plot_speed
 from .results import CellResult, borrow_baseline, select
