@@ -48,7 +48,7 @@ HOMOGENEOUS = "_N"
 def own_nodes(g, ntype: str = HOMOGENEOUS) -> torch.Tensor:
     """(Per-type) ids of the nodes of ``ntype`` this trainer's machine owns (its shard's rows)."""
     pb = g.get_partition_book()
-    if ntype == HOMOGENEOUS and g.is_homogeneous:
+    if ntype == HOMOGENEOUS and len(g.ntypes) == 1:
         return pb.partid2nids(pb.partid).to(torch.int64)
     return pb.partid2nids(pb.partid, ntype).to(torch.int64)
 
@@ -78,7 +78,7 @@ def dist_embeddings(g, ntypes: list[str], dim: int, seed: int = 0) -> dict:
     """
     out = {}
     for t in ntypes:
-        homo = t == HOMOGENEOUS and g.is_homogeneous
+        homo = t == HOMOGENEOUS and len(g.ntypes) == 1
         policy = None if homo else g.get_node_partition_policy(t)
         emb = dgl.distributed.DistEmbedding(g.num_nodes() if homo else g.num_nodes(t), dim, name=_name(t),
                                             part_policy=policy)
@@ -128,7 +128,7 @@ def eval_rows(g, embs: dict, part_config, chunk: int = 1 << 16) -> dict | None:
     out = {}
     with torch.no_grad():  # untraced: a traced pull would wait for the sparse optimizer's next step
         for t, emb in embs.items():
-            homo = t == HOMOGENEOUS and g.is_homogeneous
+            homo = t == HOMOGENEOUS and len(g.ntypes) == 1
             n = g.num_nodes() if homo else g.num_nodes(t)
             rows = torch.cat([emb(torch.arange(a, min(a + chunk, n))) for a in range(0, n, chunk)])
             out[t] = to_original_order(rows, part_config) if homo else to_original_order_typed(rows, part_config, t)
