@@ -86,7 +86,7 @@ def homogeneous(g, args) -> dict:
     rec["grappa_edge"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, None, True),
                           "pairs": pair_ok(g, pos, negg)}
     # a budget that leaves no room for fp32 tables: the loader says so (a warning on stderr)
-    small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.1")
+    small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.25")
     rec["small_budget"] = {"precision": small.precision, "halo_kept": small.tables.halo_kept,
                            "halo_reach": small.tables.halo_reach}
     return rec

@@ -193,7 +193,10 @@ def test_heterogeneous_blocks_carry_per_type_global_ids_and_only_sampled_relatio
     from dgl_grappa.method.hetero import TargetSeeds
 
     torch.manual_seed(0)
-    r = lambda n, hi: torch.randint(0, hi, (n,))  # noqa: E731
+
+    def r(n, hi):
+        return torch.randint(0, hi, (n,))
+
     g = dgl.heterograph({("paper", "cites", "paper"): (r(1500, 300), r(1500, 300)),
                          ("author", "writes", "paper"): (r(800, 200), r(800, 300)),
                          ("paper", "written-by", "author"): (r(800, 300), r(800, 200))})

@@ -156,10 +156,14 @@ class GrappaLoader(_OnMachine):
     needs with :meth:`features` (``g.ndata["feat"][input_nodes]`` would pull halo rows from
     their owners every step).
 
+    Iterating yields ``(input_nodes, seeds, blocks)`` as ``DistNodeDataLoader`` does (global ids in every
+    field of every block, :class:`~.core.PartitionLoader`).
+
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
         sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
-            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates).
+            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates),
+            except that ``halo`` is "keep" by default.
         part_config: the partition json the servers loaded (the aggregates are read from its
             folder: ``python -m dgl_grappa prepare`` adds them to a folder made elsewhere).
         memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
@@ -180,9 +184,8 @@ class GrappaLoader(_OnMachine):
     warning when the loader is made; ``precision``, ``tables.halo_kept`` and ``tables.halo_reach`` say it too.
 
     Example:
-        >>> loader = GrappaLoader(g, sampler, 1000, make_correction("none"), halo="keep",   # doctest: +SKIP
-        ...                       first_hop="block", part_config=part_config)
-        >>> for input_nodes, seeds, blocks in loader:                                       # doctest: +SKIP
+        >>> loader = GrappaLoader(g, sampler, 1000, first_hop="block", part_config=part_config)  # doctest: +SKIP
+        >>> for input_nodes, seeds, blocks in loader:                                             # doctest: +SKIP
         ...     out = model(blocks, loader.features(input_nodes))    # the script's own model, unchanged
     """
 
@@ -220,7 +223,7 @@ class GrappaEdgeLoader(_OnMachine):
         kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
     Example:
-        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1), halo="keep",   # doctest: +SKIP
+        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1),   # doctest: +SKIP
         ...                           first_hop="block", part_config=part_config)
         >>> for input_nodes, pair_graph, neg_pair_graph, blocks in loader:                          # doctest: +SKIP
         ...     loss = loss_fcn(model(blocks, loader.features(input_nodes)), pair_graph, neg_pair_graph)

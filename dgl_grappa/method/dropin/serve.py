@@ -163,10 +163,10 @@ class _ServedData:
         return self._view.keys()
 
     def items(self):
-        return [(k, self[k]) for k in self._view.keys()]
+        return [(k, self[k]) for k in self._view]
 
     def values(self):
-        return [self[k] for k in self._view.keys()]
+        return [self[k] for k in self._view]
 
 
 class _ServedNodeSpace:
