@@ -252,3 +252,15 @@ def test_prepare_finds_dgls_features_key(tmp_path):
     pg, *_ = dgl.distributed.load_partition(str(part_config), 0)
     own = orig_n[pg.ndata[dgl.NID][pg.ndata["inner_node"].bool()]]
     torch.testing.assert_close(load_sidecar(part_config, 0), neighbour_mean(g, g.ndata["features"])[own])
+
+
+@pytest.mark.unit
+def test_serve_refuses_what_it_cannot_serve():
+    """loader.serve on a module that reads no DistGraph, DistTensor or DistEmbedding (e.g. PyTorch's own
+    embedding, already this trainer's) is a one-line error naming what to pass instead, not a silent no-op."""
+    from dgl_grappa.method.dropin.serve import serve
+
+    with pytest.raises(TypeError, match="holds no DistGraph, DistTensor or DistEmbedding for the loader to serve"):
+        serve(torch.nn.Embedding(4, 2, sparse=True), source=None)
+    with pytest.raises(TypeError, match="takes a module of the script's, a DistGraph or a DistEmbedding, not list"):
+        serve([], source=None)
