@@ -119,7 +119,9 @@ def cmd_prepare(extra: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa prepare",
                                  description="add first-hop aggregates and in-degrees to a DGL partition folder")
     ap.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
-    ap.add_argument("--feat-key", default="feat", help="node data key of the features (default: feat)")
+    ap.add_argument("--feat-key", default="auto",
+                    help="node data key of the features (default: auto, the one 2-D float node tensor: DGL's "
+                         "examples' features, the package's feat)")
     ap.add_argument("--gcn", action="store_true",
                     help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'")
     ap.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")

@@ -119,3 +119,148 @@ def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_
         got = conv(blocks[0], x)
         full = conv(g, g.ndata["feat"])[orig[real]]
     torch.testing.assert_close(got, full, atol=1e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------
+# Batches as DistDGL's loaders make them: global ids in every block (no servers: load_partition)
+# ---------------------------------------------------------------------------------------
+
+def _dgl_partition(tmp_path, g, name="grappa"):
+    """``g`` cut into 2 random parts by DGL's partition_graph; (part config, new->original node and edge ids)."""
+    dgl.seed(0)
+    orig_n, orig_e = dgl.distributed.partition_graph(g, name, 2, str(tmp_path), part_method="random",
+                                                     return_mapping=True)
+    return tmp_path / f"{name}.json", orig_n, orig_e
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("halo,subset", [("keep", False), ("drop", False), ("keep", True)])
+def test_the_cores_blocks_carry_global_node_and_edge_ids(tmp_path, halo, subset):
+    """srcdata/dstdata[dgl.NID] and edata[dgl.EID] of every block are the graph's global ids, on a server's
+    CSC-only part graph, with the halo kept, dropped or cut to a subset (the budget's kept nodes); the virtual
+    first-hop block's ids are as documented; the pair graphs are DistEdgeDataLoader's."""
+    from dgl_grappa.method.dropin import PartitionEdgeLoader
+
+    torch.manual_seed(0)
+    g = dgl.rand_graph(400, 3000)
+    g.ndata["train_mask"] = torch.rand(400) < 0.5
+    part_config, orig_n, orig_e = _dgl_partition(tmp_path, g)
+    pg, node, *_ = dgl.distributed.load_partition(str(part_config), 0)
+    pg = pg.formats("csc")  # a DistDGL server's graph: CSC only, whose edge order is not the edge ids'
+    deg = g.in_degrees()[orig_n[pg.ndata[dgl.NID]]]
+    n_inner = int(pg.ndata["inner_node"].sum())
+    kept = None
+    if subset:  # every inner node and every other halo node
+        kept = torch.cat([torch.arange(n_inner), torch.arange(n_inner, pg.num_nodes(), 2)])
+    args = (pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"], deg,
+            dgl.dataloading.NeighborSampler([3, 4]), 20)
+
+    def real_edges_are_global(blocks):
+        for b in blocks:
+            u, v = b.edges()
+            ou, ov = g.find_edges(orig_e[b.edata[dgl.EID]])
+            assert torch.equal(ou, orig_n[b.srcdata[dgl.NID][u]]) and torch.equal(ov, orig_n[b.dstdata[dgl.NID][v]])
+
+    core = PartitionLoader(*args, halo=halo, first_hop="block", num_nodes=400, kept=kept)
+    input_nodes, seeds, blocks = next(iter(core))
+    real_edges_are_global(blocks[1:])
+    assert torch.equal(blocks[0].srcdata[dgl.NID], input_nodes) and torch.equal(blocks[-1].dstdata[dgl.NID], seeds)
+    assert torch.equal(blocks[0].dstdata[dgl.NID], blocks[1].srcdata[dgl.NID])
+    # the virtual block: sources are the destinations then num_nodes + each; its edges are no graph edge
+    m = blocks[0].num_dst_nodes()
+    assert torch.equal(blocks[0].srcdata[dgl.NID][m:], blocks[0].dstdata[dgl.NID] + 400)
+    assert bool((blocks[0].edata[dgl.EID] == -1).all())
+
+    edges = PartitionEdgeLoader(*args, halo=halo, kept=kept,
+                                negative_sampler=dgl.dataloading.negative_sampler.Uniform(1))
+    input_nodes, pos, neg, blocks = next(iter(edges))
+    real_edges_are_global(blocks)
+    u, v = pos.edges()
+    ou, ov = g.find_edges(orig_e[pos.edata[dgl.EID]])
+    assert torch.equal(ou, orig_n[pos.ndata[dgl.NID][u]]) and torch.equal(ov, orig_n[pos.ndata[dgl.NID][v]])
+    assert dgl.EID not in neg.edata and torch.equal(neg.ndata[dgl.NID], pos.ndata[dgl.NID])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("halo", ["keep", "drop"])
+def test_heterogeneous_blocks_carry_per_type_global_ids_and_only_sampled_relations(tmp_path, halo):
+    """The heterogeneous loader's blocks: per-type global node ids, per-relation global edge ids (a server's
+    CSC-only part graph: its relation ids line up with its edges), and only the relations they sampled an edge
+    of, so that a HeteroGraphConv over the last block outputs the target type alone (DistDGL's blocks)."""
+    from dgl.nn import GraphConv, HeteroGraphConv
+
+    from dgl_grappa.method.dropin.hetero import local_hetero_part, sampled_relations, to_global_hetero
+    from dgl_grappa.method.hetero import TargetSeeds
+
+    torch.manual_seed(0)
+
+    def r(n, hi):
+        return torch.randint(0, hi, (n,))
+
+    g = dgl.heterograph({("paper", "cites", "paper"): (r(1500, 300), r(1500, 300)),
+                         ("author", "writes", "paper"): (r(800, 200), r(800, 300)),
+                         ("paper", "written-by", "author"): (r(800, 300), r(800, 200))})
+    part_config, orig_n, orig_e = _dgl_partition(tmp_path, g)
+    pg, _, _, gpb, *_ = dgl.distributed.load_partition(str(part_config), 1)
+    graph, n_inner, gids, eids = local_hetero_part(pg.formats("csc"), gpb, g.ntypes,
+                                                   [tuple(e) for e in g.canonical_etypes], halo)
+    sampler = TargetSeeds(dgl.dataloading.NeighborSampler([3, 4]), "paper")
+    _, _, blocks = sampler.sample(graph, torch.arange(min(12, n_inner["paper"])))
+    blocks = [sampled_relations(to_global_hetero(b, gids, eids)) for b in blocks]
+    for b in blocks:
+        assert all(b.num_edges(rel) > 0 for rel in b.canonical_etypes)
+        for rel in b.canonical_etypes:
+            u, v = b.edges(etype=rel)
+            ou, ov = g.find_edges(orig_e[rel][b.edges[rel].data[dgl.EID]], etype=rel)
+            assert torch.equal(ou, orig_n[rel[0]][b.srcnodes[rel[0]].data[dgl.NID][u]])
+            assert torch.equal(ov, orig_n[rel[2]][b.dstnodes[rel[2]].data[dgl.NID][v]])
+    assert {rel[2] for rel in blocks[-1].canonical_etypes} == {"paper"}
+    conv = HeteroGraphConv({e: GraphConv(2, 2, norm="right", allow_zero_in_degree=True) for e in g.etypes})
+    h = {t: torch.ones(blocks[-1].num_src_nodes(t), 2) for t in blocks[-1].srctypes}
+    assert list(conv(blocks[-1], h)) == ["paper"]
+
+
+@pytest.mark.unit
+def test_the_feature_key_is_found_or_its_error_names_the_real_fix():
+    from dgl_grappa.config import ConfigError
+    from dgl_grappa.partition.aggregates import feature_key
+
+    dgl_names = {"features": torch.zeros(3, 4), "labels": torch.zeros(3, dtype=torch.int64),
+                 "train_mask": torch.zeros(3, dtype=torch.bool)}
+    assert feature_key(dgl_names, "auto", "g") == "features"
+    assert feature_key({"labels": torch.zeros(3)}, "auto", "g") is None  # featureless: learnable rows
+    assert feature_key(dgl_names, None, "g") is None
+    with pytest.raises(ConfigError, match=r"no node data 'feat' \(its node data: \['features', 'labels', "
+                                          r"'train_mask'\]\); pass feat_key='features'"):
+        feature_key(dgl_names, "feat", "g")
+    with pytest.raises(ConfigError, match=r"2 2-D float node tensors \['a', 'b'\].*--feat-key <one of them>"):
+        feature_key({"a": torch.zeros(3, 2), "b": torch.zeros(3, 5)}, "auto", "g", "--feat-key ")
+
+
+@pytest.mark.unit
+def test_prepare_finds_dgls_features_key(tmp_path):
+    """`python -m dgl_grappa prepare` on a folder of DGL's examples (node data `features`): no --feat-key needed."""
+    from dgl_grappa.partition.aggregates import load_sidecar, neighbour_mean, prepare
+
+    torch.manual_seed(0)
+    g = dgl.rand_graph(300, 2000)
+    g.ndata["features"] = torch.randn(300, 5)
+    g.ndata["labels"] = torch.randint(0, 3, (300,))
+    part_config, orig_n, _ = _dgl_partition(tmp_path, g)
+    rec = prepare(part_config)
+    assert rec["feat_key"] == "features"
+    pg, *_ = dgl.distributed.load_partition(str(part_config), 0)
+    own = orig_n[pg.ndata[dgl.NID][pg.ndata["inner_node"].bool()]]
+    torch.testing.assert_close(load_sidecar(part_config, 0), neighbour_mean(g, g.ndata["features"])[own])
+
+
+@pytest.mark.unit
+def test_serve_refuses_what_it_cannot_serve():
+    """loader.serve on a module that reads no DistGraph, DistTensor or DistEmbedding (e.g. PyTorch's own
+    embedding, already this trainer's) is a one-line error naming what to pass instead, not a silent no-op."""
+    from dgl_grappa.method.dropin.serve import serve
+
+    with pytest.raises(TypeError, match="holds no DistGraph, DistTensor or DistEmbedding for the loader to serve"):
+        serve(torch.nn.Embedding(4, 2, sparse=True), source=None)
+    with pytest.raises(TypeError, match="takes a module of the script's, a DistGraph or a DistEmbedding, not list"):
+        serve([], source=None)

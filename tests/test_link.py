@@ -236,7 +236,9 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
     real, virtual = input_nodes[: blocks[0].num_dst_nodes()], input_nodes[blocks[0].num_dst_nodes():]
     assert bool((real < n).all()) and torch.equal(virtual - n, real)
     assert blocks[-1].num_dst_nodes() == pair.num_nodes() and torch.equal(pair.ndata[dgl.NID], real[: pair.num_nodes()])
-    assert dgl.EID not in pair.edata
+    # as DistEdgeDataLoader's: the positive pairs' global edge ids (an edge into the pair's destination), none on
+    # the negatives (tests/test_dropin.py checks the ids against the whole graph)
+    assert pair.edata[dgl.EID].dtype == torch.int64 and dgl.EID not in neg.edata
 
 
 @pytest.mark.unit

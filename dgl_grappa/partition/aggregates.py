@@ -99,7 +99,43 @@ def read_prepared(part_config: str | Path) -> dict | None:
     return rec
 
 
-def prepare(part_config: str | Path, feat_key: str = "feat", *, gcn: bool = False, force: bool = False) -> dict:
+AUTO_KEY = "auto"
+"""``feat_key="auto"``: the features are the graph's one 2-D floating-point node tensor (DGL's examples name
+it ``features``, the package ``feat``)."""
+
+
+def feature_key(tensors: dict, feat_key: str | None, where: str, how: str = "feat_key=") -> str | None:
+    """The node-data key of the features among ``tensors``: ``feat_key`` itself, or with "auto" the one 2-D
+    floating-point tensor (None when there is none: a featureless graph).
+
+    Args:
+        tensors: node data by key (tensors, or anything with ``shape`` and ``dtype``: a DistGraph's ``ndata``).
+        feat_key: a key, "auto", or None (no features).
+        where: what holds them, for the error (e.g. "the DistGraph").
+        how: how the caller names the key, for the error (``feat_key=`` or ``--feat-key ``).
+
+    Raises:
+        ConfigError: the key is absent, or "auto" finds more than one candidate; the message lists the keys.
+
+    Example:
+        >>> feature_key({"features": torch.zeros(3, 4), "labels": torch.zeros(3)}, "auto", "g")
+        'features'
+    """
+    if feat_key is None:
+        return None
+    floats = sorted(k for k, t in tensors.items() if len(t.shape) == 2 and t.dtype.is_floating_point)
+    if feat_key != AUTO_KEY:
+        if feat_key not in tensors:
+            hint = f"{how}{floats[0]!r}" if len(floats) == 1 else f"{how}<the features' key>"
+            raise ConfigError(f"{where} has no node data {feat_key!r} (its node data: {sorted(tensors)}); pass {hint}")
+        return feat_key
+    if len(floats) > 1:
+        raise ConfigError(f"{where} has {len(floats)} 2-D float node tensors {floats}: say which are the features, "
+                          f"{how}<one of them>")
+    return floats[0] if floats else None
+
+
+def prepare(part_config: str | Path, feat_key: str = AUTO_KEY, *, gcn: bool = False, force: bool = False) -> dict:
     """Write the first-hop aggregates and full-graph in-degrees of every part of a DGL partition folder.
 
     A second call on an unchanged folder does nothing and returns the same record. Every
@@ -108,7 +144,8 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, gcn: bool = Fals
 
     Args:
         part_config: the folder's partition json (DGL's ``<graph>.json``), or the folder.
-        feat_key: the node data key of the features.
+        feat_key: the node data key of the features; "auto": the one 2-D float node tensor (DGL's examples'
+            ``features``, the package's ``feat``), see :func:`feature_key`.
         gcn: also the ``GraphConv(norm='both')`` aggregate (``gcn.npy``; one more pass over
             the parts' structure for the full-graph out-degrees).
         force: recompute even when the record says the outputs are current.
@@ -124,7 +161,7 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, gcn: bool = Fals
     """
     part_config = _locate(Path(part_config))
     rec = None if force else read_prepared(part_config)
-    if rec is not None and rec.get("feat_key") == feat_key and (rec.get("gcn") or not gcn):
+    if rec is not None and feat_key in (AUTO_KEY, rec.get("feat_key")) and (rec.get("gcn") or not gcn):
         return rec
     meta = _read_meta(part_config)
     base = part_config.parent
@@ -138,6 +175,7 @@ def prepare(part_config: str | Path, feat_key: str = "feat", *, gcn: bool = Fals
     t0 = time.perf_counter()
     bounds = _node_bounds(meta)
     feat_files = [_feat_file(part_config, meta, q) for q in range(num_parts)]
+    feat_key = _resolve_key(feat_files[0], feat_key)
     out_degree = _out_degrees(part_config, num_parts) if gcn else None
     parts = []
     for p in range(num_parts):
@@ -225,12 +263,24 @@ def _inputs(part_config: Path) -> dict:
     return out
 
 
+def _resolve_key(feat_file: Path, feat_key: str) -> str:
+    """The features' key in part 0's node data (``feat_key``, or the one "auto" finds)."""
+    tensors = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+    key = feature_key(tensors, feat_key, str(feat_file), "--feat-key ")
+    if key is None:
+        raise ConfigError(f"{feat_file} has no 2-D float node tensor to aggregate (its node data: {sorted(tensors)}): "
+                          "a featureless graph has no first hop to prepare; train it with learnable rows "
+                          "(the drop-in's first_hop='sampled')")
+    return key
+
+
 def _node_table(feat_file: Path, key: str) -> Tensor:
     tensors = dgl.data.utils.load_tensors(str(feat_file))
     for k, v in tensors.items():
         if k == key or k.split("/", 1)[-1] == key:
             return v
-    raise ConfigError(f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass the feature key")
+    raise ConfigError(f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass --feat-key <the "
+                      "features' key>")
 
 
 def _out_degrees(part_config: Path, num_parts: int) -> Tensor:

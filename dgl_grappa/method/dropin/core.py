@@ -13,11 +13,15 @@ import torch
 from torch import Tensor
 
 from ...config import dropin_problem
+from ...partition.layout import part_edges
 from .. import coverage as cov
 from ..link import LocalEdgeBatches, as_local_negatives, edge_usability, positive_edges
 from ..local_part import local_graph, relabel
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
+
+NO_EDGE = -1
+"""``edata[dgl.EID]`` of the virtual first-hop block's edges (first_hop="block"): they are no edge of the graph."""
 
 
 def _world() -> int:
@@ -72,12 +76,14 @@ class PartitionLoader:
     Attributes:
         graph: the local graph batches are sampled from.
         global_ids: global id of every node of ``graph``.
+        edge_ids: global id of every edge of ``graph`` (None when ``graph`` has no ``edata[dgl.EID]``).
         coverage, weights: coverage and node weight of every node of ``graph``.
         train_ids: local ids of the training seeds.
         steps: batches per epoch.
 
-    Iterating yields ``(input_nodes, seeds, blocks)`` with global ids, like
-    ``DistNodeDataLoader``; each iteration is the next epoch (see :meth:`set_epoch`).
+    Iterating yields ``(input_nodes, seeds, blocks)`` as ``DistNodeDataLoader`` does: global ids
+    everywhere, in ``input_nodes``, ``seeds``, every block's ``srcdata``/``dstdata[dgl.NID]`` and
+    ``edata[dgl.EID]`` (:func:`to_global`); each iteration is the next epoch (see :meth:`set_epoch`).
     """
 
     def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
@@ -99,6 +105,8 @@ class PartitionLoader:
         n_local = self.graph.num_nodes()
         gids, deg = global_ids[:n_local], in_degree[:n_local]
         train = train_mask[:n_inner].bool()
+        self.edge_ids = local_edge_ids(graph, n_inner, halo, kept if kept is not None and kept.numel() < n_local
+                                       else None, n_local)
         if kept is not None and kept.numel() < n_local:
             src, dst = relabel(src, dst, kept, n_local)
             n_kept_inner = int((kept < n_inner).sum())
@@ -106,6 +114,8 @@ class PartitionLoader:
             gids, deg, n_inner, n_local = gids[kept], deg[kept], n_kept_inner, kept.numel()
             self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
         self.global_ids = gids
+        if self.edge_ids is not None and self.edge_ids.numel() != self.graph.num_edges():
+            raise RuntimeError("the local graph's edges and their global ids disagree (a change to local_graph?)")
         self.num_inner = n_inner
         self.train_ids = train.nonzero(as_tuple=True)[0]
         self.coverage, self.weights = cov.partition_weights(src, dst, n_local, deg, hops, self_loops, w_min)
@@ -140,10 +150,60 @@ class PartitionLoader:
             if self.correction is not None:
                 self.correction.prime(self.weights[seeds])
             gids = self.global_ids[input_nodes]
+            blocks = [to_global(b, self.global_ids, self.edge_ids) for b in blocks]
             if self.first_hop == "block":
                 block0, gids = first_hop_block(gids, self.num_nodes)
-                blocks = [block0] + list(blocks)
+                blocks = [block0] + blocks
             yield gids, self.global_ids[seeds], blocks
+
+
+def part_edge_order(pg: dgl.DGLGraph) -> Tensor:
+    """The part graph's edge ids in the order :func:`~dgl_grappa.partition.layout.part_edges` lists its edges.
+
+    ``pg.edges()`` order when the graph has (or may make) COO; else CSC order, whose edge ids DGL keeps
+    (a DistDGL server's shared graph is CSC-only). Per-edge data (``edata[dgl.EID]``, ``edata[dgl.ETYPE]``)
+    is in edge-id order: index it with this to line it up with ``part_edges``.
+    """
+    formats = pg.formats()
+    if "coo" in formats["created"] or "coo" in formats.get("not created", []):
+        return torch.arange(pg.num_edges())
+    eids = pg.adj_tensors("csc")[2]
+    return eids.long() if eids.numel() == pg.num_edges() else torch.arange(pg.num_edges())
+
+
+def local_edge_ids(pg: dgl.DGLGraph, num_inner: int, halo: str, kept: Tensor | None, n_local: int) -> Tensor | None:
+    """Global id of every edge of the local graph made from ``pg`` (:func:`~.local_part.local_graph`, then
+    :func:`~.local_part.relabel` to ``kept``), in its edge order; None when ``pg`` has no ``edata[dgl.EID]``."""
+    if dgl.EID not in pg.edata:
+        return None
+    eids = pg.edata[dgl.EID][part_edge_order(pg)].to(torch.int64)
+    src, dst = (x.long() for x in part_edges(pg))
+    if halo == "drop":  # local_graph's rule: the edges among inner nodes
+        m = (src < num_inner) & (dst < num_inner)
+        src, dst, eids = src[m], dst[m], eids[m]
+    if kept is not None:  # relabel's rule: the edges among kept nodes
+        new = torch.full((n_local,), -1, dtype=torch.int64)
+        new[kept] = torch.arange(kept.numel())
+        eids = eids[(new[src] >= 0) & (new[dst] >= 0)]
+    return eids
+
+
+def to_global(block: dgl.DGLGraph, node_ids: Tensor, edge_ids: Tensor | None) -> dgl.DGLGraph:
+    """A block sampled on a local graph, with global ids in ``srcdata``/``dstdata[dgl.NID]`` and ``edata[dgl.EID]``
+    (as DistDGL's samplers give them); the block itself is changed and returned.
+
+    Args:
+        block: a block whose ``dgl.NID``/``dgl.EID`` are local ids (what DGL's samplers put there).
+        node_ids: global id of every local node.
+        edge_ids: global id of every local edge (None: the block's edge ids are dropped, not left local).
+    """
+    block.srcdata[dgl.NID] = node_ids[block.srcdata[dgl.NID].long()]
+    block.dstdata[dgl.NID] = node_ids[block.dstdata[dgl.NID].long()]
+    if edge_ids is not None and dgl.EID in block.edata:
+        block.edata[dgl.EID] = edge_ids[block.edata[dgl.EID].long()]
+    else:
+        block.edata.pop(dgl.EID, None)
+    return block
 
 
 def first_hop_block(dst_gids: Tensor, num_nodes: int) -> tuple[dgl.DGLGraph, Tensor]:
@@ -154,6 +214,11 @@ def first_hop_block(dst_gids: Tensor, num_nodes: int) -> tuple[dgl.DGLGraph, Ten
     neighbour is the aggregate itself, so e.g. ``SAGEConv('mean')`` computes exactly the
     full-graph first layer: W_self x_v + W_neigh mean_{u in N(v)} x_u. The block's source
     nodes are the destinations (DGL's convention: first), then the virtual nodes.
+
+    Its ids are those of a sampled block: ``srcdata[dgl.NID]`` is the returned input ids (the
+    destinations' global ids, then the virtual ids ``num_nodes`` + v), ``dstdata[dgl.NID]`` the
+    destinations' global ids, and ``edata[dgl.EID]`` is :data:`NO_EDGE` (-1) for every edge: a virtual
+    edge is no edge of the graph.
 
     Args:
         dst_gids: global ids of the destinations.
@@ -169,7 +234,11 @@ def first_hop_block(dst_gids: Tensor, num_nodes: int) -> tuple[dgl.DGLGraph, Ten
     """
     n = dst_gids.numel()
     block = dgl.create_block((torch.arange(n, 2 * n), torch.arange(n)), num_src_nodes=2 * n, num_dst_nodes=n)
-    return block, torch.cat([dst_gids, dst_gids + num_nodes])
+    ids = torch.cat([dst_gids, dst_gids + num_nodes])
+    block.srcdata[dgl.NID] = ids
+    block.dstdata[dgl.NID] = dst_gids.clone()
+    block.edata[dgl.EID] = torch.full((n,), NO_EDGE, dtype=torch.int64)
+    return block, ids
 
 
 class PartitionEdgeLoader(PartitionLoader):
@@ -190,8 +259,9 @@ class PartitionEdgeLoader(PartitionLoader):
 
     Iterating yields ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` like
     ``DistEdgeDataLoader``: ``input_nodes`` in global ids (with ``first_hop="block"`` the virtual
-    ids too), the compact pair graphs' ``ndata[dgl.NID]`` in global ids (their edge ids are
-    dropped: they would be local), their nodes the blocks' output rows in order.
+    ids too), the blocks' ids global (:func:`to_global`), the compact pair graphs' nodes the blocks'
+    output rows in order with ``ndata[dgl.NID]`` in global ids, the positive pair graph's
+    ``edata[dgl.EID]`` the global ids of its edges, the negative one without edge ids.
 
     Example:
         >>> pg, node, *_ = dgl.distributed.load_partition(part_config, 0)                     # doctest: +SKIP
@@ -229,12 +299,20 @@ class PartitionEdgeLoader(PartitionLoader):
             if self.correction is not None:
                 self.correction.prime(torch.ones(pair_graph.num_edges() + neg_pair_graph.num_edges()))
             gids = self.global_ids[input_nodes]
+            blocks = [to_global(b, self.global_ids, self.edge_ids) for b in blocks]
             if self.first_hop == "block":
                 block0, gids = first_hop_block(gids, self.num_nodes)
-                blocks = [block0] + list(blocks)
-            for pg in (pair_graph, neg_pair_graph):
-                pg.ndata[dgl.NID] = self.global_ids[pg.ndata[dgl.NID].long()]
-                pg.edata.pop(dgl.EID, None)
+                blocks = [block0] + blocks
+            # as DistEdgeDataLoader's: the pair graph's nodes and positive edges in global ids, the negative
+            # pair graph's nodes in global ids and no edge ids
+            pair_graph.ndata[dgl.NID] = self.global_ids[pair_graph.ndata[dgl.NID].long()]
+            if neg_pair_graph is not pair_graph:
+                neg_pair_graph.ndata[dgl.NID] = self.global_ids[neg_pair_graph.ndata[dgl.NID].long()]
+            if self.edge_ids is not None and dgl.EID in pair_graph.edata:
+                pair_graph.edata[dgl.EID] = self.edge_ids[pair_graph.edata[dgl.EID].long()]
+            else:
+                pair_graph.edata.pop(dgl.EID, None)
+            neg_pair_graph.edata.pop(dgl.EID, None)
             yield gids, pair_graph, neg_pair_graph, blocks
 
 

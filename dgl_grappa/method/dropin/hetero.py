@@ -8,11 +8,14 @@ import dgl
 import torch
 from torch import Tensor
 
+from ...config import ConfigError
+from ...partition.aggregates import AUTO_KEY, feature_key
 from ...partition.layout import part_edges
 from ..hetero import HeteroEmbedding, TargetSeeds, local_heterograph
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers
-from .core import _world
+from .core import _world, part_edge_order
+from .serve import serve
 
 log = logging.getLogger("dgl_grappa")
 
@@ -26,9 +29,13 @@ class GrappaHeteroLoader:
     (:class:`~dgl_grappa.kinds.hetero.HeteroRuntime`). It yields ``(input_nodes, seeds, blocks)`` as ``DistNodeDataLoader``
     does for a heterograph: ``input_nodes`` and ``seeds`` are dicts of per-type global ids. Every input row comes
     from this machine's memory: :meth:`features` (own rows from the server, the kept halo's read once through the
-    KVStore, ``one_time_bytes``) and :meth:`embedding` (the featureless types' own rows, trained here, and the
-    halo's frozen initial rows; the drop-in for the script's ``DistEmbedding`` per type). Every machine takes the
-    same number of steps.
+    KVStore, ``one_time_bytes``), or the script's own layers' reads through :meth:`serve` (its
+    ``g.nodes[t].data[key][ids]`` and its ``DistEmbedding`` per featureless type), or the package's learnable rows
+    :meth:`embedding`. Every machine takes the same number of steps.
+
+    The blocks are DistDGL's: ``srcdata``/``dstdata[dgl.NID]`` per-type global ids, ``edata[dgl.EID]`` per-relation
+    global edge ids, and each block holds the relations it sampled an edge of (DistDGL's sampler builds its
+    frontier so), so a ``HeteroGraphConv`` over the last block outputs the target type alone.
 
     Args:
         g: the DistGraph (its machine must hold a partition).
@@ -38,7 +45,8 @@ class GrappaHeteroLoader:
         target: the labelled node type (empty: the one type with ``train_key``).
         halo: "keep" or "drop".
         seed: seed of shuffling and sampling (the rank is added).
-        feat_key, train_key: node-data keys of the features and of the training mask.
+        feat_key, train_key: node-data keys of the features ("auto": the one 2-D float node tensor name the
+            types have, e.g. DGL's ``feat``) and of the training mask.
 
     Example:
         >>> loader = GrappaHeteroLoader(g, sampler, 1000, target="paper", halo="keep")    # doctest: +SKIP
@@ -49,7 +57,7 @@ class GrappaHeteroLoader:
     """
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, target: str = "",
-                 halo: str = "keep", seed: int = 0, feat_key: str = "feat", train_key: str = "train_mask"):
+                 halo: str = "keep", seed: int = 0, feat_key: str | None = AUTO_KEY, train_key: str = "train_mask"):
         if correction is not None and correction.name != "none":
             raise ValueError(f"the heterogeneous loader averages gradients plainly; correction={correction.name!r} "
                              "weights nodes by a homogeneous coverage: pass None or make_correction('none')")
@@ -61,17 +69,13 @@ class GrappaHeteroLoader:
                                "drop-in loader needs co-located servers and trainers")
         gpb = g.get_partition_book()
         self.halo, self.correction = halo, correction
-        self.target = target or next(t for t in g.ntypes if train_key in g.nodes[t].data)
-        inner = lp.ndata["inner_node"].bool()
-        n_local = lp.num_nodes() if halo == "keep" else int(inner.sum())
-        homo = lp.ndata[dgl.NID][:n_local].to(torch.int64)
-        # the server's shared graph has no node types or owners: the partition book gives them
-        ntype_id, type_gid = gpb.map_to_per_ntype(homo)
-        owner = gpb.nid2partid(homo)
-        src, dst = part_edges(lp)
-        self.graph, _, n_inner, self.global_ids, _ = local_heterograph(
-            src, dst, lp.edata[dgl.ETYPE], inner, ntype_id, type_gid, owner, list(g.ntypes),
-            [tuple(e) for e in g.canonical_etypes], halo)
+        labelled = [t for t in g.ntypes if train_key in g.nodes[t].data]
+        if not target and not labelled:
+            raise ConfigError(f"no node type of the DistGraph has node data {train_key!r}; pass train_key=<the "
+                              "training mask's key> and target=<the labelled type>")
+        self.target = target or labelled[0]
+        self.graph, n_inner, self.global_ids, self.edge_ids = local_hetero_part(
+            lp, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo)
         self.num_inner_by_type = n_inner
         self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}
         for t in g.ntypes:
@@ -88,8 +92,10 @@ class GrappaHeteroLoader:
             # local id of a halo node -> its row of the halo table (sorted by global id), made once
             self._halo_row[t] = torch.empty(gids.numel(), dtype=torch.int64)
             self._halo_row[t][self._halo_local[t]] = torch.arange(order.numel())
-        self.featured = [t for t in g.ntypes if feat_key in g.nodes[t].data]
+        self.feat_key = _hetero_feature_key(g, feat_key)
+        self.featured = [t for t in g.ntypes if self.feat_key is not None and self.feat_key in g.nodes[t].data]
         self.bare_types = [t for t in g.ntypes if t not in self.featured]
+        feat_key = self.feat_key
         # own rows: the server's shared memory; the kept halo's: pulled once through the KVStore, held here
         self._own = {t: g.nodes[t].data[feat_key].local_partition for t in self.featured}
         self._halo_feat = {t: g.nodes[t].data[feat_key][self._halo_sorted[t]] if self._halo_sorted[t].numel()
@@ -108,6 +114,8 @@ class GrappaHeteroLoader:
         self._weights = torch.ones(n_inner[t])
         self._epoch = 0
         self._embedding = None
+        self.in_epoch = False  # True while an epoch's batches are iterated (serve's reads are local only then)
+        self._served_held = 0
         log.info("drop-in (heterogeneous): part %d holds %s own and %s halo nodes; %d bytes read once",
                  int(gpb.partid), dict(n_inner), {k: int(v.numel()) for k, v in self._halo_sorted.items()},
                  self.one_time_bytes)
@@ -121,11 +129,47 @@ class GrappaHeteroLoader:
 
     def __iter__(self):
         epoch, self._epoch = self._epoch, self._epoch + 1
-        for input_nodes, seeds, blocks in self.batches.epoch(epoch):
-            if self.correction is not None:
-                self.correction.prime(self._weights[seeds])
-            yield ({t: self.global_ids[t][ids] for t, ids in input_nodes.items()},
-                   {self.target: self.global_ids[self.target][seeds]}, blocks)
+        self.in_epoch = True
+        try:
+            for input_nodes, seeds, blocks in self.batches.epoch(epoch):
+                if self.correction is not None:
+                    self.correction.prime(self._weights[seeds])
+                blocks = [sampled_relations(to_global_hetero(b, self.global_ids, self.edge_ids)) for b in blocks]
+                yield ({t: self.global_ids[t][ids] for t, ids in input_nodes.items()},
+                       {self.target: self.global_ids[self.target][seeds]}, blocks)
+        finally:
+            self.in_epoch = False
+
+    def serve(self, obj):
+        """Serve the reads a module of the script's makes from this machine's memory during the loader's epochs: its
+        ``g.nodes[t].data[key][ids]`` (the featured types' rows) and its ``DistEmbedding`` per featureless type (own
+        rows trained where the machine's server keeps them, by the script's own DGL ``SparseAdam``; the kept halo's
+        rows read once, frozen). Outside the epochs (the script's evaluation) its reads are DGL's own. Call it once,
+        before training, on the module that reads the inputs (DGL's RGCN example: its ``DistEmbedLayer``); see
+        :mod:`~dgl_grappa.method.dropin.serve`.
+
+        Example:
+            >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden, sparse_emb=True, dgl_sparse_emb=True)  # doctest: +SKIP
+            >>> loader.serve(embed_layer)
+        """
+        return serve(obj, self)
+
+    # -- what serve() reads (the row source)
+    def serves(self, ntype: str, key: str) -> bool:
+        return key is not None and key == self.feat_key and ntype in self._own
+
+    def rows(self, ntype: str, ids: Tensor) -> Tensor:
+        return self.features({ntype: ids})[ntype]
+
+    def own_range(self, ntype: str) -> tuple[int, int]:
+        return self._first[ntype], self.num_inner_by_type[ntype]
+
+    def halo_ids(self, ntype: str) -> Tensor:
+        return self._halo_sorted[ntype]
+
+    def note_served(self, once: int, held: int) -> None:
+        self._served_held += held
+        self.one_time_bytes += once
 
     def local_ids(self, ntype: str, ids: Tensor) -> Tensor:
         """This machine's local ids (of its local heterograph) of nodes of ``ntype`` given by per-type global ids."""
@@ -173,8 +217,101 @@ class GrappaHeteroLoader:
     def nbytes(self) -> int:
         """Bytes this loader holds besides the server's tables: the kept halo's feature rows and the learnable rows
         of :meth:`embedding` with their optimizer's moments."""
-        held = sum(int(x.numel()) * 4 for x in self._halo_feat.values())
+        held = sum(int(x.numel()) * 4 for x in self._halo_feat.values()) + self._served_held
         return held + (self._embedding.memory()["embed"] if self._embedding is not None else 0)
+
+
+def local_hetero_part(lp: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
+    """A machine's local heterograph and its ids, from its part in DGL's layout (a DistGraph's ``local_partition``,
+    or ``load_partition``'s graph) and the partition book.
+
+    Returns:
+        ``(graph, inner count per type, per-type global node ids per type, per-relation global edge ids)``: the
+        graph of :func:`~dgl_grappa.method.hetero.local_heterograph` (every type's own nodes, with ``halo="keep"``
+        its 1-hop halo), the ids in its node and edge orders.
+    """
+    inner = lp.ndata["inner_node"].bool()
+    n_local = lp.num_nodes() if halo == "keep" else int(inner.sum())
+    homo = lp.ndata[dgl.NID][:n_local].to(torch.int64)
+    # the server's shared graph has no node types or owners: the partition book gives them
+    ntype_id, type_gid = gpb.map_to_per_ntype(homo)
+    owner = gpb.nid2partid(homo)
+    src, dst = part_edges(lp)
+    # per-edge data is in edge-id order, part_edges' edges in CSC order on a server's graph: line them up
+    order = part_edge_order(lp)
+    etype_id = lp.edata[dgl.ETYPE][order].to(torch.int64)
+    graph, _, n_inner, global_ids, _ = local_heterograph(src, dst, etype_id, inner, ntype_id, type_gid, owner, ntypes,
+                                                         etypes, halo)
+    edge_ids = _relation_edge_ids(gpb, lp.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
+    return graph, n_inner, global_ids, edge_ids
+
+
+def _hetero_feature_key(g, feat_key: str | None) -> str | None:
+    """The features' key on a heterogeneous DistGraph: ``feat_key``, or with "auto" the one name that the 2-D
+    float node tensors of its types have (DGL's RGCN example: ``feat`` on ``paper``)."""
+    if feat_key is None:
+        return None
+    data = {t: {k: g.nodes[t].data[k] for k in g.nodes[t].data} for t in g.ntypes}
+    if feat_key != AUTO_KEY:
+        if any(feat_key in d for d in data.values()):
+            return feat_key
+        raise ConfigError(f"no node type of the DistGraph has node data {feat_key!r} (their node data: "
+                          f"{ {t: sorted(d) for t, d in data.items()} }); pass feat_key=<the features' key>")
+    found = {feature_key(d, AUTO_KEY, f"node type {t!r}") for t, d in data.items()} - {None}
+    if len(found) > 1:
+        raise ConfigError(f"the DistGraph's node types name their features differently {sorted(found)}; pass "
+                          "feat_key=<one of them>")
+    return found.pop() if found else None
+
+
+def _relation_edge_ids(gpb, homo_eids: Tensor, src: Tensor, dst: Tensor, etype_id: Tensor, n_local: int,
+                       etypes: list, graph: dgl.DGLGraph) -> dict:
+    """Per relation, the per-type global id of every edge of the local heterograph (in its edge order: the part's
+    edges among the held nodes, relation by relation, as :func:`~dgl_grappa.method.hetero.local_heterograph` lists
+    them)."""
+    e = (src.long() < n_local) & (dst.long() < n_local)
+    homo, et = homo_eids[e].to(torch.int64), etype_id[e]
+    out = {}
+    for j, rel in enumerate(etypes):
+        ids = homo[et == j]
+        out[rel] = gpb.map_to_per_etype(ids)[1].to(torch.int64) if ids.numel() else ids
+        if out[rel].numel() != graph.num_edges(rel):
+            raise RuntimeError("the local heterograph's edges and their global ids disagree (a change to "
+                               "local_heterograph?)")
+    return out
+
+
+def to_global_hetero(block: dgl.DGLGraph, node_ids: dict, edge_ids: dict) -> dgl.DGLGraph:
+    """A block sampled on the local heterograph, with per-type global ids in ``srcdata``/``dstdata[dgl.NID]`` and
+    per-relation global edge ids in ``edata[dgl.EID]`` (as DistDGL's sampler gives them); changed and returned."""
+    for t in block.srctypes:
+        block.srcnodes[t].data[dgl.NID] = node_ids[t][block.srcnodes[t].data[dgl.NID].long()]
+    for t in block.dsttypes:
+        block.dstnodes[t].data[dgl.NID] = node_ids[t][block.dstnodes[t].data[dgl.NID].long()]
+    for rel in block.canonical_etypes:
+        data = block.edges[rel].data
+        data[dgl.EID] = edge_ids[rel][data[dgl.EID].long()]
+    return block
+
+
+def sampled_relations(block: dgl.DGLGraph) -> dgl.DGLGraph:
+    """The block with only the relations it sampled an edge of, as DistDGL's frontiers are built (every relation
+    when it sampled none): a layer over it then outputs the types those relations point into (the last block:
+    the target type alone), as in DistDGL. Nodes, their order and every id stay."""
+    rels = [r for r in block.canonical_etypes if block.num_edges(r) > 0]
+    if not rels or len(rels) == len(block.canonical_etypes):
+        return block
+    out = dgl.create_block({r: block.edges(etype=r) for r in rels},
+                           num_src_nodes={t: block.num_src_nodes(t) for t in block.srctypes},
+                           num_dst_nodes={t: block.num_dst_nodes(t) for t in block.dsttypes},
+                           idtype=block.idtype)
+    for t in block.srctypes:
+        out.srcnodes[t].data[dgl.NID] = block.srcnodes[t].data[dgl.NID]
+    for t in block.dsttypes:
+        out.dstnodes[t].data[dgl.NID] = block.dstnodes[t].data[dgl.NID]
+    for r in rels:
+        out.edges[r].data[dgl.EID] = block.edges[r].data[dgl.EID]
+    return out
 
 
 class GlobalIdHeteroEmbedding(HeteroEmbedding):

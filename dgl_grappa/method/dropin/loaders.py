@@ -6,11 +6,19 @@ edge batches with local negatives); they differ only in that core and in what th
 """
 from __future__ import annotations
 
+import logging
+
 from torch import Tensor
 
+from ...partition.aggregates import AUTO_KEY
 from ..reducers.correction import Correction
 from .core import PartitionEdgeLoader, PartitionLoader, _refuse, _refuse_link
 from .machine import GlobalIdEmbedding, MachineTables
+from .serve import serve
+
+log = logging.getLogger("dgl_grappa")
+
+HOMOGENEOUS = "_N"
 
 
 class _OnMachine:
@@ -18,16 +26,61 @@ class _OnMachine:
 
     tables: MachineTables
     core: PartitionLoader
+    in_epoch = False
+    """True while an epoch's batches are being iterated (:meth:`serve`'s reads are then local only)."""
+    _served_once = 0
+    _served_held = 0
 
     def _core_args(self) -> tuple:
         t = self.tables
         return t.local_partition, t.inner, t.global_ids, t.train_mask, t.in_degree
 
+    def _report_budget(self) -> None:
+        costly, line = self.tables.budget_report(self.core.edges)
+        # a warning, so that a script without logging set-up sees it (Python's last-resort handler)
+        (log.warning if costly else log.info)("%s", line)
+
     def __len__(self) -> int:
         return self.core.steps
 
     def __iter__(self):
-        return iter(self.core)
+        self.in_epoch = True
+        try:
+            yield from self.core
+        finally:
+            self.in_epoch = False
+
+    def serve(self, obj):
+        """Serve the reads a module of the script's makes (its ``g.ndata[key][ids]``, its ``DistEmbedding``) from
+        this machine's memory during the loader's epochs; the module stays the script's.
+
+        Call it once, before training, on the module that reads its inputs (or on the ``DistGraph``, to get a
+        served view of it). The rule and what it changes: :mod:`~dgl_grappa.method.dropin.serve`. A served
+        ``DistEmbedding`` trains this machine's own rows where its server keeps them (DGL's ``SparseAdam``,
+        unchanged) and reads the kept halo's rows once, frozen (``one_time_bytes``).
+
+        Example:
+            >>> emb_layer = DistEmb(g.num_nodes(), args.num_hidden, dgl_sparse_emb=True)   # doctest: +SKIP
+            >>> loader.serve(emb_layer)   # its DistEmbedding's reads: this machine's memory
+        """
+        return serve(obj, self)
+
+    # -- what serve() reads (the row source): one node type, "_N"
+    def serves(self, ntype: str, key: str) -> bool:
+        return ntype == HOMOGENEOUS and key is not None and key == self.tables.feat_key
+
+    def rows(self, ntype: str, ids: Tensor) -> Tensor:
+        return self.tables.features(ids)
+
+    def own_range(self, ntype: str) -> tuple[int, int]:
+        return self.tables._first, self.tables._n_inner
+
+    def halo_ids(self, ntype: str) -> Tensor:
+        return self.tables._halo_gids if self.halo == "keep" else self.tables._halo_gids[:0]
+
+    def note_served(self, once: int, held: int) -> None:
+        self._served_once += once
+        self._served_held += held
 
     def set_epoch(self, epoch: int) -> None:
         """Draw the next iteration's batches as epoch ``epoch`` (e.g. when resuming at that epoch)."""
@@ -53,13 +106,24 @@ class _OnMachine:
 
     @property
     def one_time_bytes(self) -> int:
-        """Bytes read once (the kept halo's rows and, with a first-hop mode, aggregates)."""
-        return self.tables.one_time_bytes
+        """Bytes read once (the kept halo's rows and, with a first-hop mode, aggregates; a served
+        ``DistEmbedding``'s frozen halo rows)."""
+        return self.tables.one_time_bytes + self._served_once
 
     @property
     def nbytes(self) -> int:
         """Bytes of the tables this loader holds besides the server's features (and of its learnable rows)."""
-        return self.tables.nbytes
+        return self.tables.nbytes + self._served_held
+
+    @property
+    def feat_key(self) -> str | None:
+        """The features' node-data key (``feat_key="auto"`` resolved), or None."""
+        return self.tables.feat_key
+
+    @property
+    def precision(self) -> str:
+        """The precision the memory budget left for the tables (fp32 ... int4)."""
+        return self.tables.precision
 
     def features(self, input_nodes: Tensor) -> Tensor:
         """fp32 input rows of a batch's ``input_nodes``, all from this machine's memory
@@ -92,10 +156,14 @@ class GrappaLoader(_OnMachine):
     needs with :meth:`features` (``g.ndata["feat"][input_nodes]`` would pull halo rows from
     their owners every step).
 
+    Iterating yields ``(input_nodes, seeds, blocks)`` as ``DistNodeDataLoader`` does (global ids in every
+    field of every block, :class:`~.core.PartitionLoader`).
+
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
         sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
-            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates).
+            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates),
+            except that ``halo`` is "keep" by default.
         part_config: the partition json the servers loaded (the aggregates are read from its
             folder: ``python -m dgl_grappa prepare`` adds them to a folder made elsewhere).
         memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
@@ -106,21 +174,25 @@ class GrappaLoader(_OnMachine):
             take) or "gcn" (``sum_u x_u / sqrt(d_out(u) d_in(v))``, what ``GraphConv(norm='both')``
             computes; ``python -m dgl_grappa prepare --gcn`` adds it).
         train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
-            in-degree (without it the degrees are asked from the servers once, here) and the
-            features; ``feat_key=None``: no features (learnable rows instead, :meth:`embedding`):
-            nothing feature-wide is read or held.
+            in-degree (without it, the prepared folder's, else asked from the servers once, here) and
+            the features: "auto" (the default) is the graph's one 2-D float node tensor (DGL's
+            examples name it ``features``; none: no features); ``feat_key=None``: no features, the
+            script trains learnable rows (its ``DistEmbedding``, :meth:`serve`): nothing feature-wide
+            is read or held.
+
+    What the memory budget costs (tables below fp32, reachable halo nodes left out) is logged as a
+    warning when the loader is made; ``precision``, ``tables.halo_kept`` and ``tables.halo_reach`` say it too.
 
     Example:
-        >>> loader = GrappaLoader(g, sampler, 1000, make_correction("none"), halo="keep",   # doctest: +SKIP
-        ...                       first_hop="block", part_config=part_config)
-        >>> for input_nodes, seeds, blocks in loader:                                       # doctest: +SKIP
+        >>> loader = GrappaLoader(g, sampler, 1000, first_hop="block", part_config=part_config)  # doctest: +SKIP
+        >>> for input_nodes, seeds, blocks in loader:                                             # doctest: +SKIP
         ...     out = model(blocks, loader.features(input_nodes))    # the script's own model, unchanged
     """
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
-                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "keep",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
                  storage: str = "auto", aggregate: str = "mean"):
         _refuse(correction, halo)  # before anything is asked from the servers
         self.tables = MachineTables(g, sampler, every_node=False, seed=seed, halo=halo, first_hop=first_hop,
@@ -130,6 +202,7 @@ class GrappaLoader(_OnMachine):
         self.core = PartitionLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
                                     self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
                                     kept=self.tables.kept, num_nodes=self.tables.num_nodes_total)
+        self._report_budget()
 
 
 class GrappaEdgeLoader(_OnMachine):
@@ -150,16 +223,16 @@ class GrappaEdgeLoader(_OnMachine):
         kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
     Example:
-        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1), halo="keep",   # doctest: +SKIP
+        >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1),   # doctest: +SKIP
         ...                           first_hop="block", part_config=part_config)
         >>> for input_nodes, pair_graph, neg_pair_graph, blocks in loader:                          # doctest: +SKIP
         ...     loss = loss_fcn(model(blocks, loader.features(input_nodes)), pair_graph, neg_pair_graph)
     """
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, negative_sampler,
-                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
+                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "keep",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
                  storage: str = "auto", aggregate: str = "mean"):
         _refuse_link(correction)  # before anything is asked from the servers
         _refuse(correction, halo)
@@ -171,3 +244,4 @@ class GrappaEdgeLoader(_OnMachine):
                                         self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
                                         kept=self.tables.kept, num_nodes=self.tables.num_nodes_total,
                                         negative_sampler=negative_sampler)
+        self._report_budget()

@@ -17,8 +17,8 @@ import dgl
 import torch
 from torch import Tensor
 
-from ...config import parse_budget
-from ...partition.aggregates import load_sidecar
+from ...config import ConfigError, parse_budget
+from ...partition.aggregates import AUTO_KEY, feature_key, load_sidecar, read_prepared
 from ..embedding import LocalEmbedding
 from ..local_part import Keep, choose_kept, local_graph
 from ..storage import NodeTable, row_bytes
@@ -40,6 +40,7 @@ class MachineTables:
     Attributes:
         local_partition, inner, global_ids, train_mask, in_degree: the part as the core loader reads it
             (``in_degree`` in local id order, the kept halo's read once).
+        feat_key: the features' node-data key (``feat_key="auto"`` resolved), or None (no features).
         kept: local ids of the nodes kept (inner first), ``precision``: the tables' precision.
         one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates).
         halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
@@ -47,7 +48,7 @@ class MachineTables:
 
     def __init__(self, g, sampler, *, every_node: bool = False, seed: int = 0, halo: str = "drop",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = "feat", part_config: str | None = None, memory_budget: str = "1.5",
+                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
                  storage: str = "auto", aggregate: str = "mean"):
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
@@ -72,28 +73,33 @@ class MachineTables:
                                "dgl.distributed.partition_graph (reshuffled ids)")
         self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
         self._embedding = None  # made by embedding()
+        feat_key = feature_key({k: g.ndata[k] for k in g.ndata}, feat_key, "the DistGraph")
+        self.feat_key = feat_key
         self._has_feat = feat_key is not None
-        if feat_key is not None and feat_key not in g.ndata:
-            raise ValueError(f"the graph has no node data {feat_key!r} (a graph without features?); pass feat_key=None "
-                             "and train on learnable rows: loader.embedding(dim)")
         if feat_key is not None:
             self._feat = g.ndata[feat_key].local_partition  # the server's own rows, in shared memory
         else:
             self._feat = torch.zeros((n_inner, 0))  # no features: learnable rows instead
         if feat_key is None and completes:
-            raise ValueError(f"first_hop={first_hop!r} aggregates features, and feat_key=None has none; use "
-                             "first_hop='sampled' with learnable rows")
+            raise ConfigError(f"first_hop={first_hop!r} aggregates features, and the loader has none (feat_key=None, "
+                              "or no 2-D float node data); use first_hop='sampled' with learnable rows")
         width = int(self._feat.shape[1])
+        if train_key not in g.ndata:
+            raise ConfigError(f"the DistGraph has no node data {train_key!r} (its node data: {sorted(g.ndata)}); pass "
+                              "train_key=<the training mask's key>")
         train = g.ndata[train_key].local_partition[:n_inner]
+        part_id = int(g.get_partition_book().partid)
         if degree_key in g.ndata:
             deg = g.ndata[degree_key].local_partition[:n_inner]
+        elif part_config is not None and read_prepared(part_config) is not None:  # prepare wrote them
+            deg = load_sidecar(part_config, part_id, what="in_degree")
         else:
-            log.warning("node data %r is missing: asking the servers for the in-degrees once", degree_key)
+            log.info("node data %r is missing and the folder is not prepared: asking the servers for the in-degrees "
+                     "once", degree_key)
             deg = g.in_degrees(gids[:n_inner])
         # What to keep: the native runtime's choice, with the server's fp32 features already held.
         _, _, src, dst = local_graph(lp, inner, halo)
         n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
-        part_id = int(g.get_partition_book().partid)
         mult, size = parse_budget(memory_budget)
         layers = len(getattr(sampler, "fanouts", []) or [])
         # The edge loader reaches every node: any node it holds can be the end of a pair.
@@ -104,7 +110,7 @@ class MachineTables:
             src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
             inner_tables=1 if completes else 0, halo_tables=2 if completes else 1, part_id=part_id, top=top,
             fixed=n_inner * width * 4)
-        self.precision = precision
+        self.precision, self.part_id, self.memory_budget = precision, part_id, memory_budget
         halo_ids = kept[inner_kept.numel():]
         self._halo_gids = gids[halo_ids].to(torch.int64)  # sorted by local id, which DGL orders by global id
         order = torch.argsort(self._halo_gids)
@@ -134,6 +140,28 @@ class MachineTables:
             deg_all[halo_ids] = halo_deg.to(deg.dtype)
         self.local_partition, self.inner, self.global_ids, self.train_mask = lp, inner, gids, train
         self.in_degree, self.kept, self.halo, self.first_hop = deg_all, kept, halo, first_hop
+
+    def budget_report(self, edges: dict | None = None) -> tuple[bool, str]:
+        """What ``memory_budget`` did to this loader: (whether it cost anything, one line saying what it kept).
+
+        It costs something when the tables are stored below fp32, or when the halo is kept and not all of
+        its reachable nodes fit. ``edges``: the edge loader's usable-edge counts (the share of the edges this
+        machine owns that it trains on).
+        """
+        held = self.halo == "keep" and self._has_feat or self.agg is not None  # feature-width tables
+        lossy = held and self.precision != "fp32"
+        cut = self.halo == "keep" and self.halo_kept < self.halo_reach
+        what = f"tables in {self.precision}" if held else "no feature-width tables"
+        if self.halo == "keep":
+            share = self.halo_kept / self.halo_reach if self.halo_reach else 1.0
+            what += f", {self.halo_kept} of {self.halo_reach} reachable halo nodes kept ({share:.1%})"
+        if edges is not None:
+            what += (f", training on {edges['positives']} of the {edges['owned']} edges it owns "
+                     f"({edges['usable_fraction']:.1%})")
+        else:
+            what += ", every training node kept"
+        return lossy or cut, (f"drop-in loader, part {self.part_id}, memory_budget={self.memory_budget}: {what} "
+                               f"({self.nbytes} bytes held besides the server's features)")
 
     @property
     def nbytes(self) -> int:

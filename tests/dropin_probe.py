@@ -1,0 +1,173 @@
+"""A DistDGL trainer that puts the drop-in's batches next to DistDGL's own loaders' on the same partition and
+writes what it found to ``<out>/probe<rank>.json`` (tests/test_dropin_dgl.py runs it through tests/dglscript.py).
+
+What it records, for both systems: every field of every block (``srcdata``/``dstdata``/``edata`` keys), the dict
+shapes of ``input_nodes`` and the seeds, and whether every id is a global id of the graph: the blocks' edge ids
+are checked against the DistGraph (``g.find_edges``) and their node ids, ``input_nodes`` against the first
+block, the seeds against the last. Then what :meth:`loader.serve` serves, in and outside an epoch; a served
+``DistEmbedding`` trained one step by DGL's own ``SparseAdam``; and a loader made under a small memory budget
+(its warning goes to stderr: this script sets up no logging).
+"""
+import argparse
+import json
+from pathlib import Path
+
+import dgl
+import torch as th
+from dgl.nn import GraphConv, HeteroGraphConv
+
+from dgl_grappa import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
+
+
+def fields(block) -> dict:
+    return {"src": sorted(block.srcdata.keys()), "dst": sorted(block.dstdata.keys()), "e": sorted(block.edata.keys())}
+
+
+def homo_ids_ok(g, blocks, input_nodes, seeds, virtual_first: bool) -> dict:
+    """Whether the ids of a homogeneous batch are the graph's global ids (the virtual block 0 aside)."""
+    n = g.num_nodes()
+    real = blocks[1:] if virtual_first else blocks
+    edges_ok = True
+    for b in real:
+        u, v = b.edges()
+        su, sv = g.find_edges(b.edata[dgl.EID])
+        edges_ok &= bool(th.equal(su, b.srcdata[dgl.NID][u]) and th.equal(sv, b.dstdata[dgl.NID][v]))
+    chain = all(th.equal(a.dstdata[dgl.NID], b.srcdata[dgl.NID]) for a, b in zip(blocks[:-1], blocks[1:]))
+    out = {"edges": edges_ok, "chain": bool(chain), "input": bool(th.equal(blocks[0].srcdata[dgl.NID], input_nodes)),
+           "dtype": str(blocks[-1].srcdata[dgl.NID].dtype)}
+    if seeds is not None:
+        out["seeds"] = bool(th.equal(blocks[-1].dstdata[dgl.NID], seeds))
+    if virtual_first:
+        b0 = blocks[0]
+        m = b0.num_dst_nodes()
+        out["virtual"] = bool(th.equal(b0.srcdata[dgl.NID][m:], b0.dstdata[dgl.NID] + n)
+                              and bool((b0.edata[dgl.EID] == -1).all()))
+    return out
+
+
+def pair_ok(g, pos, neg) -> dict:
+    u, v = pos.edges()
+    su, sv = g.find_edges(pos.edata[dgl.EID])
+    return {"pos": {"n": sorted(pos.ndata.keys()), "e": sorted(pos.edata.keys())},
+            "neg": {"n": sorted(neg.ndata.keys()), "e": sorted(neg.edata.keys())},
+            "pos_edges": bool(th.equal(su, pos.ndata[dgl.NID][u]) and th.equal(sv, pos.ndata[dgl.NID][v]))}
+
+
+def homogeneous(g, args) -> dict:
+    pb = g.get_partition_book()
+    sampler = dgl.dataloading.NeighborSampler([3, 4])
+    rec = {}
+    nid = dgl.distributed.node_split(g.ndata["train_mask"], pb, force_even=True)
+    inp, seeds, blocks = next(iter(dgl.dataloading.DistNodeDataLoader(g, nid, sampler, batch_size=16)))
+    rec["dgl_node"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, seeds, False)}
+    loader = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config)
+    rec["feat_key"] = loader.feat_key
+    batches = iter(loader)
+    inp, seeds, blocks = next(batches)
+    rec["grappa_node"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, seeds, True)}
+    # serve(g): during an epoch the loader's own rows (virtual ones too), outside it the DistTensor's
+    served = loader.serve(g)
+    rec["served_in_epoch"] = bool(th.equal(served.ndata["features"][inp], loader.features(inp)))
+    rec["labels_not_served"] = type(served.ndata["labels"]).__name__
+    for _ in batches:
+        pass
+    every = th.arange(g.num_nodes())
+    rec["served_outside"] = bool(th.equal(served.ndata["features"][every], g.ndata["features"][every]))
+
+    eids = dgl.distributed.edge_split(th.ones(g.num_edges(), dtype=th.bool), pb, force_even=True)
+    neg = dgl.dataloading.negative_sampler.Uniform(1)
+    inp, pos, negg, blocks = next(iter(dgl.dataloading.DistEdgeDataLoader(g, eids, sampler, negative_sampler=neg,
+                                                                         batch_size=16)))
+    rec["dgl_edge"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, None, False),
+                       "pairs": pair_ok(g, pos, negg)}
+    edge_loader = GrappaEdgeLoader(g, sampler, 16, negative_sampler=neg, first_hop="block",
+                                   part_config=args.part_config)
+    inp, pos, negg, blocks = next(iter(edge_loader))
+    rec["grappa_edge"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, None, True),
+                          "pairs": pair_ok(g, pos, negg)}
+    # a budget that leaves no room for fp32 tables: the loader says so (a warning on stderr)
+    small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.25")
+    rec["small_budget"] = {"precision": small.precision, "halo_kept": small.tables.halo_kept,
+                           "halo_reach": small.tables.halo_reach}
+    return rec
+
+
+def heterogeneous(g, args) -> dict:
+    pb = g.get_partition_book()
+    sampler = dgl.dataloading.NeighborSampler([3, 4])
+    rec = {}
+    conv = HeteroGraphConv({e: GraphConv(4, 4, norm="right", allow_zero_in_degree=True) for e in g.etypes})
+
+    def describe(inp, seeds, blocks):
+        ids_ok = True
+        for b in blocks:
+            for rel in b.canonical_etypes:
+                u, v = b.edges(etype=rel)
+                su, sv = g.find_edges(b.edges[rel].data[dgl.EID], etype=rel)
+                ids_ok &= bool(th.equal(su, b.srcnodes[rel[0]].data[dgl.NID][u])
+                               and th.equal(sv, b.dstnodes[rel[2]].data[dgl.NID][v]))
+        h = {t: th.ones(x.numel(), 4) for t, x in inp.items()}
+        for b in blocks:
+            h = {t: th.ones(x.shape[0], 4) for t, x in conv(b, h).items()}
+        return {"input": sorted(inp), "seeds": sorted(seeds),
+                "input_is_block0": all(th.equal(inp[t], blocks[0].srcnodes[t].data[dgl.NID]) for t in inp),
+                "blocks": [{"src": sorted(b.srcdata[dgl.NID]), "dst": sorted(b.dstdata[dgl.NID]),
+                            "e": sorted(":".join(r) for r in b.edata[dgl.EID]),
+                            "empty_relations": sum(b.num_edges(r) == 0 for r in b.canonical_etypes)}
+                           for b in blocks],
+                "edges": ids_ok, "output_types": sorted(h)}
+
+    nid = dgl.distributed.node_split(g.nodes["paper"].data["train_mask"], pb, ntype="paper", force_even=True)
+    rec["dgl"] = describe(*next(iter(dgl.dataloading.DistNodeDataLoader(g, {"paper": nid}, sampler, batch_size=16))))
+    loader = GrappaHeteroLoader(g, sampler, 16, target="paper")
+    rec["feat_key"] = loader.feat_key
+    # a DistEmbedding of a featureless type, row i = i (per-type id) in every column, served by the loader
+    emb = dgl.distributed.DistEmbedding(g.num_nodes("author"), 4, "probe_author",
+                                        part_policy=g.get_node_partition_policy("author"))
+    own = pb.partid2nids(pb.partid, "author")
+    emb.weight[own] = own.float().unsqueeze(1).repeat(1, 4)
+    g.barrier()
+    once = loader.one_time_bytes
+    loader.serve(emb)
+    rec["served_once_bytes"] = loader.one_time_bytes - once
+    opt = dgl.distributed.optim.SparseAdam([emb], lr=0.5)
+    batches = iter(loader)
+    inp, seeds, blocks = next(batches)
+    rec["grappa"] = describe(inp, seeds, blocks)
+    ids = inp["author"]
+    rows = emb(ids)
+    rec["embedding_rows"] = bool(th.equal(rows, ids.float().unsqueeze(1).repeat(1, 4)))
+    rec["embedding_traced"] = len(emb._trace) == 1 and rows.requires_grad
+    mine = (ids >= int(own[0])) & (ids <= int(own[-1])) if own.numel() else th.zeros_like(ids, dtype=th.bool)
+    # only own rows carry a gradient to DGL's optimizer: it sends none to another machine
+    rec["traced_only_own"] = bool(th.equal(emb._trace[0][0], ids[mine]))
+    rows.sum().backward()
+    opt.step()
+    with th.no_grad():
+        after = emb.weight[ids[mine]]
+    rec["own_rows_trained"] = bool(mine.any()) and bool((after != ids[mine].float().unsqueeze(1)).all())
+    rec["frozen_in_epoch"] = bool(th.equal(emb(ids[~mine])[:, 0], ids[~mine].float()))
+    for _ in batches:
+        pass
+    with th.no_grad():
+        rec["outside_epoch_is_dgl"] = bool(th.equal(emb(ids), emb.weight[ids]))
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ip_config")
+    ap.add_argument("--part_config")
+    ap.add_argument("--out")
+    ap.add_argument("--kind", choices=["homogeneous", "heterogeneous"])
+    args = ap.parse_args()
+    dgl.distributed.initialize(args.ip_config)
+    th.distributed.init_process_group("gloo")
+    g = dgl.distributed.DistGraph("grappa", part_config=args.part_config)
+    rec = homogeneous(g, args) if args.kind == "homogeneous" else heterogeneous(g, args)
+    Path(args.out, f"probe{g.rank()}.json").write_text(json.dumps(rec, indent=1))
+    g.barrier()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Scripts written the way DGL's distributed examples are, converted to the drop-in with exactly the diff that
+docs/dropin.md shows, and nothing else, train; unconverted, they train as plain DistDGL.
+
+examples/dgl_style/ holds one script per kind of DGL example (node classification, link prediction, learnable
+embeddings, RGCN on a heterogeneous graph) and its diff. Each runs as a real DistDGL job (servers and trainers,
+the package's launcher, tests/dglscript.py) on partitions made with ``dgl.distributed.partition_graph`` under
+DGL's key names. tests/script_runner.py meters every pass over a loader: a drop-in epoch reads no row from
+another machine and sends no sampling request.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dgl_grappa.cluster.netns import check_isolation
+
+from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, last_float, run_script, traffic
+
+ROOT = Path(__file__).resolve().parent.parent
+STYLE = ROOT / "examples" / "dgl_style"
+WHY_NOT = check_isolation(net=True, shm="64m")
+
+HOMO = "--graph_name grappa --ip_config {ip_config} --part_config {part_config} --num_hidden 16 --fan_out 5,10 "
+KINDS = {
+    # kind: (script, graph, its arguments, the line its accuracy is read from, the least accuracy that says it learned)
+    "node": ("node_classification.py", "homogeneous",
+             HOMO + "--num_epochs 8 --batch_size 150 --lr 0.02 --eval_every 8 --log_every 5",
+             r"Test Acc (\d\.\d+)", 0.3),  # 16 classes: chance 0.06
+    "link": ("train_dist_unsupervised.py", "homogeneous",
+             HOMO + "--num_epochs 3 --batch_size 500 --lr 0.01 --log_every 5",
+             r"test acc (\d\.\d+)", 0.15),  # a linear probe of the embeddings, 16 classes
+    "transductive": ("train_dist_transductive.py", "homogeneous",
+                     HOMO + "--dgl_sparse --num_epochs 8 --batch_size 150 --lr 0.02 --sparse_lr 0.05 --eval_every 8 "
+                            "--log_every 5",
+                     r"Test Acc (\d\.\d+)", 0.15),
+    "rgcn": ("entity_classify_dist.py", "heterogeneous",
+             "--graph-name grappa --ip-config {ip_config} --conf-path {part_config} --sparse-embedding --dgl-sparse "
+             "--n-epochs 4 --batch-size 150 --fanout 5,5 --lr 0.01 --sparse-lr 0.05 --n-hidden 16 --log-every 5",
+             r"Test Acc (\d\.\d+)", 0.3),  # 8 classes: chance 0.125
+}
+DROPIN_LOADERS = {"node": "GrappaLoader", "link": "GrappaEdgeLoader", "transductive": "GrappaLoader",
+                  "rgcn": "GrappaHeteroLoader"}
+
+
+def diff_of(kind: str) -> Path:
+    return STYLE / KINDS[kind][0].replace(".py", ".diff")
+
+
+@pytest.fixture(scope="module")
+def partitions(tmp_path_factory):
+    """Both partitionings, made once for the module (each kind reads one)."""
+    base = tmp_path_factory.mktemp("dgl_parts")
+    return {"homogeneous": dgl_homogeneous_parts(base / "homogeneous"),
+            "heterogeneous": dgl_heterogeneous_parts(base / "heterogeneous")}
+
+
+def _scripts(tmp_path: Path, kind: str, converted: bool) -> Path:
+    """The examples copied, with the kind's diff applied when ``converted``; the script to run."""
+    folder = tmp_path / "scripts"
+    shutil.copytree(STYLE, folder)
+    if converted:
+        done = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-d", str(folder), "-i",
+                               str(diff_of(kind))], capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0 and "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
+    return folder / KINDS[kind][0]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_docs_show_each_diff_whole(kind):
+    """docs/dropin.md shows, per kind, the whole diff that the test below applies."""
+    docs = (ROOT / "docs" / "dropin.md").read_text()
+    blocks = re.findall(r"```diff\n(.*?)```", docs, re.S)
+    assert diff_of(kind).read_text() in blocks
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_dgl_style_script_converted_by_the_docs_diff_trains_through_the_dropin(tmp_path, partitions, kind):
+    _, graph, args, acc_line, least = KINDS[kind]
+    logs = run_script(_scripts(tmp_path, kind, converted=True), args, partitions[graph], tmp_path / "out")
+    for log in logs:
+        assert "Traceback" not in log, log[-3000:]
+        epochs = [counts for cls, counts in traffic(log) if cls == DROPIN_LOADERS[kind]]
+        assert len(epochs) == (3 if kind == "link" else 4 if kind == "rgcn" else 8)
+        # every row and every sampling step of an epoch came from this machine
+        assert all(c["remote_rows"] == 0 and c["rpc_bytes"] == 0 for c in epochs), epochs
+    assert last_float("\n".join(logs), acc_line) > least
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_same_script_unconverted_trains_as_plain_distdgl(tmp_path, partitions, kind):
+    _, graph, args, acc_line, least = KINDS[kind]
+    logs = run_script(_scripts(tmp_path, kind, converted=False), args, partitions[graph], tmp_path / "out")
+    for log in logs:
+        assert "Traceback" not in log, log[-3000:]
+        passes = traffic(log)
+        assert not any(cls.startswith("Grappa") for cls, _ in passes)
+        # DistDGL's loaders sample on the machines that own the nodes (requests to the other machine)
+        assert any(c["rpc_bytes"] > 0 for _, c in passes)
+    assert last_float("\n".join(logs), acc_line) > least

@@ -1,0 +1,72 @@
+"""The drop-in's batches against what DistDGL's own loaders yield on the same partition, in a real DistDGL job.
+
+tests/dropin_probe.py runs in every trainer: one batch of ``DistNodeDataLoader`` / ``DistEdgeDataLoader`` next to
+one of ``GrappaLoader`` / ``GrappaEdgeLoader`` (homogeneous, DGL's key names), or of ``DistNodeDataLoader`` on a
+heterograph next to ``GrappaHeteroLoader``. A script written for DistDGL reads these fields, so both must carry the
+same ones, in the same id spaces (the graph's global ids, checked against the DistGraph itself).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dgl_grappa.cluster.netns import check_isolation
+
+from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, run_script
+
+HERE = Path(__file__).resolve().parent
+WHY_NOT = check_isolation(net=True, shm="64m")
+
+
+def _probe(tmp_path: Path, part_config: Path, kind: str) -> tuple[list[dict], list[str]]:
+    out = tmp_path / "out"
+    logs = run_script(HERE / "dropin_probe.py", f"--ip_config {{ip_config}} --part_config {{part_config}} "
+                                                f"--out {out} --kind {kind}", part_config, out)
+    return [json.loads((out / f"probe{r}.json").read_text()) for r in range(len(logs))], logs
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
+def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
+    recs, logs = _probe(tmp_path, dgl_homogeneous_parts(tmp_path / "parts"), "homogeneous")
+    for rec, log in zip(recs, logs):
+        assert rec["feat_key"] == "features"  # "auto": DGL's examples' name found
+        for kind in ("node", "edge"):
+            ours, theirs = rec[f"grappa_{kind}"], rec[f"dgl_{kind}"]
+            # the same fields on every block (the virtual first-hop block included), global ids everywhere
+            assert ours["blocks"] == theirs["blocks"]
+            assert theirs["ids"] == {**{k: True for k in theirs["ids"]}, "dtype": "torch.int64"}
+            assert ours["ids"] == {**{k: True for k in ours["ids"]}, "dtype": "torch.int64"}
+            assert ours["ids"]["virtual"]  # block 0: virtual ids num_nodes + v, edge ids -1
+        assert rec["grappa_edge"]["pairs"] == rec["dgl_edge"]["pairs"]
+        assert rec["grappa_edge"]["pairs"]["pos"]["e"] == ["_ID"] and rec["grappa_edge"]["pairs"]["pos_edges"]
+        # serve(g): the loader's rows during an epoch, the DistTensor's outside; other keys are DGL's own
+        assert rec["served_in_epoch"] and rec["served_outside"] and rec["labels_not_served"] == "DistTensor"
+        # what a small budget cost is a warning a script without logging set-up sees (stderr)
+        small = rec["small_budget"]
+        assert small["precision"] != "fp32" or small["halo_kept"] < small["halo_reach"]
+        assert "memory_budget=1.25:" in log and f"tables in {small['precision']}" in log
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
+def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path):
+    recs, _ = _probe(tmp_path, dgl_heterogeneous_parts(tmp_path / "parts"), "heterogeneous")
+    for rec in recs:
+        ours, theirs = rec["grappa"], rec["dgl"]
+        assert rec["feat_key"] == "feat"
+        # dicts of every node type in, the target alone out; per-type global node ids and per-relation edge ids
+        assert ours["input"] == theirs["input"] == ["author", "field", "paper"]
+        assert ours["seeds"] == theirs["seeds"] == ["paper"]
+        assert ours["input_is_block0"] and theirs["input_is_block0"] and ours["edges"] and theirs["edges"]
+        # each block holds the relations it sampled an edge of, as DistDGL's frontiers: the last block's point
+        # into the target, so a HeteroGraphConv over it outputs the target alone (DGL's `assert len(logits) == 1`)
+        for b in ours["blocks"] + theirs["blocks"]:
+            assert b["empty_relations"] == 0
+        assert ours["output_types"] == theirs["output_types"] == ["paper"]
+        assert [b["src"] for b in ours["blocks"]] == [b["src"] for b in theirs["blocks"]]
+        # a served DistEmbedding: own rows from this machine's shard, traced for DGL's SparseAdam, which trains
+        # them in place; the kept halo's rows read once and frozen; outside an epoch, DGL's own reads
+        assert rec["embedding_rows"] and rec["embedding_traced"] and rec["traced_only_own"]
+        assert rec["own_rows_trained"] and rec["frozen_in_epoch"] and rec["outside_epoch_is_dgl"]
+        assert rec["served_once_bytes"] > 0
