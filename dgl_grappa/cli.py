@@ -33,7 +33,7 @@ from .cluster.procs import JobFailed, rerun_isolated
 from .config import Config, ConfigError, load_config, uses_hosts
 from .kinds import resolve
 from .native.run import check_inputs, removed_on_user_error, run_native
-from .native.worker import cmd_worker as run
+from .native.worker import run_started_worker
 from .native.worker import train_on_hosts
 from .partition.aggregates import prepare
 from .partition.store import ensure_partitions, format_stats, partition_dir
@@ -112,7 +112,7 @@ def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
     ap.add_argument("--num-classes", type=int, default=None, help="number of classes (set by the launcher)")
     ap.add_argument("--no-resume", action="store_true", help="start at epoch 0 even if a checkpoint exists")
     a = ap.parse_args(extra or [])
-    return run(cfg, a.part_config, a.num_classes, resume=None if a.no_resume else "auto")
+    return run_started_worker(cfg, a.part_config, a.num_classes, resume=None if a.no_resume else "auto")
 
 
 def cmd_prepare(extra: list[str]) -> int:

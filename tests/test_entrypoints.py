@@ -12,6 +12,7 @@ ENTRIES = {
     "dgl_grappa": "python -m dgl_grappa",
     "dgl_grappa.distdgl": "python -m dgl_grappa.distdgl",           # users' scripts call it: unchanged
     "dgl_grappa.distdgl.train": "--ip_config",                       # the DistDGL trainer (TRAINER_MODULE)
+    "dgl_grappa.distdgl.runscript": "SCRIPT [ARGS...]",              # how the launcher runs a user's script
     "dgl_grappa.cluster.guard": "python -m dgl_grappa.cluster.guard",
     "dgl_grappa.cluster.testhosts": "python -m dgl_grappa.cluster.testhosts",
     "dgl_grappa.cluster.netns": "python -m dgl_grappa.cluster.netns",

@@ -220,13 +220,13 @@ def test_worker_joins_from_a_torchrun_environment_on_localhost(tmp_path):
 
 
 def test_worker_environment_errors_are_one_line(tmp_path):
-    from dgl_grappa.native.worker import cmd_worker
+    from dgl_grappa.native.worker import run_started_worker
 
     from dgl_grappa.config import ConfigError, load_config
 
     cfg = _config(tmp_path, tmp_path / "out")
     with pytest.raises(ConfigError, match="WORLD_SIZE=3 but partition.num_parts=2"):
-        cmd_worker(load_config(cfg), env={"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
+        run_started_worker(load_config(cfg), env={"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
                                           "MASTER_PORT": "29999"})
     p = _cli("worker", "--config", str(cfg), timeout=120)
     assert p.returncode == 2 and "no torchrun or Slurm environment" in p.stderr and p.stderr.count("\n") == 1

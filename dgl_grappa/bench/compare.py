@@ -143,14 +143,14 @@ def run_compare(cfg) -> dict:
               f"{key.replace('_', ' ')} {s[key]:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}",
               flush=True)
 
-    result = summarize(cfg, runs, stats, isolate or hosts)
+    result = compare_summary(cfg, runs, stats, isolate or hosts)
     write_json(out / "compare.json", result)
     (out / "report.md").write_text(report_markdown(result))
     plot(result, out)
     return result
 
 
-def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
+def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
     """The comparison table and targets from the runs' summaries and records."""
     base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
     base = runs[base_name]["summary"]
@@ -203,7 +203,7 @@ def summarize(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:
             "plots": list(PLOTS)}
 
 
-def format_table(result: dict, markdown: bool = False) -> str:
+def compare_table(result: dict, markdown: bool = False) -> str:
     """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
     link = result.get("task") == "link"
     quality = (["val MRR", "test MRR", f"test hits@{result['hits_k']}", "edges trained on (halo dropped)"] if link
@@ -246,7 +246,7 @@ def format_table(result: dict, markdown: bool = False) -> str:
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines])
 
 
-def phase_table(result: dict) -> str:
+def compare_phase_table(result: dict) -> str:
     """Where each system's epoch goes (median seconds per phase, rank 0; see dgl_grappa.runtime.metrics.PHASES)."""
     keys = [k for k in PHASE_KEYS if k != "overlap_s"]
     out = ["| system | epoch | " + " | ".join(k[:-2] for k in keys) + " |", "|" + "---|" * (len(keys) + 2)]
@@ -310,7 +310,7 @@ def report_markdown(result: dict) -> str:
     return "\n".join([
         f"# Comparison: {result['name']}", "",
         _setting(result), "",
-        format_table(result, markdown=True), "",
+        compare_table(result, markdown=True), "",
         f"Ratios in parentheses are to `{result['baseline']}`.", "",
         "- **epoch time**: one definition for every system (`dgl_grappa.runtime.metrics.EpochClock`): an epoch is "
         "timed from a barrier at its start to the end of its slowest worker, evaluation excluded; the column is "
@@ -331,7 +331,7 @@ def report_markdown(result: dict) -> str:
         "largest worker's peak resident memory (DistDGL: a machine's server plus its trainer).",
         *_quality_notes(result), "",
         "## Where an epoch goes", "",
-        phase_table(result), "",
+        compare_phase_table(result), "",
         "Median seconds per epoch of rank 0 (`metrics.jsonl` has every epoch). sample: drawing the blocks "
         "(DistDGL: the loader's `next()`, with its sampling RPCs); gather: the input features (DistDGL: the "
         "KVStore pull); backward: until DDP hands the last gradient bucket to the hook (DistDGL, which has no "
@@ -396,7 +396,7 @@ def cmd_compare(cfg) -> int:
     out = Path(cfg.run.output_dir)
     print()
     print(_setting(result))
-    print(format_table(result))
+    print(compare_table(result))
     print(f"ratios are to {result['baseline']}; wrote {out / 'compare.json'}, {out / 'report.md'}, "
           + ", ".join(str(out / p) for p in PLOTS))
     return 0

@@ -32,6 +32,9 @@ MODULE = "dgl_grappa.distdgl.runscript"
 def main(argv: list[str] | None = None) -> None:
     """Run ``argv[0]`` as ``__main__`` with ``argv[1:]`` as its arguments; its exit status is ours."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"usage: python -m {MODULE} SCRIPT [ARGS...]\n\n{__doc__.splitlines()[0]}")
+        return
     if not argv or not os.path.isfile(argv[0]):
         what = f"{argv[0]} is not a file" if argv else "no script given"
         sys.exit(f"python -m {MODULE}: {what}; usage: python -m {MODULE} SCRIPT [ARGS...]")

@@ -86,7 +86,7 @@ def param_checksum(model):
     return float(sum(p.detach().double().sum() for p in model.state_dict().values() if p.is_floating_point()))
 
 
-def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter, shard=None):
+def save_trainer_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter, shard=None):
     """Rank 0 writes model, optimizer, next epoch, every rank's RNG states, records and ``shard``
     (``model.embed``: its machine's embedding rows and sparse optimizer state) (a collective).
 
@@ -103,7 +103,7 @@ def save_checkpoint(store, cfg, model, optimizer, next_epoch, records, meter, sh
                          meter.evaluator.wait_for_rank0, shard=shard)
 
 
-def load_checkpoint(path, cfg, model, optimizer):
+def resume_trainer(path, cfg, model, optimizer):
     """Every rank loads the same file (identical model and optimizer) and its own RNG states; never runs code from it.
 
     A rank that cannot read the file gets its bytes from rank 0
@@ -172,7 +172,7 @@ def train():
                             one_time_bytes=getattr(loader, "one_time_bytes", job.read_once))
     if args.resume:
         t = time.perf_counter()
-        ck = load_checkpoint(args.resume, cfg, model.module, optimizer)
+        ck = resume_trainer(args.resume, cfg, model.module, optimizer)
         if job.embedding is not None:
             state = ck["my_shard"].get("embedding")
             if state is None:
@@ -228,7 +228,7 @@ def train():
             t = time.perf_counter()
             state = job.shard_state()
             shard = {"embedding": state} if state is not None else None
-            save_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter, shard)
+            save_trainer_checkpoint(store, cfg, model.module, optimizer, epoch + 1, prior + meter.records, meter, shard)
             restart.update(save_s=time.perf_counter() - t, checksum_saved=param_checksum(model.module))
     if store is not None and args.start_epoch >= stop:  # nothing left to train: the checkpoint stands as it is
         restart.update(save_s=0.0, checksum_saved=param_checksum(model.module))

@@ -1,6 +1,6 @@
 """Grappa beyond one host: a worker that joins from its environment, and the launcher that starts them on hosts.
 
-* :func:`cmd_worker` is ``python -m dgl_grappa worker --config C``: one worker started by
+* :func:`run_started_worker` is ``python -m dgl_grappa worker --config C``: one worker started by
   torchrun, srun, or the launcher below. Its identity comes from the environment
   (:func:`dgl_grappa.cluster.hosts.worker_identity`: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
   MASTER_PORT, or SLURM_PROCID, SLURM_NTASKS, SLURM_NODELIST ...), it joins the process
@@ -102,7 +102,7 @@ def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None)
     return part_config, n_classes
 
 
-def cmd_worker(cfg: Config, part_config: str | None = None, num_classes: int | None = None,
+def run_started_worker(cfg: Config, part_config: str | None = None, num_classes: int | None = None,
                resume: str | None = "auto", env=None) -> int:
     """``python -m dgl_grappa worker``: one worker of a job started by torchrun, srun or the launcher.
 

@@ -63,8 +63,8 @@ class GrappaHeteroLoader:
                              "weights nodes by a homogeneous coverage: pass None or make_correction('none')")
         if halo not in ("drop", "keep"):
             raise ValueError(f"halo={halo!r} is not allowed; use drop or keep")
-        lp = g.local_partition
-        if lp is None:
+        part_graph = g.local_partition
+        if part_graph is None:
             raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
                                "drop-in loader needs co-located servers and trainers")
         gpb = g.get_partition_book()
@@ -75,7 +75,7 @@ class GrappaHeteroLoader:
                               "training mask's key> and target=<the labelled type>")
         self.target = target or labelled[0]
         self.graph, n_inner, self.global_ids, self.edge_ids = local_hetero_part(
-            lp, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo)
+            part_graph, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo)
         self.num_inner_by_type = n_inner
         self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}
         for t in g.ntypes:
@@ -221,7 +221,7 @@ class GrappaHeteroLoader:
         return held + (self._embedding.memory()["embed"] if self._embedding is not None else 0)
 
 
-def local_hetero_part(lp: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
+def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
     """A machine's local heterograph and its ids, from its part in DGL's layout (a DistGraph's ``local_partition``,
     or ``load_partition``'s graph) and the partition book.
 
@@ -230,19 +230,19 @@ def local_hetero_part(lp: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: s
         graph of :func:`~dgl_grappa.method.hetero.local_heterograph` (every type's own nodes, with ``halo="keep"``
         its 1-hop halo), the ids in its node and edge orders.
     """
-    inner = lp.ndata["inner_node"].bool()
-    n_local = lp.num_nodes() if halo == "keep" else int(inner.sum())
-    homo = lp.ndata[dgl.NID][:n_local].to(torch.int64)
+    inner = part_graph.ndata["inner_node"].bool()
+    n_local = part_graph.num_nodes() if halo == "keep" else int(inner.sum())
+    homo = part_graph.ndata[dgl.NID][:n_local].to(torch.int64)
     # the server's shared graph has no node types or owners: the partition book gives them
     ntype_id, type_gid = gpb.map_to_per_ntype(homo)
     owner = gpb.nid2partid(homo)
-    src, dst = part_edges(lp)
+    src, dst = part_edges(part_graph)
     # per-edge data is in edge-id order, part_edges' edges in CSC order on a server's graph: line them up
-    order = part_edge_order(lp)
-    etype_id = lp.edata[dgl.ETYPE][order].to(torch.int64)
+    order = part_edge_order(part_graph)
+    etype_id = part_graph.edata[dgl.ETYPE][order].to(torch.int64)
     graph, _, n_inner, global_ids, _ = local_heterograph(src, dst, etype_id, inner, ntype_id, type_gid, owner, ntypes,
                                                          etypes, halo)
-    edge_ids = _relation_edge_ids(gpb, lp.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
+    edge_ids = _relation_edge_ids(gpb, part_graph.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
     return graph, n_inner, global_ids, edge_ids
 
 

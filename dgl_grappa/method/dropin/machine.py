@@ -52,8 +52,8 @@ class MachineTables:
                  storage: str = "auto", aggregate: str = "mean"):
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
-        lp = g.local_partition
-        if lp is None:
+        part_graph = g.local_partition
+        if part_graph is None:
             raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
                                "drop-in loader needs co-located servers and trainers")
         completes = first_hop != "sampled"
@@ -62,9 +62,9 @@ class MachineTables:
         if completes and part_config is None:
             raise ValueError(f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
                              "the partition folder); or use first_hop='sampled'")
-        inner = lp.ndata["inner_node"].bool()
+        inner = part_graph.ndata["inner_node"].bool()
         n_inner = int(inner.sum())
-        gids = lp.ndata[dgl.NID]
+        gids = part_graph.ndata[dgl.NID]
         # The node data's local rows (``.local_partition``) are the inner nodes in global id
         # order; they line up with the local ids only for one contiguous range.
         first = int(gids[0]) if n_inner else 0
@@ -98,7 +98,7 @@ class MachineTables:
                      "once", degree_key)
             deg = g.in_degrees(gids[:n_inner])
         # What to keep: the native runtime's choice, with the server's fp32 features already held.
-        _, _, src, dst = local_graph(lp, inner, halo)
+        _, _, src, dst = local_graph(part_graph, inner, halo)
         n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
         mult, size = parse_budget(memory_budget)
         layers = len(getattr(sampler, "fanouts", []) or [])
@@ -138,7 +138,7 @@ class MachineTables:
         deg_all[:n_inner] = deg
         if halo == "keep":
             deg_all[halo_ids] = halo_deg.to(deg.dtype)
-        self.local_partition, self.inner, self.global_ids, self.train_mask = lp, inner, gids, train
+        self.local_partition, self.inner, self.global_ids, self.train_mask = part_graph, inner, gids, train
         self.in_degree, self.kept, self.halo, self.first_hop = deg_all, kept, halo, first_hop
 
     def budget_report(self, edges: dict | None = None) -> tuple[bool, str]:
