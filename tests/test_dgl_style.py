@@ -42,8 +42,9 @@ KINDS = {
                             "--log_every 5",
                      r"Test Acc (\d\.\d+)", 0.15),
     "rgcn": ("entity_classify_dist.py", "heterogeneous",
-             "--graph-name {graph_name} --ip-config {ip_config} --conf-path {part_config} --sparse-embedding --dgl-sparse "
-             "--n-epochs 4 --batch-size 150 --fanout 5,5 --lr 0.01 --sparse-lr 0.05 --n-hidden 16 --log-every 5",
+             "--graph-name {graph_name} --ip-config {ip_config} --conf-path {part_config} --sparse-embedding "
+             "--dgl-sparse --n-epochs 4 --batch-size 150 --fanout 5,5 --lr 0.01 --sparse-lr 0.05 --n-hidden 16 "
+             "--log-every 5",
              r"Test Acc (\d\.\d+)", 0.3),  # 8 classes: chance 0.125
 }
 DROPIN_LOADERS = {"node": "GrappaLoader", "link": "GrappaEdgeLoader", "transductive": "GrappaLoader",
