@@ -1,66 +1,107 @@
-"""The one place tests run a script with its own argument list as a real DistDGL job (servers and trainers,
-the package's launcher), and read what it printed.
+"""The one place tests run a DistDGL script of DGL's kind as a user does, and read what it printed.
 
-The package's launcher passes a trainer script the package's arguments and runs bare DGL servers; until it
-passes a script its own argument list and runs the servers with the script too (as DGL's ``tools/launch.py``
-does), the trainer program is tests/script_runner.py, which hands the script its own arguments, and the
-script's folder is on ``PYTHONPATH`` so that the servers can unpickle the initialisers a ``DistEmbedding``
-sends them (examples/dgl_style/initializers.py). Switching to the launcher's own way is this module alone.
+:func:`run_script` is the user's command, ``python -m dgl_grappa.distdgl --script SCRIPT --script-args "..."``
+on a partitioning made by ``dgl.distributed.partition_graph``: the package's launcher runs the script, with its
+own argument list, in every trainer and (``DGL_ROLE=server``) every server, as DGL's ``tools/launch.py`` does.
+Nothing is added to the script or its arguments.
+
+What the tests observe besides the script's own output: every complete pass over a DGL distributed loader or a
+drop-in loader prints one line to the trainer's log, ``loader traffic <class> <json counts>`` (the application
+bytes of :class:`dgl_grappa.distdgl.TrafficCounter`: rows read from another machine, sampling requests). The
+job's processes start with a ``sitecustomize`` module (Python's own start-up hook) that calls
+:func:`meter_loaders` in the trainers; the script does not know it is there.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-from contextlib import contextmanager
+import subprocess
+import sys
 from pathlib import Path
 
-from dgl_grappa.cluster.procs import JobFailed, isolation_plan
-from dgl_grappa.config import load_config
-from dgl_grappa.distdgl.job import run_job
+import dgl
 
-RUNNER = Path(__file__).resolve().with_name("script_runner.py")
+from dgl_grappa.cluster.ptree import kill_tree
+from dgl_grappa.config import DataConfig, SyntheticConfig, load_config
+from dgl_grappa.data import load_dataset
+from dgl_grappa.distdgl import TrafficCounter
+from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
+from dgl_grappa.partition.aggregates import prepare
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
 TRAFFIC = re.compile(r"^loader traffic (\w+) (\{.*\})$", re.M)
+# Python imports it at the start of every process of the job; only a trainer (and its sampler processes,
+# DGL_ROLE=client) meters its loaders.
+SITECUSTOMIZE = """import os
+if os.environ.get("DGL_ROLE") == "client":
+    import dglscript
+    dglscript.meter_loaders()
+"""
 
 
-@contextmanager
-def _on_pythonpath(folder: Path):
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(folder)] + ([old] if old else []))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 600) -> list[str]:
+    """``python -m dgl_grappa.distdgl --script script --script-args=args`` on the partitioning ``part_config``
+    (one machine per part, each with a private /dev/shm); return each trainer's log.
 
-
-def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 900) -> list[str]:
-    """Run ``script`` with the argument string ``args`` (``{ip_config}``, ``{part_config}`` filled in) on every
-    machine of the partitioning ``part_config``; return each trainer's log.
+    Args:
+        script: the script, run as it is.
+        args: its own arguments, with the launcher's placeholders (``{ip_config}``, ``{part_config}``,
+            ``{graph_name}``, ``{out_dir}``, ...).
+        part_config: the partition json that DGL's ``partition_graph`` wrote.
+        out: the job's output folder (``run.output_dir``: logs, ``job.json``).
+        timeout_s: the job's bound past its start (``run.timeout_s``) and on the start itself.
 
     Raises:
-        JobFailed: a process failed or a bound passed (the message has the log's tail).
+        AssertionError: the command failed or outlived its bound (the message has its output's tail).
     """
-    meta = json.loads(Path(part_config).read_text())
-    n = int(meta["num_parts"])
-    # the launcher reads the partition json as <folder>/grappa.json for now: the tests' graphs are named so
-    assert Path(part_config).name == "grappa.json" and meta["graph_name"] == "grappa"
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = load_config(None, [f"--partition.out_dir={Path(part_config).parent}", f"--partition.num_parts={n}",
-                             f"--run.output_dir={out}", f"--run.timeout_s={timeout_s}",
-                             f"--distdgl.startup_timeout_s={timeout_s}"])
-    with _on_pythonpath(Path(script).resolve().parent):
-        try:
-            run_job(cfg, out, grappa=False, script=str(RUNNER),
-                    extra_args=[f"--script={Path(script).resolve()}", f"--script-args={args}"],
-                    in_ns=isolation_plan(cfg, None), quiet=True)
-        except JobFailed as exc:
-            # a script of DGL's writes no summary.json; every process exited 0 when this is the failure
-            if "without writing" not in str(exc):
-                raise
+    n = int(json.loads(Path(part_config).read_text())["num_parts"])
+    hook = out.parent / f"{out.name}.meter"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    argv = [sys.executable, "-m", "dgl_grappa.distdgl", "--script", str(script), f"--script-args={args}",
+            f"--partition.prebuilt={part_config}", f"--partition.num_parts={n}", f"--run.output_dir={out}",
+            f"--run.timeout_s={timeout_s}", f"--distdgl.startup_timeout_s={timeout_s}", "--run.progress=false"]
+    env = dict(os.environ, DGLBACKEND="pytorch",
+               PYTHONPATH=os.pathsep.join([str(hook), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # The launcher bounds the job itself (startup + run + shutdown); this bound only backs it up.
+    bound = 2 * timeout_s + 300
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid, group=True)
+        output, _ = proc.communicate(timeout=30)
+        raise AssertionError(f"{' '.join(argv)} ran past {bound} s; it ended:\n{output[-4000:]}") from None
+    assert proc.returncode == 0, f"{' '.join(argv)} exited {proc.returncode}:\n{output[-6000:]}"
     return [(out / "logs" / f"trainer{i}.log").read_text() for i in range(n)]
+
+
+def meter_loaders() -> None:
+    """In this process, print the traffic of every complete pass over a DGL distributed or drop-in loader."""
+    counter = TrafficCounter.install()
+    for cls in (dgl.dataloading.DistNodeDataLoader, dgl.dataloading.DistEdgeDataLoader, GrappaLoader,
+                GrappaEdgeLoader, GrappaHeteroLoader):
+        _meter(cls, counter)
+
+
+def _meter(cls, counter: TrafficCounter) -> None:
+    inner = cls.__iter__
+
+    def metered(self):
+        counter.take()  # what came before this pass is not its
+        it = inner(self)  # DGL's loaders return themselves: `yield from` would call this again
+        while True:
+            try:
+                item = next(it)
+            except StopIteration:
+                break
+            yield item
+        print(f"loader traffic {cls.__name__} {json.dumps(counter.take())}", flush=True)
+
+    cls.__iter__ = metered
 
 
 def traffic(log: str) -> list[tuple[str, dict]]:
@@ -89,37 +130,27 @@ def even(mask):
     return mask
 
 
-def dgl_homogeneous_parts(folder: Path, num_parts: int = 2, num_nodes: int = 2000) -> Path:
-    """A learnable synthetic graph (16 classes) partitioned as DGL's examples' partition_graph.py does, with
-    their key names (``features``, ``labels``, ``train_mask``, ``val_mask``, ``test_mask``), then prepared
-    (``python -m dgl_grappa prepare``: the drop-in's first hop). Returns the partition json."""
-    import dgl
-
-    from dgl_grappa.config import DataConfig, SyntheticConfig
-    from dgl_grappa.data import load_dataset
-    from dgl_grappa.partition.aggregates import prepare
-
+def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000) -> Path:
+    """A learnable synthetic graph (16 classes) partitioned as DGL's examples' partition_graph.py does, under the
+    graph name ``name``, with their key names (``features``, ``labels``, ``train_mask``, ``val_mask``,
+    ``test_mask``), then prepared (``python -m dgl_grappa prepare``: the drop-in's first hop). Returns the
+    partition json."""
     g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=10,
                                                                             seed=2)))
     g.ndata["features"] = g.ndata.pop("feat")
     g.ndata["labels"] = g.ndata.pop("label")
     g.ndata["train_mask"] = even(g.ndata["train_mask"])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, "grappa", num_parts, str(folder), part_method="metis",
+    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method="metis",
                                     balance_ntypes=g.ndata["train_mask"])
-    prepare(folder / "grappa.json")
-    return folder / "grappa.json"
+    prepare(folder / f"{name}.json")
+    return folder / f"{name}.json"
 
 
-def dgl_heterogeneous_parts(folder: Path, num_parts: int = 2) -> Path:
+def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2) -> Path:
     """The package's synthetic academic graph (papers with features and 8 classes, featureless authors and
-    fields) partitioned as DGL's RGCN example's partition_graph.py does (``feat``, ``labels`` and the masks on
-    ``paper``). Returns the partition json."""
-    import dgl
-
-    from dgl_grappa.config import load_config
-    from dgl_grappa.data import load_dataset
-
+    fields) partitioned as DGL's RGCN example's partition_graph.py does, under the graph name ``name`` (``feat``,
+    ``labels`` and the masks on ``paper``). Returns the partition json."""
     cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
                              "--data.hetsynth.num_papers=1500", "--data.hetsynth.num_authors=800",
                              "--data.hetsynth.num_fields=50"])
@@ -129,6 +160,6 @@ def dgl_heterogeneous_parts(folder: Path, num_parts: int = 2) -> Path:
     for key in ("train_mask", "val_mask", "test_mask"):
         paper[key] = even(paper[key])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, "grappa", num_parts, str(folder), part_method="metis",
+    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method="metis",
                                     balance_ntypes={"paper": paper["train_mask"]})
-    return folder / "grappa.json"
+    return folder / f"{name}.json"

@@ -1,12 +1,13 @@
 """A DistDGL trainer that puts the drop-in's batches next to DistDGL's own loaders' on the same partition and
-writes what it found to ``<out>/probe<rank>.json`` (tests/test_dropin_dgl.py runs it through tests/dglscript.py).
+writes what it found to ``<out>/probe<rank>.json`` (tests/test_dropin_dgl.py runs it through the package's launcher
+with its own arguments, tests/dglscript.py).
 
 What it records, for both systems: every field of every block (``srcdata``/``dstdata``/``edata`` keys), the dict
 shapes of ``input_nodes`` and the seeds, and whether every id is a global id of the graph: the blocks' edge ids
 are checked against the DistGraph (``g.find_edges``) and their node ids, ``input_nodes`` against the first
 block, the seeds against the last. Then what :meth:`loader.serve` serves, in and outside an epoch; a served
-``DistEmbedding`` trained one step by DGL's own ``SparseAdam``; and a loader made under a small memory budget
-(its warning goes to stderr: this script sets up no logging).
+``DistEmbedding`` trained one step by DGL's own ``SparseAdam``; a loader made under a small memory budget
+(its warning goes to stderr: this script sets up no logging); and the error of a budget too small for any loader.
 """
 import argparse
 import json
@@ -17,6 +18,7 @@ import torch as th
 from dgl.nn import GraphConv, HeteroGraphConv
 
 from dgl_grappa import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
+from dgl_grappa.config import ConfigError
 
 
 def fields(block) -> dict:
@@ -89,6 +91,11 @@ def homogeneous(g, args) -> dict:
     small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.25")
     rec["small_budget"] = {"precision": small.precision, "halo_kept": small.tables.halo_kept,
                            "halo_reach": small.tables.halo_reach}
+    # below the server's own features (1.0): every machine refuses it, before any collective step
+    try:
+        GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="0.5")
+    except ConfigError as exc:
+        rec["too_small_budget"] = str(exc)
     return rec
 
 
@@ -156,6 +163,7 @@ def heterogeneous(g, args) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--graph_name")
     ap.add_argument("--ip_config")
     ap.add_argument("--part_config")
     ap.add_argument("--out")
@@ -163,7 +171,7 @@ def main():
     args = ap.parse_args()
     dgl.distributed.initialize(args.ip_config)
     th.distributed.init_process_group("gloo")
-    g = dgl.distributed.DistGraph("grappa", part_config=args.part_config)
+    g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)
     rec = homogeneous(g, args) if args.kind == "homogeneous" else heterogeneous(g, args)
     Path(args.out, f"probe{g.rank()}.json").write_text(json.dumps(rec, indent=1))
     g.barrier()

@@ -2,10 +2,11 @@
 docs/dropin.md shows, and nothing else, train; unconverted, they train as plain DistDGL.
 
 examples/dgl_style/ holds one script per kind of DGL example (node classification, link prediction, learnable
-embeddings, RGCN on a heterogeneous graph) and its diff. Each runs as a real DistDGL job (servers and trainers,
-the package's launcher, tests/dglscript.py) on partitions made with ``dgl.distributed.partition_graph`` under
-DGL's key names. tests/script_runner.py meters every pass over a loader: a drop-in epoch reads no row from
-another machine and sends no sampling request.
+embeddings, RGCN on a heterogeneous graph) and its diff. Each runs as a user runs it, ``python -m
+dgl_grappa.distdgl --script SCRIPT --script-args "<its own arguments>"`` (tests/dglscript.py): a real DistDGL job
+whose servers and trainers run the script, on partitions made with ``dgl.distributed.partition_graph`` under
+DGL's key names and a graph name of the test's own. Every pass over a loader is metered: a drop-in epoch reads
+no row from another machine and sends no sampling request.
 """
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import dgl
 import pytest
 
 from dgl_grappa.cluster.netns import check_isolation
+from dgl_grappa.config import load_config
+from dgl_grappa.partition.prebuilt import prebuilt_stats
 
 from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, last_float, run_script, traffic
 
@@ -24,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STYLE = ROOT / "examples" / "dgl_style"
 WHY_NOT = check_isolation(net=True, shm="64m")
 
-HOMO = "--graph_name grappa --ip_config {ip_config} --part_config {part_config} --num_hidden 16 --fan_out 5,10 "
+HOMO = "--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --num_hidden 16 --fan_out 5,10 "
 KINDS = {
     # kind: (script, graph, its arguments, the line its accuracy is read from, the least accuracy that says it learned)
     "node": ("node_classification.py", "homogeneous",
@@ -38,8 +42,9 @@ KINDS = {
                             "--log_every 5",
                      r"Test Acc (\d\.\d+)", 0.15),
     "rgcn": ("entity_classify_dist.py", "heterogeneous",
-             "--graph-name grappa --ip-config {ip_config} --conf-path {part_config} --sparse-embedding --dgl-sparse "
-             "--n-epochs 4 --batch-size 150 --fanout 5,5 --lr 0.01 --sparse-lr 0.05 --n-hidden 16 --log-every 5",
+             "--graph-name {graph_name} --ip-config {ip_config} --conf-path {part_config} --sparse-embedding "
+             "--dgl-sparse --n-epochs 4 --batch-size 150 --fanout 5,5 --lr 0.01 --sparse-lr 0.05 --n-hidden 16 "
+             "--log-every 5",
              r"Test Acc (\d\.\d+)", 0.3),  # 8 classes: chance 0.125
 }
 DROPIN_LOADERS = {"node": "GrappaLoader", "link": "GrappaEdgeLoader", "transductive": "GrappaLoader",
@@ -54,8 +59,8 @@ def diff_of(kind: str) -> Path:
 def partitions(tmp_path_factory):
     """Both partitionings, made once for the module (each kind reads one)."""
     base = tmp_path_factory.mktemp("dgl_parts")
-    return {"homogeneous": dgl_homogeneous_parts(base / "homogeneous"),
-            "heterogeneous": dgl_heterogeneous_parts(base / "heterogeneous")}
+    return {"homogeneous": dgl_homogeneous_parts(base / "homogeneous", "synth16"),
+            "heterogeneous": dgl_heterogeneous_parts(base / "heterogeneous", "academic")}
 
 
 def _scripts(tmp_path: Path, kind: str, converted: bool) -> Path:
@@ -104,3 +109,13 @@ def test_the_same_script_unconverted_trains_as_plain_distdgl(tmp_path, partition
         # DistDGL's loaders sample on the machines that own the nodes (requests to the other machine)
         assert any(c["rpc_bytes"] > 0 for _, c in passes)
     assert last_float("\n".join(logs), acc_line) > least
+
+
+def test_partition_prebuilt_names_a_heterogeneous_partitioning_made_by_dgl(partitions):
+    """``partition.prebuilt`` reads DGL's per-type node map: each part owns its nodes of every type."""
+    part_config = partitions["heterogeneous"]
+    stats = prebuilt_stats(load_config(None, [f"--partition.prebuilt={part_config}", "--partition.num_parts=2"]))
+    owned = [dgl.distributed.load_partition_book(str(part_config), p)[0].metadata()[p]["num_nodes"]
+             for p in range(2)]  # DGL's own reading of the same json
+    assert stats["inner_nodes"] == owned and sum(owned) == stats["num_nodes"] == 1500 + 800 + 50
+    assert stats["part_config"] == str(part_config) and stats["method"] == "metis"

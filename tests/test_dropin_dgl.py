@@ -1,6 +1,7 @@
 """The drop-in's batches against what DistDGL's own loaders yield on the same partition, in a real DistDGL job.
 
-tests/dropin_probe.py runs in every trainer: one batch of ``DistNodeDataLoader`` / ``DistEdgeDataLoader`` next to
+tests/dropin_probe.py, run by the package's launcher as a user runs a script of their own (tests/dglscript.py), runs
+in every trainer: one batch of ``DistNodeDataLoader`` / ``DistEdgeDataLoader`` next to
 one of ``GrappaLoader`` / ``GrappaEdgeLoader`` (homogeneous, DGL's key names), or of ``DistNodeDataLoader`` on a
 heterograph next to ``GrappaHeteroLoader``. A script written for DistDGL reads these fields, so both must carry the
 same ones, in the same id spaces (the graph's global ids, checked against the DistGraph itself).
@@ -11,8 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch as th
 
 from dgl_grappa.cluster.netns import check_isolation
+from dgl_grappa.config import ConfigError
+from dgl_grappa.method.local_part import Keep, choose_kept
+from dgl_grappa.method.storage import row_bytes
 
 from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, run_script
 
@@ -22,14 +27,15 @@ WHY_NOT = check_isolation(net=True, shm="64m")
 
 def _probe(tmp_path: Path, part_config: Path, kind: str) -> tuple[list[dict], list[str]]:
     out = tmp_path / "out"
-    logs = run_script(HERE / "dropin_probe.py", f"--ip_config {{ip_config}} --part_config {{part_config}} "
-                                                f"--out {out} --kind {kind}", part_config, out)
+    logs = run_script(HERE / "dropin_probe.py", "--graph_name {graph_name} --ip_config {ip_config} "
+                                                f"--part_config {{part_config}} --out {{out_dir}} --kind {kind}",
+                      part_config, out)
     return [json.loads((out / f"probe{r}.json").read_text()) for r in range(len(logs))], logs
 
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
-    recs, logs = _probe(tmp_path, dgl_homogeneous_parts(tmp_path / "parts"), "homogeneous")
+    recs, logs = _probe(tmp_path, dgl_homogeneous_parts(tmp_path / "parts", "probegraph"), "homogeneous")
     for rec, log in zip(recs, logs):
         assert rec["feat_key"] == "features"  # "auto": DGL's examples' name found
         for kind in ("node", "edge"):
@@ -47,11 +53,14 @@ def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
         small = rec["small_budget"]
         assert small["precision"] != "fp32" or small["halo_kept"] < small["halo_reach"]
         assert "memory_budget=1.25:" in log and f"tables in {small['precision']}" in log
+        # a budget below the server's own features: the one-line error names the loader's argument
+        assert rec["too_small_budget"].startswith("memory_budget cannot hold part ")
+        assert "; use memory_budget=" in rec["too_small_budget"] and "train." not in rec["too_small_budget"]
 
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path):
-    recs, _ = _probe(tmp_path, dgl_heterogeneous_parts(tmp_path / "parts"), "heterogeneous")
+    recs, _ = _probe(tmp_path, dgl_heterogeneous_parts(tmp_path / "parts", "probehet"), "heterogeneous")
     for rec in recs:
         ours, theirs = rec["grappa"], rec["dgl"]
         assert rec["feat_key"] == "feat"
@@ -70,3 +79,25 @@ def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path)
         assert rec["embedding_rows"] and rec["embedding_traced"] and rec["traced_only_own"]
         assert rec["own_rows_trained"] and rec["frozen_in_epoch"] and rec["outside_epoch_is_dgl"]
         assert rec["served_once_bytes"] > 0
+
+
+@pytest.mark.unit
+def test_a_budget_too_small_names_the_setting_its_caller_has():
+    """The native runtime's user sets --train.memory_budget; the drop-in's passes memory_budget= to the loader
+    (whose budget already holds the server's features: ``fixed``)."""
+    n, width = 10, 8
+    own = n * width * 4
+    need = n * row_bytes(width, "int4") / own  # the part's own rows in the last precision, in own fp32 rows
+
+    def error(budget: float, fixed: int) -> str:
+        with pytest.raises(ConfigError) as info:
+            choose_kept(th.arange(n - 1), th.arange(1, n), n, n, th.arange(n), Keep(storage="auto", budget=budget),
+                        width, inner_tables=1, halo_tables=1, part_id=3, top=1.0, fixed=fixed)
+        return str(info.value)
+
+    native = error(0.01, 0)
+    assert native.startswith("train.memory_budget cannot hold part 3's own reachable rows")
+    assert native.endswith(f"; use --train.memory_budget={need:g} or more")
+    dropin = error(1.0, own)
+    assert dropin.startswith("memory_budget cannot hold part 3's own reachable rows")
+    assert dropin.endswith(f"; use memory_budget={1 + need:g} or more") and "train." not in dropin

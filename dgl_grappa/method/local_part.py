@@ -235,14 +235,23 @@ def precision_ladder(storage: str, top: float) -> list[str]:
     raise ConfigError(f"train.storage={storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
 
 
-def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int) -> ConfigError:
+def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int,
+                 setting: str = "--train.memory_budget") -> ConfigError:
     """The one-line error of a budget that cannot hold a part's own reachable rows and aggregates even in the
-    last precision, naming the smallest budget that would (``need_bytes`` of tables against ``own_fp32``)."""
+    last precision, naming the smallest budget that would (``need_bytes`` of tables against ``own_fp32``).
+
+    ``setting`` is how the caller's user sets the budget: the native runtime's ``--train.memory_budget``, the
+    drop-in loader's ``memory_budget`` argument.
+
+    Example:
+        >>> str(budget_error(0, "int4", 3e6, 2_000_000, setting="memory_budget")).split("; ")[-1]
+        'use memory_budget=1.5 or more'
+    """
     need = need_bytes / max(own_fp32, 1)
     return ConfigError(
-        f"train.memory_budget cannot hold part {part_id}'s own reachable rows and aggregates even in "
+        f"{setting.lstrip('-')} cannot hold part {part_id}'s own reachable rows and aggregates even in "
         f"{precision} ({need_bytes / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
-        f"--train.memory_budget={math.ceil(need * 1000) / 1000} or more")
+        f"{setting}={math.ceil(need * 1000) / 1000} or more")
 
 
 def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: int, halo_tables: int, own_fp32: int,
@@ -263,7 +272,9 @@ def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: in
     row = row_bytes(width, precision)
     room = int((limit - n_inner * row * inner_tables) // (row * halo_tables)) if halo_tables else 0
     if room < 0 or limit < n_inner * row * inner_tables:
-        raise budget_error(part_id, precision, fixed + n_inner * row * inner_tables, own_fp32)
+        # Only the drop-in loader holds bytes elsewhere (``fixed``: the server's features); its budget is an argument.
+        raise budget_error(part_id, precision, fixed + n_inner * row * inner_tables, own_fp32,
+                           "memory_budget" if fixed else "--train.memory_budget")
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
     chosen = torch.randperm(halo.numel(), generator=gen)[:room]
     return precision, torch.sort(halo[chosen]).values

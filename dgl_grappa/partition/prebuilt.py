@@ -57,15 +57,29 @@ def prebuilt_stats(cfg: Config) -> dict:
         raise ConfigError(f"partition.prebuilt has {n} parts but partition.num_parts={cfg.partition.num_parts}; "
                           f"use --partition.num_parts={n}")
     stats = read_stats(part_config.parent) or {}
-    node_map = meta["node_map"]["_N"] if isinstance(meta["node_map"], dict) else meta["node_map"]
     stats.setdefault("method", meta.get("part_method", "prebuilt"))
     stats.setdefault("num_parts", n)
     stats.setdefault("edge_cut", None)
     stats.setdefault("seconds", 0.0)
-    stats.setdefault("inner_nodes", [int(hi) - int(lo) for lo, hi in node_map])
+    stats.setdefault("inner_nodes", inner_nodes(meta))
     stats.setdefault("num_nodes", int(meta.get("num_nodes", sum(stats["inner_nodes"]))))
     stats["part_config"] = str(part_config)
     return stats
+
+
+def inner_nodes(meta: dict) -> list[int]:
+    """The nodes each part owns, every node type together, from a partition json's ``node_map``.
+
+    DGL writes ``{ntype: [[start, end], ...]}``, one id range per part and node type (``_N`` alone
+    on a homogeneous graph); older DGL a bare list of ranges.
+
+    Example:
+        >>> inner_nodes({"node_map": {"author": [[0, 25], [40, 65]], "paper": [[25, 40], [65, 80]]}})
+        [40, 40]
+    """
+    node_map = meta["node_map"]
+    ranges = list(node_map.values()) if isinstance(node_map, dict) else [node_map]
+    return [sum(int(per_type[p][1]) - int(per_type[p][0]) for per_type in ranges) for p in range(len(ranges[0]))]
 
 
 def prebuilt_num_classes(cfg: Config, stats: dict) -> int:
