@@ -32,7 +32,6 @@ import torch.nn.functional as F
 from dgl.nn import GraphConv, HeteroGraphConv
 from torch.nn.parallel import DistributedDataParallel
 
-import dgl_grappa.distdgl  # several DistDGL "machines" on one host: each trainer its machine id (before initialize)
 from dgl_grappa import GrappaHeteroLoader, load_config  # Grappa
 from dgl_grappa.distdgl import TrainerMeter
 from dgl_grappa.kinds import embeddings as dh
@@ -101,7 +100,7 @@ def main():
     sampler = dgl.dataloading.MultiLayerNeighborSampler(cfg.train.fanouts)
     if args.grappa:
         loader = GrappaHeteroLoader(g, sampler, cfg.train.batch_size, target=target, halo=cfg.train.halo,  # Grappa
-                                    seed=cfg.train.seed)
+                                    seed=cfg.train.seed, memory_budget=cfg.train.memory_budget)
         emb = loader.embedding(dim, seed=cfg.train.seed)  # Grappa: the featureless types' rows on this machine
         emb_optimizer = emb.optimizer(lr=cfg.model.embed_lr)  # Grappa: PyTorch's SparseAdam, on this machine
     else:

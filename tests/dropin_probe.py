@@ -158,6 +158,18 @@ def heterogeneous(g, args) -> dict:
         pass
     with th.no_grad():
         rec["outside_epoch_is_dgl"] = bool(th.equal(emb(ids), emb.weight[ids]))
+    # the memory budget: the kept halo's feature rows fit what the budget leaves beside the server's own rows
+    own_fp32 = sum(x.numel() * 4 for x in loader._own.values())
+    for name, budget in (("default_budget", "1.5"), ("small_budget", "1.05")):
+        held = loader if budget == "1.5" else GrappaHeteroLoader(g, sampler, 16, target="paper", memory_budget=budget)
+        rec[name] = {"precision": held.precision, "own_fp32": own_fp32, "budget": float(budget),
+                     "halo_bytes": sum(x.nbytes for x in held._halo_feat.values()),
+                     "halo_kept": sum(held.halo_kept[t] for t in held.featured),
+                     "halo_reach": sum(held.halo_reach[t] for t in held.featured), "steps": len(held)}
+    try:
+        GrappaHeteroLoader(g, sampler, 16, target="paper", memory_budget="0.5")
+    except ConfigError as exc:
+        rec["too_small_budget"] = str(exc)
     return rec
 
 

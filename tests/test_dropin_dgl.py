@@ -13,13 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch as th
+from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, run_script
 
 from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.config import ConfigError
 from dgl_grappa.method.local_part import Keep, choose_kept
 from dgl_grappa.method.storage import row_bytes
-
-from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, run_script
 
 HERE = Path(__file__).resolve().parent
 WHY_NOT = check_isolation(net=True, shm="64m")
@@ -60,8 +59,8 @@ def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path):
-    recs, _ = _probe(tmp_path, dgl_heterogeneous_parts(tmp_path / "parts", "probehet"), "heterogeneous")
-    for rec in recs:
+    recs, logs = _probe(tmp_path, dgl_heterogeneous_parts(tmp_path / "parts", "probehet"), "heterogeneous")
+    for rec, log in zip(recs, logs):
         ours, theirs = rec["grappa"], rec["dgl"]
         assert rec["feat_key"] == "feat"
         # dicts of every node type in, the target alone out; per-type global node ids and per-relation edge ids
@@ -79,6 +78,15 @@ def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path)
         assert rec["embedding_rows"] and rec["embedding_traced"] and rec["traced_only_own"]
         assert rec["own_rows_trained"] and rec["frozen_in_epoch"] and rec["outside_epoch_is_dgl"]
         assert rec["served_once_bytes"] > 0
+        # the kept halo's feature rows within what the budget leaves beside the server's own fp32 rows
+        for name in ("default_budget", "small_budget"):
+            b = rec[name]
+            assert b["halo_bytes"] <= (b["budget"] - 1) * b["own_fp32"] + 1e-6, (name, b)
+        small, default = rec["small_budget"], rec["default_budget"]
+        assert small["precision"] != "fp32" or small["halo_kept"] < small["halo_reach"]
+        assert small["steps"] == default["steps"]  # every training node kept
+        assert "drop-in loader (heterogeneous)" in log and "memory_budget=1.05:" in log
+        assert rec["too_small_budget"].startswith("memory_budget cannot hold part ")
 
 
 @pytest.mark.unit

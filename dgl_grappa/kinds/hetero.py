@@ -230,7 +230,8 @@ class HeteroDistJob(DistJob):
             # Grappa: this machine's own training nodes of the target type, sampled inside its local heterograph
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             self.loader = GrappaHeteroLoader(g, sampler, cfg.train.batch_size, self.correction, target=self.target,
-                                             halo=cfg.train.halo, seed=cfg.train.seed)
+                                             halo=cfg.train.halo, seed=cfg.train.seed,
+                                             memory_budget=cfg.train.memory_budget, storage=cfg.train.storage)
             if cfg.first_hop == "exact" and torch.distributed.get_rank() == 0:
                 print("the drop-in samples the first hop of every relation (the per-relation first-hop aggregates of "
                       "train.first_hop=exact are the native runtime's)", flush=True)

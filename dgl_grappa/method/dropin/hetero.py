@@ -8,12 +8,14 @@ import dgl
 import torch
 from torch import Tensor
 
-from ...config import ConfigError
+from ...config import ConfigError, parse_budget
 from ...partition.aggregates import AUTO_KEY, feature_key
 from ...partition.layout import part_edges
 from ..hetero import HeteroEmbedding, TargetSeeds, local_heterograph
+from ..local_part import Keep, budget_error, precision_ladder
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers
+from ..storage import NodeTable, row_bytes
 from .core import _world, part_edge_order
 from .serve import serve
 
@@ -47,6 +49,12 @@ class GrappaHeteroLoader:
         seed: seed of shuffling and sampling (the rank is added).
         feat_key, train_key: node-data keys of the features ("auto": the one 2-D float node tensor name the
             types have, e.g. DGL's ``feat``) and of the training mask.
+        memory_budget: the most bytes of featured rows the machine holds, the server's own rows included, as a
+            multiple of those own rows in fp32 (``train.memory_budget``'s rule; a size such as ``"8GB"`` too; "0": no
+            limit). The kept halo's rows take what is left, in the most exact precision of ``storage`` that holds
+            every halo node the seeds' trees can reach, else a uniform sample of those nodes in the last one (a
+            warning says so). The featureless types' learnable rows are outside it, as in the native runtime.
+        storage: precision of the kept halo's rows: auto (fp32, fp16, int8, int4: the first that fits) or one of them.
 
     Example:
         >>> loader = GrappaHeteroLoader(g, sampler, 1000, target="paper", halo="keep")    # doctest: +SKIP
@@ -57,7 +65,8 @@ class GrappaHeteroLoader:
     """
 
     def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, target: str = "",
-                 halo: str = "keep", seed: int = 0, feat_key: str | None = AUTO_KEY, train_key: str = "train_mask"):
+                 halo: str = "keep", seed: int = 0, feat_key: str | None = AUTO_KEY, train_key: str = "train_mask",
+                 memory_budget: str = "1.5", storage: str = "auto"):
         if correction is not None and correction.name != "none":
             raise ValueError(f"the heterogeneous loader averages gradients plainly; correction={correction.name!r} "
                              "weights nodes by a homogeneous coverage: pass None or make_correction('none')")
@@ -74,39 +83,49 @@ class GrappaHeteroLoader:
             raise ConfigError(f"no node type of the DistGraph has node data {train_key!r}; pass train_key=<the "
                               "training mask's key> and target=<the labelled type>")
         self.target = target or labelled[0]
-        self.graph, n_inner, self.global_ids, self.edge_ids = local_hetero_part(
+        graph, n_inner, global_ids, edge_ids = local_hetero_part(
             part_graph, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo)
         self.num_inner_by_type = n_inner
-        self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}
         for t in g.ntypes:
-            gids = self.global_ids[t]
-            first = int(gids[0]) if n_inner[t] else 0
+            first = int(global_ids[t][0]) if n_inner[t] else 0
             # the server's rows of a type (``.local_partition``) are its own nodes in per-type id order
-            if n_inner[t] and not torch.equal(gids[: n_inner[t]], torch.arange(first, first + n_inner[t])):
+            if n_inner[t] and not torch.equal(global_ids[t][: n_inner[t]], torch.arange(first, first + n_inner[t])):
                 raise RuntimeError(f"the own nodes of type {t} are not one contiguous range of per-type ids; partition "
                                    "with dgl.distributed.partition_graph")
-            order = torch.argsort(gids[n_inner[t]:])
-            self._first[t] = first
-            self._halo_sorted[t] = gids[n_inner[t]:][order]
-            self._halo_local[t] = order + n_inner[t]
-            # local id of a halo node -> its row of the halo table (sorted by global id), made once
-            self._halo_row[t] = torch.empty(gids.numel(), dtype=torch.int64)
-            self._halo_row[t][self._halo_local[t]] = torch.arange(order.numel())
         self.feat_key = _hetero_feature_key(g, feat_key)
         self.featured = [t for t in g.ntypes if self.feat_key is not None and self.feat_key in g.nodes[t].data]
         self.bare_types = [t for t in g.ntypes if t not in self.featured]
         feat_key = self.feat_key
-        # own rows: the server's shared memory; the kept halo's: pulled once through the KVStore, held here
+        # own rows: the server's shared memory (fp32, outside what the loader chooses but inside the budget)
         self._own = {t: g.nodes[t].data[feat_key].local_partition for t in self.featured}
-        self._halo_feat = {t: g.nodes[t].data[feat_key][self._halo_sorted[t]] if self._halo_sorted[t].numel()
-                           else self._own[t][:0].float() for t in self.featured}
-        self.one_time_bytes = sum(int(x.numel()) * 4 for x in self._halo_feat.values())
         t = self.target
         train = g.nodes[t].data[train_key].local_partition[: n_inner[t]].bool()
         self.train_ids = train.nonzero(as_tuple=True)[0]
         if seeded_workers(self.train_ids.numel()) < _world():
             raise ValueError(f"a machine's partition has no training nodes of type {t}, and the drop-in loader needs "
                              "some on every machine; use fewer parts or --partition.balance_train=true")
+        # What to keep: the halo the seeds' trees can reach, in the precision the budget leaves room for
+        layers = len(getattr(sampler, "fanouts", []) or []) or None
+        self.part_id, self.memory_budget = int(gpb.partid), memory_budget
+        self.precision, kept, self.halo_reach = _choose_halo(graph, n_inner, {t: self.train_ids}, layers,
+                                                             self._own, memory_budget, storage, seed, self.part_id)
+        self.graph, self.global_ids, self.edge_ids = _keep_halo(graph, n_inner, kept, global_ids, edge_ids)
+        self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}
+        for t in g.ntypes:
+            gids = self.global_ids[t]
+            order = torch.argsort(gids[n_inner[t]:])
+            self._first[t] = int(gids[0]) if n_inner[t] else 0
+            self._halo_sorted[t] = gids[n_inner[t]:][order]
+            self._halo_local[t] = order + n_inner[t]
+            # local id of a halo node -> its row of the halo table (sorted by global id), made once
+            self._halo_row[t] = torch.empty(gids.numel(), dtype=torch.int64)
+            self._halo_row[t][self._halo_local[t]] = torch.arange(order.numel())
+        self.halo_kept = {t: int(self._halo_sorted[t].numel()) for t in g.ntypes}
+        # the kept halo's rows: pulled once through the KVStore in the chosen precision, held here
+        self._halo_feat = {t: NodeTable.store(g.nodes[t].data[feat_key][self._halo_sorted[t]]
+                                              if self._halo_sorted[t].numel() else self._own[t][:0].float(),
+                                              self.precision) for t in self.featured}
+        self.one_time_bytes = sum(x.nbytes for x in self._halo_feat.values())
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         self.batches = LocalBatches(self.graph, self.train_ids, TargetSeeds(sampler, t), self.steps,
@@ -116,9 +135,9 @@ class GrappaHeteroLoader:
         self._embedding = None
         self.in_epoch = False  # True while an epoch's batches are iterated (serve's reads are local only then)
         self._served_held = 0
-        log.info("drop-in (heterogeneous): part %d holds %s own and %s halo nodes; %d bytes read once",
-                 int(gpb.partid), dict(n_inner), {k: int(v.numel()) for k, v in self._halo_sorted.items()},
-                 self.one_time_bytes)
+        costly, line = self.budget_report()
+        # a warning, so that a script without logging set-up sees it (Python's last-resort handler)
+        (log.warning if costly else log.info)("%s", line)
 
     def __len__(self) -> int:
         return self.steps
@@ -198,7 +217,7 @@ class GrappaHeteroLoader:
             rows = torch.empty((local.numel(), int(self._own[t].shape[1])), dtype=torch.float32)
             own = local < n
             rows[own] = self._own[t][local[own]].float()
-            rows[~own] = self._halo_feat[t][self._halo_row[t][local[~own]]]
+            rows[~own] = self._halo_feat[t].gather(self._halo_row[t][local[~own]])
             out[t] = rows
         return out
 
@@ -217,8 +236,24 @@ class GrappaHeteroLoader:
     def nbytes(self) -> int:
         """Bytes this loader holds besides the server's tables: the kept halo's feature rows and the learnable rows
         of :meth:`embedding` with their optimizer's moments."""
-        held = sum(int(x.numel()) * 4 for x in self._halo_feat.values()) + self._served_held
+        held = sum(x.nbytes for x in self._halo_feat.values()) + self._served_held
         return held + (self._embedding.memory()["embed"] if self._embedding is not None else 0)
+
+    def budget_report(self) -> tuple[bool, str]:
+        """What ``memory_budget`` did to this loader: (whether it cost anything, one line saying what it kept).
+
+        It costs something when the halo's rows are stored below fp32, or when not every halo node the seeds'
+        trees reach was kept (the learnable rows of the featureless types are outside the budget)."""
+        featured_reach = sum(self.halo_reach[t] for t in self.featured)
+        featured_kept = sum(self.halo_kept[t] for t in self.featured)
+        lossy = featured_kept > 0 and self.precision != "fp32"
+        cut = featured_kept < featured_reach
+        share = featured_kept / featured_reach if featured_reach else 1.0
+        what = (f"the halo's feature rows in {self.precision}, {featured_kept} of {featured_reach} reachable halo "
+                f"nodes of the featured types kept ({share:.1%}), every training node kept")
+        return lossy or cut, (f"drop-in loader (heterogeneous), part {self.part_id}, memory_budget="
+                               f"{self.memory_budget}: {what} ({self.nbytes} bytes held besides the server's "
+                               f"features; {self.one_time_bytes} read once)")
 
 
 def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
@@ -244,6 +279,88 @@ def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list,
                                                          etypes, halo)
     edge_ids = _relation_edge_ids(gpb, part_graph.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
     return graph, n_inner, global_ids, edge_ids
+
+
+def reached_by_type(graph: dgl.DGLGraph, seeds: dict, hops: int | None) -> dict:
+    """Per node type, the bool mask of the nodes within ``hops`` in-edge steps of ``seeds`` (per-type local ids)
+    over every relation: the only nodes a ``hops``-layer sampled tree from the seeds can contain (every node with
+    ``hops`` None).
+
+    Example:
+        >>> g = dgl.heterograph({("a", "r", "b"): ([0, 1], [0, 0]), ("b", "s", "a"): ([0], [2])})
+        >>> {t: m.nonzero().flatten().tolist() for t, m in reached_by_type(g, {"b": torch.tensor([0])}, 1).items()}
+        {'a': [0, 1], 'b': [0]}
+    """
+    if hops is None:
+        return {t: torch.ones(graph.num_nodes(t), dtype=torch.bool) for t in graph.ntypes}
+    need = {t: torch.zeros(graph.num_nodes(t), dtype=torch.bool) for t in graph.ntypes}
+    frontier = {t: ids.long() for t, ids in seeds.items()}
+    for t, ids in frontier.items():
+        need[t][ids] = True
+    for _ in range(hops):
+        step = {t: torch.zeros(graph.num_nodes(t), dtype=torch.bool) for t in graph.ntypes}
+        for rel in graph.canonical_etypes:
+            ids = frontier.get(rel[2])
+            if ids is not None and ids.numel():
+                step[rel[0]][graph.in_edges(ids, etype=rel)[0].long()] = True
+        frontier = {t: (step[t] & ~need[t]).nonzero(as_tuple=True)[0] for t in graph.ntypes}
+        if not any(ids.numel() for ids in frontier.values()):
+            break
+        for t, ids in frontier.items():
+            need[t][ids] = True
+    return need
+
+
+def _choose_halo(graph: dgl.DGLGraph, n_inner: dict, seeds: dict, hops: int | None, own: dict, memory_budget: str,
+                 storage: str, seed: int, part_id: int) -> tuple[str, dict, dict]:
+    """(precision, per type the halo's local ids kept, per type the count of halo nodes reached) under the budget:
+    the native runtime's rule with the server's own fp32 rows already held. A halo node of a featureless type costs
+    the budget nothing (its learnable row is outside it): every reached one stays."""
+    reached = reached_by_type(graph, seeds, hops)
+    halo = {t: reached[t][n_inner[t]:].nonzero(as_tuple=True)[0] + n_inner[t] for t in graph.ntypes}
+    reach = {t: int(ids.numel()) for t, ids in halo.items()}
+    mult, size = parse_budget(memory_budget)
+    keep = Keep(storage=storage, budget=mult, budget_bytes=size, seed=seed)
+    own_fp32 = sum(int(x.shape[0]) * int(x.shape[1]) * 4 for x in own.values())
+    room = keep.limit(own_fp32) - own_fp32
+    top = max((float(x.abs().max()) for x in own.values() if x.numel()), default=0.0)
+    ladder = precision_ladder(storage, top)
+    featured = [t for t in graph.ntypes if t in own]
+
+    def cost(precision: str) -> float:
+        return sum(reach[t] * row_bytes(int(own[t].shape[1]), precision) for t in featured)
+
+    for precision in ladder:
+        if cost(precision) <= room:
+            return precision, halo, reach
+    precision = ladder[-1]
+    if room < 0:
+        raise budget_error(part_id, precision, own_fp32, own_fp32, "memory_budget")
+    # a uniform sample of the featured types' reached halo, as many as fit (seeded by the run and the part)
+    order = torch.cat([torch.stack([torch.full_like(halo[t], i), halo[t]], 1) for i, t in enumerate(featured)])
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + part_id)
+    order = order[torch.randperm(order.shape[0], generator=gen)]
+    per = torch.tensor([row_bytes(int(own[t].shape[1]), precision) for t in featured], dtype=torch.float64)
+    fits = torch.cumsum(per[order[:, 0]], 0) <= room
+    kept = dict(halo)
+    for i, t in enumerate(featured):
+        kept[t] = torch.sort(order[fits & (order[:, 0] == i), 1]).values
+    return precision, kept, reach
+
+
+def _keep_halo(graph: dgl.DGLGraph, n_inner: dict, kept: dict, global_ids: dict, edge_ids: dict):
+    """The local heterograph with every own node and the ``kept`` halo nodes only (their order kept), and the ids
+    of its nodes and edges."""
+    if all(kept[t].numel() == graph.num_nodes(t) - n_inner[t] for t in graph.ntypes):
+        return graph, global_ids, edge_ids
+    nodes = {t: torch.cat([torch.arange(n_inner[t]), kept[t]]) for t in graph.ntypes}
+    sub = dgl.node_subgraph(graph, nodes)
+    # the sampler's blocks name local ids by NID / EID: the subgraph's own, not the parent's
+    nids, eids = sub.ndata.pop(dgl.NID), sub.edata.pop(dgl.EID)
+    nids = nids if isinstance(nids, dict) else {graph.ntypes[0]: nids}
+    eids = eids if isinstance(eids, dict) else {graph.canonical_etypes[0]: eids}
+    return (sub, {t: global_ids[t][nids[t].long()] for t in graph.ntypes},
+            {rel: edge_ids[rel][eids[rel].long()] for rel in graph.canonical_etypes})
 
 
 def _hetero_feature_key(g, feat_key: str | None) -> str | None:
