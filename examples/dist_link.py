@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from dgl.nn import SAGEConv
 from torch.nn.parallel import DistributedDataParallel
 
-import dgl_grappa.distdgl  # several DistDGL "machines" on one host: each trainer its machine id (before initialize)
+import dgl_grappa.distdgl  # noqa: F401  (several DistDGL "machines" on one host: each trainer its machine id)
 from dgl_grappa import GrappaEdgeLoader, load_config  # Grappa
 from dgl_grappa.distdgl import TrainerMeter
 

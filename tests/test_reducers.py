@@ -1,9 +1,7 @@
 """Reducers against hand computations, on real 2-process gloo groups."""
-import copy
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from dgl_grappa.cluster.testing import run_distributed
 from torch.nn.parallel import DistributedDataParallel as DDP

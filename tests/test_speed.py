@@ -7,7 +7,6 @@ bit-identical; prebuilt partitions (bigpart) must train and evaluate like the no
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

@@ -211,8 +211,9 @@ def test_shaping_per_host_links_and_shared_link():
 
 def test_both_veth_ends_are_shaped():
     with TestHosts(2, bandwidth="200mbit") as hosts:
-        qd = lambda *ns_dev: subprocess.run(["tc", "-n", ns_dev[0], "qdisc", "show", "dev", ns_dev[1]],
-                                            capture_output=True, text=True, timeout=10).stdout
+        def qd(ns: str, dev: str) -> str:
+            return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True,
+                                  timeout=10).stdout
         for h in hosts:
             assert "tbf" in qd(h.netns, "eth0") and "200Mbit" in qd(h.netns, "eth0")   # upload
             assert "tbf" in qd(hosts.jobns, f"h{h.index}")                              # download

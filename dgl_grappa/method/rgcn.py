@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import dgl
-import torch
 import torch.nn.functional as F
 from dgl.nn import GraphConv, HeteroGraphConv
 from torch import Tensor, nn

@@ -208,6 +208,6 @@ class LocalFeatures:
 
     def take_bytes(self) -> tuple[int, int]:
         """(remote, local) bytes served since the last call; resets both."""
-        r, l = self.remote_bytes, self.local_bytes
+        out = self.remote_bytes, self.local_bytes
         self.remote_bytes = self.local_bytes = 0
-        return r, l
+        return out

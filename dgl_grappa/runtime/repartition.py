@@ -364,8 +364,8 @@ class RepartitionDriver:
             self.builder.request(self.current + 1)
         all_cov = torch.cat([c for _, _, c in gathered])
         rec = {"index": self.current, "epoch": epoch,
-               "stall_s": max(s for s, _, _ in gathered), "load_s": max(l for _, l, _ in gathered),
-               "load_s_per_worker": [l for _, l, _ in gathered],
+               "stall_s": max(s for s, _, _ in gathered), "load_s": max(s for _, s, _ in gathered),
+               "load_s_per_worker": [s for _, s, _ in gathered],
                "coverage_train": cov.summarize(all_cov)}
         if epoch is None:  # the first partitioning, built by the launcher before the workers started
             stats = json.loads((self.root / str(self.current) / STATS_FILE).read_text())

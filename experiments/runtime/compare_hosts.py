@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 from dgl_grappa.runtime.metrics import format_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_one(config: str, parts: int, link: str, bandwidth: str, out: Path, variants: str, extra: list[str],

@@ -27,8 +27,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
 from dgl_grappa.bench.capacity import (
     GB,
     Workload,
@@ -44,6 +42,8 @@ from dgl_grappa.bench.capacity import (
     resident_bytes,
     scale_step_time,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 RUNS = ROOT / "runs" / "scale"
 MB = 1e6
@@ -174,7 +174,6 @@ def main(argv: list[str] | None = None) -> None:
 
     # ---------------------------------------------------------------- predictions
     ldg8 = remote["cases"].get("assign_ldg_p8", {}).get("remote_fraction", 0.27) if remote else 0.27
-    i_big = remote["cases"].get("random_p8", {}).get("input_rows_per_step", 146_000) if remote else 146_000
     rpc_big = sum(rpc_row) / len(rpc_row)
     # bytes per local edge at load time, measured above (defaults: the ldg-p4 figures)
     per_edge_today = {"drop": 62.0, "keep": 83.0}

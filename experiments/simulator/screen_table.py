@@ -1,5 +1,4 @@
 """Single-mechanism screen (seed 0, random 4 parts, 3 layers): Δ test accuracy to DistDGL."""
-import json
 import sys
 from pathlib import Path
 
