@@ -1,4 +1,5 @@
-"""Command line: ``python -m dgl_grappa {partition,prepare,train,compare,bench,project,worker} --config C [--section.key=value ...]``.
+"""Command line: ``python -m dgl_grappa {partition,prepare,train,compare,bench,project,worker} \
+--config C [--section.key=value ...]``.
 
 ``prepare --part-config PATH`` adds what the method needs (first-hop aggregates, full-graph
 in-degrees) to a partition folder in DGL's layout that another tool wrote, part by part,

@@ -72,7 +72,8 @@ def main():
     parser.add_argument("--ip_config", required=True)
     parser.add_argument("--part_config", required=True)
     parser.add_argument("--out_dir", required=True)
-    parser.add_argument("--grappa", action="store_true", help="train the Grappa way: local edges and rows, gradients only")
+    parser.add_argument("--grappa", action="store_true",
+                        help="train the Grappa way: local edges and rows, gradients only")
     parser.add_argument("--start_epoch", type=int, default=0)  # the launcher's epoch range
     parser.add_argument("--stop_epoch", type=int, default=None)
     args, overrides = parser.parse_known_args()

@@ -198,9 +198,11 @@ def test_writer_matches_partition_graph_file_by_file(both, monkeypatch):
     # the project's statistics file: same cut and halo counts as partition.py computes
     sa, sb = read_stats(Path(ref["part_config"]).parent), read_stats(Path(mine["part_config"]).parent)
     assert sb["edge_cut"] == pytest.approx(sa["edge_cut"])
-    assert (sb["inner_nodes"], sb["halo_nodes"], sb["num_edges"]) == (sa["inner_nodes"], sa["halo_nodes"], sa["num_edges"])
+    assert ((sb["inner_nodes"], sb["halo_nodes"], sb["num_edges"])
+            == (sa["inner_nodes"], sa["halo_nodes"], sa["num_edges"]))
     for f in ("assignment.npy", "orig_ids.npy"):
-        assert np.array_equal(np.load(Path(ref["part_config"]).parent / f), np.load(Path(mine["part_config"]).parent / f))
+        assert np.array_equal(np.load(Path(ref["part_config"]).parent / f),
+                              np.load(Path(mine["part_config"]).parent / f))
     assert not (Path(mine["part_config"]).parent / "_work").exists()
 
 

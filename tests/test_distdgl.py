@@ -142,7 +142,8 @@ def test_grappa_wire_bytes_are_the_gradient_allreduce(compared):
     assert s["app_bytes_per_epoch"] == grad_on_wire
     # The measured wire holds that payload (plus TCP/IP headers and the epoch's two tiny
     # synchronisations), and nothing else of size.
-    assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"], \
+    assert (grad_on_wire <= s["wire_bytes_per_epoch"]
+            <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]), \
         (s["wire_bytes_per_epoch"], grad_on_wire, s["steps_per_epoch"])
     recs = [json.loads(ln) for ln in (compared["out"] / "grappa-batch" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["epoch_time_s"] >= r["worker_epoch_time_s"] > 0 for r in recs)

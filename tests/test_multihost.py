@@ -159,8 +159,8 @@ def test_guard_kills_the_tree_when_the_launcher_is_killed():
 
 
 def test_guard_passes_the_exit_status_and_kill_job():
-    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", "--", PY, "-c", "raise SystemExit(7)"], stdin=subprocess.PIPE,
-                         env=_env(), cwd=ROOT)  # stdin held open, as the launcher does
+    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", "--", PY, "-c", "raise SystemExit(7)"],
+                         stdin=subprocess.PIPE, env=_env(), cwd=ROOT)  # stdin held open, as the launcher does
     assert p.wait(timeout=30) == 7
     p.stdin.close()
     tag = uuid.uuid4().hex

@@ -54,7 +54,8 @@ def test_feature_reads_outside_the_resident_rows_are_counted_or_refused():
     with pytest.raises(RuntimeError, match="remote"):
         LocalFeatures(table, resident=resident).gather(torch.tensor([0, 3]))
     fetched = []
-    f = LocalFeatures(table, fetch_remote=lambda ids: fetched.append(ids) or -torch.ones(len(ids), 2), resident=resident)
+    f = LocalFeatures(table, fetch_remote=lambda ids: fetched.append(ids) or -torch.ones(len(ids), 2),
+                      resident=resident)
     out = f.gather(torch.tensor([0, 3, 4, 5]))
     assert torch.equal(out[1:3], -torch.ones(2, 2)) and torch.equal(out[0], table[0])
     assert f.take_bytes() == (2 * 8, 2 * 8)

@@ -33,7 +33,8 @@ def _timed_inside_the_epoch(r: dict, prefix: str = "") -> bool:
 
 
 def _trajectory(out: Path) -> list[tuple]:
-    return [(r["loss"], r.get("val_acc"), r.get("test_acc"), r["grad_bytes"]) for r in read_jsonl(out / "metrics.jsonl")]
+    return [(r["loss"], r.get("val_acc"), r.get("test_acc"), r["grad_bytes"])
+            for r in read_jsonl(out / "metrics.jsonl")]
 
 
 @pytest.mark.unit

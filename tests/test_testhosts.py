@@ -586,6 +586,6 @@ def test_command_line():
     assert "[h0] 0 10.77.0.1 10.77.0.1,10.77.0.2" in out.stdout and "[h1] 1 10.77.0.1" in out.stdout, out.stdout
     job = out.stdout.split()[1].rstrip(":")
     assert "nsenter --net=/run/netns/dgh-" in out.stdout and not _leftovers(job)
-    bad = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "--latency-ms", "-1"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "--latency-ms", "-1"], capture_output=True,
+                         text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "latency_ms=-1.0" in bad.stderr

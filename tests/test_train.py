@@ -14,8 +14,8 @@ PLANETOID = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "plane
 needs_cora = pytest.mark.skipif(not (PLANETOID / "ind.cora.x").is_file(),
                                 reason=f"the Planetoid files are not at {PLANETOID}")
 
-SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3", "--train.eval_every=1", "--train.batch_size=500",
-         "--model.hidden=32"]
+SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
+         "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
 
 
 def _model_bytes(in_feats, classes, **model):

@@ -358,7 +358,8 @@ def plot(result: dict, out: Path) -> None:
             ax.plot(xs, ys, marker="o", ms=3, label=name)
     ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=f"target {result['target_acc']:.3f}")
     ax.set_xlabel("training time (s, evaluation excluded)")
-    ax.set_ylabel("validation MRR (whole graph)" if result.get("task") == "link" else "validation accuracy (whole graph)")
+    ax.set_ylabel("validation MRR (whole graph)" if result.get("task") == "link"
+                  else "validation accuracy (whole graph)")
     ax.set_title(f"{result['name']}: accuracy vs wall time", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

@@ -49,7 +49,8 @@ def derive_metrics(summary: dict) -> dict:
     m = {k: v for k, v in summary.items() if isinstance(v, SCALARS)}
     one_time = summary.get("one_time_bytes_total")
     if one_time is None:
-        one_time = sum(float(w.get("halo_bytes_loaded") or 0) for w in summary.get("workers") or [] if isinstance(w, dict))
+        one_time = sum(float(w.get("halo_bytes_loaded") or 0) for w in summary.get("workers") or []
+                       if isinstance(w, dict))
         m["one_time_bytes_source"] = "halo_bytes_loaded"
     else:
         m["one_time_bytes_source"] = "one_time_bytes_total"
@@ -143,7 +144,8 @@ def ensure_cell_partition(cell: Cell, graphs: _GraphCache) -> dict:
     with contextlib.redirect_stdout(io.StringIO()):  # partition_graph prints a line per step
         stats, g = ensure_partitions(cell.cfg, graphs.get(cell.cfg))
     graphs.put(cell.cfg, g)
-    keep = ("edge_cut", "halo_share", "inner_nodes", "halo_nodes", "num_nodes", "num_edges", "seconds", "method", "seed")
+    keep = ("edge_cut", "halo_share", "inner_nodes", "halo_nodes", "num_nodes", "num_edges", "seconds", "method",
+            "seed")
     return {"dir": str(cell.partition_dir), "fingerprint": digest(cell.partition_fp), "reused": reused,
             **{k: stats.get(k) for k in keep}}
 
@@ -231,7 +233,8 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
                 # link prediction: the test MRR stands where the test accuracy would
                 q = "test_mrr" if cell.cfg.train.task == "link" else "test_acc"
                 what = (f"ok in {wall:.0f} s: {q.replace('_', ' ')} {m.get(q) or float('nan'):.4f}, epoch "
-                        f"{m.get('epoch_time_s') or float('nan'):.3f} s, {format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch")
+                        f"{m.get('epoch_time_s') or float('nan'):.3f} s, "
+                        f"{format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch")
             else:
                 what = f"FAILED in {wall:.0f} s: {entry['reason']}"
             print(f"    {what} | {prog.eta(remaining)}", flush=True)

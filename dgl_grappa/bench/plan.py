@@ -258,7 +258,8 @@ def expand(cfg: Config, out_dir: Path, file_overrides: list[str]) -> list[Cell]:
     """
     b = cfg.bench
     if not b.datasets:
-        raise ConfigError("bench.datasets is empty; list base config files, e.g. bench.datasets: [configs/bench/cora.yaml]")
+        raise ConfigError("bench.datasets is empty; list base config files, "
+                          "e.g. bench.datasets: [configs/bench/cora.yaml]")
     systems = [parse_system(e) for e in b.systems]
     if not systems:
         raise ConfigError("bench.systems is empty; list at least one, e.g. [distdgl, grappa]")
@@ -285,7 +286,8 @@ def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: 
     cells: list[Cell] = []
     for ds in b.datasets:
         if not Path(ds).is_file():
-            raise ConfigError(f"bench.datasets: {ds} does not exist; give a base config file, e.g. configs/bench/cora.yaml")
+            raise ConfigError(f"bench.datasets: {ds} does not exist; give a base config file, "
+                              "e.g. configs/bench/cora.yaml")
         stem = Path(ds).stem
         if stems.get(stem, ds) != ds:
             raise ConfigError(f"bench.datasets: {ds} and {stems[stem]} have the same name {stem!r}; rename one")
@@ -347,8 +349,8 @@ def _cell(ds: str, axes: dict, common: list[str], systems: list[System], out_dir
     cell = Cell(cell_id=cid, axes=axes, cfg=cfg, partition_fp=pfp, partition_dir=pdir)
     for s in systems:
         scfg = load_config(ds, common + axis + s.overrides + [
-            f"--name={cid}.{s.name}", "--run.progress=false", f"--run.output_dir={(out_dir / 'runs' / cid / s.name).resolve()}",
-            f"--partition.out_dir={pdir.resolve()}"])
+            f"--name={cid}.{s.name}", "--run.progress=false",
+            f"--run.output_dir={(out_dir / 'runs' / cid / s.name).resolve()}", f"--partition.out_dir={pdir.resolve()}"])
         resolve(scfg)  # a system's overrides must suit the kind of job (one line before anything runs)
         norm = normalised(scfg)
         cell.systems[s.name] = PlannedSystem(system=s, cfg=scfg, config=norm,

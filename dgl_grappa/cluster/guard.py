@@ -25,7 +25,8 @@ before torch or DGL are importable.
 
 Example (what the launcher runs on host 1)::
 
-    ssh 10.0.0.2 'cd /work && exec env RANK=1 ... python -m dgl_grappa.cluster.guard -- python -m dgl_grappa worker --config C'
+    ssh 10.0.0.2 \\
+        'cd /work && exec env RANK=1 ... python -m dgl_grappa.cluster.guard -- python -m dgl_grappa worker --config C'
 """
 from __future__ import annotations
 

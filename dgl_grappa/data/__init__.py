@@ -96,7 +96,7 @@ def dataset_num_classes(cfg: DataConfig) -> int | None:
 
 
 __all__ = [
-    "STANDARD_KEYS", "SBMArrays", "cache_root", "dataset_num_classes", "effective_noise", "generate_sbm", "load_dataset",
-    "load_planetoid", "load_user_graph", "make_graph", "num_classes", "planetoid_cache_dir",
+    "STANDARD_KEYS", "SBMArrays", "cache_root", "dataset_num_classes", "effective_noise", "generate_sbm",
+    "load_dataset", "load_planetoid", "load_user_graph", "make_graph", "num_classes", "planetoid_cache_dir",
     "synthetic_graph", "target_type",
 ]

@@ -93,9 +93,9 @@ def hold_out_edges(g: dgl.DGLGraph, val_frac: float, test_frac: float, seed: int
     # round first: 0.1 x 30 is 3.0000000000000004 in floating point, and 3 pairs are meant
     n_val, n_test = math.ceil(round(val_frac * total, 9)), math.ceil(round(test_frac * total, 9))
     if n_val + n_test >= total:
-        raise ConfigError(f"train.task=link: the graph's {total} undirected edges are too few: link.val_frac={val_frac} "
-                          f"and link.test_frac={test_frac} hold out {n_val} and {n_test}, leaving none to train on; "
-                          "use a graph with more edges")
+        raise ConfigError(f"train.task=link: the graph's {total} undirected edges are too few: "
+                          f"link.val_frac={val_frac} and link.test_frac={test_frac} hold out {n_val} and {n_test}, "
+                          "leaving none to train on; use a graph with more edges")
     perm = torch.randperm(total, generator=torch.Generator().manual_seed(seed))
     val_keys, test_keys = pairs[perm[:n_val]], pairs[perm[n_val:n_val + n_test]]
     held = torch.isin(key, torch.cat([val_keys, test_keys])) & (lo != hi)

@@ -16,7 +16,8 @@ from .run import run_distdgl
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m dgl_grappa.distdgl --config C [--grappa] [--script S [--script-args "..."]] [--section.key=value ...]``.
+    """``python -m dgl_grappa.distdgl --config C [--grappa] [--script S [--script-args "..."]]
+    [--section.key=value ...]``.
 
     Runs the DistDGL job (servers + trainers, ``python -m dgl_grappa.distdgl.train`` or the script)
     on the config's partitions and prints its summary line; for a script that writes no
@@ -56,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                                  description="run the DistDGL job (servers + trainers) on the config's partitions")
     ap.add_argument("--config", default=None, help="YAML config")
     ap.add_argument("--grappa", action="store_true", help="drop-in Grappa: local-only loader + corrected hook")
-    ap.add_argument("--script", default=None, help="trainer script of your own (default: compare.script, else python -m dgl_grappa.distdgl.train)")
+    ap.add_argument("--script", default=None,
+                    help="trainer script of your own (default: compare.script, "
+                         "else python -m dgl_grappa.distdgl.train)")
     ap.add_argument("--script-args", default=None,
                     help="the script's own arguments, passed verbatim (compare.script_args): nothing is added; "
                          "{ip_config}, {part_config}, {graph_name}, {out_dir}, {config} and {grappa} are filled in")
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{s['system']}: val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f} epoch {s['epoch_time_s']:.3f} s; "
           f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
-          f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker {format_bytes(s['feature_bytes_per_epoch'])}; "
+          f"{format_bytes(s['app_bytes_per_epoch'])}, "
+          f"remote features/worker {format_bytes(s['feature_bytes_per_epoch'])}; "
           + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
              f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
           + f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")

@@ -160,7 +160,8 @@ def job_command(cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bo
         trainer = program + expand_script_args(cfg.compare.script_args, values, grappa=grappa)
     else:
         trainer = (program + ["--config", str(resolved)] + (["--grappa"] if grappa else []) + list(extra_args or [])
-                   + ["--ip_config", str(ip_config_path(out)), "--part_config", str(part_config), "--out_dir", str(out)])
+                   + ["--ip_config", str(ip_config_path(out)), "--part_config", str(part_config),
+                      "--out_dir", str(out)])
     # The package's trainer pickles nothing of its __main__ to the servers: a bare DGL server
     # (the machine's memory is then DGL's alone). A script's servers run the script.
     return trainer, (server_command() if own else trainer)

@@ -161,7 +161,8 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
             env = dict(base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1",
                        **{ENV_MACHINE_ID: str(i)})
             argv = server_argv
-            servers.append(start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv, env))
+            servers.append(start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv,
+                                 env))
         trainers = []
         for i in range(n):
             env = dict(base_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",

@@ -180,9 +180,11 @@ def train():
                                       "from a checkpoint of this run, or start afresh")
             job.load_shard(state)
         restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
-                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"], resumed_from=args.resume)
+                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"],
+                       resumed_from=args.resume)
         if ck["epoch"] != args.start_epoch:
-            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}")
+            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, "
+                             f"not --start_epoch={args.start_epoch}")
         prior = [r for r in ck["my_records"] if r["epoch"] < seg_start]
         meter.preload([r for r in ck["my_records"] if seg_start <= r["epoch"] < ck["epoch"]])
         k = cfg.schedule.k

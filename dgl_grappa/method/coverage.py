@@ -121,7 +121,8 @@ def shrink(a: Tensor, lam: float, target: Tensor | float) -> Tensor:
 def summarize(cov: Tensor) -> dict[str, float]:
     """Mean and percentiles of a coverage vector, for logs and summaries."""
     if cov.numel() == 0:
-        return {"mean": float("nan"), "p10": float("nan"), "p50": float("nan"), "p90": float("nan"), "min": float("nan")}
+        return {"mean": float("nan"), "p10": float("nan"), "p50": float("nan"), "p90": float("nan"),
+                "min": float("nan")}
     q = torch.quantile(cov.to(torch.float64), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64))
     return {"mean": float(cov.mean()), "p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2]),
             "min": float(cov.min())}

@@ -109,7 +109,8 @@ class EpochLog:
         tensorboard: also write the record's scalars to ``<out_dir>/tensorboard`` (``run.tensorboard``).
 
     Example:
-        >>> log = EpochLog("runs/x", tensorboard=True); log.write({"epoch": 0, "loss": 1.2}); log.close()  # doctest: +SKIP
+        >>> log = EpochLog("runs/x", tensorboard=True)  # doctest: +SKIP
+        >>> log.write({"epoch": 0, "loss": 1.2}); log.close()  # doctest: +SKIP
     """
 
     def __init__(self, out_dir: str | Path, tensorboard: bool = False):
@@ -384,7 +385,8 @@ def time_to_target(records: list[dict] | None, target: float, key: str = "val_ac
         None when no evaluation reaches the target.
 
     Example:
-        >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5}, {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
+        >>> recs = [{"epoch": 0, "epoch_time_s": 2.0, "val_acc": 0.5},
+        ...         {"epoch": 1, "epoch_time_s": 3.0, "val_acc": 0.8}]
         >>> time_to_target(recs, 0.75, setup_s=1.0)
         6.0
     """

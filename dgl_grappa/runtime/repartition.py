@@ -66,8 +66,8 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
     """Body of the builder process: load the graph once, then build partitionings on request.
 
     Messages in: ("build", j) or ("stop",). Out: ("ready", wall clock, seconds to load the
-    graph), ("done", j, stats) or ("error", j, traceback); j = -1 for a start-up error. DGL and METIS print to the C-level stdout/stderr, so both go
-    to ``log_path`` instead of the training terminal.
+    graph), ("done", j, stats) or ("error", j, traceback); j = -1 for a start-up error. DGL and METIS
+    print to the C-level stdout/stderr, so both go to ``log_path`` instead of the training terminal.
     """
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
@@ -213,7 +213,8 @@ class BackgroundBuilder(BuilderClient):
 
 
 def start_builder(cfg: Config, start_epoch: int = 0) -> BackgroundBuilder | None:
-    """Launcher side: the builder for a run starting at ``start_epoch``, or None when no later partitioning is needed."""
+    """Launcher side: the builder for a run starting at ``start_epoch``, or None when no later partitioning is
+    needed."""
     k, epochs = cfg.schedule.k, cfg.train.epochs
     if k <= 0 or resume_partitioning(start_epoch, epochs, k) + 1 >= num_partitionings(epochs, k):
         return None
@@ -407,7 +408,8 @@ class RepartitionDriver:
         builds = [s["build_s"] for s in self.switches if s.get("build_s")]
         loads = [s["load_s"] for s in self.switches]
         return {"schedule": {"k": self.k, "k_for_2pct": k_for_stall(max(builds, default=0.0),
-                                                                     max(loads, default=0.0), epoch_s), "method": self.cfg.schedule.method, "seed": self.cfg.schedule.seed,
+                                                                     max(loads, default=0.0), epoch_s),
+                             "method": self.cfg.schedule.method, "seed": self.cfg.schedule.seed,
                              "keep_last": self.cfg.schedule.keep_last, "num_partitionings": self.count,
                              "initial": self.initial, "stall_s_total": stall, "load_s_total": load,
                              "train_wall_s": train_wall_s,

@@ -120,7 +120,8 @@ def main() -> int:
         med[name] = {"network_dilation": s["D"], "host_cpu_share": s["share"],
                      "epoch_time_s": {k: statistics.median(r["epoch_time_s"][k] for r in mine) for k in SYSTEMS},
                      "ratio": statistics.median(r["ratio"] for r in mine),
-                     "cpu_time_s_rank0": {k: statistics.median(r["cpu_time_s_rank0"][k] for r in mine) for k in SYSTEMS}}
+                     "cpu_time_s_rank0": {k: statistics.median(r["cpu_time_s_rank0"][k] for r in mine)
+                                          for k in SYSTEMS}}
         med[name]["emulated_epoch_time_s"] = {k: v / s["D"] for k, v in med[name]["epoch_time_s"].items()}
     r_pin, r_shared = med["pinned"]["ratio"], med["shared-core"]["ratio"]
     rel = (r_shared - r_pin) / r_pin

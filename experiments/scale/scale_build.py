@@ -247,7 +247,8 @@ def main() -> None:
         elif name == "finish":
             extra = f"halo/inner {', '.join(f'{h:.2f}' for h in r['halo_share'])}"
         elif name.startswith("load"):
-            extra = f"{r['local_nodes']:,} nodes, {r['local_edges']:,} edges, halo feats {_fmt_gb(r['halo_bytes_loaded'])} GB"
+            extra = (f"{r['local_nodes']:,} nodes, {r['local_edges']:,} edges, "
+                     f"halo feats {_fmt_gb(r['halo_bytes_loaded'])} GB")
         rows.append((name, r.get("seconds"), r["peak_rss_gb"], r.get("disk_bytes", r.get("work_bytes")), extra))
     print(f"\n{key}: stage, seconds, peak RSS (GB), disk (GB), notes")
     print(f"{'stage':<12} {'seconds':>8} {'RSS GB':>7} {'disk GB':>8}  notes")

@@ -75,7 +75,8 @@ def main() -> None:
         row_bytes = 4 * g.feat_dim + 8  # feature row + its id in the request
         res["cases"][name] = {
             "num_parts": num_parts, "input_rows_per_step": rows / ns.steps, "remote_fraction": rho,
-            "remote_bytes_per_step": remote / ns.steps * row_bytes, "sample_s_per_step": (time.perf_counter() - ts) / ns.steps,
+            "remote_bytes_per_step": remote / ns.steps * row_bytes,
+            "sample_s_per_step": (time.perf_counter() - ts) / ns.steps,
             "train_nodes_in_part": int(seeds_all.size)}
         c = res["cases"][name]
         print(f"{name:>16}: P={num_parts} input rows/step {c['input_rows_per_step']:.0f}, remote {rho:.1%}, "

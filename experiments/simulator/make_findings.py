@@ -62,14 +62,16 @@ def part_table(path: Path) -> str:
            "| halo/inner (max part) | seconds |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         out.append(f"| {r['dataset']} | {r['parts']} | {r['method']} | {r['edge_cut']:.3f} | {r['balance']:.3f} | "
-                   f"{r['train_balance']:.3f} | {r['min_train']} | {r['halo_over_inner_max']:.2f} | {r['seconds']:.2f} |")
+                   f"{r['train_balance']:.3f} | {r['min_train']} | {r['halo_over_inner_max']:.2f} | "
+                   f"{r['seconds']:.2f} |")
     return "\n".join(out)
 
 
 def simple_rows(rows, tags, filt) -> str:
     """Δ per seed-averaged cell for a few variants (paired with DistDGL)."""
     by = summarize.cells([r for r in rows if filt(r)])
-    out = ["| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL [95% CI] | bytes ratio | converged |",
+    out = ["| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL [95% CI] | bytes ratio "
+           "| converged |",
            "|---|---|---|---|---|---|---|---|---|"]
     import numpy as np
     for key in sorted(by):

@@ -128,7 +128,8 @@ def load_graph(name: str) -> Graph:
 def local_csr(G: Graph, part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CSR of intra-part edges (halo dropped): (indptr, indices, local in-degree)."""
     keep = part[G.indices] == part[G.dst]
-    ldeg = torch.zeros(G.n, dtype=torch.int64).index_add_(0, G.dst[keep], torch.ones(int(keep.sum()), dtype=torch.int64))
+    ldeg = torch.zeros(G.n, dtype=torch.int64).index_add_(0, G.dst[keep],
+                                                          torch.ones(int(keep.sum()), dtype=torch.int64))
     lptr = torch.zeros(G.n + 1, dtype=torch.int64)
     lptr[1:] = torch.cumsum(ldeg, 0)
     return lptr, G.indices[keep], ldeg
@@ -530,7 +531,8 @@ class Sim:
         self.hist = None
         self.net.hop2 = None
         if var.leaf == "hop2":
-            assert var.fhc and var.empty == "self" and var.norm == "block", "leaf=hop2 needs fhc=1, empty=self, norm=block"
+            assert var.fhc and var.empty == "self" and var.norm == "block", \
+                "leaf=hop2 needs fhc=1, empty=self, norm=block"
             self.net.hop2 = hop2_rows(G, model, first_hop(G, model))
         self.hops = max(layers - (1 if var.fhc else 0), 0)
         self.bytes = {"grad": 0, "feature": 0, "one_time": 0, "switch_rows": 0, "hist": 0, "cv": 0}
@@ -910,7 +912,8 @@ def main(argv=None):
                             p = cell_path(a.out, a.dataset, model, layers, W, method, seed, var)
                             if p.exists():
                                 continue
-                            res = run_cell(G, a.dataset, model, layers, W, method, seed, var, a.epochs or None, a.batch or None)
+                            res = run_cell(G, a.dataset, model, layers, W, method, seed, var, a.epochs or None,
+                                           a.batch or None)
                             p.write_text(json.dumps(res))
                             print(f"{p.name}: test {res['final_test']:.4f} val {res['final_val']:.4f} "
                                   f"B/ep {res['bytes_per_epoch']:.3g} conv {res['converged']} "

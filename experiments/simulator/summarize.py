@@ -97,7 +97,8 @@ def table(rows: list[dict], datasets=None, tags=None, min_seeds=1) -> str:
             out.append(f"| {ds} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | {tag} | {len(v)} | {fmt_pm(acc)} | {dtxt} "
                        f"| {bpe:.3g} | {ratio} | {cache:.2f} | {conv}/{len(v)} |")
     head = ("| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL (pt) [95% CI] | bytes/epoch "
-            "| ratio to DistDGL | cache rows / inner (max worker) | converged |\n|---|---|---|---|---|---|---|---|---|---|---|")
+            "| ratio to DistDGL | cache rows / inner (max worker) | converged |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|")
     return head + "\n" + "\n".join(out)
 
 

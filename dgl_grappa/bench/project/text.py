@@ -68,7 +68,8 @@ def format_table(rows: list[dict]) -> str:
     for part, lat in keys:
         out.append(f"\n{part} partitions, one NIC per machine, one-way latency {lat:g} us "
                    f"(epoch: its network share in brackets)")
-        head = ("P", "link", "remote", "DistDGL epoch", "Grappa epoch", "speedup", "DistDGL B/worker", "Grappa B/worker")
+        head = ("P", "link", "remote", "DistDGL epoch", "Grappa epoch", "speedup", "DistDGL B/worker",
+                "Grappa B/worker")
         table = [head]
         for r in rows:
             if (r["partition"], r["latency_us"]) != (part, lat):

@@ -1,12 +1,12 @@
 """The benchmark's reports, from the cell JSON files only: statistics, tables, coverage, plots.
 
 A package by job: :mod:`.stats` (statistics), :mod:`.tasks` (what differs between node
-classification and link prediction, one :class:`~dgl_grappa.kinds.Metric` each, declared by the kinds), :mod:`.results` (a cell JSON, see
-:mod:`dgl_grappa.bench.storage` for its schema, read once into a :class:`CellResult`), :mod:`.rows`
-(the tables' rows), :mod:`.coverage`, :mod:`.goals`, :mod:`.markdown` and :mod:`.notes` (the text),
-:mod:`.plots`, and :mod:`.write` (:func:`render`, :func:`write_report`). Everything but
-:func:`write_report` is a pure function of the cells (and an optional plan of the configured
-matrix), so it is tested on hand-made cells.
+classification and link prediction, one :class:`~dgl_grappa.kinds.Metric` each, declared by the
+kinds), :mod:`.results` (a cell JSON, see :mod:`dgl_grappa.bench.storage` for its schema, read once
+into a :class:`CellResult`), :mod:`.rows` (the tables' rows), :mod:`.coverage`, :mod:`.goals`,
+:mod:`.markdown` and :mod:`.notes` (the text), :mod:`.plots`, and :mod:`.write` (:func:`render`,
+:func:`write_report`). Everything but :func:`write_report` is a pure function of the cells (and an
+optional plan of the configured matrix), so it is tested on hand-made cells.
 
 Two kinds:
 

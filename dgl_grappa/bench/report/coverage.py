@@ -24,7 +24,8 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
     """
     by_id = {c.get("cell_id"): c for c in cells}
     if plan is None:
-        planned = {cid: {"axes": c["axes"], "systems": list((c.get("systems") or {}).keys())} for cid, c in by_id.items()}
+        planned = {cid: {"axes": c["axes"], "systems": list((c.get("systems") or {}).keys())}
+                   for cid, c in by_id.items()}
         axes_cfg = {a: sorted({c["axes"].get(a) for c in cells}, key=lambda v: sort_key((v,))) for a in SELECT_AXES}
     else:
         planned, axes_cfg = plan["cells"], plan["axes"]

@@ -157,7 +157,8 @@ def node_goals(rows: list[dict]) -> list[dict]:
                   "met": None if top is None else top["held_ratio_max"] <= 1.5 + 1e-9,
                   "figure": "not measured" if top is None else
                   f"largest {top['held_ratio_max']:.3f} ({top['dataset']} {top['partition']}-{top['parts']} "
-                  f"{top['model']}-{top['layers']}); mean over rows {statistics.fmean(r['held_ratio'] for r in held):.2f}"})
+                  f"{top['model']}-{top['layers']}); "
+                  f"mean over rows {statistics.fmean(r['held_ratio'] for r in held):.2f}"})
     syn = [r for r in mine if r["bytes_ratio"] is not None
            and str(r.get("data_name", r["dataset"])).startswith("syn")]
     worst = max((r["bytes_ratio"] for r in syn), default=None)

@@ -57,7 +57,8 @@ def accuracy_table(rows: list[dict]) -> str:
         line += [f"{conv}/{judged}" if judged else "-"]
         if tta:
             line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
-                     "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
+                     "1" if r["system"] == BASELINE
+                     else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
         lines.append(line)
     return table(head, lines)
 
@@ -101,7 +102,8 @@ def link_table(rows: list[dict]) -> str:
                  f"{conv}/{judged}" if judged else "-"]
         if tta:
             line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
-                     "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
+                     "1" if r["system"] == BASELINE
+                     else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
         lines.append(line)
     return table(head, lines)
 

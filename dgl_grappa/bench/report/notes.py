@@ -35,7 +35,8 @@ ACCURACY_NOTES = """\
 """
 
 SPEED_NOTES = """\
-- **epoch**: the shared epoch clock (`dgl_grappa.runtime.metrics.EpochClock`): from a barrier at the epoch's start to the
+- **epoch**: the shared epoch clock (`dgl_grappa.runtime.metrics.EpochClock`): \
+from a barrier at the epoch's start to the
   end of its slowest worker, evaluation excluded; median over the epochs of a run.
 - **speedup**: DistDGL's epoch time over this system's, per seed on the same partitioning, averaged.
 - **bytes/epoch (amortised)**, **bytes ratio**: as in the accuracy report (wire bytes per epoch + one-time bytes /

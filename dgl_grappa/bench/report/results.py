@@ -160,7 +160,8 @@ def grouped(cells: list[CellResult]) -> dict[tuple, list[CellResult]]:
     out: dict[tuple, list[CellResult]] = defaultdict(list)
     for c in cells:
         out[tuple(c.axes.get(a) for a in GROUP_AXES)].append(c)
-    return {k: sorted(v, key=lambda c: c.axes.get("seed", 0)) for k, v in sorted(out.items(), key=lambda kv: sort_key(kv[0]))}
+    return {k: sorted(v, key=lambda c: c.axes.get("seed", 0))
+            for k, v in sorted(out.items(), key=lambda kv: sort_key(kv[0]))}
 
 
 def systems_order(cells: list[CellResult], plan: dict | None) -> list[str]:

@@ -279,7 +279,8 @@ class PartitionEdgeLoader(PartitionLoader):
 
     def _make_batches(self, sampler, batch_size: int, seed: int, src: Tensor, dst: Tensor, deg: Tensor) -> None:
         if self._negatives is None:
-            raise ValueError("the edge loader needs negative_sampler=, e.g. dgl.dataloading.negative_sampler.Uniform(1)")
+            raise ValueError("the edge loader needs negative_sampler=, "
+                             "e.g. dgl.dataloading.negative_sampler.Uniform(1)")
         self.negative_sampler = as_local_negatives(self._negatives, deg)
         self.positives = positive_edges(src, dst, self.num_inner)
         self.edges = edge_usability(src, dst, self.num_inner, int(deg[: self.num_inner].sum()))

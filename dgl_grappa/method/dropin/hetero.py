@@ -23,15 +23,16 @@ log = logging.getLogger("dgl_grappa")
 
 
 class GrappaHeteroLoader:
-    """Local-only replacement for ``DistNodeDataLoader`` on a heterogeneous DistGraph (DGL's RGCN example's loader).
+    """Local-only replacement for ``DistNodeDataLoader`` on a heterogeneous DistGraph (DGL's RGCN example's
+    loader).
 
     Seeds are this machine's own training nodes of the ``target`` type; the script's ``NeighborSampler`` samples
-    inside the machine's local heterograph (:func:`~dgl_grappa.method.hetero.local_heterograph` of ``g.local_partition``: every
-    type's inner nodes and, with ``halo="keep"``, its 1-hop halo), per relation, as in the native runtime
-    (:class:`~dgl_grappa.kinds.hetero.HeteroRuntime`). It yields ``(input_nodes, seeds, blocks)`` as ``DistNodeDataLoader``
-    does for a heterograph: ``input_nodes`` and ``seeds`` are dicts of per-type global ids. Every input row comes
-    from this machine's memory: :meth:`features` (own rows from the server, the kept halo's read once through the
-    KVStore, ``one_time_bytes``), or the script's own layers' reads through :meth:`serve` (its
+    inside the machine's local heterograph (:func:`~dgl_grappa.method.hetero.local_heterograph` of
+    ``g.local_partition``: every type's inner nodes and, with ``halo="keep"``, its 1-hop halo), per relation, as in
+    the native runtime (:class:`~dgl_grappa.kinds.hetero.HeteroRuntime`). It yields ``(input_nodes, seeds, blocks)``
+    as ``DistNodeDataLoader`` does for a heterograph: ``input_nodes`` and ``seeds`` are dicts of per-type global ids.
+    Every input row comes from this machine's memory: :meth:`features` (own rows from the server, the kept halo's
+    read once through the KVStore, ``one_time_bytes``), or the script's own layers' reads through :meth:`serve` (its
     ``g.nodes[t].data[key][ids]`` and its ``DistEmbedding`` per featureless type), or the package's learnable rows
     :meth:`embedding`. Every machine takes the same number of steps.
 
@@ -168,7 +169,8 @@ class GrappaHeteroLoader:
         :mod:`~dgl_grappa.method.dropin.serve`.
 
         Example:
-            >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden, sparse_emb=True, dgl_sparse_emb=True)  # doctest: +SKIP
+            >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden,  # doctest: +SKIP
+            ...                              sparse_emb=True, dgl_sparse_emb=True)
             >>> loader.serve(embed_layer)
         """
         return serve(obj, self)
@@ -207,7 +209,8 @@ class GrappaHeteroLoader:
         return out
 
     def features(self, input_nodes: dict) -> dict:
-        """fp32 rows of the featured types among ``input_nodes`` (per-type global ids), all from this machine's memory."""
+        """fp32 rows of the featured types among ``input_nodes`` (per-type global ids), all from this machine's
+        memory."""
         out = {}
         for t, ids in input_nodes.items():
             if t not in self._own:
@@ -432,7 +435,8 @@ def sampled_relations(block: dgl.DGLGraph) -> dgl.DGLGraph:
 
 
 class GlobalIdHeteroEmbedding(HeteroEmbedding):
-    """:class:`~dgl_grappa.method.hetero.HeteroEmbedding` over one :class:`GrappaHeteroLoader`'s machine, called with per-type global ids."""
+    """:class:`~dgl_grappa.method.hetero.HeteroEmbedding` over one :class:`GrappaHeteroLoader`'s machine, called
+    with per-type global ids."""
 
     def __init__(self, loader: GrappaHeteroLoader, dim: int, seed: int = 0):
         part = SimpleNamespace(global_ids=loader.global_ids, num_inner_by_type=loader.num_inner_by_type,

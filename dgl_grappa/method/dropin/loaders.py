@@ -145,7 +145,8 @@ class _OnMachine:
 
 
 class GrappaLoader(_OnMachine):
-    """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`~.core.PartitionLoader` over a DistGraph.
+    """Local-only, coverage-weighted replacement for ``DistNodeDataLoader``: a :class:`~.core.PartitionLoader`
+    over a DistGraph.
 
     What the loader keeps follows the native runtime's rules (:func:`~.local_part.choose_kept`):
     the nodes the training seeds' sampled trees reach, the tables in the most exact precision
@@ -206,7 +207,8 @@ class GrappaLoader(_OnMachine):
 
 
 class GrappaEdgeLoader(_OnMachine):
-    """Local-only replacement for ``DistEdgeDataLoader`` (link prediction): a :class:`~.core.PartitionEdgeLoader` over a DistGraph.
+    """Local-only replacement for ``DistEdgeDataLoader`` (link prediction): a :class:`~.core.PartitionEdgeLoader`
+    over a DistGraph.
 
     What it keeps and reads once is :class:`GrappaLoader`'s, with every node of the partition
     kept (any node it holds may be the end of a positive or negative pair); read every input

@@ -1,11 +1,11 @@
 """What a drop-in loader holds of its machine: the rows a batch reads, served from local memory.
 
-A DistDGL trainer's machine holds its partition (``g.local_partition``) and, in the co-located
-server's shared memory, the own nodes' node data (``g.ndata[k].local_partition``).
-:class:`MachineTables` adds, read once, what the native runtime keeps (:func:`~dgl_grappa.method.local_part.choose_kept`):
-the kept halo's feature rows and in-degrees through the KVStore, this machine's first-hop aggregates from
-the partition folder and the halo's through a temporary DistTensor, in the precision the memory budget
-leaves room for; then it serves every row a batch asks for from memory (:meth:`~MachineTables.features`,
+A DistDGL trainer's machine holds its partition (``g.local_partition``) and, in the co-located server's
+shared memory, the own nodes' node data (``g.ndata[k].local_partition``). :class:`MachineTables` adds, read
+once, what the native runtime keeps (:func:`~dgl_grappa.method.local_part.choose_kept`): the kept halo's
+feature rows and in-degrees through the KVStore, this machine's first-hop aggregates from the partition
+folder and the halo's through a temporary DistTensor, in the precision the memory budget leaves room for;
+then it serves every row a batch asks for from memory (:meth:`~MachineTables.features`,
 :meth:`~MachineTables.degrees`, :meth:`~MachineTables.aggregates`, learnable rows
 :meth:`~MachineTables.embedding`).
 """
@@ -183,9 +183,10 @@ class MachineTables:
             seed: seed of the initial rows (every trainer must use the same).
 
         Example:
-            >>> emb = loader.embedding(64)                    # was DistEmbedding(g.num_nodes(), 64, ...)   # doctest: +SKIP
-            >>> emb_opt = emb.optimizer(lr=0.01)              # was dgl.distributed.optim.SparseAdam([emb], lr=0.01)  # doctest: +SKIP
-            >>> for input_nodes, seeds, blocks in loader:                                                     # doctest: +SKIP
+            >>> emb = loader.embedding(64)  # was DistEmbedding(g.num_nodes(), 64, ...)  # doctest: +SKIP
+            >>> emb_opt = emb.optimizer(lr=0.01)  # was dgl.distributed.optim.SparseAdam([emb], lr=0.01)
+            ... # doctest: +SKIP
+            >>> for input_nodes, seeds, blocks in loader:  # doctest: +SKIP
             ...     loss = F.cross_entropy(model(blocks, emb(input_nodes)), labels); ...; emb_opt.step()
         """
         if self.first_hop != "sampled":
