@@ -171,7 +171,7 @@ class GrappaHeteroLoader:
         Example:
             >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden,  # doctest: +SKIP
             ...                              sparse_emb=True, dgl_sparse_emb=True)
-            >>> loader.serve(embed_layer)
+            >>> loader.serve(embed_layer)  # doctest: +SKIP
         """
         return serve(obj, self)
 

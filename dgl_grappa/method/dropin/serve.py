@@ -28,7 +28,7 @@ What a loader gives this module (the "row source"): ``in_epoch``; ``serves(ntype
 
 Example:
     >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden, sparse_emb=True, dgl_sparse_emb=True)  # doctest: +SKIP
-    >>> loader.serve(embed_layer)   # its g.nodes[t].data["feat"][ids] and DistEmbeddings: this machine's memory
+    >>> loader.serve(embed_layer)   # its feature reads and DistEmbeddings: this machine memory  # doctest: +SKIP
 """
 from __future__ import annotations
 
