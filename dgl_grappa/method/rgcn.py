@@ -15,6 +15,7 @@ graph's output on its seeds (the mean is over the block's in-edges, as over the 
 model returns the rows of the target type only (the blocks end at its seeds).
 
 Example:
+    >>> import torch
     >>> g = dgl.heterograph({("a", "r", "b"): ([0, 1], [0, 0]), ("b", "rev", "a"): ([0, 0], [0, 1])})
     >>> m = RGCN({"a": 3, "b": 4}, 8, 2, g.canonical_etypes, target="b")
     >>> m(g, {"a": torch.randn(2, 3), "b": torch.randn(1, 4)}).shape
