@@ -405,6 +405,12 @@ class LinkConfig:
     """How training negatives' destinations are drawn: uniform, or in proportion to the
     full-graph in-degree to the power 0.75. Grappa: over the nodes the worker holds (its own
     and its kept halo: a global draw would need remote nodes); DistDGL: over every node."""
+    negative_pool: float = 0.0
+    """Grappa: remote nodes per own node a worker holds as a negative pool: ``ceil(negative_pool x
+    its own nodes)`` nodes of other parts, drawn uniformly, their rows read once per partitioning
+    (one-time bytes, held as halo rows are), so that training negatives follow the global draw
+    DistDGL makes (an own node with its share of the graph, else a pool node); 0: negatives from
+    the nodes the worker holds only (its own and its kept halo)."""
     eval_negatives: int = 100
     """Negatives per held-out edge in evaluation: destinations drawn uniformly from every node
     (seeded by ``link.seed``; not filtered against true edges)."""
@@ -1178,6 +1184,8 @@ def _validate_link(cfg: Config) -> None:
            f"link.val_frac={lk.val_frac} and link.test_frac={lk.test_frac} hold out {lk.val_frac + lk.test_frac:g} of "
            "the edges, leaving none to train on; make their sum < 1, e.g. --link.val_frac=0.05 --link.test_frac=0.1")
     _check(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
+    _check(lk.negative_pool >= 0, f"link.negative_pool={lk.negative_pool} must be >= 0 (remote nodes per own node "
+                                  "held as negatives; 0: none)")
     _check(lk.eval_negatives >= 1, f"link.eval_negatives={lk.eval_negatives} must be >= 1")
     _check(1 <= lk.hits_k <= lk.eval_negatives,
            f"link.hits_k={lk.hits_k} must be in 1..link.eval_negatives={lk.eval_negatives} (with more, every "

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import dgl
+import numpy as np
 import pytest
 import torch
 from clitools import train
@@ -27,9 +28,11 @@ from dgl_grappa.config import ConfigError, DataConfig, LinkConfig, ModelConfig, 
     load_config
 from dgl_grappa.data.links import hold_out_edges, link_split
 from dgl_grappa.kinds import kind_of
-from dgl_grappa.method.link import LocalNegativeSampler, link_loss
+from dgl_grappa.method.link import LocalNegativeSampler, link_loss, positive_edges
+from dgl_grappa.method.local_part import Keep, load_local
 from dgl_grappa.method.models import build_model, gradient_bytes
-from dgl_grappa.runtime.evaluation import ranking_metrics
+from dgl_grappa.method.storage import row_bytes
+from dgl_grappa.runtime.evaluation import embedding_accuracy, evaluate_link, ranking_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "configs" / "link.yaml")
@@ -108,6 +111,114 @@ def test_ranking_metrics_and_the_loss_match_a_hand_computation():
     s_pos, s_neg = torch.tensor([2.0]), torch.tensor([0.0, 2.0])  # h0.h1, h0.h2, h0.h1
     want = -(torch.log(torch.sigmoid(s_pos)).sum() + torch.log(1 - torch.sigmoid(s_neg)).sum()) / 3
     assert float(link_loss(h, pairs, negs)) == pytest.approx(float(want))
+
+
+@pytest.mark.unit
+def test_the_embeddings_are_classified_as_dgls_example_classifies_them(link_parts):
+    """evaluate_link adds the node-classification accuracy of the encoder's rows (DGL's train_dist_unsupervised.py
+    evaluation: standardised rows, a multinomial logistic regression fitted on the training nodes)."""
+    g, split, _ = link_parts
+    nd = split.graph.ndata
+    label, masks = nd["label"], (nd["train_mask"], nd["val_mask"], nd["test_mask"])
+    classes = int(label.max()) + 1
+    onehot = torch.nn.functional.one_hot(label, classes).float() + 0.01 * torch.randn(label.numel(), classes)
+    assert embedding_accuracy(onehot, label, *masks) == {"val": 1.0, "test": 1.0}   # rows that say the label
+    noise = torch.randn(label.numel(), 16, generator=torch.Generator().manual_seed(0))
+    chance = embedding_accuracy(noise, label, *masks)
+    assert all(v < 2.5 / classes for v in chance.values()), chance                  # rows that say nothing
+    feat = embedding_accuracy(nd["feat"], label, *masks)
+    assert all(2.5 / classes < v < 1.0 for v in feat.values()), feat               # the noisy class means between
+    with pytest.raises(ValueError, match="train_mask selects none"):
+        embedding_accuracy(nd["feat"], label, torch.zeros_like(masks[0]), *masks[1:])
+
+    class Rows(torch.nn.Module):  # an "encoder" returning fixed rows: evaluate_link reports their accuracy
+        def __init__(self, h):
+            super().__init__()
+            self.h = torch.nn.Parameter(h)
+
+        def forward(self, graph, x):
+            return self.h
+
+    out = evaluate_link(Rows(onehot), split, k=10)
+    assert (out["val_emb_acc"], out["test_emb_acc"]) == (1.0, 1.0) and 0 < out["test_mrr"] < 1
+    assert evaluate_link(Rows(nd["feat"].clone()), split, k=10)["test_emb_acc"] == feat["test"]   # deterministic
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("dist", ["uniform", "degree"])
+def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, dist):
+    """link.negative_pool: a uniform sample of the other part's nodes, rows read once from their owners (the
+    whole graph's features and in-degrees), without edges; negatives from the own nodes with their share of a
+    global draw, else from the pool, never from a halo node outside it."""
+    g, split, stats = link_parts
+    cfg = _cfg("--link.negative_pool=0.5", f"--link.negative_dist={dist}", "--link.negatives=20")
+    kind = kind_of(cfg)
+    lp = kind.load_part(cfg, stats["part_config"], 1)
+    n_total = split.graph.num_nodes()
+    assert lp.num_nodes_total == n_total and lp.pool.numel() == lp.keep["pool"] == -(-lp.part_inner // 2)
+    assert bool((lp.pool >= lp.num_inner).all()) and bool((lp.owner[lp.pool] != 1).all())   # other parts' nodes
+    outside = lp.pool[lp.pool >= lp.keep["kept"]]
+    assert outside.numel() == lp.keep["pool_read"] > 0 and lp.graph.num_nodes() == lp.keep["kept"] + outside.numel()
+    assert int(lp.graph.in_degrees(outside).sum() + lp.graph.out_degrees(outside).sum()) == 0   # no edges
+    orig = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "orig_ids.npy")).long()
+    o = orig[lp.global_ids[lp.pool].long()]
+    assert torch.equal(lp.feat.gather(lp.pool), split.graph.ndata["feat"][o])                  # fp32: exact
+    assert torch.equal(lp.in_degree[lp.pool], split.graph.in_degrees(o))
+    width = lp.feat.shape[1]
+    n_read = lp.keep["halo_kept"] + lp.keep["pool_read"]
+    assert lp.one_time_bytes == n_read * (2 * row_bytes(width, "fp32") + 8)   # features, aggregates, in-degrees
+    rt = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
+    drawn = torch.cat([neg.ndata[dgl.NID][neg.edges()[1].long()] for _, (_, neg), *_ in rt.epoch_inputs(0)]).long()
+    own = drawn < lp.num_inner
+    remote = n_total - lp.part_inner
+    if dist == "uniform":
+        want = lp.part_inner / n_total
+    else:
+        w = lp.in_degree.double() ** 0.75
+        w_own, w_pool = float(w[: lp.num_inner].sum()), float(w[lp.pool].sum()) * remote / lp.pool.numel()
+        want = w_own / (w_own + w_pool)
+    assert rt.negatives.own_share == pytest.approx(want)
+    assert abs(float(own.double().mean()) - want) < 0.02, (float(own.double().mean()), want)
+    assert bool(torch.isin(drawn[~own], lp.pool).all()), "a remote negative outside the pool"
+    assert torch.unique(drawn[~own]).numel() > 0.9 * lp.pool.numel()
+    assert rt.summary()["negatives"] == {"pool": lp.pool.numel(), "own_share": rt.negatives.own_share}
+    # without a pool: every node held may be drawn, the pool's share of the graph is not imitated
+    plain = kind.make_runtime(_cfg("--link.negative_pool=0"), Identity(0, 1, 0),
+                              kind.load_part(_cfg("--link.negative_pool=0"), stats["part_config"], 1))
+    assert plain.negatives.pool is None and plain.summary()["negatives"]["pool"] == 0
+    with pytest.raises(ConfigError, match="link.negative_pool=-1.0 must be >= 0"):
+        _cfg("--link.negative_pool=-1")
+
+
+@pytest.mark.unit
+def test_the_memory_budget_never_costs_a_positive_edge(link_parts, caplog):
+    """A budget that int4 cannot hold the halo in: node classification samples the halo (neighbours, not seeds);
+    link prediction keeps every positive's source, over the budget, and says so with the figure to set."""
+    _, _, stats = link_parts
+    kind = kind_of(_cfg())
+    whole = kind.make_runtime(_cfg(), Identity(0, 1, 0), kind.load_part(_cfg(), stats["part_config"], 0))
+    assert whole.edges["usable_fraction"] == 1.0
+    tight = _cfg("--train.memory_budget=0.3")
+    with caplog.at_level("WARNING", logger="dgl_grappa"):
+        lp = kind.load_part(tight, stats["part_config"], 0)
+    rt = kind.make_runtime(tight, Identity(0, 1, 0), lp)
+    assert lp.keep["precision"] == "int4" and lp.keep["halo_kept"] == lp.keep["halo"]
+    assert rt.edges == whole.edges and rt.positives.numel() == whole.positives.numel()   # every positive kept
+    over = lp.keep["over_budget_bytes"]
+    assert over > 0 and lp.resident_bytes == pytest.approx(lp.keep["budget_bytes"] + over, abs=1)
+    msg = [r.getMessage() for r in caplog.records if "sources of its positive edges" in r.getMessage()]
+    assert len(msg) == 1 and "\n" not in msg[0]
+    hint = float(msg[0].split("--train.memory_budget=")[1].split()[0])
+    assert hint == pytest.approx(lp.resident_bytes / lp.own_fp32_bytes, abs=1e-3)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="dgl_grappa"):   # the named budget holds them: no warning
+        named = kind.load_part(_cfg(f"--train.memory_budget={hint}"), stats["part_config"], 0)
+    assert named.keep["over_budget_bytes"] == 0 and named.keep["halo_kept"] == named.keep["halo"]
+    assert not [r for r in caplog.records if "positive edges" in r.getMessage()]
+    # What the budget did before: a halo sample, and the positives of the dropped sources lost with them.
+    sampled = load_local(stats["part_config"], 0, "keep", "exact", keep=Keep(storage="auto", budget=0.3))
+    assert sampled.keep["halo_kept"] < sampled.keep["halo"]
+    assert positive_edges(sampled.src, sampled.dst, sampled.num_inner).numel() < whole.positives.numel()
 
 
 def _cfg(*overrides):
