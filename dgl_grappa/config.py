@@ -405,7 +405,7 @@ class LinkConfig:
     """How training negatives' destinations are drawn: uniform, or in proportion to the
     full-graph in-degree to the power 0.75. Grappa: over the nodes the worker holds (its own
     and its kept halo: a global draw would need remote nodes); DistDGL: over every node."""
-    negative_pool: float = 0.0
+    negative_pool: float = 0.25
     """Grappa: remote nodes per own node a worker holds as a negative pool: ``ceil(negative_pool x
     its own nodes)`` nodes of other parts, drawn uniformly, their rows read once per partitioning
     (one-time bytes, held as halo rows are), so that training negatives follow the global draw
