@@ -227,15 +227,20 @@ def _cfg(*overrides):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("halo,first_hop,dist", [("keep", "exact", "uniform"), ("drop", "sampled", "degree")])
-def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist):
+@pytest.mark.parametrize("halo,first_hop,dist,pool", [("keep", "exact", "uniform", 0.0), ("drop", "sampled", "degree", 0.0),
+                                                      ("drop", "exact", "uniform", 0.25)])
+def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist, pool):
     _, _, stats = link_parts
     cfg = _cfg(f"--train.halo={halo}", f"--train.first_hop={first_hop}", f"--link.negative_dist={dist}",
-               "--link.negatives=3")
+               "--link.negatives=3", f"--link.negative_pool={pool}")
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 1)
     rt = kind.make_runtime(cfg, Identity(0, 1, 1), lp)
     n_local, n_inner = lp.graph.num_nodes(), lp.num_inner
+    pooled = torch.zeros(n_local, dtype=torch.bool)
+    if pool:  # the pool's nodes (no halo here: all of them read from their owners) are held, without edges
+        pooled[lp.pool] = True
+        assert lp.pool.numel() == lp.keep["pool_read"] > 0 and n_local == n_inner + lp.pool.numel()
     local_edges = set((lp.src.long() * n_local + lp.dst.long()).tolist())
     seen = []
     batches = list(rt.epoch_inputs(0))
@@ -251,8 +256,10 @@ def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(
         nu, nv = (ids[t.long()] for t in neg.edges())
         assert torch.equal(nu, u.repeat_interleave(3))  # k negatives per positive, from its source
         assert bool((nv < n_local).all()), "a negative this worker does not hold"
-        if halo == "drop":  # nothing but inner nodes, ends, negatives and sampled neighbours alike
-            assert n_local == n_inner and bool((blocks[0].srcdata[dgl.NID] < n_inner).all())
+        if halo == "drop":  # nothing but inner nodes (and the pool's negatives), ends and sampled neighbours alike
+            src_ids = blocks[0].srcdata[dgl.NID].long()
+            assert n_local == n_inner + int(pooled.sum()) and bool(((src_ids < n_inner) | pooled[src_ids]).all())
+            assert bool((u < n_inner).all()), "a positive from a node it does not own"
         seen.append(u * n_local + v)
     # An epoch trains on every edge this worker owns and holds, once.
     assert torch.sort(torch.cat(seen)).values.tolist() == sorted((lp.src.long() * n_local + lp.dst.long())[
@@ -300,7 +307,8 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
     from dgl_grappa.method.dropin import PartitionEdgeLoader
 
     _, _, stats = link_parts
-    cfg = _cfg("--train.halo=keep", "--train.first_hop=exact")
+    # the drop-in's core draws its negatives from the nodes it holds: the native runtime without a pool
+    cfg = _cfg("--train.halo=keep", "--train.first_hop=exact", "--link.negative_pool=0")
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 0)
     native = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
@@ -422,6 +430,9 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(str
     for w in s["workers"]:
         e = w["link_edges"]
         assert e["positives"] == e["owned"] > e["positives_halo_drop"] > 0
+        # the default negative pool: a quarter of its own nodes from the other part, read once with the halo
+        assert w["negatives"]["pool"] == w["keep"]["pool"] == -(-w["inner_nodes"] // 4)
+        assert 0.3 < w["negatives"]["own_share"] < 0.7 and w["one_time_bytes"] > 0
     records = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records if "val_mrr" in r] == [0, 1, 2]
 
