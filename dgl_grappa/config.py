@@ -411,6 +411,10 @@ class LinkConfig:
     (one-time bytes, held as halo rows are), so that training negatives follow the global draw
     DistDGL makes (an own node with its share of the graph, else a pool node); 0: negatives from
     the nodes the worker holds only (its own and its kept halo)."""
+    pool_fanout: int = 0
+    """Grappa: in-neighbours read once per pool node (a uniform sample of its in-edges, held as
+    leaves, as the halo is), so that a pool negative's sampled tree is a tree as any other node's;
+    0: a pool node has no sampled neighbourhood."""
     eval_negatives: int = 100
     """Negatives per held-out edge in evaluation: destinations drawn uniformly from every node
     (seeded by ``link.seed``; not filtered against true edges)."""
@@ -1186,6 +1190,7 @@ def _validate_link(cfg: Config) -> None:
     _check(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
     _check(lk.negative_pool >= 0, f"link.negative_pool={lk.negative_pool} must be >= 0 (remote nodes per own node "
                                   "held as negatives; 0: none)")
+    _check(lk.pool_fanout >= 0, f"link.pool_fanout={lk.pool_fanout} must be >= 0 (in-neighbours per pool node)")
     _check(lk.eval_negatives >= 1, f"link.eval_negatives={lk.eval_negatives} must be >= 1")
     _check(1 <= lk.hits_k <= lk.eval_negatives,
            f"link.hits_k={lk.hits_k} must be in 1..link.eval_negatives={lk.eval_negatives} (with more, every "

@@ -145,28 +145,39 @@ def test_the_embeddings_are_classified_as_dgls_example_classifies_them(link_part
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("dist", ["uniform", "degree"])
-def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, dist):
+@pytest.mark.parametrize("dist,fanout", [("uniform", 0), ("degree", 0), ("uniform", 4)])
+def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, dist, fanout):
     """link.negative_pool: a uniform sample of the other part's nodes, rows read once from their owners (the
-    whole graph's features and in-degrees), without edges; negatives from the own nodes with their share of a
-    global draw, else from the pool, never from a halo node outside it."""
+    whole graph's features and in-degrees), with link.pool_fanout of their in-edges each (their sources held
+    as leaves) or none; negatives from the own nodes with their share of a global draw, else from the pool,
+    never from a halo node outside it."""
     g, split, stats = link_parts
-    cfg = _cfg("--link.negative_pool=0.5", f"--link.negative_dist={dist}", "--link.negatives=20")
+    cfg = _cfg("--link.negative_pool=0.5", f"--link.negative_dist={dist}", "--link.negatives=20",
+               f"--link.pool_fanout={fanout}")
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 1)
     n_total = split.graph.num_nodes()
     assert lp.num_nodes_total == n_total and lp.pool.numel() == lp.keep["pool"] == -(-lp.part_inner // 2)
     assert bool((lp.pool >= lp.num_inner).all()) and bool((lp.owner[lp.pool] != 1).all())   # other parts' nodes
     outside = lp.pool[lp.pool >= lp.keep["kept"]]
-    assert outside.numel() == lp.keep["pool_read"] > 0 and lp.graph.num_nodes() == lp.keep["kept"] + outside.numel()
-    assert int(lp.graph.in_degrees(outside).sum() + lp.graph.out_degrees(outside).sum()) == 0   # no edges
+    appended = torch.arange(lp.keep["kept"], lp.graph.num_nodes())
+    assert appended.numel() == lp.keep["pool_read"] >= outside.numel() > 0
     orig = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "orig_ids.npy")).long()
-    o = orig[lp.global_ids[lp.pool].long()]
-    assert torch.equal(lp.feat.gather(lp.pool), split.graph.ndata["feat"][o])                  # fp32: exact
-    assert torch.equal(lp.in_degree[lp.pool], split.graph.in_degrees(o))
+    go = orig[lp.global_ids.long()]
+    full = split.graph
+    assert torch.equal(lp.feat.gather(appended), full.ndata["feat"][go[appended]])       # fp32: exact
+    assert torch.equal(lp.in_degree[appended], full.in_degrees(go[appended]))
+    assert int(lp.graph.out_degrees(outside).sum()) == 0                                  # a pool node is no source
+    drawn = lp.graph.in_degrees(outside)
+    assert torch.equal(drawn, full.in_degrees(go[outside]).clamp(max=fanout))             # fanout in-edges, or none
+    s, d = (t.long() for t in lp.graph.in_edges(outside))
+    assert bool(full.has_edges_between(go[s], go[d]).all())                               # real edges, drawn once
+    assert torch.unique(s * lp.graph.num_nodes() + d).numel() == s.numel() == lp.keep["pool_edges"]
+    others = appended[~torch.isin(appended, outside)]                                     # the drawn neighbours: leaves
+    assert (others.numel() > 0) == (fanout > 0) and int(lp.graph.in_degrees(others).sum()) == 0
     width = lp.feat.shape[1]
     n_read = lp.keep["halo_kept"] + lp.keep["pool_read"]
-    assert lp.one_time_bytes == n_read * (2 * row_bytes(width, "fp32") + 8)   # features, aggregates, in-degrees
+    assert lp.one_time_bytes == n_read * (2 * row_bytes(width, "fp32") + 8) + 8 * lp.keep["pool_edges"]
     rt = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
     drawn = torch.cat([neg.ndata[dgl.NID][neg.edges()[1].long()] for _, (_, neg), *_ in rt.epoch_inputs(0)]).long()
     own = drawn < lp.num_inner

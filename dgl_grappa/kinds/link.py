@@ -122,7 +122,8 @@ class LinkKind(HomogeneousKind):
     def load_part(self, cfg: Config, part_config: str, part: int):
         # the part as for node classification, and the negative pool (link.negative_pool), read once
         return load_local(part_config, part, cfg.train.halo, cfg.first_hop, keep=self.keep(cfg),
-                          aggregate=first_hop_table(cfg.model), pool=cfg.link.negative_pool)
+                          aggregate=first_hop_table(cfg.model), pool=cfg.link.negative_pool,
+                          pool_fanout=cfg.link.pool_fanout)
 
     def make_runtime(self, cfg: Config, ident, lp) -> EdgeRuntime:
         return EdgeRuntime(cfg, ident, lp)

@@ -442,22 +442,51 @@ def remote_sample(ranges: list[tuple[int, int]], part_id: int, size: int, seed: 
     return torch.where(idx < lo, idx, idx + (hi - lo))  # skip this part's own range
 
 
-def _pool_in_halo(pool_gids: Tensor | None, gids: Tensor, num_inner: int, n_local: int) -> tuple[Tensor | None, Tensor]:
-    """(bool mask over the local nodes of the pool's halo nodes, or None; the pool's other global ids)."""
-    if pool_gids is None:
-        return None, torch.empty(0, dtype=torch.int64)
-    halo_g = gids[num_inner:n_local].to(torch.int64)
-    order = torch.argsort(halo_g)
-    pos = torch.searchsorted(halo_g[order], pool_gids).clamp(max=max(halo_g.numel() - 1, 0))
-    found = (halo_g[order][pos] == pool_gids) if halo_g.numel() else torch.zeros_like(pool_gids, dtype=torch.bool)
-    mask = torch.zeros(n_local, dtype=torch.bool)
-    mask[num_inner + order[pos[found]]] = True
-    return mask, pool_gids[~found]
+def _locate(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
+    """The local id of every global id of ``want`` among the first ``n_local`` local nodes, -1 where absent."""
+    have = gids[:n_local].to(torch.int64)
+    order = torch.argsort(have)
+    pos = torch.searchsorted(have[order], want).clamp(max=max(have.numel() - 1, 0))
+    hit = (have[order][pos] == want) if have.numel() else torch.zeros_like(want, dtype=torch.bool)
+    return torch.where(hit, order[pos] if have.numel() else want, torch.full_like(want, -1))
+
+
+def pool_neighbours(part_config, ranges: list[tuple[int, int]], centres: Tensor, fanout: int,
+                    seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Up to ``fanout`` in-neighbours of every node of ``centres`` (global ids), drawn uniformly without
+    replacement (seeded) from its owner's part, which DGL's 1-hop layout gives all of its inner nodes'
+    in-edges; read once, one owner's structure at a time.
+
+    Returns:
+        ``(src, dst)``: global ids of the drawn edges ``neighbour -> centre``.
+    """
+    firsts = torch.tensor([lo for lo, _ in ranges[1:]], dtype=torch.int64)
+    owner = torch.bucketize(centres, firsts, right=True)
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + 31)
+    src, dst = [], []
+    for q in torch.unique(owner).tolist():
+        mine = centres[owner == q]
+        st = read_part_structure(part_config, q, in_edges_of_inner=True)
+        local = _locate(mine, st["global_ids"], st["num_inner"])
+        lo, hi = st["indptr"][local], st["indptr"][local + 1]
+        deg = hi - lo
+        seg = torch.repeat_interleave(torch.arange(mine.numel()), deg)
+        edge = torch.repeat_interleave(lo - torch.cumsum(deg, 0) + deg, deg) + torch.arange(int(deg.sum()))
+        # a random key per edge, sorted within each centre's in-edges: the first `fanout` are a uniform draw
+        order = torch.argsort(seg.double() * 2 + torch.rand(seg.numel(), generator=gen, dtype=torch.float64))
+        seg, edge = seg[order], edge[order]
+        rank = torch.arange(seg.numel()) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg)
+        take = rank < fanout
+        src.append(st["global_ids"][st["indices"][edge[take]].long()])
+        dst.append(mine[seg[take]])
+        del st
+    empty = torch.empty(0, dtype=torch.int64)
+    return (torch.cat(src) if src else empty), (torch.cat(dst) if dst else empty)
 
 
 def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
                lean: bool = False, keep: Keep | None = None, aggregate: str = "agg",
-               features: bool = True, pool: float = 0.0) -> LocalPartition:
+               features: bool = True, pool: float = 0.0, pool_fanout: int = 0) -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -480,7 +509,11 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         pool: link prediction's negative pool: ``ceil(pool x inner nodes)`` nodes of other parts
             (:func:`remote_sample`, seeded by ``keep.seed``), held as halo nodes are (features,
             in-degree, aggregates, read once from their owners' files; never sampled away by the
-            budget) but without edges; ``LocalPartition.pool`` lists them. 0: none.
+            budget); ``LocalPartition.pool`` lists them. 0: none.
+        pool_fanout: in-neighbours per pool node outside the halo (:func:`pool_neighbours`), held as
+            leaves (their rows read once, as the halo's), so that a pool node's sampled tree is a
+            tree as any other node's; 0: no edges (a pool node's sampled neighbourhood is empty). A
+            pool node in the halo keeps the halo's neighbourhood (the own nodes that point at it).
 
     Returns:
         A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
@@ -531,11 +564,24 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     top = float(node["feat"].abs().max()) if features and node["feat"].numel() else 0.0
     tables = 2 if exact else 1
     ranges = node_map(meta)
-    pool_gids = remote_sample(ranges, part_id, math.ceil(pool * num_inner), keep.seed) if pool > 0 else None
-    pool_halo, pool_out = _pool_in_halo(pool_gids, gids, num_inner, n_local)
+    pool_gids, pool_halo, extra_out, pool_src, pool_dst = None, None, torch.empty(0, dtype=torch.int64), None, None
+    if pool > 0:
+        if keep.reach is not None:
+            raise ValueError("a negative pool needs every node of the part kept: load_local(..., keep=Keep(reach=None))")
+        pool_gids = remote_sample(ranges, part_id, math.ceil(pool * num_inner), keep.seed)
+        at = _locate(pool_gids, gids, n_local)
+        held_g = pool_gids
+        if pool_fanout > 0:  # the pool's nodes outside the halo get a tree: a sample of their in-neighbours
+            pool_src, pool_dst = pool_neighbours(part_config, ranges, pool_gids[at < 0], pool_fanout,
+                                                 keep.seed * 7919 + part_id)
+            held_g = torch.unique(torch.cat([pool_gids, pool_src]))
+        at_all = _locate(held_g, gids, n_local)
+        pool_halo = torch.zeros(n_local, dtype=torch.bool)
+        pool_halo[at_all[at_all >= num_inner]] = True
+        extra_out = held_g[at_all < 0]  # sorted: read from their owners, appended after the kept nodes
     kept, inner_kept, halo_reach, precision = choose_kept(
         src, dst, n_local, num_inner, train_local, keep, width, inner_tables=tables, halo_tables=tables,
-        part_id=part_id, top=top, required=pool_halo, extra=int(pool_out.numel()))
+        part_id=part_id, top=top, required=pool_halo, extra=int(extra_out.numel()))
     halo_kept = kept[inner_kept.numel():]
     partial_rows = 0  # fp32 partial sums from other owners, for aggregates the kept halo rows do not cover
     if exact and halo == "drop":
@@ -547,24 +593,37 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         miss = (d < num_inner) & held[d] & (s >= num_inner) & ~held[s]
         partial_rows = int(torch.unique(d[miss] * num_parts + owner[s[miss]]).numel())
     pool_ids = None
-    if pool_gids is not None:  # the pool's halo nodes by their new ids; the others appended, without edges
+    if pool_gids is not None:  # the pool in new ids: local ones where they were kept, the others appended
         new = torch.full((n_local,), -1, dtype=torch.int64)
         new[kept] = torch.arange(kept.numel())
-        pool_ids = torch.sort(torch.cat([new[pool_halo.nonzero(as_tuple=True)[0]],
-                                         kept.numel() + torch.arange(pool_out.numel())])).values
+
+        def new_id(g: Tensor) -> Tensor:
+            at = _locate(g, gids, n_local)
+            appended = kept.numel() + torch.searchsorted(extra_out, g)
+            return torch.where(at >= 0, new[at.clamp(min=0)], appended)
+
+        pool_ids = torch.sort(new_id(pool_gids)).values
+        if pool_src is not None and pool_src.numel():
+            pool_src, pool_dst = new_id(pool_src), new_id(pool_dst)
     if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
         src, dst = relabel(src, dst, kept, n_local)
         if lean:
             src, dst = src.to(torch.int32), dst.to(torch.int32)
         graph = None
         gids, owner = gids[kept], owner[kept]
-    if pool_out.numel():
+    n_pool_edges = 0
+    if extra_out.numel():
         firsts = torch.tensor([lo for lo, _ in ranges[1:]], dtype=torch.int64)
-        gids = torch.cat([gids, pool_out.to(gids.dtype)])
-        owner = torch.cat([owner, torch.bucketize(pool_out, firsts, right=True).to(owner.dtype)])
+        gids = torch.cat([gids, extra_out.to(gids.dtype)])
+        owner = torch.cat([owner, torch.bucketize(extra_out, firsts, right=True).to(owner.dtype)])
+        graph = None
+    if pool_src is not None and pool_src.numel():  # the pool's drawn in-edges, after the part's own
+        src = torch.cat([src, pool_src.to(src.dtype)])
+        dst = torch.cat([dst, pool_dst.to(dst.dtype)])
+        n_pool_edges = int(pool_src.numel())
         graph = None
     n_keep, n_inner_keep = kept.numel(), inner_kept.numel()
-    n_all = n_keep + int(pool_out.numel())  # the local graph's nodes: kept ones, then the pool's others
+    n_all = n_keep + int(extra_out.numel())  # the local graph's nodes: kept ones, then the pool's others
     if graph is None:
         if lean:
             counts = torch.bincount(dst.long(), minlength=n_all)
@@ -602,7 +661,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         agg = NodeTable.cat([agg, hagg]) if exact else None
         halo_bytes = n_halo * width * 4
         one_time = n_halo * (int(row_bytes(width, precision)) * (2 if exact else 1) + 8)
-    one_time += partial_rows * width * 4
+    one_time += partial_rows * width * 4 + n_pool_edges * 8  # and the pool's drawn neighbours' ids
     memory = _memory(feat, agg, n_inner_keep, n_all, precision, [gids, owner, label, train_ids, in_degree, src, dst],
                      graph)
     limit = keep.limit(own_fp32)
@@ -616,7 +675,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
               "inner_kept": n_inner_keep, "halo": n_local - num_inner, "halo_reach": int(halo_reach.numel()),
               "halo_kept": n_keep - n_inner_keep, "budget_bytes": limit if limit < float("inf") else None,
               "over_budget_bytes": max(0, int(tables_bytes - limit)) if limit < float("inf") else 0,
-              "pool": 0 if pool_ids is None else int(pool_ids.numel()), "pool_read": int(pool_out.numel())},
+              "pool": 0 if pool_ids is None else int(pool_ids.numel()), "pool_read": int(extra_out.numel()),
+              "pool_edges": n_pool_edges},
         pool=pool_ids, num_nodes_total=ranges[-1][1])
 
 
