@@ -341,7 +341,8 @@ def positive_sources(src: Tensor, dst: Tensor, num_inner: int, n_local: int) -> 
     positive edges link prediction trains on, :func:`~.link.positive_edges`).
 
     Example:
-        >>> positive_sources(torch.tensor([2, 0, 3]), torch.tensor([0, 3, 1]), 2, 4).tolist()   # 2 -> 0; 0 -> 3 only
+        >>> # inner nodes 0, 1; halo 2, 3: 2 -> 0 enters the part, 0 -> 3 leaves it, 3 -> 2 stays in the halo
+        >>> positive_sources(torch.tensor([2, 0, 3]), torch.tensor([0, 3, 2]), 2, 4).tolist()
         [False, False, True, False]
     """
     mask = torch.zeros(n_local, dtype=torch.bool)
