@@ -6,9 +6,10 @@ the same every time; a worker's batches hold only edges it owns with both ends h
 negatives drawn from the nodes it holds (none but inner nodes with the halo dropped) or, with
 the negative pool, as a global draw would; the memory budget never costs a positive edge; the
 drop-in's core yields the native runtime's batches; MRR and hits@k against a hand computation;
-the embeddings' node-classification accuracy; the config's one-line errors. The end-to-end tests train real spawned workers (2 parts, 3
-epochs) to an MRR clearly above chance, and run ``compare`` (DistDGL's DistEdgeDataLoader, Grappa,
-the drop-in), which needs private namespaces (root) and skips where there are none.
+the embeddings' node-classification accuracy; the config's one-line errors; the docstring
+examples. The end-to-end tests train real spawned workers (2 parts, 3 epochs) to an MRR clearly
+above chance, and run ``compare`` (DistDGL's DistEdgeDataLoader, Grappa, the drop-in), which
+needs private namespaces (root) and skips where there are none.
 """
 from __future__ import annotations
 

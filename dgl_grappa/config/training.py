@@ -110,7 +110,8 @@ class TrainConfig:
     hits@k of held-out edges against sampled negatives (the ``link`` section). The held-out
     edges are removed before partitioning, so every system trains on the same graph. Grappa: a
     worker's positives are the edges it owns (DGL's layout: the destination's part) whose
-    source it holds, its negatives are drawn from the nodes it holds. ``train.batch_size``
+    source it holds, its negatives follow the global draw over its own nodes and a pool of other
+    parts' nodes read once (``link.negative_pool``). ``train.batch_size``
     counts positive edges. Needs ``grappa.correction: none`` and ``train.mode: minibatch``; not
     with ``model.embed``, ``schedule.k > 0`` or layer-wise evaluation."""
     mode: Literal["minibatch", "fullgraph"] = "minibatch"
