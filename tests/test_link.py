@@ -3,19 +3,24 @@
 The in-process tests (``unit``) check the rules on a real 2-part random partitioning of a
 3000-node graph without its held-out edges: held-out pairs leave in both directions and are
 the same every time; a worker's batches hold only edges it owns with both ends held, and
-negatives drawn from the nodes it holds (none but inner nodes with the halo dropped); the
+negatives drawn from the nodes it holds (none but inner nodes with the halo dropped) or, with
+the negative pool, as a global draw would; the memory budget never costs a positive edge; the
 drop-in's core yields the native runtime's batches; MRR and hits@k against a hand computation;
-the config's one-line errors. The end-to-end tests train real spawned workers (2 parts, 3
-epochs) to an MRR clearly above chance, and run ``compare`` (DistDGL's DistEdgeDataLoader, Grappa,
-the drop-in), which needs private namespaces (root) and skips where there are none.
+the embeddings' node-classification accuracy; the config's one-line errors; the docstring
+examples. The end-to-end tests train real spawned workers (2 parts, 3 epochs) to an MRR clearly
+above chance, and run ``compare`` (DistDGL's DistEdgeDataLoader, Grappa, the drop-in), which
+needs private namespaces (root) and skips where there are none.
 """
 from __future__ import annotations
 
+import doctest
+import importlib
 import json
 import shutil
 from pathlib import Path
 
 import dgl
+import numpy as np
 import pytest
 import torch
 from clitools import train
@@ -32,9 +37,11 @@ from dgl_grappa.config import (
 )
 from dgl_grappa.data.links import hold_out_edges, link_split
 from dgl_grappa.kinds import kind_of, resolve
-from dgl_grappa.method.link import LocalNegativeSampler, link_loss
+from dgl_grappa.method.link import LocalNegativeSampler, link_loss, positive_edges
+from dgl_grappa.method.local_part import Keep, load_local
 from dgl_grappa.method.models import build_model, gradient_bytes
-from dgl_grappa.runtime.evaluation import ranking_metrics
+from dgl_grappa.method.storage import row_bytes
+from dgl_grappa.runtime.evaluation import embedding_accuracy, evaluate_link, ranking_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "configs" / "link.yaml")
@@ -115,21 +122,160 @@ def test_ranking_metrics_and_the_loss_match_a_hand_computation():
     assert float(link_loss(h, pairs, negs)) == pytest.approx(float(want))
 
 
+@pytest.mark.unit
+def test_the_embeddings_are_classified_as_dgls_example_classifies_them(link_parts):
+    """evaluate_link adds the node-classification accuracy of the encoder's rows (DGL's train_dist_unsupervised.py
+    evaluation: standardised rows, a multinomial logistic regression fitted on the training nodes)."""
+    g, split, _ = link_parts
+    nd = split.graph.ndata
+    label, masks = nd["label"], (nd["train_mask"], nd["val_mask"], nd["test_mask"])
+    classes = int(label.max()) + 1
+    onehot = torch.nn.functional.one_hot(label, classes).float() + 0.01 * torch.randn(label.numel(), classes)
+    assert embedding_accuracy(onehot, label, *masks) == {"val": 1.0, "test": 1.0}   # rows that say the label
+    noise = torch.randn(label.numel(), 16, generator=torch.Generator().manual_seed(0))
+    chance = embedding_accuracy(noise, label, *masks)
+    assert all(v < 2.5 / classes for v in chance.values()), chance                  # rows that say nothing
+    feat = embedding_accuracy(nd["feat"], label, *masks)
+    assert all(2.5 / classes < v < 1.0 for v in feat.values()), feat               # the noisy class means between
+    with pytest.raises(ValueError, match="train_mask selects none"):
+        embedding_accuracy(nd["feat"], label, torch.zeros_like(masks[0]), *masks[1:])
+
+    class Rows(torch.nn.Module):  # an "encoder" returning fixed rows: evaluate_link reports their accuracy
+        def __init__(self, h):
+            super().__init__()
+            self.h = torch.nn.Parameter(h)
+
+        def forward(self, graph, x):
+            return self.h
+
+    out = evaluate_link(Rows(onehot), split, k=10)
+    assert (out["val_emb_acc"], out["test_emb_acc"]) == (1.0, 1.0) and 0 < out["test_mrr"] < 1
+    assert evaluate_link(Rows(nd["feat"].clone()), split, k=10)["test_emb_acc"] == feat["test"]   # deterministic
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("dist,fanout", [("uniform", 0), ("degree", 0), ("uniform", 4)])
+def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, dist, fanout):
+    """link.negative_pool: a uniform sample of the other part's nodes, rows read once from their owners (the
+    whole graph's features and in-degrees), with link.pool_fanout of their in-edges each (their sources held
+    as leaves) or none; negatives from the own nodes with their share of a global draw, else from the pool,
+    never from a halo node outside it."""
+    g, split, stats = link_parts
+    cfg = _cfg("--link.negative_pool=0.5", f"--link.negative_dist={dist}", "--link.negatives=20",
+               f"--link.pool_fanout={fanout}")
+    kind = kind_of(cfg)
+    lp = kind.load_part(cfg, stats["part_config"], 1)
+    n_total = split.graph.num_nodes()
+    assert lp.num_nodes_total == n_total and lp.pool.numel() == lp.keep["pool"] == -(-lp.part_inner // 2)
+    assert bool((lp.pool >= lp.num_inner).all()) and bool((lp.owner[lp.pool] != 1).all())   # other parts' nodes
+    outside = lp.pool[lp.pool >= lp.keep["kept"]]
+    appended = torch.arange(lp.keep["kept"], lp.graph.num_nodes())
+    assert appended.numel() == lp.keep["pool_read"] >= outside.numel() > 0
+    orig = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "orig_ids.npy")).long()
+    go = orig[lp.global_ids.long()]
+    full = split.graph
+    assert torch.equal(lp.feat.gather(appended), full.ndata["feat"][go[appended]])       # fp32: exact
+    assert torch.equal(lp.in_degree[appended], full.in_degrees(go[appended]))
+    # a node read for the pool points only at a pool node outside the part (its drawn in-edges; one pool node
+    # may be another's drawn neighbour), never into the part: the own nodes' trees are the part's
+    assert bool(torch.isin(lp.graph.out_edges(appended)[1], outside).all())
+    drawn = lp.graph.in_degrees(outside)
+    assert torch.equal(drawn, full.in_degrees(go[outside]).clamp(max=fanout))             # fanout in-edges, or none
+    s, d = (t.long() for t in lp.graph.in_edges(outside))
+    assert bool(full.has_edges_between(go[s], go[d]).all())                               # real edges, drawn once
+    assert torch.unique(s * lp.graph.num_nodes() + d).numel() == s.numel() == lp.keep["pool_edges"]
+    others = appended[~torch.isin(appended, outside)]                                     # the drawn neighbours: leaves
+    assert (others.numel() > 0) == (fanout > 0) and int(lp.graph.in_degrees(others).sum()) == 0
+    width = lp.feat.shape[1]
+    n_read = lp.keep["halo_kept"] + lp.keep["pool_read"]
+    assert lp.one_time_bytes == n_read * (2 * row_bytes(width, "fp32") + 8) + 8 * lp.keep["pool_edges"]
+    rt = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
+    drawn = torch.cat([neg.ndata[dgl.NID][neg.edges()[1].long()] for _, (_, neg), *_ in rt.epoch_inputs(0)]).long()
+    own = drawn < lp.num_inner
+    remote = n_total - lp.part_inner
+    if dist == "uniform":
+        want = lp.part_inner / n_total
+    else:
+        w = lp.in_degree.double() ** 0.75
+        w_own, w_pool = float(w[: lp.num_inner].sum()), float(w[lp.pool].sum()) * remote / lp.pool.numel()
+        want = w_own / (w_own + w_pool)
+    assert rt.negatives.own_share == pytest.approx(want)
+    assert abs(float(own.double().mean()) - want) < 0.02, (float(own.double().mean()), want)
+    assert bool(torch.isin(drawn[~own], lp.pool).all()), "a remote negative outside the pool"
+    assert torch.unique(drawn[~own]).numel() > 0.9 * lp.pool.numel()
+    assert rt.summary()["negatives"] == {"pool": lp.pool.numel(), "own_share": rt.negatives.own_share}
+    # without a pool: every node held may be drawn, the pool's share of the graph is not imitated
+    plain = kind.make_runtime(_cfg("--link.negative_pool=0"), Identity(0, 1, 0),
+                              kind.load_part(_cfg("--link.negative_pool=0"), stats["part_config"], 1))
+    assert plain.negatives.pool is None and plain.summary()["negatives"]["pool"] == 0
+
+
+@pytest.mark.unit
+def test_the_memory_budget_never_costs_a_positive_edge(link_parts, caplog):
+    """A budget that int4 cannot hold the halo in: node classification samples the halo (neighbours, not seeds);
+    link prediction keeps every positive's source, over the budget, and says so with the figure to set."""
+    _, _, stats = link_parts
+    kind = kind_of(_cfg())
+    whole = kind.make_runtime(_cfg(), Identity(0, 1, 0), kind.load_part(_cfg(), stats["part_config"], 0))
+    assert whole.edges["usable_fraction"] == 1.0
+    tight = _cfg("--train.memory_budget=0.3")
+    with caplog.at_level("WARNING", logger="dgl_grappa"):
+        lp = kind.load_part(tight, stats["part_config"], 0)
+    rt = kind.make_runtime(tight, Identity(0, 1, 0), lp)
+    assert lp.keep["precision"] == "int4" and lp.keep["halo_kept"] == lp.keep["halo"]
+    assert rt.edges == whole.edges and rt.positives.numel() == whole.positives.numel()   # every positive kept
+    over = lp.keep["over_budget_bytes"]
+    assert over > 0 and lp.resident_bytes == pytest.approx(lp.keep["budget_bytes"] + over, abs=1)
+    msg = [r.getMessage() for r in caplog.records if "sources of its positive edges" in r.getMessage()]
+    assert len(msg) == 1 and "\n" not in msg[0]
+    hint = float(msg[0].split("--train.memory_budget=")[1].split()[0])
+    assert hint == pytest.approx(lp.resident_bytes / lp.own_fp32_bytes, abs=1e-3)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="dgl_grappa"):   # the named budget holds them: no warning
+        named = kind.load_part(_cfg(f"--train.memory_budget={hint}"), stats["part_config"], 0)
+    assert named.keep["over_budget_bytes"] == 0 and named.keep["halo_kept"] == named.keep["halo"]
+    assert not [r for r in caplog.records if "positive edges" in r.getMessage()]
+    # What the budget did before: a halo sample, and the positives of the dropped sources lost with them.
+    sampled = load_local(stats["part_config"], 0, "keep", "exact", keep=Keep(storage="auto", budget=0.3))
+    assert sampled.keep["halo_kept"] < sampled.keep["halo"]
+    assert positive_edges(sampled.src, sampled.dst, sampled.num_inner).numel() < whole.positives.numel()
+
+
+@pytest.mark.unit
+def test_the_link_modules_examples_hold():
+    """The docstring examples of the modules link prediction runs through (the pool, the budget's choice, the
+    embeddings' accuracy, the DistDGL command's summary line) are what the code does."""
+    attempted = 0
+    for name in ("dgl_grappa.method.link", "dgl_grappa.method.local_part", "dgl_grappa.runtime.evaluation",
+                 "dgl_grappa.kinds.link", "dgl_grappa.distdgl.cli"):
+        res = doctest.testmod(importlib.import_module(name))
+        assert res.failed == 0, name
+        attempted += res.attempted
+    assert attempted >= 29
+
+
 def _cfg(*overrides):
     return load_config(None, ["--train.task=link", "--train.batch_size=700", "--train.fanouts=[5,10]",
                               "--train.memory_budget=0", *overrides])
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("halo,first_hop,dist", [("keep", "exact", "uniform"), ("drop", "sampled", "degree")])
-def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist):
+@pytest.mark.parametrize("halo,first_hop,dist,pool", [("keep", "exact", "uniform", 0.0),
+                                                      ("drop", "sampled", "degree", 0.0),
+                                                      ("drop", "exact", "uniform", 0.25)])
+def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist,
+                                                                                pool):
     _, _, stats = link_parts
     cfg = _cfg(f"--train.halo={halo}", f"--train.first_hop={first_hop}", f"--link.negative_dist={dist}",
-               "--link.negatives=3")
+               "--link.negatives=3", f"--link.negative_pool={pool}")
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 1)
     rt = kind.make_runtime(cfg, Identity(0, 1, 1), lp)
     n_local, n_inner = lp.graph.num_nodes(), lp.num_inner
+    pooled = torch.zeros(n_local, dtype=torch.bool)
+    if pool:  # the pool's nodes (no halo here: all of them read from their owners) are held, without edges
+        pooled[lp.pool] = True
+        assert lp.pool.numel() == lp.keep["pool_read"] > 0 and n_local == n_inner + lp.pool.numel()
     local_edges = set((lp.src.long() * n_local + lp.dst.long()).tolist())
     seen = []
     batches = list(rt.epoch_inputs(0))
@@ -145,8 +291,10 @@ def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(
         nu, nv = (ids[t.long()] for t in neg.edges())
         assert torch.equal(nu, u.repeat_interleave(3))  # k negatives per positive, from its source
         assert bool((nv < n_local).all()), "a negative this worker does not hold"
-        if halo == "drop":  # nothing but inner nodes, ends, negatives and sampled neighbours alike
-            assert n_local == n_inner and bool((blocks[0].srcdata[dgl.NID] < n_inner).all())
+        if halo == "drop":  # nothing but inner nodes (and the pool's negatives), ends and sampled neighbours alike
+            src_ids = blocks[0].srcdata[dgl.NID].long()
+            assert n_local == n_inner + int(pooled.sum()) and bool(((src_ids < n_inner) | pooled[src_ids]).all())
+            assert bool((u < n_inner).all()), "a positive from a node it does not own"
         seen.append(u * n_local + v)
     # An epoch trains on every edge this worker owns and holds, once.
     assert torch.sort(torch.cat(seen)).values.tolist() == sorted((lp.src.long() * n_local + lp.dst.long())[
@@ -194,7 +342,8 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
     from dgl_grappa.method.dropin import PartitionEdgeLoader
 
     _, _, stats = link_parts
-    cfg = _cfg("--train.halo=keep", "--train.first_hop=exact")
+    # the drop-in's core draws its negatives from the nodes it holds: the native runtime without a pool
+    cfg = _cfg("--train.halo=keep", "--train.first_hop=exact", "--link.negative_pool=0")
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 0)
     native = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
@@ -254,6 +403,8 @@ def test_one_line_errors_for_what_link_prediction_cannot_serve():
     assert error("--link.test_frac=0").startswith("link.test_frac=0.0 must be in (0, 1)")
     assert error("--link.val_frac=0").startswith("link.val_frac=0.0 must be in (0, 1)")
     assert error("--link.negatives=0").startswith("link.negatives=0 must be >= 1")
+    assert error("--link.negative_pool=-1").startswith("link.negative_pool=-1.0 must be >= 0")
+    assert error("--link.pool_fanout=-2").startswith("link.pool_fanout=-2 must be >= 0")
     assert "link.hits_k=200" in error("--link.hits_k=200")
     assert error("--link.negative_dist=global").startswith("link.negative_dist='global' is not allowed")
     assert "--grappa.correction=none" in error("--grappa.correction=shrinkage")
@@ -312,6 +463,9 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(str
     for w in s["workers"]:
         e = w["link_edges"]
         assert e["positives"] == e["owned"] > e["positives_halo_drop"] > 0
+        # the default negative pool: a quarter of its own nodes from the other part, read once with the halo
+        assert w["negatives"]["pool"] == w["keep"]["pool"] == -(-w["inner_nodes"] // 4)
+        assert 0.3 < w["negatives"]["own_share"] < 0.7 and w["one_time_bytes"] > 0
     records = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records if "val_mrr" in r] == [0, 1, 2]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import torch
 from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig, load_config
 from dgl_grappa.data import load_dataset
 from dgl_grappa.kinds import kind_of
-from dgl_grappa.method.local_part import Keep, load_local, reached_nodes
+from dgl_grappa.method.local_part import Keep, choose_kept, load_local, positive_sources, reached_nodes
 from dgl_grappa.method.sampler import LocalBatches, layer_sampler
 from dgl_grappa.method.storage import PRECISIONS, NodeTable, max_error, row_bytes
 from dgl_grappa.partition.aggregates import neighbour_mean, prepare, read_prepared
@@ -184,6 +185,49 @@ def test_the_budget_picks_precision_then_samples_the_halo_and_names_the_smallest
     # a byte budget works the same way
     lp = load_local(part_config, 0, "keep", "exact", keep=Keep(storage="auto", budget_bytes=int(budget * own), seed=3))
     assert torch.equal(lp.global_ids, again.global_ids)
+
+
+def test_the_budget_samples_only_the_halo_nodes_that_no_positive_or_pool_needs(dgl_parts, caplog):
+    """choose_kept: required halo nodes (link prediction's positives' sources, the negative pool's) are never sampled
+    away; the budget's rest goes to a uniform sample of the others; required ones beyond int4 are kept over the budget
+    with a one-line warning that names the budget holding them; every sample says so."""
+    _, part_config, _ = dgl_parts
+    prepare(part_config)
+    lp = load_local(part_config, 1, "keep", "exact")
+    n, k, width = lp.graph.num_nodes(), lp.num_inner, lp.feat.shape[1]
+    own, per = k * width * 4, 2 * row_bytes(width, "int4")
+    halo = torch.arange(k, n)
+    required = torch.zeros(n, dtype=torch.bool)
+    required[halo[::3]] = True  # a third of the halo must stay
+    n_req = int(required.sum())
+    room = (n - k - n_req) // 2  # and the budget holds half of the rest besides
+    budget = (k + n_req + room + 0.5) * per / own
+    args = dict(inner_tables=2, halo_tables=2, part_id=1, top=float(lp.feat.gather(torch.arange(n)).abs().max()))
+    with caplog.at_level("WARNING", logger="dgl_grappa"):
+        kept, inner, reach, precision = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto",
+                                                    budget=budget), width, required=required, **args)
+    assert precision == "int4" and torch.equal(inner, torch.arange(k)) and torch.equal(reach, halo)
+    assert bool(torch.isin(halo[::3], kept).all()) and kept.numel() == k + n_req + room
+    assert [r for r in caplog.records if "a uniform sample; every seed kept" in r.getMessage()]
+    # extra pool nodes outside the halo take their rows first: the sample shrinks by as many
+    kept_x = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget), width,
+                         required=required, extra=10, **args)[0]
+    assert kept_x.numel() == kept.numel() - 10 and bool(torch.isin(halo[::3], kept_x).all())
+    # the required ones alone beyond the budget: all kept, one warning line naming the budget that holds them
+    caplog.clear()
+    small = (k + 0.5 * n_req) * per / own
+    with caplog.at_level("WARNING", logger="dgl_grappa"):
+        kept_s = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=small), width,
+                             required=required, **args)[0]
+    assert torch.equal(kept_s, torch.cat([torch.arange(k), halo[::3]]))
+    [msg] = [r.getMessage() for r in caplog.records if "over the budget" in r.getMessage()]
+    assert "\n" not in msg and f"--train.memory_budget={math.ceil((k + n_req) * per / own * 1000) / 1000} " in msg
+    # Keep(positives=True): every halo source of an edge into an inner node is required (here: the whole halo)
+    pos = positive_sources(lp.src, lp.dst, k, n)
+    assert bool(pos[halo].all()) and not bool(pos[:k].any())
+    kept_p = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget, positives=True),
+                         width, **args)[0]
+    assert torch.equal(kept_p, torch.arange(n))
 
 
 def test_keep_follows_the_model_depth_and_first_hop():

@@ -110,7 +110,8 @@ class TrainConfig:
     hits@k of held-out edges against sampled negatives (the ``link`` section). The held-out
     edges are removed before partitioning, so every system trains on the same graph. Grappa: a
     worker's positives are the edges it owns (DGL's layout: the destination's part) whose
-    source it holds, its negatives are drawn from the nodes it holds. ``train.batch_size``
+    source it holds, its negatives follow the global draw over its own nodes and a pool of other
+    parts' nodes read once (``link.negative_pool``). ``train.batch_size``
     counts positive edges. Needs ``grappa.correction: none`` and ``train.mode: minibatch``; not
     with ``model.embed``, ``schedule.k > 0`` or layer-wise evaluation."""
     mode: Literal["minibatch", "fullgraph"] = "minibatch"
@@ -211,16 +212,27 @@ class LinkConfig:
     positive edge's source with a drawn destination."""
     negative_dist: Literal["uniform", "degree"] = "uniform"
     """How training negatives' destinations are drawn: uniform, or in proportion to the
-    full-graph in-degree to the power 0.75. Grappa: over the nodes the worker holds (its own
-    and its kept halo: a global draw would need remote nodes); DistDGL: over every node."""
+    full-graph in-degree to the power 0.75. DistDGL: over every node. Grappa: as that global
+    draw over its own nodes and its negative pool (``negative_pool``); with ``negative_pool: 0``
+    over the nodes the worker holds (its own and its kept halo)."""
+    negative_pool: float = 0.25
+    """Grappa: remote nodes per own node a worker holds as a negative pool: ``ceil(negative_pool x
+    its own nodes)`` nodes of other parts, drawn uniformly, their rows read once per partitioning
+    (one-time bytes, held as halo rows are), so that training negatives follow the global draw
+    DistDGL makes (an own node with its share of the graph, else a pool node); 0: negatives from
+    the nodes the worker holds only (its own and its kept halo); >= 0."""
+    pool_fanout: int = 0
+    """Grappa: in-neighbours read once per pool node (a uniform sample of its in-edges, held as
+    leaves, as the halo is), so that a pool negative's sampled tree is a tree as any other node's;
+    0: a pool node has no sampled neighbourhood; >= 0."""
     eval_negatives: int = 100
     """Negatives per held-out edge in evaluation: destinations drawn uniformly from every node
     (seeded by ``link.seed``; not filtered against true edges)."""
     hits_k: int = 10
     """k of hits@k: the share of held-out edges that rank in the top k among their negatives."""
 
-    # Its ranges are checked with the rest of link prediction's rules (config/kind_rules.py), only
-    # when train.task is link.
+    # Its ranges are checked with the rest of link prediction's rules (kinds/link.py: LinkKind.check),
+    # only when train.task is link.
 
 
 @dataclass

@@ -75,14 +75,31 @@ def main(argv: list[str] | None = None) -> int:
     if s.get("has_summary") is False:
         print(_job_line(s, Path(cfg.run.output_dir)))
         return 0
-    print(f"{s['system']}: val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f} epoch {s['epoch_time_s']:.3f} s; "
-          f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
-          f"{format_bytes(s['app_bytes_per_epoch'])}, "
-          f"remote features/worker {format_bytes(s['feature_bytes_per_epoch'])}; "
-          + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
-             f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
-          + f"wrote {Path(cfg.run.output_dir) / 'summary.json'}")
+    print(summary_line(s, Path(cfg.run.output_dir)))
     return 0
+
+
+def summary_line(s: dict, out: Path) -> str:
+    """The terminal line of a DistDGL job's ``summary.json`` ``s``: its quality (accuracies, or a link prediction
+    job's MRR), epoch time, bytes per epoch and restarts.
+
+    Example:
+        >>> s = {"system": "distdgl", "task": "link", "val_mrr": 0.52, "test_mrr": 0.5, "epoch_time_s": 3.5,
+        ...      "wire_bytes_per_epoch": None, "app_bytes_per_epoch": 8e7, "feature_bytes_per_epoch": 2e7}
+        >>> summary_line(s, Path("out")).split(";")[0]
+        'distdgl: val MRR 0.5200 test MRR 0.5000 epoch 3.500 s'
+    """
+    if s.get("task") == "link":  # ranked, not classified: the accuracies are None
+        quality = f"val MRR {s['val_mrr']:.4f} test MRR {s['test_mrr']:.4f}"
+    else:
+        quality = f"val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f}"
+    return (f"{s['system']}: {quality} epoch {s['epoch_time_s']:.3f} s; "
+            f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
+            f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker "
+            f"{format_bytes(s['feature_bytes_per_epoch'])}; "
+            + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
+               f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
+            + f"wrote {out / 'summary.json'}")
 
 
 def _job_line(rec: dict, out: Path) -> str:

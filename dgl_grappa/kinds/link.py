@@ -4,7 +4,9 @@ The model is an encoder of ``model.hidden`` outputs whose dot products score nod
 with binary cross-entropy on positive edges against sampled negatives and evaluated by MRR and
 hits@k of held-out edges (removed before partitioning, so every system trains on the same graph).
 A worker trains on what its partition holds (:mod:`dgl_grappa.method.link`): its positives are the
-edges it owns whose source it holds, its negatives are drawn from the nodes it holds. In a DistDGL
+edges it owns whose source it holds (the memory budget never samples their sources away), its
+negatives follow the global draw over its own nodes and a pool of other parts' nodes read once
+(``link.negative_pool``), or come from the nodes it holds. In a DistDGL
 trainer: ``DistEdgeDataLoader`` over the trainer's ``edge_split`` with negatives from every node (the
 baseline), or the drop-in :class:`~dgl_grappa.method.dropin.GrappaEdgeLoader`.
 
@@ -17,6 +19,8 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import dgl
 import torch
 from torch import Tensor
@@ -27,11 +31,13 @@ from ..method.dropin import GrappaEdgeLoader
 from ..method.link import (
     LocalEdgeBatches,
     LocalNegativeSampler,
+    NegativePool,
     edge_usability,
     link_loss,
     link_losses,
     positive_edges,
 )
+from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.reducers import make_correction
 from ..method.sampler import layer_sampler
 from .base import RANKING, Batch
@@ -60,7 +66,10 @@ class EdgeRuntime(HomogeneousRuntime):
         full = self.agree_steps(cfg, n_pos, "train.task=link: no worker holds a positive edge (an edge into one of "
                                             "its nodes whose source it holds); use --train.halo=keep or fewer parts")
         degree = lp.in_degree if cfg.link.negative_dist == "degree" else None
-        self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree)
+        pool = None
+        if lp.pool is not None and lp.pool.numel():  # the global draw: own nodes, and the pool for the others
+            pool = NegativePool(own=lp.num_inner, pool=lp.pool, remote=lp.num_nodes_total - lp.part_inner)
+        self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree, pool=pool)
         self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
                                         self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
         self.warn_idle(n_pos, ident.world_size, "holds no positive edge", "edges")
@@ -81,14 +90,19 @@ class EdgeRuntime(HomogeneousRuntime):
         return cov.summarize(self.coverage[: self.lp.num_inner])
 
     def summary(self) -> dict:
-        return {"link_edges": self.edges}
+        pool = self.negatives.pool
+        return {"link_edges": self.edges,
+                "negatives": {"pool": 0 if pool is None else int(pool.pool.numel()),
+                              "own_share": self.negatives.own_share if pool is not None else None}}
 
     def describe(self) -> list[str]:
-        e, lp = self.edges, self.lp
+        e, lp, neg = self.edges, self.lp, self.negatives
+        where = (f"its {lp.num_inner} own nodes (p = {neg.own_share:.3f}) and a pool of {neg.pool.pool.numel()} "
+                 f"other parts' nodes, as a global draw" if neg.pool is not None
+                 else f"its {lp.graph.num_nodes()} local nodes")
         return [f"part {lp.part_id}: link prediction on {e['positives']} of the {e['owned']} edges it owns "
                 f"({100 * e['usable_fraction']:.1f} %; {100 * e['usable_fraction_halo_drop']:.1f} % with the halo "
-                f"dropped), {self.negatives.k} negative(s) each from its {lp.graph.num_nodes()} local nodes "
-                f"({self.negatives.distribution})"]
+                f"dropped), {neg.k} negative(s) each from {where} ({neg.distribution})"]
 
 
 class LinkKind(HomogeneousKind):
@@ -99,7 +113,7 @@ class LinkKind(HomogeneousKind):
     metric = RANKING
 
     def check(self, cfg: Config) -> None:
-        """The held-out fractions, the negatives, and the settings link prediction cannot serve."""
+        """The held-out fractions, the negatives and their pool, and the settings link prediction cannot serve."""
         super().check(cfg)
         lk, t = cfg.link, cfg.train
         require(0.0 < lk.val_frac < 1.0,
@@ -111,6 +125,9 @@ class LinkKind(HomogeneousKind):
                 "of the edges, leaving none to train on; make their sum < 1, e.g. --link.val_frac=0.05 "
                 "--link.test_frac=0.1")
         require(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
+        require(lk.negative_pool >= 0, f"link.negative_pool={lk.negative_pool} must be >= 0 (remote nodes per own "
+                                       "node held as negatives; 0: none)")
+        require(lk.pool_fanout >= 0, f"link.pool_fanout={lk.pool_fanout} must be >= 0 (in-neighbours per pool node)")
         require(lk.eval_negatives >= 1, f"link.eval_negatives={lk.eval_negatives} must be >= 1")
         require(1 <= lk.hits_k <= lk.eval_negatives,
                 f"link.hits_k={lk.hits_k} must be in 1..link.eval_negatives={lk.eval_negatives} (with more, every "
@@ -132,6 +149,17 @@ class LinkKind(HomogeneousKind):
 
     def reach(self, cfg: Config) -> int | None:
         return None  # any node a worker holds can be the end of a positive or negative pair
+
+    def keep(self, cfg: Config) -> Keep:
+        """The budget's choice, never at the cost of a positive edge: every halo node that is the source of an
+        edge into an own node is kept (over the budget, with a warning, where int4 cannot hold them)."""
+        return dataclasses.replace(super().keep(cfg), positives=True)
+
+    def load_part(self, cfg: Config, part_config: str, part: int):
+        # the part as for node classification, and the negative pool (link.negative_pool), read once
+        return load_local(part_config, part, cfg.train.halo, cfg.first_hop, keep=self.keep(cfg),
+                          aggregate=first_hop_table(cfg.model), pool=cfg.link.negative_pool,
+                          pool_fanout=cfg.link.pool_fanout)
 
     def make_runtime(self, cfg: Config, ident, lp) -> EdgeRuntime:
         return EdgeRuntime(cfg, ident, lp)

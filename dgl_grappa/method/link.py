@@ -11,10 +11,16 @@ that the dot product of two nodes' output rows scores their edge, as DGL's
   training graph is so a positive of at most one worker, and with the whole halo kept of
   exactly one. A cut edge (its ends in two parts) is a positive for nobody when the halo is
   dropped (:func:`edge_usability` measures the share).
-* **Negatives: drawn from the nodes it holds.** Each positive (u, v) gets ``link.negatives``
-  pairs (u, v'), v' uniform over the worker's local nodes or in proportion to their
-  full-graph in-degree^0.75 (:class:`LocalNegativeSampler`); a global draw would need
-  the rows of remote nodes.
+* **Negatives: the global draw, from what it holds.** Each positive (u, v) gets ``link.negatives``
+  pairs (u, v'). DistDGL draws v' from every node. A worker holds, besides its own nodes and
+  halo, a **negative pool**: a uniform sample of the other parts' nodes whose rows it read once
+  (``link.negative_pool``, :func:`~.local_part.remote_sample`). It draws v' from its own nodes
+  with the probability a global draw lands there (their share of the graph, or of its
+  in-degree^0.75) and from the pool otherwise, each pool node standing for ``remote / pool`` of the
+  other parts' nodes (:class:`LocalNegativeSampler`): the global distribution, without a byte
+  during a step. Without a pool, v' is drawn from every node it holds (own and kept halo): on
+  METIS parts those are one region of the graph, and the encoder never learns to tell it from
+  the rest (measured: docs/method.md, link prediction).
 * **The encoder's blocks: DGL's samplers on the local graph.** The batch's positive and
   negative pairs become one seed set, sampled by ``dgl.dataloading.as_edge_prediction_sampler``
   around the script's (or the config's) ``NeighborSampler`` inside the local graph; the
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import Iterator
 
 import dgl
@@ -89,11 +96,44 @@ def edge_usability(src: Tensor, dst: Tensor, num_inner: int, owned: int) -> dict
             "usable_fraction_halo_drop": n_drop / owned if owned else 1.0}
 
 
+@dataclass(frozen=True)
+class NegativePool:
+    """Where a worker's negatives come from besides its own nodes: a pool standing for the other parts.
+
+    Attributes:
+        own: the worker's own nodes: local ids ``0..own-1``.
+        pool: local ids of the pool's nodes (a uniform sample of the other parts' nodes).
+        remote: how many nodes the other parts own (each pool node stands for ``remote / len(pool)`` of them).
+
+    Example:
+        >>> NegativePool(own=2, pool=torch.tensor([5]), remote=8).own_share(None)   # 2 of 10 nodes
+        0.2
+    """
+
+    own: int
+    pool: Tensor
+    remote: int
+
+    def own_share(self, weights: Tensor | None) -> float:
+        """The probability that a global draw (uniform, or by ``weights`` per local node) lands on an own node."""
+        if weights is None:
+            total_own, total_pool = float(self.own), float(self.pool.numel())
+        else:
+            total_own, total_pool = float(weights[: self.own].sum()), float(weights[self.pool.long()].sum())
+        if total_pool == 0:
+            return 1.0
+        total_remote = total_pool * self.remote / self.pool.numel()  # the pool's sum, scaled to every remote node
+        return total_own / (total_own + total_remote)
+
+
 class LocalNegativeSampler(_BaseNegativeSampler):
     """``k`` negative pairs (u, v') per positive (u, v): v' drawn from the nodes of the graph it is called on.
 
-    On a worker's local graph that is the nodes it holds (own and kept halo): a negative never
-    needs a remote row. Seeded by its own generator (:meth:`reseed`, per epoch), so a resumed
+    On a worker's local graph that is the nodes it holds: a negative never needs a remote row.
+    With a :class:`NegativePool` the draw is the global one: an own node with the probability a
+    draw over the whole graph lands on one (:meth:`NegativePool.own_share`), else a pool node, each
+    drawn as the distribution says within its group. Without one, every node of the graph (own and
+    kept halo) can be drawn. Seeded by its own generator (:meth:`reseed`, per epoch), so a resumed
     run and the drop-in draw the same negatives as the native runtime.
 
     Args:
@@ -103,6 +143,7 @@ class LocalNegativeSampler(_BaseNegativeSampler):
         degree: with "degree", one full-graph in-degree per node of the graph it is called on
             (or None, and :meth:`bind` them later: the drop-in loader binds its local degrees).
         seed: the generator's first seed.
+        pool: the worker's :class:`NegativePool`, or None.
 
     Example:
         >>> g = dgl.graph((torch.tensor([0, 1]), torch.tensor([1, 2])))
@@ -111,7 +152,8 @@ class LocalNegativeSampler(_BaseNegativeSampler):
         ([1, 1, 1], True)
     """
 
-    def __init__(self, k: int, distribution: str = "uniform", degree: Tensor | None = None, seed: int = 0):
+    def __init__(self, k: int, distribution: str = "uniform", degree: Tensor | None = None, seed: int = 0,
+                 pool: NegativePool | None = None):
         if distribution not in NEGATIVE_DISTS:
             raise ConfigError(f"link.negative_dist={distribution!r} is not allowed; use uniform or degree")
         if k < 1:
@@ -123,15 +165,31 @@ class LocalNegativeSampler(_BaseNegativeSampler):
         if distribution == "degree" and degree is not None:
             w = degree.to(torch.float64).clamp(min=0) ** 0.75
             self.weights = w if float(w.sum()) > 0 else torch.ones_like(w)  # no degree anywhere: uniform
+        self.pool = pool if pool is not None and pool.pool.numel() else None
+        self.own_share = 1.0
+        if self.pool is not None and (distribution == "uniform" or self.weights is not None):
+            self.own_share = self.pool.own_share(self.weights)
         self.generator = torch.Generator().manual_seed(seed)
 
     def bind(self, degree: Tensor) -> "LocalNegativeSampler":
         """The same sampler over a graph whose nodes have full-graph in-degrees ``degree`` (for "degree")."""
-        return LocalNegativeSampler(self.k, self.distribution, degree, self.seed)
+        return LocalNegativeSampler(self.k, self.distribution, degree, self.seed, self.pool)
 
     def reseed(self, seed: int) -> None:
         """Restart the draws from ``seed`` (every epoch: a function of the run's seed and the epoch)."""
         self.generator.manual_seed(seed)
+
+    def _draw(self, nodes: Tensor | None, n: int, count: int) -> Tensor:
+        """``count`` draws from ``nodes`` (local ids; None: 0..n-1), uniform or by the degree weights."""
+        if self.weights is None:
+            idx = torch.randint(0, n if nodes is None else nodes.numel(), (count,), generator=self.generator,
+                                dtype=torch.int64)
+        else:
+            w = self.weights[:n] if nodes is None else self.weights[nodes.long()]
+            if float(w.sum()) == 0:
+                w = torch.ones_like(w)  # a group without degree: uniform within it
+            idx = torch.multinomial(w, count, replacement=True, generator=self.generator)
+        return idx if nodes is None else nodes.long()[idx]
 
     def _generate(self, g, eids, canonical_etype):
         src, _ = g.find_edges(eids, etype=canonical_etype)
@@ -139,12 +197,16 @@ class LocalNegativeSampler(_BaseNegativeSampler):
         n = g.num_nodes(canonical_etype[2])
         if self.distribution == "degree" and self.weights is None:
             raise ValueError("a degree-weighted negative sampler needs the nodes' degrees: bind(degree) first")
-        if self.weights is None:
-            dst = torch.randint(0, n, (src.numel(),), generator=self.generator, dtype=torch.int64)
-        else:
-            if self.weights.numel() != n:
-                raise ValueError(f"the degree weights cover {self.weights.numel()} nodes, the graph has {n}")
-            dst = torch.multinomial(self.weights, src.numel(), replacement=True, generator=self.generator)
+        if self.weights is not None and self.weights.numel() != n:
+            raise ValueError(f"the degree weights cover {self.weights.numel()} nodes, the graph has {n}")
+        if self.pool is None:
+            return src, self._draw(None, n, src.numel()).to(src.dtype)
+        # the global draw: own or remote first (Bernoulli of the own share), then a node of that group
+        own = torch.rand(src.numel(), generator=self.generator, dtype=torch.float64) < self.own_share
+        dst = torch.empty(src.numel(), dtype=torch.int64)
+        n_own = int(own.sum())
+        dst[own] = self._draw(None, self.pool.own, n_own)
+        dst[~own] = self._draw(self.pool.pool, n, src.numel() - n_own)
         return src, dst.to(src.dtype)
 
 

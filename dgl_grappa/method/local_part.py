@@ -13,10 +13,18 @@ What a worker keeps is chosen here, under a memory budget (:class:`Keep`):
 * **precision**: the feature-width tables (features, aggregates, halo rows) are stored
   in fp32, fp16, bf16, int8 or int4 (:mod:`.storage`); ``auto`` takes the most exact that fits.
 * **halo sample**: when even int4 does not fit, a uniform random subset of the reachable
-  halo nodes is kept, as many as fit (seeded by the part).
+  halo nodes is kept, as many as fit (seeded by the part). Never a seed: the inner nodes are
+  not sampled, and with ``Keep(positives=True)`` (link prediction) nor is a halo node that is
+  the source of an edge into an inner node (a positive edge's end) or a node of the negative
+  pool. Where those alone do not fit in int4, they are kept over the budget, with a warning
+  that names the figure: the budget never costs a positive edge or a seed.
 
 The budget counts the feature-width tables (``resident_bytes``), in multiples of the part's
 own feature rows in fp32 (``LocalPartition.own_fp32_bytes``) or in bytes.
+
+Link prediction may also hold a **negative pool** (``load_local(..., pool=)``): a uniform sample of
+the nodes other parts own, their rows read once like the halo's, so that negatives can be drawn
+from the whole graph (:mod:`.link`).
 """
 from __future__ import annotations
 
@@ -89,10 +97,13 @@ class Keep:
             feature rows in fp32; 0 = no limit.
         budget_bytes: the same in bytes (used instead of ``budget`` when > 0).
         seed: seed of the halo sample (with the part id).
+        positives: link prediction: the halo nodes that are sources of edges into inner nodes
+            (the ends of the positive edges a worker trains on) are never sampled away; kept
+            over the budget, with a warning, where int4 cannot hold them.
 
     Example:
         >>> Keep(reach=1, storage="auto", budget=1.5)
-        Keep(reach=1, storage='auto', budget=1.5, budget_bytes=0, seed=0)
+        Keep(reach=1, storage='auto', budget=1.5, budget_bytes=0, seed=0, positives=False)
     """
 
     reach: int | None = None
@@ -100,6 +111,7 @@ class Keep:
     budget: float = 0.0
     budget_bytes: int = 0
     seed: int = 0
+    positives: bool = False
 
     def limit(self, own_fp32_bytes: int) -> float:
         """The budget in bytes for a part whose own feature rows take ``own_fp32_bytes`` in fp32."""
@@ -134,6 +146,9 @@ class LocalPartition:
         memory: bytes per resident table (``feat_inner``, ``feat_halo``, ``agg_inner``,
             ``agg_halo``; ``other``: labels, ids, degrees, the graph) and the precision.
         keep: what the loader chose (nodes reached and kept, halo kept of reachable, precision).
+        pool: local ids of the negative pool (:func:`remote_sample`; halo nodes among them keep
+            their ids, the others follow the kept halo, without edges), sorted; None without one.
+        num_nodes_total: nodes of the whole graph (every part's inner nodes).
     """
 
     part_id: int
@@ -157,6 +172,8 @@ class LocalPartition:
     own_fp32_bytes: int = 0
     memory: dict = field(default_factory=dict)
     keep: dict = field(default_factory=dict)
+    pool: Tensor | None = None
+    num_nodes_total: int = 0
 
     @property
     def resident_bytes(self) -> int:
@@ -254,47 +271,108 @@ def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int,
         f"{setting}={math.ceil(need * 1000) / 1000} or more")
 
 
-def _choose(keep: Keep, n_inner: int, halo: Tensor, width: int, inner_tables: int, halo_tables: int, own_fp32: int,
-            part_id: int, top: float, fixed: int = 0) -> tuple[str, Tensor]:
+def _choose(keep: Keep, n_inner: int, halo: Tensor, required: Tensor, width: int, inner_tables: int,
+            halo_tables: int, own_fp32: int, part_id: int, top: float, fixed: int = 0,
+            extra: int = 0) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
-    reachable node, else the last precision with a uniform sample of the halo.
+    reachable node, else the last precision with the ``required`` halo nodes and a uniform sample of
+    the others; ``required`` ones that do not fit are kept over the budget, with a warning.
 
+    ``halo``: reachable halo ids; ``required``: bool mask over ``halo`` of the nodes never sampled away;
     ``inner_tables`` / ``halo_tables``: feature-width tables held per inner / halo node;
-    ``fixed``: bytes the budget already holds elsewhere (the drop-in: the server's fp32 features).
+    ``fixed``: bytes the budget already holds elsewhere (the drop-in: the server's fp32 features);
+    ``extra``: nodes outside the halo held like halo nodes, never sampled away (the negative pool).
     """
     ladder = precision_ladder(keep.storage, top)
     limit = keep.limit(own_fp32) - fixed
     for precision in ladder:
         row = row_bytes(width, precision)
-        if n_inner * row * inner_tables + halo.numel() * row * halo_tables <= limit:
+        if n_inner * row * inner_tables + (halo.numel() + extra) * row * halo_tables <= limit:
             return precision, halo
     precision = ladder[-1]
     row = row_bytes(width, precision)
-    room = int((limit - n_inner * row * inner_tables) // (row * halo_tables)) if halo_tables else 0
-    if room < 0 or limit < n_inner * row * inner_tables:
-        # Only the drop-in loader holds bytes elsewhere (``fixed``: the server's features); its budget is an argument.
-        raise budget_error(part_id, precision, fixed + n_inner * row * inner_tables, own_fp32,
-                           "memory_budget" if fixed else "--train.memory_budget")
+    # Only the drop-in loader holds bytes elsewhere (``fixed``: the server's features); its budget is an argument.
+    setting = "memory_budget" if fixed else "--train.memory_budget"
+    if limit < n_inner * row * inner_tables:
+        raise budget_error(part_id, precision, fixed + n_inner * row * inner_tables, own_fp32, setting)
+    must = halo[required]
+    need = n_inner * row * inner_tables + (must.numel() + extra) * row * halo_tables
+    if need > limit:
+        over_budget_warning(keep, part_id, precision, must.numel(), extra, halo.numel(), fixed + need, own_fp32,
+                            setting)
+        return precision, must
+    optional = halo[~required]
+    room = int((limit - need) // (row * halo_tables)) if halo_tables else optional.numel()
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
-    chosen = torch.randperm(halo.numel(), generator=gen)[:room]
-    return precision, torch.sort(halo[chosen]).values
+    chosen = optional[torch.randperm(optional.numel(), generator=gen)[:room]]
+    log.warning("part %d: %s holds %d of its %d reachable halo nodes in %s (a uniform sample; every seed kept): %s",
+                part_id, setting.lstrip("-"), must.numel() + chosen.numel(), halo.numel(), precision,
+                fits_hint(fixed + n_inner * row * inner_tables + (halo.numel() + extra) * row * halo_tables, own_fp32,
+                          setting))
+    return precision, torch.sort(torch.cat([must, chosen])).values
+
+
+def fits_hint(need_bytes: float, own_fp32: int, setting: str = "--train.memory_budget") -> str:
+    """The setting that holds ``need_bytes`` of tables, for a part whose own fp32 rows take ``own_fp32``
+    (``setting``: how the caller's user sets the budget, as for :func:`budget_error`).
+
+    Example:
+        >>> fits_hint(3e6, 2_000_000)
+        '--train.memory_budget=1.5 holds them all'
+    """
+    return f"{setting}={math.ceil(need_bytes / max(own_fp32, 1) * 1000) / 1000} holds them all"
+
+
+def over_budget_warning(keep: Keep, part_id: int, precision: str, n_required: int, extra: int, n_halo: int,
+                        need_bytes: float, own_fp32: int, setting: str = "--train.memory_budget") -> None:
+    """Say, loudly, that a part holds more than its budget because the budget would cost positive edges."""
+    limit = keep.limit(own_fp32)
+    log.warning(
+        "part %d: %s (%.3f x its own fp32 feature rows) cannot hold in %s the %d halo nodes that are "
+        "sources of its positive edges%s (of %d reachable); sampling them would drop positive edges, so every one is "
+        "kept and its tables take %.3f x its own fp32 rows (%.2f MB over the budget): %s, or --train.halo=drop trains "
+        "on the edges with both ends owned only", part_id, setting.lstrip("-"), limit / max(own_fp32, 1), precision,
+        n_required, f" and the {extra} nodes of its negative pool" if extra else "", n_halo,
+        need_bytes / max(own_fp32, 1), (need_bytes - limit) / 1e6, fits_hint(need_bytes, own_fp32, setting))
+
+
+def positive_sources(src: Tensor, dst: Tensor, num_inner: int, n_local: int) -> Tensor:
+    """Bool mask over the local nodes: the halo nodes that are sources of an edge into an inner node (the ends of the
+    positive edges link prediction trains on, :func:`~.link.positive_edges`).
+
+    Example:
+        >>> # inner nodes 0, 1; halo 2, 3: 2 -> 0 enters the part, 0 -> 3 leaves it, 3 -> 2 stays in the halo
+        >>> positive_sources(torch.tensor([2, 0, 3]), torch.tensor([0, 3, 2]), 2, 4).tolist()
+        [False, False, True, False]
+    """
+    mask = torch.zeros(n_local, dtype=torch.bool)
+    s, d = src.long(), dst.long()
+    mask[s[(d < num_inner) & (s >= num_inner)]] = True
+    return mask
 
 
 def choose_kept(src: Tensor, dst: Tensor, n_local: int, num_inner: int, seeds: Tensor, keep: Keep, width: int, *,
-                inner_tables: int, halo_tables: int, part_id: int, top: float, fixed: int = 0):
+                inner_tables: int, halo_tables: int, part_id: int, top: float, fixed: int = 0,
+                required: Tensor | None = None, extra: int = 0):
     """Which local nodes a worker keeps, and in which precision (the loader's choice, see the module docstring).
 
     Args:
         src, dst: the local graph's edges (inner nodes first, then the halo).
         n_local, num_inner: its node count and inner share.
         seeds: local ids of the training seeds (none: node 0's tree, for placeholder steps).
-        keep: reach, storage and budget.
+        keep: reach, storage and budget; with ``keep.positives`` the halo sources of edges into inner
+            nodes are never sampled away (:func:`positive_sources`).
         width: feature width.
         inner_tables, halo_tables, fixed: as for the budget (features and aggregates held per node).
         part_id, top: the part (seeds the halo sample) and the largest feature magnitude (fp16 range).
+        required: bool mask over the local nodes of more halo nodes never sampled away (the negative pool's).
+        extra: nodes held besides the local graph's, like halo nodes, never sampled away (the negative pool's
+            nodes outside the halo).
 
     Returns:
-        ``(kept local ids, inner ones, reachable halo ids, precision)``; kept is sorted, inner first.
+        ``(kept local ids, inner ones, reachable halo ids, precision)``; kept is sorted, inner first. Where the
+        budget cannot hold the inner nodes in the last precision: a one-line ``ConfigError`` naming the smallest
+        budget; where it cannot hold the required halo nodes: every one kept, and a warning naming the figure.
     """
     own_fp32 = num_inner * width * 4
     if keep.reach is None:
@@ -306,8 +384,11 @@ def choose_kept(src: Tensor, dst: Tensor, n_local: int, num_inner: int, seeds: T
         needed = reached_nodes(src, dst, n_local, roots, keep.reach)
     inner_kept = needed[:num_inner].nonzero(as_tuple=True)[0]
     halo_reach = needed[num_inner:].nonzero(as_tuple=True)[0] + num_inner
-    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, width, inner_tables, halo_tables, own_fp32,
-                                   part_id, top, fixed)
+    must = positive_sources(src, dst, num_inner, n_local) if keep.positives else torch.zeros(n_local, dtype=torch.bool)
+    if required is not None:
+        must |= required.bool()
+    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, must[halo_reach], width, inner_tables,
+                                   halo_tables, own_fp32, part_id, top, fixed, extra)
     return torch.cat([inner_kept, halo_kept]), inner_kept, halo_reach, precision
 
 
@@ -360,9 +441,80 @@ def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
     return int(counts.sum())
 
 
+def remote_sample(ranges: list[tuple[int, int]], part_id: int, size: int, seed: int = 0) -> Tensor:
+    """``size`` global ids drawn uniformly without replacement from the nodes other parts own (sorted;
+    every one of them when ``size`` reaches their number). Seeded by ``seed`` and the part.
+
+    Args:
+        ranges: every part's global id range ``(first, end)`` (:func:`~dgl_grappa.partition.layout.node_map`).
+        part_id: this part (its own range is left out).
+        size: how many.
+        seed: the run's seed.
+
+    Example:
+        >>> remote_sample([(0, 4), (4, 10)], 1, 2, seed=0).tolist() <= [0, 1, 2, 3]
+        True
+    """
+    lo, hi = ranges[part_id]
+    remote = ranges[-1][1] - (hi - lo)
+    size = max(0, min(int(size), remote))
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + 7_919 * part_id + 17)
+    if 4 * size >= remote:
+        idx = torch.randperm(remote, generator=gen)[:size]
+    else:  # a few draws with replacement, deduplicated: no permutation of every remote node
+        idx = torch.empty(0, dtype=torch.int64)
+        while idx.numel() < size:
+            idx = torch.unique(torch.cat([idx, torch.randint(0, remote, (2 * size,), generator=gen)]))
+        idx = idx[torch.randperm(idx.numel(), generator=gen)[:size]]
+    idx = torch.sort(idx).values
+    return torch.where(idx < lo, idx, idx + (hi - lo))  # skip this part's own range
+
+
+def _locate(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
+    """The local id of every global id of ``want`` among the first ``n_local`` local nodes, -1 where absent."""
+    have = gids[:n_local].to(torch.int64)
+    order = torch.argsort(have)
+    pos = torch.searchsorted(have[order], want).clamp(max=max(have.numel() - 1, 0))
+    hit = (have[order][pos] == want) if have.numel() else torch.zeros_like(want, dtype=torch.bool)
+    return torch.where(hit, order[pos] if have.numel() else want, torch.full_like(want, -1))
+
+
+def pool_neighbours(part_config, ranges: list[tuple[int, int]], centres: Tensor, fanout: int,
+                    seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Up to ``fanout`` in-neighbours of every node of ``centres`` (global ids), drawn uniformly without
+    replacement (seeded) from its owner's part, which DGL's 1-hop layout gives all of its inner nodes'
+    in-edges; read once, one owner's structure at a time.
+
+    Returns:
+        ``(src, dst)``: global ids of the drawn edges ``neighbour -> centre``.
+    """
+    firsts = torch.tensor([lo for lo, _ in ranges[1:]], dtype=torch.int64)
+    owner = torch.bucketize(centres, firsts, right=True)
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + 31)
+    src, dst = [], []
+    for q in torch.unique(owner).tolist():
+        mine = centres[owner == q]
+        st = read_part_structure(part_config, q, in_edges_of_inner=True)
+        local = _locate(mine, st["global_ids"], st["num_inner"])
+        lo, hi = st["indptr"][local], st["indptr"][local + 1]
+        deg = hi - lo
+        seg = torch.repeat_interleave(torch.arange(mine.numel()), deg)
+        edge = torch.repeat_interleave(lo - torch.cumsum(deg, 0) + deg, deg) + torch.arange(int(deg.sum()))
+        # a random key per edge, sorted within each centre's in-edges: the first `fanout` are a uniform draw
+        order = torch.argsort(seg.double() * 2 + torch.rand(seg.numel(), generator=gen, dtype=torch.float64))
+        seg, edge = seg[order], edge[order]
+        rank = torch.arange(seg.numel()) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg)
+        take = rank < fanout
+        src.append(st["global_ids"][st["indices"][edge[take]].long()])
+        dst.append(mine[seg[take]])
+        del st
+    empty = torch.empty(0, dtype=torch.int64)
+    return (torch.cat(src) if src else empty), (torch.cat(dst) if dst else empty)
+
+
 def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
                lean: bool = False, keep: Keep | None = None, aggregate: str = "agg",
-               features: bool = True) -> LocalPartition:
+               features: bool = True, pool: float = 0.0, pool_fanout: int = 0) -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -382,10 +534,18 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         features: False loads no features (learnable rows instead, ``model.embed``; the part
             may have none): ``feat`` is then a table of width 0, and a halo node costs only its
             in-degree; not with ``exact``.
+        pool: link prediction's negative pool: ``ceil(pool x inner nodes)`` nodes of other parts
+            (:func:`remote_sample`, seeded by ``keep.seed``), held as halo nodes are (features,
+            in-degree, aggregates, read once from their owners' files; never sampled away by the
+            budget); ``LocalPartition.pool`` lists them. 0: none.
+        pool_fanout: in-neighbours per pool node outside the halo (:func:`pool_neighbours`), held as
+            leaves (their rows read once, as the halo's), so that a pool node's sampled tree is a
+            tree as any other node's; 0: no edges (a pool node's sampled neighbourhood is empty). A
+            pool node in the halo keeps the halo's neighbourhood (the own nodes that point at it).
 
     Returns:
         A :class:`LocalPartition`. Its ``one_time_bytes`` is what a worker of a real cluster
-        moves once per partitioning: every kept halo row's features, in-degree (8 bytes) and,
+        moves once per partitioning: every kept halo (and pool) row's features, in-degree (8 bytes) and,
         with ``exact``, aggregate, in the stored precision; and with ``exact`` and a halo that
         is not kept whole, at most one fp32 partial-sum row per (kept inner node, other owner
         of its in-neighbours) for its aggregate (with the whole halo the owner computes them
@@ -428,9 +588,26 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     # What can appear in a batch: every node, or what the seeds' trees reach; under the budget.
     top = float(node["feat"].abs().max()) if features and node["feat"].numel() else 0.0
     tables = 2 if exact else 1
+    ranges = node_map(meta)
+    pool_gids, pool_halo, extra_out, pool_src, pool_dst = None, None, torch.empty(0, dtype=torch.int64), None, None
+    if pool > 0:
+        if keep.reach is not None:
+            raise ValueError("a negative pool needs every node of the part kept: "
+                             "load_local(..., keep=Keep(reach=None))")
+        pool_gids = remote_sample(ranges, part_id, math.ceil(pool * num_inner), keep.seed)
+        at = _locate(pool_gids, gids, n_local)
+        held_g = pool_gids
+        if pool_fanout > 0:  # the pool's nodes outside the halo get a tree: a sample of their in-neighbours
+            pool_src, pool_dst = pool_neighbours(part_config, ranges, pool_gids[at < 0], pool_fanout,
+                                                 keep.seed * 7919 + part_id)
+            held_g = torch.unique(torch.cat([pool_gids, pool_src]))
+        at_all = _locate(held_g, gids, n_local)
+        pool_halo = torch.zeros(n_local, dtype=torch.bool)
+        pool_halo[at_all[at_all >= num_inner]] = True
+        extra_out = held_g[at_all < 0]  # sorted: read from their owners, appended after the kept nodes
     kept, inner_kept, halo_reach, precision = choose_kept(
         src, dst, n_local, num_inner, train_local, keep, width, inner_tables=tables, halo_tables=tables,
-        part_id=part_id, top=top)
+        part_id=part_id, top=top, required=pool_halo, extra=int(extra_out.numel()))
     halo_kept = kept[inner_kept.numel():]
     partial_rows = 0  # fp32 partial sums from other owners, for aggregates the kept halo rows do not cover
     if exact and halo == "drop":
@@ -441,23 +618,48 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         s, d = src.long(), dst.long()
         miss = (d < num_inner) & held[d] & (s >= num_inner) & ~held[s]
         partial_rows = int(torch.unique(d[miss] * num_parts + owner[s[miss]]).numel())
+    pool_ids = None
+    if pool_gids is not None:  # the pool in new ids: local ones where they were kept, the others appended
+        new = torch.full((n_local,), -1, dtype=torch.int64)
+        new[kept] = torch.arange(kept.numel())
+
+        def new_id(g: Tensor) -> Tensor:
+            at = _locate(g, gids, n_local)
+            appended = kept.numel() + torch.searchsorted(extra_out, g)
+            return torch.where(at >= 0, new[at.clamp(min=0)], appended)
+
+        pool_ids = torch.sort(new_id(pool_gids)).values
+        if pool_src is not None and pool_src.numel():
+            pool_src, pool_dst = new_id(pool_src), new_id(pool_dst)
     if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
         src, dst = relabel(src, dst, kept, n_local)
         if lean:
             src, dst = src.to(torch.int32), dst.to(torch.int32)
         graph = None
         gids, owner = gids[kept], owner[kept]
+    n_pool_edges = 0
+    if extra_out.numel():
+        firsts = torch.tensor([lo for lo, _ in ranges[1:]], dtype=torch.int64)
+        gids = torch.cat([gids, extra_out.to(gids.dtype)])
+        owner = torch.cat([owner, torch.bucketize(extra_out, firsts, right=True).to(owner.dtype)])
+        graph = None
+    if pool_src is not None and pool_src.numel():  # the pool's drawn in-edges, after the part's own
+        src = torch.cat([src, pool_src.to(src.dtype)])
+        dst = torch.cat([dst, pool_dst.to(dst.dtype)])
+        n_pool_edges = int(pool_src.numel())
+        graph = None
     n_keep, n_inner_keep = kept.numel(), inner_kept.numel()
+    n_all = n_keep + int(extra_out.numel())  # the local graph's nodes: kept ones, then the pool's others
     if graph is None:
         if lean:
-            counts = torch.bincount(dst.long(), minlength=n_keep)
-            indptr = torch.zeros(n_keep + 1, dtype=torch.int64)
+            counts = torch.bincount(dst.long(), minlength=n_all)
+            indptr = torch.zeros(n_all + 1, dtype=torch.int64)
             torch.cumsum(counts, 0, out=indptr[1:])
             eids = torch.arange(src.numel(), dtype=torch.int32)
-            graph = dgl.graph(("csc", (indptr.to(torch.int32), src.to(torch.int32), eids)), num_nodes=n_keep,
+            graph = dgl.graph(("csc", (indptr.to(torch.int32), src.to(torch.int32), eids)), num_nodes=n_all,
                               idtype=torch.int32)
         else:
-            graph = dgl.graph((src, dst), num_nodes=n_keep).formats(["coo", "csc"])
+            graph = dgl.graph((src, dst), num_nodes=n_all).formats(["coo", "csc"])
     new_inner = torch.full((num_inner,), -1, dtype=torch.int64)
     new_inner[inner_kept] = torch.arange(n_inner_keep)
     train_ids = new_inner[train_local]
@@ -476,7 +678,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         agg = NodeTable.empty(n_inner_keep, width, precision)
         _put_sidecar(agg, torch.arange(n_inner_keep), part_config, part_id, inner_kept, what=aggregate)
     halo_bytes = one_time = 0
-    n_halo = n_keep - n_inner_keep
+    n_halo = n_all - n_inner_keep  # the kept halo's nodes and the pool's others: rows read from their owners
     if n_halo:
         hfeat, hdeg, hagg = _halo_rows(part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact,
                                        precision, aggregate, features)
@@ -485,17 +687,23 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         agg = NodeTable.cat([agg, hagg]) if exact else None
         halo_bytes = n_halo * width * 4
         one_time = n_halo * (int(row_bytes(width, precision)) * (2 if exact else 1) + 8)
-    one_time += partial_rows * width * 4
-    memory = _memory(feat, agg, n_inner_keep, n_keep, precision, [gids, owner, label, train_ids, in_degree, src, dst],
+    one_time += partial_rows * width * 4 + n_pool_edges * 8  # and the pool's drawn neighbours' ids
+    memory = _memory(feat, agg, n_inner_keep, n_all, precision, [gids, owner, label, train_ids, in_degree, src, dst],
                      graph)
+    limit = keep.limit(own_fp32)
+    tables_bytes = feat.nbytes + (agg.nbytes if agg is not None else 0)
     return LocalPartition(
         part_id=part_id, num_parts=num_parts, graph=graph, num_inner=n_inner_keep, global_ids=gids, owner=owner,
         feat=feat, label=label, train_ids=train_ids, in_degree=in_degree, src=src, dst=dst,
         halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0, agg=agg, one_time_bytes=one_time,
-        rows_held=n_keep * (2 if exact else 1), part_inner=num_inner, own_fp32_bytes=own_fp32, memory=memory,
+        rows_held=n_all * (2 if exact else 1), part_inner=num_inner, own_fp32_bytes=own_fp32, memory=memory,
         keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": n_keep,
               "inner_kept": n_inner_keep, "halo": n_local - num_inner, "halo_reach": int(halo_reach.numel()),
-              "halo_kept": n_halo, "budget_bytes": keep.limit(own_fp32) if keep.limit(own_fp32) < float("inf") else None})
+              "halo_kept": n_keep - n_inner_keep, "budget_bytes": limit if limit < float("inf") else None,
+              "over_budget_bytes": max(0, int(tables_bytes - limit)) if limit < float("inf") else 0,
+              "pool": 0 if pool_ids is None else int(pool_ids.numel()), "pool_read": int(extra_out.numel()),
+              "pool_edges": n_pool_edges},
+        pool=pool_ids, num_nodes_total=ranges[-1][1])
 
 
 def _memory(feat: NodeTable, agg: NodeTable | None, n_inner: int, n: int, precision: str, others: list,

@@ -92,13 +92,69 @@ def ranking_metrics(pos: Tensor, neg: Tensor, k: int) -> dict[str, float]:
     return {"mrr": float((1.0 / rank).mean()), "hits": float((rank <= k).double().mean())}
 
 
+def embedding_accuracy(h: Tensor, label: Tensor, train_mask: Tensor, val_mask: Tensor, test_mask: Tensor,
+                       max_iter: int = 1000) -> dict[str, float]:
+    """Node classification from learned node embeddings, as DGL's ``train_dist_unsupervised.py`` evaluates them.
+
+    Every embedding column is standardised over all nodes, a multinomial logistic regression with
+    an L2 penalty of 1/2 |W|^2 on the summed cross-entropy (scikit-learn's ``LogisticRegression``
+    defaults, which DGL's example fits, and its stopping rule: the mean objective's gradient below
+    1e-4) is fitted by L-BFGS on the training nodes in float64, and its accuracy on the val and test
+    nodes is returned. Deterministic: the fit starts from zeros.
+
+    Args:
+        h: ``[N, d]`` embeddings (the encoder's rows of every node).
+        label: ``[N]`` labels; train_mask, val_mask, test_mask: ``[N]`` bool masks.
+        max_iter: L-BFGS iterations at most.
+
+    Returns:
+        ``{"val": accuracy, "test": accuracy}`` (None each where the mask is empty).
+
+    Example:
+        >>> h = torch.tensor([[0.0], [0.1], [1.0], [1.1]]); y = torch.tensor([0, 0, 1, 1])
+        >>> m = torch.tensor([True, False, True, False])
+        >>> embedding_accuracy(h, y, m, ~m, ~m)
+        {'val': 1.0, 'test': 1.0}
+    """
+    x = h.detach().to(torch.float64)
+    x = (x - x.mean(0, keepdim=True)) / x.std(0, keepdim=True).clamp(min=1e-12)  # a constant column stays 0
+    y = label.to(torch.int64)
+    classes = int(y.max()) + 1 if y.numel() else 1
+    xt, yt = x[train_mask], y[train_mask]
+    if xt.shape[0] == 0:
+        raise ValueError("embedding_accuracy needs training nodes: train_mask selects none")
+    with torch.enable_grad():  # the evaluation runs under no_grad; the classifier's fit needs gradients
+        lin = torch.nn.Linear(x.shape[1], classes, dtype=torch.float64)
+        torch.nn.init.zeros_(lin.weight)
+        torch.nn.init.zeros_(lin.bias)
+        opt = torch.optim.LBFGS(lin.parameters(), max_iter=max_iter, tolerance_grad=1e-4, tolerance_change=1e-9,
+                                history_size=10, line_search_fn="strong_wolfe")
+        n = xt.shape[0]
+
+        def closure():  # the summed objective over n: the same minimum, scikit-learn's scale for the tolerance
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(lin(xt), yt) + 0.5 / n * lin.weight.pow(2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+    with torch.no_grad():
+        pred = lin(x).argmax(-1)
+    return {k: (float((pred[m] == y[m]).double().mean()) if bool(m.any()) else None)
+            for k, m in (("val", val_mask), ("test", test_mask))}
+
+
 @torch.no_grad()
 def evaluate_link(model: torch.nn.Module, split, k: int, chunk: int = 4096) -> dict[str, float]:
-    """MRR and hits@k of the held-out edges on the whole training graph, full neighbourhoods.
+    """MRR and hits@k of the held-out edges on the whole training graph, full neighbourhoods, and the
+    embeddings' node-classification accuracy.
 
     The encoder runs once on ``split.graph`` (the graph every system trained on: without the
     held-out edges); a pair (u, v) scores ``h_u . h_v``, against its negatives (u, v') of
     ``split.val_neg`` / ``split.test_neg`` (:mod:`dgl_grappa.data.links`), by :func:`ranking_metrics`.
+    Where the graph has labels and a training mask, the same rows are classified as DGL's
+    ``train_dist_unsupervised.py`` evaluates its embeddings (:func:`embedding_accuracy`): what the
+    embeddings say about the nodes, besides their edges.
 
     Args:
         model: the encoder (called as ``model(g, feat)``); its train/eval mode is restored.
@@ -107,7 +163,7 @@ def evaluate_link(model: torch.nn.Module, split, k: int, chunk: int = 4096) -> d
         chunk: held-out edges scored at a time (bounds the memory of their negatives' rows).
 
     Returns:
-        ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits``.
+        ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits``; with labels ``val_emb_acc`` and ``test_emb_acc``.
     """
     g = split.graph
     param = next(model.parameters(), None)
@@ -126,6 +182,10 @@ def evaluate_link(model: torch.nn.Module, split, k: int, chunk: int = 4096) -> d
             neg.append(torch.einsum("pd,pkd->pk", hu, h[negs[a:a + chunk]]))
         m = ranking_metrics(torch.cat(pos) if pos else h[:0, 0], torch.cat(neg) if neg else h[:0, :0], k)
         out[f"{name}_mrr"], out[f"{name}_hits"] = m["mrr"], m["hits"]
+    nd = g.ndata
+    if all(key in nd for key in ("label", "train_mask", "val_mask", "test_mask")) and bool(nd["train_mask"].any()):
+        acc = embedding_accuracy(h, nd["label"], nd["train_mask"].bool(), nd["val_mask"].bool(), nd["test_mask"].bool())
+        out["val_emb_acc"], out["test_emb_acc"] = acc["val"], acc["test"]
     return out
 
 
