@@ -337,8 +337,9 @@ def test_degree_weighted_negatives_follow_degree_to_the_power_three_quarters():
 
 @pytest.mark.unit
 def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
-    """PartitionEdgeLoader (fed from dgl.distributed.load_partition) and the native link runtime (kinds.link.EdgeRuntime)
-    (fed from load_local) are one method: the same positives, negatives and blocks, in global ids."""
+    """PartitionEdgeLoader (fed from dgl.distributed.load_partition) and the native link runtime
+    (kinds.link.EdgeRuntime, fed from load_local) are one method: the same positives, negatives and blocks, in
+    global ids."""
     from dgl_grappa.method.dropin import PartitionEdgeLoader
 
     _, _, stats = link_parts
@@ -456,7 +457,8 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(str
     assert s["feature_bytes_per_epoch"] == 0 and s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"]
     if isolated:
         grad_on_wire = 2 * s["grad_bytes_per_epoch"]
-        assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]
+        overhead = PER_STEP_OVERHEAD * s["steps_per_epoch"]
+        assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + overhead
     # Cut edges: with the halo kept every edge is some worker's positive; dropped, random parts lose about half.
     assert s["usable_edge_fraction"] == 1.0
     assert 0.3 < s["usable_edge_fraction_halo_drop"] < 0.7

@@ -110,8 +110,8 @@ def load_shard(g, embs: dict, optimizer, state: dict) -> None:
     for t, emb in embs.items():
         own = own_nodes(g, t)
         if not torch.equal(types[t]["global_ids"], own):
-            raise CheckpointError("the checkpoint's embedding rows belong to other nodes than this machine's partition; "
-                              "resume on the partitioning it was written with, or start afresh")
+            raise CheckpointError("the checkpoint's embedding rows belong to other nodes than this machine's "
+                                  "partition; resume on the partitioning it was written with, or start afresh")
         emb.weight[own] = types[t]["weight"]
     opt_state = dict(state["optimizer"])
     # as DGL's own load() does before load_local_state_dict: the world size is not a hyper-parameter

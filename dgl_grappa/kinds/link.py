@@ -61,7 +61,8 @@ class EdgeRuntime(HomogeneousRuntime):
         super().__init__(cfg, lp)
         self.positives = positive_edges(lp.src, lp.dst, lp.num_inner)
         owned = int(lp.in_degree[: lp.num_inner].sum()) if lp.num_inner == lp.part_inner else None
-        self.edges = edge_usability(lp.src, lp.dst, lp.num_inner, owned if owned is not None else self.positives.numel())
+        self.edges = edge_usability(lp.src, lp.dst, lp.num_inner,
+                                    owned if owned is not None else self.positives.numel())
         n_pos = int(self.positives.numel())
         full = self.agree_steps(cfg, n_pos, "train.task=link: no worker holds a positive edge (an edge into one of "
                                             "its nodes whose source it holds); use --train.halo=keep or fewer parts")
@@ -121,9 +122,9 @@ class LinkKind(HomogeneousKind):
         require(0.0 < lk.test_frac < 1.0, f"link.test_frac={lk.test_frac} must be in (0, 1): the test scores held-out "
                                           "edges")
         require(lk.val_frac + lk.test_frac < 1.0,
-                f"link.val_frac={lk.val_frac} and link.test_frac={lk.test_frac} hold out {lk.val_frac + lk.test_frac:g} "
-                "of the edges, leaving none to train on; make their sum < 1, e.g. --link.val_frac=0.05 "
-                "--link.test_frac=0.1")
+                f"link.val_frac={lk.val_frac} and link.test_frac={lk.test_frac} hold out "
+                f"{lk.val_frac + lk.test_frac:g} of the edges, leaving none to train on; make their sum < 1, e.g. "
+                "--link.val_frac=0.05 --link.test_frac=0.1")
         require(lk.negatives >= 1, f"link.negatives={lk.negatives} must be >= 1 (negative pairs per positive edge)")
         require(lk.negative_pool >= 0, f"link.negative_pool={lk.negative_pool} must be >= 0 (remote nodes per own "
                                        "node held as negatives; 0: none)")

@@ -427,7 +427,8 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
 
 def _put_sidecar(table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18,
                  what: str = "agg") -> None:
-    """Fill ``table[rows]`` with part ``part``'s aggregates ``what`` of its inner rows ``idx``, a bounded chunk at a time."""
+    """Fill ``table[rows]`` with part ``part``'s aggregates ``what`` of its inner rows ``idx``, a bounded chunk at a
+    time."""
     for a in range(0, idx.numel(), chunk):
         table.put(rows[a:a + chunk], load_sidecar(part_config, part, idx[a:a + chunk], what=what))
 
@@ -558,7 +559,8 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     keep = keep or Keep()
     exact = first_hop == "exact"
     if exact and not features:
-        raise ValueError("first_hop='exact' aggregates features: load_local(..., features=False) needs first_hop='sampled'")
+        raise ValueError("first_hop='exact' aggregates features: load_local(..., features=False) needs "
+                         "first_hop='sampled'")
     t0 = time.perf_counter()
     meta, _, feat_file = part_paths(part_config, part_id)
     if lean:
