@@ -17,13 +17,20 @@ import copy
 import datetime
 import logging
 import time
+import warnings
 from pathlib import Path
 
+import dgl
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from ..config import Config
+from ..data import load_dataset
+from ..data.common import target_type
+from ..data.links import link_split
+from ..partition.layout import node_map, part_paths, read_part_structure
 from .metrics import ANON_PEAK
 
 log = logging.getLogger("dgl_grappa")
@@ -55,8 +62,6 @@ def evaluate(model: torch.nn.Module, g, x=None, target: str = "") -> dict[str, f
         pred = model(g, g.ndata["feat"] if x is None else x.to(g.device)).argmax(-1)
         data = g.ndata
     else:
-        from ..data.common import target_type
-
         inputs = {t: g.nodes[t].data["feat"] for t in g.ntypes if "feat" in g.nodes[t].data}
         inputs.update({t: v.to(g.device) for t, v in (x or {}).items()})
         pred = model(g, inputs).argmax(-1)  # the model returns its target type's rows
@@ -241,12 +246,8 @@ class GlobalEvaluator:
         self.link = None  # train.task=link: the held-out edges and their negatives
         self.group = rank0_wait_group(cfg)
         if is_main:
-            from ..data import load_dataset  # only rank 0 needs the whole graph
-
             self.graph = load_dataset(cfg.data)
             if cfg.train.task == "link":
-                from ..data.links import link_split
-
                 # the same split the partitioning was cut from: a pure function of the graph and link.seed
                 self.link = link_split(self.graph, cfg.link)
                 self.graph = self.link.graph
@@ -324,8 +325,6 @@ class LayerwiseEvaluator:
     """
 
     def __init__(self, cfg: Config, rank: int, world_size: int, part_config: str, work_dir: str | Path):
-        from ..partition.layout import node_map, part_paths
-
         self.cfg, self.rank, self.world = cfg, rank, world_size
         self.part_config = part_config
         self.work = Path(work_dir)
@@ -358,10 +357,6 @@ class LayerwiseEvaluator:
 
     def _prepare(self) -> None:
         """Read this part's structure, labels and masks; write its feature rows into h0."""
-        import dgl
-
-        from ..partition.layout import part_paths, read_part_structure
-
         self._create(0, None)  # rank 0 makes the folder; h0's width is known after the reads
 
         def load():
@@ -402,8 +397,6 @@ class LayerwiseEvaluator:
 
     def _create(self, layer: int, width: int | None) -> None:
         """Rank 0 creates the (sparse) file of layer ``layer``; everyone waits for it."""
-        import numpy as np
-
         if self.rank == 0:
             self.work.mkdir(parents=True, exist_ok=True)
             if width is not None:
@@ -421,10 +414,6 @@ class LayerwiseEvaluator:
         pages count in this process's resident size as file-backed pages (``file_gb`` of
         :func:`dgl_grappa.runtime.metrics.memory_stats`), not as its own memory.
         """
-        import warnings
-
-        import numpy as np
-
         mm = np.load(self._path(layer), mmap_mode="r+" if write else "r")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a read-only map gives a non-writable tensor: we only read it
@@ -441,8 +430,6 @@ class LayerwiseEvaluator:
     # -- evaluation ----------------------------------------------------------------------
     def _block(self, a: int, b: int):
         """Block of inner nodes [a, b): destinations first among the sources (DGL's convention)."""
-        import dgl
-
         e0, e1 = int(self.indptr[a]), int(self.indptr[b])
         nbr = self.indices[e0:e1].to(torch.int64)
         inside = (nbr >= a) & (nbr < b)
@@ -456,8 +443,6 @@ class LayerwiseEvaluator:
         return block, self.gids[src_local]
 
     def _width(self, model, layer: int, width_in: int) -> int:
-        import dgl
-
         tiny = dgl.create_block((torch.tensor([0]), torch.tensor([0])), num_src_nodes=1, num_dst_nodes=1)
         return int(model.layer(layer, tiny, torch.zeros(1, width_in)).shape[1])
 
