@@ -719,6 +719,24 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
                             config=now, fingerprint="x")))
 
 
+@pytest.mark.unit
+def test_an_entry_from_before_the_halo_sync_is_stale_on_the_heterogeneous_graph_only():
+    """model.embed_halo_sync and train.halo_in_edges changed what Grappa does on a heterogeneous graph: a hetsynth
+    entry stored before them must run again; a homogeneous one (where they do nothing) and DistDGL's stay."""
+    for data, stale in (([], False), (["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true"], True)):
+        cfg = load_config(None, data)
+        now = planning.normalised(cfg)
+        old = json.loads(json.dumps(now))
+        del old["model"]["embed_halo_sync"], old["train"]["halo_in_edges"]
+        for kind in ("grappa", "distdgl"):
+            planned = planning.PlannedSystem(system=planning.System(name=kind, kind=kind, overrides=[], entry=kind),
+                                             cfg=cfg, config=now, fingerprint="x")
+            why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
+            assert (why is not None) == (stale and kind == "grappa"), (data, kind, why)
+            if why is not None:
+                assert "model.embed_halo_sync" in why
+
+
 # ---------------------------------------------------------------------------------------
 # bench.pairs: one system against another
 # ---------------------------------------------------------------------------------------

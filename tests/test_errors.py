@@ -176,6 +176,10 @@ def setup_hetero_wrong_model(tmp):
     return ["train", "--data.name=hetsynth", "--model.embed=true"]
 
 
+def setup_hetero_halo_sync_negative(tmp):
+    return ["train", *HETERO, "--model.embed_halo_sync=-1"]
+
+
 def setup_link_fractions(tmp):
     return ["train", "--train.task=link", "--link.val_frac=0.5", "--link.test_frac=0.5"]
 

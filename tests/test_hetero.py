@@ -8,11 +8,14 @@ label; a worker's local heterograph holds every in-edge of its inner nodes, rela
 and its rows are the whole graph's (halo rows read once); the per-relation first-hop aggregates
 are the whole graph's means; RGCN on full-fan-out blocks, and with the aggregates in place of its
 first-hop relations from papers, is the whole graph's RGCN; the featureless types' own rows learn
-locally while the halo's stay frozen; the config's one-line errors. The end-to-end tests train
-real spawned workers (2 parts, 4 epochs) well above chance with no embedding byte on the network,
-resume the rows bit for bit, and run ``compare`` against DistDGL (``DistNodeDataLoader`` on papers,
-``DistEmbedding`` per featureless type) and the drop-in (``GrappaHeteroLoader``), which needs
-private namespaces (root) and skips where there are none.
+locally while the halo's stay frozen (``model.embed_halo_sync=0``); the kept halo's in-edges from
+featureless types are completed from their owners once (``train.halo_in_edges``); the config's
+one-line errors. Spawned workers check that a halo sync moves every row by the mean change of the
+workers holding it, with the bytes it counts. The end-to-end tests train real spawned workers
+(2 parts, 4 epochs) well above chance with only gradients and the synced halo rows on the
+network, resume the rows bit for bit, and run ``compare`` against DistDGL (``DistNodeDataLoader``
+on papers, ``DistEmbedding`` per featureless type) and the drop-in (``GrappaHeteroLoader``), which
+needs private namespaces (root) and skips where there are none.
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ import pytest
 import torch
 from clitools import train
 
+from dgl_grappa.cluster.launch import Identity
+from dgl_grappa.cluster.testing import run_distributed
 from dgl_grappa.config import (
     Config,
     ConfigError,
@@ -36,6 +41,10 @@ from dgl_grappa.config import (
     load_config,
 )
 from dgl_grappa.kinds import resolve
+from dgl_grappa.kinds.hetero import HeteroRuntime
+from dgl_grappa.method.embedding import initial_rows
+from dgl_grappa.method.hetero import HeteroEmbedding, load_local_hetero, type_seed
+from dgl_grappa.method.hetero_halo import EDGE_BYTES
 from dgl_grappa.method.models import gradient_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,6 +224,45 @@ def test_a_workers_local_heterograph_holds_its_nodes_in_edges_and_the_whole_grap
                 assert got == full_in, e  # every in-edge of an inner node, from inner and halo nodes
             else:
                 assert got <= full_in and bool((s < n_in[e[0]]).all())
+
+
+@pytest.mark.unit
+def test_the_halos_in_edges_from_featureless_types_are_completed_from_their_owners_once(het_parts):
+    g, stats = het_parts
+    orig = {t: _orig(stats, t) for t in g.ntypes}
+    bare = [e for e in g.canonical_etypes if e[0] in ("author", "field")]
+    for part in range(2):
+        plain = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact")
+        lp = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact", halo_in_edges="featureless")
+        done = lp.keep["halo_in_edges"]
+        papers = orig["paper"][lp.global_ids["paper"]]
+        for e in bare:  # every local paper, halo ones too, has all its authors and fields, as in the whole graph
+            s, d = lp.graph.edges(etype=e)
+            local = set(zip(orig[e[0]][lp.global_ids[e[0]][s]].tolist(), papers[d].tolist()))
+            src, dst = g.in_edges(papers, etype=e)
+            assert local == set(zip(src.tolist(), dst.tolist())), e
+        halo_papers = papers[plain.num_inner_by_type["paper"]:]
+        assert int(g.in_degrees(halo_papers, etype=bare[0]).sum()) > int(
+            plain.graph.in_degrees(etype=bare[0])[plain.num_inner_by_type["paper"]:].sum())  # the part lacked some
+        # every other relation, the papers' features and the aggregates are the plain part's
+        for e in g.canonical_etypes:
+            if e not in bare:
+                assert lp.graph.num_edges(e) == plain.graph.num_edges(e), e
+        assert torch.equal(lp.feat["paper"].full(), plain.feat["paper"].full())
+        # the new sources (authors of halo papers this part did not hold) join the halo with learnable rows only
+        added = done["nodes_added"]["author"] + done["nodes_added"]["field"]
+        assert added > 0 and added == sum(lp.graph.num_nodes(t) - plain.graph.num_nodes(t) for t in ("author", "field"))
+        for e, table in lp.agg.items():
+            assert torch.equal(table.full(), plain.agg[e].full()), e  # no aggregate row for them
+        assert lp.one_time_bytes == plain.one_time_bytes + done["edges_read"] * EDGE_BYTES
+        emb = HeteroEmbedding(lp, 8)
+        assert emb.types["author"].halo_rows.shape[0] == lp.graph.num_nodes("author") - lp.num_inner_by_type["author"]
+        # a first block of full fan-out over those relations sees every author of every paper it samples for
+        cfg = load_config(CONFIG, [*SIZE, "--train.fanouts=[-1,-1]", "--train.batch_size=300"])
+        b0 = next(HeteroRuntime(cfg, Identity(part, 2, part), lp).epoch_inputs(0)).graph[0]
+        for e in bare:
+            dst = papers[b0.dstnodes["paper"].data[dgl.NID]]
+            assert int(b0.in_degrees(etype=e).sum()) == int(g.in_degrees(dst, etype=e).sum()) > 0, e
 
 
 @pytest.mark.unit
@@ -414,6 +462,74 @@ def test_featureless_types_learn_their_own_rows_locally_and_keep_the_halo_frozen
         other.load_shard({"types": {}, "optimizer": shard["optimizer"]}, other_opt)
 
 
+def _sync_worker(rank, world_size, part_config, out):
+    lp = load_local_hetero(part_config, rank, "keep")
+    emb = HeteroEmbedding(lp, 8, seed=3, sync_every=2)
+    assert all(p.requires_grad for p in emb.parameters()) and len(list(emb.parameters())) == 4  # own and halo rows
+
+    def state():
+        return {t: (e.global_ids.clone(), torch.cat([e.own.weight, e.halo_rows]).detach().clone())
+                for t, e in emb.types.items()}
+
+    seen = []
+    for epoch in range(5):
+        with torch.no_grad():  # "training": own rows and every third halo copy move, by amounts rank and epoch fix
+            for e in emb.types.values():
+                e.own.weight[::2] += 0.01 * (epoch + 1) * (rank + 1)
+                e.halo_rows[::3] -= 0.02 * (epoch + 1) * (rank + 1)
+        before = state()
+        got = emb.sync_halo(epoch)
+        seen.append({"epoch": epoch, "got": got, "bytes": emb.take_bytes()[0], "before": before, "after": state(),
+                     "inner": {t: e.num_inner for t, e in emb.types.items()}})
+    torch.save(seen, Path(out) / f"sync{rank}.pt")
+
+
+def test_a_sync_moves_each_row_by_the_mean_change_of_the_workers_that_hold_it(het_parts, tmp_path):
+    _, stats = het_parts
+    run_distributed(_sync_worker, 2, stats["part_config"], str(tmp_path), timeout_s=180)
+    seen = [torch.load(tmp_path / f"sync{r}.pt", weights_only=False) for r in range(2)]
+
+    def by_gid(rec, t, rows_of):
+        gids, rows = rec[rows_of][t]
+        return dict(zip(gids.tolist(), rows))
+
+    # every row starts as its owner's initial row (halo copies included): the first sync's starting point
+    base = {r: {t: dict(zip(g.tolist(), initial_rows(g, 8, type_seed(3, t))))
+                for t, (g, _) in seen[r][0]["before"].items()} for r in range(2)}
+    synced = 0
+    for epoch in range(5):
+        due = epoch in (2, 4)  # every 2 epochs from epoch 2 on
+        for r in range(2):
+            rec, other = seen[r][epoch], seen[1 - r][epoch]
+            for t in rec["before"]:
+                n_in = rec["inner"][t]
+                gids, rows = rec["after"][t]
+                if not due:  # nothing moves
+                    assert torch.equal(rows, rec["before"][t][1]), (epoch, t)
+                    continue
+                mine, theirs = by_gid(rec, t, "before"), by_gid(other, t, "before")
+                for i, g in enumerate(gids.tolist()):
+                    owner = r if i < n_in else 1 - r
+                    start = base[owner][t][g]
+                    changes = [x - start for x in (mine[g], theirs.get(g)) if x is not None]
+                    moved = [c for c in changes if bool((c != 0).any())]
+                    want = start + (sum(moved) / len(moved) if moved else 0)
+                    assert torch.allclose(rows[i], want, atol=1e-6), (epoch, t, g)
+                    synced += int(len(moved) == 2)
+        if due:  # the rows after the sync are the next changes' starting point
+            base = {r: {t: by_gid(seen[r][epoch], t, "after") for t in seen[r][epoch]["after"]} for r in range(2)}
+        for r in range(2):
+            rec = seen[r][epoch]
+            # what a sync moves to this worker: the other's changes of the rows it owns and its own halo rows, 8 wide
+            # in fp32; the first one also the other worker's halo ids (16 bytes each, once) and the two counts
+            halo = {q: sum(g.numel() - seen[q][epoch]["inner"][t] for t, (g, _) in seen[q][epoch]["before"].items())
+                    for q in range(2)}
+            rows_bytes = (halo[r] + halo[1 - r]) * 8 * 4 if due else 0
+            once = halo[1 - r] * 16 + 2 * 8 if epoch == 2 else 0
+            assert rec["got"] == rec["bytes"] == rows_bytes + once, epoch
+    assert synced > 0  # rows both workers changed were averaged
+
+
 # ---------------------------------------------------------------------------------------
 # Native runtime: spawned workers
 # ---------------------------------------------------------------------------------------
@@ -428,33 +544,44 @@ def straight(tmp_path_factory, namespaces_missing):
     return out, s, isolated
 
 
-def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_only_gradients(straight):
+def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_gradients_and_synced_halo_rows(straight):
     out, s, isolated = straight
     h = s["hetero"]
     assert h["target"] == "paper" and len(h["ntypes"]) == 3 and len(h["etypes"]) == 6
     assert h["featureless"] == ["author", "field"] and s["first_hop"] == "exact"
     assert s["test_acc"] > 3 * CHANCE, s["test_acc"]
-    assert s["embed_bytes_per_epoch"] == 0 and s["feature_bytes_per_epoch"] == 0
+    assert s["feature_bytes_per_epoch"] == 0
     assert s["grad_bytes_per_epoch"] == s["steps_per_epoch"] * s["model_grad_bytes"]
-    assert s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"]  # gloo's ring with 2 workers
+    # model.embed_halo_sync=1: from epoch 1 on every epoch's sync moves each worker's halo rows of authors and
+    # fields (16 wide, fp32) twice: their changes to the owners, the averaged rows back
+    halo = [w["hetero"]["halo_by_type"]["author"] + w["hetero"]["halo_by_type"]["field"] for w in s["workers"]]
+    assert s["embed_bytes_per_epoch"] == 2 * sum(halo) * 16 * 4
+    assert s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"] + s["embed_bytes_per_epoch"]  # gloo's ring of 2
     assert 0 < h["budgeted_ratio_max"] <= 1.5 and s["resident_ratio_max"] > h["budgeted_ratio_max"]
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
-    assert all(r["embed_bytes"] == 0 and r["local_embed_bytes"] > 0 for r in records)
-    if isolated:  # the wire holds the all-reduce and nothing of a feature's or an embedding row's size
-        grad_on_wire = 2 * s["grad_bytes_per_epoch"]
-        assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]
+    assert records[0]["embed_bytes"] == 0 and all(r["embed_bytes"] > 0 for r in records[1:])
+    assert all(r["local_embed_bytes"] > 0 for r in records)
+    if isolated:  # the wire holds the all-reduce, the syncs and nothing of a feature's size
+        expected = 2 * s["grad_bytes_per_epoch"] + s["embed_bytes_per_epoch"]
+        assert expected <= s["wire_bytes_per_epoch"] <= 1.05 * expected + PER_STEP_OVERHEAD * (s["steps_per_epoch"] + 2)
     for w in s["workers"]:  # every table: paper features, the relations' aggregates, author and field rows, moments
         m = w["memory"]
         assert m["feat_inner"] > 0 and m["feat_halo"] > 0 and set(m["embed_by_type"]) == {"author", "field"}
         assert len(m["agg_by_relation"]) == 4 and m["agg_inner"] > 0 and m["agg_halo"] > 0  # the relations from papers
-        assert m["embed_optimizer"] == 2 * m["embed_inner"]
+        # the halo's copies are trained too (Adam moments), and the sync keeps every row as it was at the last one
+        assert m["embed_optimizer"] == 2 * (m["embed_inner"] + m["embed_halo"])
+        assert m["embed_sync"] == m["embed_inner"] + m["embed_halo"]
+        assert m["embed"] == m["embed_inner"] + m["embed_optimizer"] + m["embed_halo"] + m["embed_sync"]
         assert w["resident_bytes"] == m["feat_inner"] + m["feat_halo"] + m["agg_inner"] + m["agg_halo"] + m["embed"]
         # the budget (1.5) holds the paper rows and the aggregates against the own paper rows in fp32; the
         # learnable rows are outside it, counted as model.embed counts them
         assert m["budgeted_bytes"] == m["feat_inner"] + m["feat_halo"] + m["agg_inner"] + m["agg_halo"]
         assert m["budgeted_bytes"] <= 1.5 * m["budget_unit_bytes"] and m["precision"] != "fp32"
         assert w["own_fp32_bytes"] == m["budget_unit_bytes"] + m["embed_inner"]
-        assert w["one_time_bytes"] == m["feat_halo"] + m["agg_halo"]  # the halo's paper rows and aggregates, once
+        # once: the halo's paper rows and aggregates, and the halo's in-edges from authors and fields (16 bytes each)
+        edges = w["hetero"]["halo_in_edges"]
+        assert edges["edges_read"] > 0 and edges["one_time_bytes"] == 16 * edges["edges_read"]
+        assert w["one_time_bytes"] == m["feat_halo"] + m["agg_halo"] + edges["one_time_bytes"]
         assert sum(w["hetero"]["inner_by_type"].values()) == w["inner_nodes"]
 
 
@@ -522,9 +649,12 @@ def test_grappa_and_the_dropin_move_a_fraction_of_distdgls_bytes_on_the_same_par
     _, sums = compared
     g, d = sums[system], sums["distdgl"]
     assert g["model_grad_bytes"] == d["model_grad_bytes"]  # the same RGCN
-    assert g["embed_bytes_per_epoch"] == 0 and g["feature_bytes_per_epoch"] == 0
-    grad_on_wire = 2 * g["grad_bytes_per_epoch"]
-    assert grad_on_wire <= g["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * g["steps_per_epoch"]
+    assert g["feature_bytes_per_epoch"] == 0
+    # the native runtime syncs the halo's author and field rows every epoch (model.embed_halo_sync); the drop-in
+    # keeps them frozen and moves none
+    assert (g["embed_bytes_per_epoch"] > 0) == (system == "grappa-none")
+    expected = 2 * g["grad_bytes_per_epoch"] + g["embed_bytes_per_epoch"]
+    assert expected <= g["wire_bytes_per_epoch"] <= 1.05 * expected + PER_STEP_OVERHEAD * (g["steps_per_epoch"] + 2)
     assert g["wire_bytes_per_epoch"] < 0.5 * d["wire_bytes_per_epoch"]
     assert g["test_acc"] > 3 * CHANCE
     if system == "distdgl-grappa":  # the drop-in inside DistDGL's job: not a row pulled, not a sampling request

@@ -7,7 +7,7 @@ report marks stored runs that no longer match the plan ``stale`` (:func:`current
 """
 from __future__ import annotations
 
-from ..config import Config, config_changes
+from ..config import HETERO_DATASETS, Config, config_changes
 from .plan import Cell, PlannedSystem, normalised
 
 
@@ -20,6 +20,9 @@ def _default_config() -> dict:
 # before a key existed ran the old behaviour, so it is stale for that system kind even when
 # the planned value is the key's default (config_changes passes over keys at their default).
 NEW_BEHAVIOUR_KEYS = {"grappa": ("train.memory_budget", "train.storage")}
+# The same, for keys that changed only a heterogeneous graph's runs (data.name in HETERO_DATASETS): the halo's
+# learnable rows synced and its in-edges from featureless types completed.
+NEW_HETERO_KEYS = {"grappa": ("model.embed_halo_sync", "train.halo_in_edges")}
 
 
 def _has_key(config: dict, dotted: str) -> bool:
@@ -38,10 +41,14 @@ def stale_reason(stored: dict | None, planned: PlannedSystem) -> str | None:
         return f"{stored.get('status', 'unknown')} before"
     if stored.get("kind") != planned.system.kind:
         return f"kind {stored.get('kind')} -> {planned.system.kind}"
-    for key in NEW_BEHAVIOUR_KEYS.get(planned.system.kind, ()):
-        if not _has_key(stored.get("config") or {}, key) and _has_key(planned.config, key):
+    config = stored.get("config") or {}
+    hetero = (config.get("data") or {}).get("name") in HETERO_DATASETS
+    keys = NEW_BEHAVIOUR_KEYS.get(planned.system.kind, ()) + (NEW_HETERO_KEYS.get(planned.system.kind, ())
+                                                               if hetero else ())
+    for key in keys:
+        if not _has_key(config, key) and _has_key(planned.config, key):
             return f"run before {key} existed (the defaults have changed since)"
-    changes = config_changes(stored.get("config") or {}, planned.config, _default_config())
+    changes = config_changes(config, planned.config, _default_config())
     if changes:
         return "config changed: " + "; ".join(changes[:3]) + (" ..." if len(changes) > 3 else "")
     return None

@@ -76,7 +76,8 @@ class ModelConfig:
     aggregates of learnable rows would go stale). Not with ``schedule.k > 0``, layer-wise
     evaluation or ``run.floor``. On a heterogeneous graph only the node types without features
     get learnable rows (DGL's RGCN example: a ``DistEmbedding`` per featureless type); the others
-    keep their features, and the first hop of their relations can still be exact."""
+    keep their features, and the first hop of their relations can still be exact; Grappa trains
+    the halo's copies of those rows too and syncs them (``embed_halo_sync``)."""
     embed_dim: int = 64
     """Width of the learnable rows (``model.embed``)."""
     embed_lr: float = 0.01
@@ -84,6 +85,15 @@ class ModelConfig:
     uses PyTorch's ``SparseAdam`` (its bias correction counts the optimizer's steps), DistDGL
     ``dgl.distributed.optim.SparseAdam`` (each row's own updates); the same for a row updated
     at every step."""
+    embed_halo_sync: int = 1
+    """Heterogeneous graphs, Grappa: every this many epochs (at the start of the epoch) the learnable
+    rows that several workers hold are averaged. Between syncs each worker trains its halo's copies
+    with its own gradients, as it trains its own rows; at a sync every worker sends each copy's
+    change since the last sync to the node's owner, the owner moves its row by the mean change of
+    the workers that changed it (its own included) and sends the row back to every worker holding
+    it. Bytes per sync: twice the halo rows x ``embed_dim`` x 4, counted as ``embed_bytes``;
+    memory: the halo copies' Adam moments and the rows at the last sync (``embed_sync``). 0 =
+    never: a halo row is its owner's initial row, frozen, and no byte moves."""
 
     def check(self) -> None:
         """Depth, widths, dropout, GAT's heads, and the learnable rows' settings when ``embed`` is on."""
@@ -96,6 +106,8 @@ class ModelConfig:
         if self.embed:
             require(self.embed_dim >= 1, f"model.embed_dim={self.embed_dim} must be >= 1")
             require(self.embed_lr > 0, f"model.embed_lr={self.embed_lr} must be > 0")
+            require(self.embed_halo_sync >= 0,
+                    f"model.embed_halo_sync={self.embed_halo_sync} must be >= 0 (0: never sync)")
 
 
 @dataclass
@@ -133,6 +145,12 @@ class TrainConfig:
     """drop: train on the inner nodes only; keep: halo nodes stay as leaves whose features
     (and, with first_hop=exact, first-hop aggregates) are read once per partitioning, at load
     time, from their owners' partition files (counted in summary ``one_time_bytes_total``)."""
+    halo_in_edges: Literal["part", "featureless"] = "featureless"
+    """Heterogeneous graphs with halo=keep: part = the kept halo's in-edges the partition stores
+    (those from this part's inner nodes); featureless = also every kept halo node's in-edges over the
+    relations from featureless types, read once per partitioning from their owners' parts (16
+    one-time bytes an edge), their new source nodes joining the halo with learnable rows only, so
+    that the first block samples a halo node's whole neighbourhood over those relations."""
     first_hop: Literal["exact", "sampled"] = "exact"
     """exact (first-hop completion): the model's first layer reads, for every node of a
     computation tree, its features and the full-graph mean of its in-neighbours' features,

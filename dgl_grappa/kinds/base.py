@@ -223,6 +223,11 @@ class LocalRuntime(ABC):
                 times.add("gather", clock() - t1)
             yield batch
 
+    def epoch_start(self, epoch: int, embedding) -> None:
+        """What the kind does on every worker at the start of epoch ``epoch``, inside the epoch's measured window and
+        before its first batch is drawn (every worker calls it at the same point, so it may be a collective);
+        ``embedding`` is the trainer's learnable rows (:meth:`JobKind.make_embedding`) or None. Nothing by default."""
+
     @abstractmethod
     def assemble(self, sample) -> Batch:
         """The :class:`Batch` of one drawn sample (its input rows gathered from local memory)."""
@@ -326,7 +331,7 @@ class JobKind(ABC):
         """The data side of the loaded part."""
 
     def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
-        """The worker's learnable input rows (own rows trained here, halo rows frozen), or None."""
+        """The worker's learnable input rows (own rows trained here; the halo's as the kind keeps them), or None."""
         return None
 
     @abstractmethod

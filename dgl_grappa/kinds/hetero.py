@@ -25,6 +25,7 @@ from ..config import Config, hetero_schema, require, select_etypes
 from ..method import coverage as cov
 from ..method.dropin import GrappaHeteroLoader
 from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartition, TargetSeeds, load_local_hetero
+from ..method.hetero_halo import aggregate_rows
 from ..method.reducers import make_correction
 from ..method.rgcn import build_rgcn
 from ..method.sampler import LocalBatches
@@ -75,8 +76,16 @@ class HeteroRuntime(LocalRuntime):
         extra = {}
         if self.exact:  # the first block's destinations are the first source nodes of each type
             lp, b0 = self.lp, blocks[0]
-            extra["agg"] = {e: lp.agg[e].gather(input_nodes[e[2]][: b0.num_dst_nodes(e[2])]) for e in self.exact}
+            extra["agg"] = {e: aggregate_rows(lp.agg[e], input_nodes[e[2]][: b0.num_dst_nodes(e[2])])
+                            for e in self.exact}
         return Batch(blocks, seeds, x, None, extra)
+
+    def epoch_start(self, epoch: int, embedding) -> None:
+        """``model.embed_halo_sync``: when a sync is due, the featureless types' rows that several workers hold are
+        averaged (:meth:`HeteroEmbedding.sync_halo <dgl_grappa.method.hetero.HeteroEmbedding.sync_halo>`, a
+        collective; its bytes are the epoch's ``embed_bytes``)."""
+        if embedding is not None:
+            embedding.sync_halo(epoch)
 
     def coverage_stats(self) -> dict[str, float]:
         """Coverage is not computed on a heterogeneous graph (no correction reads it): every seed counts 1."""
@@ -122,14 +131,16 @@ class HeteroKind(JobKind):
     def load_part(self, cfg: Config, part_config: str, part: int) -> HeteroLocalPartition:
         # the budget holds the featured types' tables; the featureless types' learnable rows stay outside it
         return load_local_hetero(part_config, part, cfg.train.halo, cfg.data.target, cfg.first_hop,
-                                 keep=budget_keep(cfg, sampled_layers(cfg)))
+                                 keep=budget_keep(cfg, sampled_layers(cfg)), halo_in_edges=cfg.train.halo_in_edges)
 
     def make_runtime(self, cfg: Config, ident, lp) -> HeteroRuntime:
         return HeteroRuntime(cfg, ident, lp)
 
     def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
-        # the featureless types' rows, per type: own rows trained here, halo rows frozen (no byte moves)
-        return HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed) if lp.bare_types else None
+        # the featureless types' rows, per type: own rows trained here; the halo's copies trained here too and
+        # synced every model.embed_halo_sync epochs (0: frozen, no byte moves)
+        return (HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed, sync_every=cfg.model.embed_halo_sync)
+                if lp.bare_types else None)
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         # a GraphConv per relation, each type's input at its own width
@@ -138,7 +149,8 @@ class HeteroKind(JobKind):
     def holding(self, cfg: Config, lp, embedding) -> dict:
         # every table: the featured types' rows (inner and halo) and aggregates, under train.memory_budget against
         # the own featured rows in fp32 (budgeted_bytes, budget_unit_bytes), and outside it the featureless types'
-        # learnable rows, their SparseAdam moments and frozen halo rows; the unit of the ratio is the own input
+        # learnable rows, their SparseAdam moments, halo rows (and with the sync the halo copies' moments and the
+        # rows at the last sync); the unit of the ratio is the own input
         # rows of every type in fp32
         resident, own = lp.resident_bytes, lp.own_fp32_bytes
         memory = {**lp.memory, "budgeted_bytes": int(lp.resident_bytes), "budget_unit_bytes": int(own)}
@@ -157,7 +169,8 @@ class HeteroKind(JobKind):
                            "featured": sorted(lp.feat), "featureless": lp.bare_types,
                            "inner_by_type": dict(lp.part_inner_by_type or lp.num_inner_by_type),
                            "inner_kept_by_type": dict(lp.num_inner_by_type),
-                           "halo_by_type": dict(lp.keep["halo_by_type"])}}
+                           "halo_by_type": dict(lp.keep["halo_by_type"]),
+                           **({"halo_in_edges": lp.keep["halo_in_edges"]} if "halo_in_edges" in lp.keep else {})}}
 
     def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
         if not per_worker or "hetero" not in per_worker[0]:

@@ -5,7 +5,9 @@ first, then the 1-hop halo) with the type of every node and edge. :func:`load_lo
 turns worker r's part into its **local heterograph**: per node type, the part's inner nodes
 (local ids ``0 .. num_inner[t] - 1``) and, with ``train.halo: keep``, the halo nodes of that type
 after them; per relation, the part's edges of that relation (every in-edge of an inner node, and
-the edges from inner nodes into the halo that DGL's 1-hop layout stores). Nothing is read during
+the edges from inner nodes into the halo that DGL's 1-hop layout stores; with
+``train.halo_in_edges: featureless`` also every kept halo node's in-edges over the relations from
+featureless types, read once from their owners' parts: :mod:`.hetero_halo`). Nothing is read during
 training:
 
 * **features** of the types that have them: the inner rows from the part's own file, the kept
@@ -13,8 +15,11 @@ training:
   :func:`~.local_part.load_local`);
 * **learnable rows** of the featureless types (``model.embed``): one
   :class:`~.embedding.LocalEmbedding` per type (:class:`HeteroEmbedding`): the own nodes' rows,
-  trained here by a local sparse optimizer, and the halo's frozen initial rows, computed here
-  (a pure function of the seed, the type and the node's id): zero bytes on the network;
+  trained here by a local sparse optimizer, and the halo's rows, starting as their owners' initial
+  rows (a pure function of the seed, the type and the node's id, computed here). With
+  ``model.embed_halo_sync`` k > 0 the halo's copies are trained here too and every k epochs
+  averaged with their owners' rows (:class:`~.embedding.HaloSync`: the only bytes of these rows on
+  the network); with 0 they stay frozen and no byte moves;
 * **labels and training seeds** of the target type (``data.target``);
 * with ``train.first_hop: exact``, **per-relation first-hop aggregates**: for every relation from a
   featured type, every local node's mean of its in-neighbours' features over that relation in the
@@ -47,7 +52,8 @@ from torch import Tensor, nn
 from ..config import ConfigError
 from ..partition.hetero import relation_agg_path, to_original_order_typed
 from ..partition.layout import part_edges, part_paths
-from .embedding import LocalEmbedding, gather_rows
+from .embedding import HaloSync, LocalEmbedding, gather_rows
+from .hetero_halo import complete_halo_in_edges, per_type_ids
 from .local_part import Keep, budget_error, check_modes, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
 
@@ -170,7 +176,8 @@ def _node_data(feat_file: Path) -> dict:
 
 
 def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep", target: str = "",
-                      first_hop: str = "sampled", *, keep: Keep | None = None) -> HeteroLocalPartition:
+                      first_hop: str = "sampled", *, keep: Keep | None = None,
+                      halo_in_edges: str = "part") -> HeteroLocalPartition:
     """Load worker ``part_id``'s local heterograph of a partitioning (no servers, no network).
 
     What it keeps follows the homogeneous loader's rule (:func:`~.local_part.load_local`), per worker:
@@ -196,6 +203,9 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         first_hop: "exact" also loads the per-relation first-hop aggregates of the relations from featured types
             (``python -m dgl_grappa partition`` writes them); "sampled" does not.
         keep: reach, storage and budget (:class:`~.local_part.Keep`); default: every node, fp32.
+        halo_in_edges: "part" (the edges the part stores) or "featureless": also every kept halo node's in-edges
+            over the relations from featureless types, read once from its owner's part, their new source nodes
+            joining the halo without feature or aggregate rows (:func:`~.hetero_halo.complete_halo_in_edges`).
 
     Returns:
         A :class:`HeteroLocalPartition`; its ``one_time_bytes`` are the kept halo's feature and aggregate rows (in
@@ -206,6 +216,8 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
             relation's aggregates are missing, or the budget cannot hold the own reached rows even in int4.
     """
     check_modes(first_hop, halo)
+    if halo_in_edges not in ("part", "featureless"):
+        raise ConfigError(f"train.halo_in_edges={halo_in_edges!r} is not allowed; use part or featureless")
     keep = keep or Keep()
     exact = first_hop == "exact"
     t0 = time.perf_counter()
@@ -225,7 +237,7 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     type_gid = torch.empty_like(gid)
     for i, t in enumerate(ntypes):
         sel = ntype_id == i
-        type_gid[sel] = _per_type_ids(gid[sel], node_map[t])
+        type_gid[sel] = per_type_ids(gid[sel], node_map[t])
     src, dst = part_edges(pg)
     etype_id = pg.edata[dgl.ETYPE].to(torch.int64)
     del pg
@@ -260,6 +272,15 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         src, dst, etype_id = new[src[e]], new[dst[e]], etype_id[e]
         ntype_id, gid, type_gid, owner_all = ntype_id[kept], gid[kept], type_gid[kept], owner_all[kept]
     inner_k = torch.arange(kept.numel()) < inner_kept.numel()
+    # per type, the local nodes with feature and aggregate rows: every one but the sources halo_in_edges adds (last)
+    tabled = {t: int((ntype_id == i).sum()) for i, t in enumerate(ntypes)}
+    completed = None
+    if halo_in_edges == "featureless" and halo == "keep":
+        local = {"src": src, "dst": dst, "etype_id": etype_id, "ntype_id": ntype_id, "gid": gid, "type_gid": type_gid,
+                 "owner": owner_all, "inner": inner_k}
+        arrays, completed = complete_halo_in_edges(part_config, node_map, local, ntypes, etypes, featured)
+        src, dst, etype_id, ntype_id, gid, type_gid, owner_all, inner_k = (arrays[k] for k in (
+            "src", "dst", "etype_id", "ntype_id", "gid", "type_gid", "owner", "inner"))
     graph, nodes, n_inner, gids, owner = local_heterograph(src, dst, etype_id, inner_k, ntype_id, type_gid, owner_all,
                                                            ntypes, etypes, halo)
     feat: dict[str, NodeTable] = {}
@@ -287,9 +308,12 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         del other
     agg: dict[tuple, NodeTable] = {}
     if exact:
-        agg, agg_once = _relation_aggregates(part_config, part_id, etypes, featured, nodes, n_inner, owner, gid, first,
-                                             precision)
+        agg, agg_once = _relation_aggregates(part_config, part_id, etypes, featured,
+                                             {t: v[: tabled[t]] for t, v in nodes.items()}, n_inner,
+                                             {t: v[: tabled[t]] for t, v in owner.items()}, gid, first, precision)
         one_time += agg_once
+    if completed is not None:
+        one_time += completed["one_time_bytes"]
     memory = _memory(feat, n_inner, [label, train_ids, *gids.values(), *owner.values()], graph, agg, precision)
     limit = keep.limit(own_fp32)
     return HeteroLocalPartition(
@@ -300,7 +324,8 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
         keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": int(kept.numel()),
               "inner_kept": int(inner_kept.numel()), "halo": n_local - n_inner_all,
               "halo_reach": int(halo_reach.numel()), "halo_kept": int(halo_kept.numel()), "halo_by_type": halo_rows,
-              "budget_bytes": limit if limit < float("inf") else None})
+              "budget_bytes": limit if limit < float("inf") else None,
+              **({"halo_in_edges": completed} if completed is not None else {})})
 
 
 def _reached_typed(src: Tensor, dst: Tensor, etype_id: Tensor, ntype_id: Tensor, n_inner: int, node: dict,
@@ -395,18 +420,6 @@ def local_heterograph(src: Tensor, dst: Tensor, etype_id: Tensor, inner: Tensor,
         num_nodes_dict={t: int(nodes[t].numel()) for t in ntypes}, idtype=torch.int64)
     graph.create_formats_()  # CSC for sampling, COO for the whole-part ops: once, not in a step
     return graph, nodes, n_inner, gids, owners
-
-
-def _per_type_ids(homo: Tensor, ranges: list) -> Tensor:
-    """Shuffled per-type ids of nodes of one type from their homogeneous global ids: the type's ids are the
-    parts' ranges one after the other (DGL's ``map_to_per_ntype``, without a partition book)."""
-    out = torch.empty_like(homo)
-    at = 0
-    for lo, hi in ranges:
-        sel = (homo >= lo) & (homo < hi)
-        out[sel] = homo[sel] - lo + at
-        at += hi - lo
-    return out
 
 
 def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list, nodes: dict, n_inner: dict,
@@ -508,37 +521,69 @@ class HeteroEmbedding(nn.Module):
     """The learnable rows of a worker's featureless node types: one :class:`~.embedding.LocalEmbedding` per type.
 
     Called with a batch's inputs (a dict: rows for featured types, local ids for featureless ones) it puts the
-    rows in place of the ids; the own rows carry a sparse gradient, the halo's are frozen initial rows. One
-    PyTorch ``SparseAdam`` steps every type's own rows (:meth:`optimizer`), on this worker only.
+    rows in place of the ids. One PyTorch ``SparseAdam`` steps the rows that carry a gradient (:meth:`optimizer`),
+    on this worker only. With ``sync_every`` 0 those are the own rows, and a halo row is its owner's initial
+    row, frozen. With ``sync_every`` k > 0 the halo's copies are trained here too, and every k epochs
+    :meth:`sync_halo` averages every row over the workers that hold it (:class:`~.embedding.HaloSync`, a
+    collective, between steps): the bytes of ``model.embed_halo_sync``.
 
     Args:
-        lp: the local part.
+        lp: the local part (its ``owner`` and ``part_id`` are needed with ``sync_every`` > 0).
         dim: row width (``model.embed_dim``).
         seed: ``train.seed`` (mixed with each type's name: :func:`type_seed`).
+        sync_every: ``model.embed_halo_sync``.
+
+    Raises:
+        ValueError: ``sync_every`` > 0 without the part's owners.
+
+    Example:
+        >>> emb = HeteroEmbedding(lp, 32, seed=0, sync_every=1)          # doctest: +SKIP
+        >>> opt = emb.optimizer(0.05); emb.sync_halo(epoch)              # doctest: +SKIP
     """
 
-    def __init__(self, lp: HeteroLocalPartition, dim: int, seed: int = 0):
+    def __init__(self, lp: HeteroLocalPartition, dim: int, seed: int = 0, sync_every: int = 0):
         super().__init__()
-        self.dim = int(dim)
+        self.dim, self.sync_every = int(dim), int(sync_every)
         self.types = nn.ModuleDict({t: LocalEmbedding(lp.global_ids[t], lp.num_inner_by_type[t], dim,
-                                                      seed=type_seed(seed, t)) for t in lp.bare_types})
+                                                      seed=type_seed(seed, t), train_halo=self.sync_every > 0)
+                                    for t in lp.bare_types})
+        self._sync: HaloSync | None = None
+        if self.sync_every > 0:
+            owner, part = getattr(lp, "owner", None), getattr(lp, "part_id", None)
+            if owner is None or part is None:
+                raise ValueError("syncing the halo's rows needs the owner of every halo row; this part has none")
+            self._sync = HaloSync({t: (e, owner[t]) for t, e in self.types.items()}, part)
+        self.sync_bytes = 0
+
+    def sync_halo(self, epoch: int) -> int:
+        """At the start of epoch ``epoch`` on every worker: average the rows several workers hold when a sync is due
+        (every ``sync_every`` epochs, from epoch ``sync_every`` on); the bytes this worker received (0 if none)."""
+        if self._sync is None or epoch <= 0 or epoch % self.sync_every:
+            return 0
+        got = self._sync()
+        self.sync_bytes += got
+        return got
 
     def forward(self, x: dict[str, Tensor]) -> dict[str, Tensor]:
         return {t: self.types[t](v) if t in self.types else v for t, v in x.items()}
 
     def optimizer(self, lr: float) -> torch.optim.SparseAdam:
-        """PyTorch's ``SparseAdam`` over every type's own rows (local; see :meth:`LocalEmbedding.optimizer`)."""
-        return torch.optim.SparseAdam([e.own.weight for e in self.types.values()], lr=lr)
+        """PyTorch's ``SparseAdam`` over every type's trained rows (local; see :meth:`LocalEmbedding.optimizer`)."""
+        return torch.optim.SparseAdam([p for e in self.types.values() for p in e.parameters()], lr=lr)
 
     def take_bytes(self) -> tuple[int, int]:
-        """(remote, local) bytes of rows served since the last call; remote is 0: there is no remote path."""
-        return 0, sum(e.take_bytes()[1] for e in self.types.values())
+        """(remote, local) bytes of rows since the last call: remote are the syncs' (:meth:`sync_halo`; 0 without
+        them), local the rows served to the steps."""
+        remote, self.sync_bytes = self.sync_bytes, 0
+        return remote, sum(e.take_bytes()[1] for e in self.types.values())
 
     def memory(self) -> dict:
-        """Bytes held, summed over the types as :meth:`LocalEmbedding.memory`, and ``embed_by_type``."""
+        """Bytes held, summed over the types as :meth:`LocalEmbedding.memory`, ``embed_by_type``, and ``embed_sync``
+        (the rows at the last sync, :class:`~.embedding.HaloSync`; counted in ``embed``)."""
         per = {t: e.memory() for t, e in self.types.items()}
         out = {k: sum(m[k] for m in per.values()) for k in ("embed_inner", "embed_optimizer", "embed_halo", "embed")}
-        return {**out, "embed_by_type": per}
+        synced = self._sync.nbytes if self._sync is not None else 0
+        return {**out, "embed": out["embed"] + synced, "embed_sync": synced, "embed_by_type": per}
 
     @property
     def num_inner(self) -> int:
@@ -549,21 +594,28 @@ class HeteroEmbedding(nn.Module):
         return sum(int(e.halo_rows.shape[0]) for e in self.types.values())
 
     def shard_state(self, optimizer: torch.optim.Optimizer) -> dict:
-        """This worker's part of a checkpoint: every type's own rows (with their ids) and the optimizer's state."""
-        return {"types": {t: {"global_ids": e.global_ids[: e.num_inner].clone(), "weight": e.own.weight.detach().clone()}
+        """This worker's part of a checkpoint: every type's own rows (with their ids) and halo rows, the rows at the
+        last sync, and the optimizer's state."""
+        return {"types": {t: {"global_ids": e.global_ids[: e.num_inner].clone(),
+                              "weight": e.own.weight.detach().clone(), "halo": e.halo_rows.detach().clone()}
                           for t, e in self.types.items()},
+                "sync": self._sync.state_dict() if self._sync is not None else None,
                 "optimizer": copy.deepcopy(optimizer.state_dict())}
 
     def load_shard(self, state: dict, optimizer: torch.optim.Optimizer) -> None:
         """Restore what :meth:`shard_state` returned, bit for bit.
 
         Raises:
-            ConfigError: the shard belongs to other nodes or types (another partitioning or graph).
+            ConfigError: the shard belongs to other nodes or types (another partitioning or graph), or was written
+                with another ``model.embed_halo_sync``.
         """
         types = state.get("types") or {}
         if set(types) != set(self.types):
             raise ConfigError("the checkpoint's embedding rows are of other node types than this graph's featureless "
                               "ones; resume with the graph it was written with, or start afresh")
+        if (state.get("sync") is None) != (self._sync is None):
+            raise ConfigError("the checkpoint was written with another model.embed_halo_sync (halo rows synced or "
+                              "not); resume with the setting it was written with, or start afresh")
         for t, e in self.types.items():
             if not torch.equal(types[t]["global_ids"], e.global_ids[: e.num_inner]):
                 raise ConfigError("the checkpoint's embedding rows belong to other nodes than this worker's part "
@@ -571,6 +623,10 @@ class HeteroEmbedding(nn.Module):
                                   "afresh")
             with torch.no_grad():
                 e.own.weight.copy_(types[t]["weight"])
+                if "halo" in types[t]:  # older checkpoints: the frozen initial rows, which the halo holds already
+                    e.halo_rows.copy_(types[t]["halo"])
+        if self._sync is not None:
+            self._sync.load_state_dict(state["sync"])
         optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
 
     def gather_rows(self, part_config) -> dict[str, Tensor] | None:

@@ -131,7 +131,8 @@ class Trainer:
             self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
             t_rt = time.perf_counter()
             self.rt = self.kind.make_runtime(cfg, ident, lp)
-            # Own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves.
+            # Own rows trained here by a sparse optimizer; the halo's rows as the kind keeps them (frozen initial
+            # rows, or on a heterogeneous graph copies trained here and synced: the runtime's epoch_start).
             self.embedding = self.kind.make_embedding(cfg, lp)
             if self.embedding is not None:
                 self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
@@ -280,6 +281,7 @@ class Trainer:
         prefetch = rt.prefetch and rt.steps > 1
         self.comm.take_inflight()
         times = self.meter.start()  # the barrier
+        rt.epoch_start(epoch, self.embedding)  # the kind's own work at an epoch's start (a heterogeneous halo's sync)
         inputs = rt.epoch_inputs(epoch, times)
         self.prefetched = next(inputs) if prefetch else None
         for step in range(rt.steps):
@@ -300,7 +302,8 @@ class Trainer:
                "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local}
         if self.embedding is not None:
-            # the embedding's rows: all served locally (its remote count is 0: it has no remote path)
+            # the embedding's rows served locally, and the rows that crossed the network (a heterogeneous halo's
+            # syncs; 0 otherwise: there is no remote path)
             rec["embed_bytes"], rec["local_embed_bytes"] = self.embedding.take_bytes()
         return rec
 
