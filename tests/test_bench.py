@@ -433,7 +433,8 @@ extra: ["parts=[4] layers=[2,3] partitions=[random]", "parts=[2]"]
     # an axis the entry fixes and the selection excludes drops the entry
     assert selected("--bench.parts=[2]", "--bench.partitions=[metis]") == ["base-metis-p2-sage-l2-unshaped-s0"]
     # a partial system runs only when selected by name
-    p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, grappa, old]\npartial: [old]\n")
+    p = _write_bench(tmp_path,
+                     f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, grappa, old]\npartial: [old]\n")
     r, plan, _ = load_bench(str(p), [])
     assert (r.bench.systems, plan.bench.systems) == (["distdgl", "grappa"], ["distdgl", "grappa", "old"])
     assert load_bench(str(p), ["--bench.systems=[old]"])[0].bench.systems == ["old"]
@@ -532,7 +533,8 @@ systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
 archive: {tmp_path / 'archive'}
 """)
     out = tmp_path / "out"
-    sage, gcn = out / "cells" / "base-random-p2-sage-l2-unshaped-s0.json", out / "cells" / "base-random-p2-gcn-l2-unshaped-s0.json"
+    sage = out / "cells" / "base-random-p2-sage-l2-unshaped-s0.json"
+    gcn = out / "cells" / "base-random-p2-gcn-l2-unshaped-s0.json"
     p = run_cli("bench", "--config", str(path), "--bench.models=[sage]", timeout=600)
     assert p.returncode == 1, p.stdout + p.stderr           # a run failed: status 1, after the others ran
     doc = json.loads(sage.read_text())
@@ -571,7 +573,8 @@ archive: {tmp_path / 'archive'}
     mtimes = {n: logs[n].stat().st_mtime_ns for n in logs}
     p = run_cli("bench", "--config", str(path), "--bench.systems=[grappa]")
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout and "skip base-random-p2-gcn-l2-unshaped-s0" in p.stdout
+    assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout
+    assert "skip base-random-p2-gcn-l2-unshaped-s0" in p.stdout
     assert "bench: 0 runs" in p.stdout
     assert {f: f.read_bytes() for f in before} == before and {n: logs[n].stat().st_mtime_ns for n in logs} == mtimes
 
@@ -585,7 +588,8 @@ archive: {tmp_path / 'archive'}
     #    and the report is the same as from out_dir
     archived = sorted(x.name for x in (tmp_path / "archive").iterdir())
     assert archived == [gcn.name + ".gz", sage.name + ".gz"]
-    assert json.loads(gzip.decompress((tmp_path / "archive" / archived[1]).read_bytes())) == json.loads(sage.read_text())
+    archived_sage = gzip.decompress((tmp_path / "archive" / archived[1]).read_bytes())
+    assert json.loads(archived_sage) == json.loads(sage.read_text())
     p = run_cli("bench", "--config", str(path), "--bench.systems=[grappa]", f"--bench.out_dir={tmp_path / 'fresh'}")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout and "bench: 0 runs" in p.stdout
@@ -709,8 +713,8 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
     old = json.loads(json.dumps(now))
     del old["train"]["memory_budget"], old["train"]["storage"]
     for kind, stale in (("grappa", True), ("distdgl", False), ("distdgl-grappa", False)):
-        planned = planning.PlannedSystem(system=planning.System(name=kind, kind=kind, overrides=[], entry=kind), cfg=cfg,
-                                      config=now, fingerprint="x")
+        system = planning.System(name=kind, kind=kind, overrides=[], entry=kind)
+        planned = planning.PlannedSystem(system=system, cfg=cfg, config=now, fingerprint="x")
         why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
         assert (why is not None) == stale, (kind, why)
         assert staleness.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
@@ -773,7 +777,8 @@ def test_pair_rows_grade_one_system_against_another_by_seed():
     assert f"1 of 2 rows within 0.5 points; pooled mean diff over rows {m:+.2f} [{lo:+.2f}, {hi:+.2f}]" in text
     assert "below: syn random-4 sage-3 -1.00" in text
     md = br.pair_table(pair)
-    assert f"| syn | random | 4 | sage | 2 | 3 | 80.40 | 80.00 | +0.40 [{0.4 - half:+.2f}, {0.4 + half:+.2f}] | met |" in md
+    ci = f"[{0.4 - half:+.2f}, {0.4 + half:+.2f}]"
+    assert f"| syn | random | 4 | sage | 2 | 3 | 80.40 | 80.00 | +0.40 {ci} | met |" in md
     assert "| syn | random | 4 | sage | 3 | 3 | 79.00 | 80.00 | -1.00 [" in md and "| **not met** |" in md
     assert "distdgl-grappa − grappa, points (95 % CI)" in md
 

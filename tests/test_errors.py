@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -396,7 +395,8 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
         got = errors[0][len("dgl_grappa: error: "):]
         assert message_regex(doc).fullmatch(got), f"\n  documented: {doc}\n  got:        {got}"
     else:
-        assert any(message_regex(doc).search(ln) for ln in lines), f"no log line matches {doc!r}:\n" + "\n".join(lines[-15:])
+        assert any(message_regex(doc).search(ln) for ln in lines), \
+            f"no log line matches {doc!r}:\n" + "\n".join(lines[-15:])
     if case not in WRITES:
         assert snapshot(tmp_path) == before, "a bad input wrote or changed files"
         assert not (tmp_path / "runs").exists()

@@ -129,12 +129,14 @@ def test_one_line_config_errors_name_the_key():
     assert "--data.name=hetsynth" in error("--model.name=rgcn", config=None)
     assert error("--data.target=paper", config=None).startswith("data.target / data.etypes name node and edge types")
     assert error("--data.hetsynth.feat_types=[venue]").startswith("data.hetsynth.feat_types entry 'venue'")
-    for bad, fix in (("--train.task=link", "--train.task=node"), ("--grappa.correction=batch", "--grappa.correction=none"),
+    for bad, fix in (("--train.task=link", "--train.task=node"),
+                     ("--grappa.correction=batch", "--grappa.correction=none"),
                      ("--schedule.k=2", "--schedule.k=0"), ("--run.floor=true", "--run.floor=false"),
                      ("--train.mode=fullgraph", "--train.mode=minibatch")):
         assert fix in error(bad), bad
     # all types featured: no learnable rows needed; a subset of relations: only their types need inputs
-    assert not load_config(CONFIG, ["--model.embed=false", "--data.hetsynth.feat_types=[paper,author,field]"]).model.embed
+    all_featured = ["--model.embed=false", "--data.hetsynth.feat_types=[paper,author,field]"]
+    assert not load_config(CONFIG, all_featured).model.embed
     assert load_config(CONFIG, ["--model.embed=false", "--data.etypes=[cites,cited_by]"]).data.etypes
     cfg = load_config(CONFIG, ["--train.first_hop=exact"])
     assert cfg.hetero and cfg.first_hop == "exact"  # per relation from a featured type; with learnable rows too
@@ -659,4 +661,5 @@ def test_grappa_and_the_dropin_move_a_fraction_of_distdgls_bytes_on_the_same_par
     assert g["test_acc"] > 3 * CHANCE
     if system == "distdgl-grappa":  # the drop-in inside DistDGL's job: not a row pulled, not a sampling request
         assert g["remote_rows_total"] == 0 and g["rpc_bytes_per_epoch"] == 0
-        assert all(w["resident_bytes"] > w["own_fp32_bytes"] > 0 for w in g["workers"])  # + its halo rows, its embeddings
+        # + its halo rows, its embeddings
+        assert all(w["resident_bytes"] > w["own_fp32_bytes"] > 0 for w in g["workers"])

@@ -43,7 +43,8 @@ def test_a_task_no_kind_of_the_graph_serves_is_one_line():
     cfg = Config()
     cfg.data.name = "hetsynth"
     cfg.train.task = "link"  # set past the config's own checks: the registry must still answer in one line
-    with pytest.raises(ConfigError, match=r"train.task=link is not trained on a heterogeneous graph.*use --train.task=node"):
+    with pytest.raises(ConfigError,
+                       match=r"train.task=link is not trained on a heterogeneous graph.*use --train.task=node"):
         kind_of(cfg)
 
 

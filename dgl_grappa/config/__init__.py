@@ -37,6 +37,6 @@ __all__ = [
     "CheckpointConfig", "CompareConfig", "Config", "ConfigError", "DataConfig", "DistDGLConfig", "GrappaConfig",
     "HetSynthConfig", "LaunchConfig", "LinkConfig", "ModelConfig", "NetworkConfig", "PartitionConfig", "RunConfig",
     "ScheduleConfig", "SyntheticConfig", "TrainConfig", "coerce", "config_changes", "dropin_problem", "hetero_schema",
-    "load_config", "parse_budget", "parse_overrides", "parse_pairs", "require", "select_etypes", "to_dict", "uses_hosts",
-    "validate", "write_resolved_config",
+    "load_config", "parse_budget", "parse_overrides", "parse_pairs", "require", "select_etypes", "to_dict",
+    "uses_hosts", "validate", "write_resolved_config",
 ]

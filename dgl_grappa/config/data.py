@@ -248,8 +248,9 @@ class DataConfig:
             return
         self.hetsynth.check()
         target = self.target or schema["labelled"][0]
-        require(target in schema["ntypes"], f"data.target={target!r} is not a node type of data.name={self.name} "
-                                            f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}")
+        require(target in schema["ntypes"],
+                f"data.target={target!r} is not a node type of data.name={self.name} "
+                f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}")
         require(target in schema["labelled"],
                 f"data.target={target} has no labels (the labelled node type of data.name={self.name} is "
                 f"{', '.join(schema['labelled'])}); use --data.target={schema['labelled'][0]}")

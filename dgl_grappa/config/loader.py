@@ -197,7 +197,8 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | None = No
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file, e.g. configs/default.yaml")
+            raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file, e.g. "
+                              "configs/default.yaml")
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:

@@ -33,8 +33,8 @@ class PartitionConfig:
     seed: int = 0
     """Seed of the partitioner's random draws. ``random`` draws every node's part with DGL's
     own RNG (``dgl.random.choice`` inside ``partition_graph``), which ``dgl.seed(seed)``
-    seeds right before the call (ldg: its stream order and tie-breaks): the same seed gives the same parts for a given DGL build
-    and thread count (DGL seeds each thread's pcg32 stream by thread order). METIS ignores
+    seeds right before the call (ldg: its stream order and tie-breaks): the same seed gives the same
+    parts for a given DGL build and thread count (DGL seeds each thread's pcg32 stream by thread order). METIS ignores
     it (DGL's METIS is deterministic: the same input gives the same cut), so it is not part
     of a METIS partitioning's fingerprint and METIS partitionings are shared across seeds."""
     prebuilt: str = ""

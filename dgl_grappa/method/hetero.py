@@ -501,7 +501,8 @@ class HeteroFeatures:
         self.local_bytes = 0
 
     def gather(self, input_nodes: dict[str, Tensor]) -> dict[str, Tensor]:
-        """Rows of every featured type; a featureless type's entry stays its local ids (for :class:`HeteroEmbedding`)."""
+        """Rows of every featured type; a featureless type's entry stays its local ids (for
+        :class:`HeteroEmbedding`)."""
         out = {}
         for t, ids in input_nodes.items():
             if t in self.feat:

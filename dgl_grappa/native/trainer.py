@@ -145,12 +145,14 @@ class Trainer:
             # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
             self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)  # the correction's hook, timed (and a no-op for the floor)
+            # the correction's hook, timed (and a no-op for the floor)
+            self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)
             self.comm.register(self.ddp)
             self.correction.set_contributors(self.rt.contributors)
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
             self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-            self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir, cfg.run.tensorboard)
+            self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir,
+                                    cfg.run.tensorboard)
             self._holding(lp)
             self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
                           if cfg.run.floor else None)
@@ -383,8 +385,8 @@ class Trainer:
         if self.embedding is not None:
             shard = (mine or {}).get("shard") or {}
             if "embedding" not in shard:
-                raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank {self.ident.rank};"
-                                      " resume from a checkpoint of this run, or start afresh")
+                raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank "
+                                      f"{self.ident.rank}; resume from a checkpoint of this run, or start afresh")
             self.embedding.load_shard(shard["embedding"], self.emb_optimizer)
         if mine is not None:
             # metrics.jsonl restarts with the epochs the checkpoint covers
