@@ -158,6 +158,16 @@ def heterogeneous(g, args) -> dict:
         pass
     with th.no_grad():
         rec["outside_epoch_is_dgl"] = bool(th.equal(emb(ids), emb.weight[ids]))
+    # the next epoch starts with the halo's rows read again: what their owners' steps made of them
+    halo = ids[~mine]
+    batches = iter(loader)
+    next(batches)
+    with th.no_grad():
+        served, now = emb(halo), emb.weight[halo]
+    rec["halo_refreshed"] = bool(th.equal(served, now)) and loader.refresh_bytes > 0
+    rec["halo_moved"] = bool((now[:, 0] != halo.float()).any())
+    for _ in batches:
+        pass
     # the memory budget: the kept halo's feature rows fit what the budget leaves beside the server's own rows
     own_fp32 = sum(x.numel() * 4 for x in loader._own.values())
     for name, budget in (("default_budget", "1.5"), ("small_budget", "1.05")):

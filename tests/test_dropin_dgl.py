@@ -77,6 +77,8 @@ def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path)
         # them in place; the kept halo's rows read once and frozen; outside an epoch, DGL's own reads
         assert rec["embedding_rows"] and rec["embedding_traced"] and rec["traced_only_own"]
         assert rec["own_rows_trained"] and rec["frozen_in_epoch"] and rec["outside_epoch_is_dgl"]
+        # the next epoch reads the halo's rows again: their owners' trained rows (every machine trained its own)
+        assert rec["halo_refreshed"] and rec["halo_moved"]
         assert rec["served_once_bytes"] > 0
         # the kept halo's feature rows within what the budget leaves beside the server's own fp32 rows
         for name in ("default_budget", "small_budget"):

@@ -244,13 +244,15 @@ class TrainerMeter:
         """Record one step's loss (optional)."""
         self._losses.append(float(loss))
 
-    def end_epoch(self, epoch: int, model, inputs=None) -> dict:
+    def end_epoch(self, epoch: int, model, inputs=None, embed_bytes: int = 0) -> dict:
         """Close the epoch: wire bytes, gathered counts, evaluation when due. Returns the record.
 
         ``inputs``: with learnable embeddings, the evaluation's input rows (see
         :meth:`GlobalEvaluator.after_epoch <dgl_grappa.runtime.evaluation.GlobalEvaluator.after_epoch>`).
+        ``embed_bytes``: this trainer's bytes of learnable rows received outside the KVStore (the drop-in's sync).
         """
         cur = self._cur
+        cur["embed_bytes"] += int(embed_bytes)
         cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
                              else cur["steps"] * gradient_bytes(model))
         cur["loss"] = sum(self._losses) / len(self._losses) if self._losses else float("nan")

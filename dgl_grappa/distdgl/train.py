@@ -223,7 +223,7 @@ def train():
             want = min(len(loader), cap) if cap else len(loader)
             if steps != want:
                 raise RuntimeError(f"epoch {epoch}: {steps} steps, but every trainer must take {want}")
-        meter.end_epoch(epoch, model.module, job.eval_inputs())
+        meter.end_epoch(epoch, model.module, job.eval_inputs(), embed_bytes=job.take_bytes())
         restart.setdefault("first_epoch_start", meter.epoch_started)
         restart["last_epoch_end"] = time.time()
         if store is not None and checkpoint_due(cfg, epoch, last=stop):

@@ -299,6 +299,11 @@ class DistJob(ABC):
     def load_shard(self, shard: dict) -> None:
         """Restore what :meth:`shard_state` returned (a collective for DGL's embeddings)."""
 
+    def take_bytes(self) -> int:
+        """Bytes this trainer received since the last call in exchanges of the job's own, besides DistDGL's pulls
+        and the gradients' all-reduce (the heterogeneous drop-in's sync of learnable rows): ``embed_bytes``."""
+        return 0
+
 
 class JobKind(ABC):
     """One kind of job: the builders the runtimes ask (see the module docstring).

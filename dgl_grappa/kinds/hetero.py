@@ -261,9 +261,10 @@ class HeteroDistJob(DistJob):
         self.model = build_rgcn(cfg.model, dims, dist_num_classes(g, self.target), g.canonical_etypes, self.target)
         self.bare = [t for t in g.ntypes if "feat" not in g.nodes[t].data]  # learnable rows for these types
         if self.bare and grappa:
-            # Grappa: the featureless types' own rows (and the halo's frozen ones), trained here: replaces the
-            # DistEmbeddings
-            self.embedding = self.loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
+            # Grappa: the featureless types' own rows and the halo's copies, trained here and synced every
+            # model.embed_halo_sync epochs: replaces the DistEmbeddings
+            self.embedding = self.loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed,
+                                                   halo_sync=cfg.model.embed_halo_sync)
             self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
         elif self.bare:
             # DGL's RGCN example (--dgl-sparse): a DistEmbedding per featureless type and DGL's distributed SparseAdam
@@ -302,6 +303,9 @@ class HeteroDistJob(DistJob):
         if self.grappa:
             return self.embedding.shard_state(self.emb_optimizer)
         return kv_shard_state(self.g, self.embedding, self.emb_optimizer)
+
+    def take_bytes(self) -> int:
+        return self.loader.take_bytes() if self.grappa else 0
 
     def load_shard(self, shard: dict) -> None:
         if self.grappa:

@@ -17,7 +17,7 @@ from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers
 from ..storage import NodeTable, row_bytes
 from .core import _world, part_edge_order
-from .serve import serve
+from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
 
@@ -78,6 +78,7 @@ class GrappaHeteroLoader:
             raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
                                "drop-in loader needs co-located servers and trainers")
         gpb = g.get_partition_book()
+        self._gpb = gpb
         self.halo, self.correction = halo, correction
         labelled = [t for t in g.ntypes if train_key in g.nodes[t].data]
         if not target and not labelled:
@@ -135,7 +136,7 @@ class GrappaHeteroLoader:
         self._epoch = 0
         self._embedding = None
         self.in_epoch = False  # True while an epoch's batches are iterated (serve's reads are local only then)
-        self._served_held = 0
+        self._served, self._served_held, self.halo_refresh, self.refresh_bytes = (), 0, 1, 0
         costly, line = self.budget_report()
         # a warning, so that a script without logging set-up sees it (Python's last-resort handler)
         (log.warning if costly else log.info)("%s", line)
@@ -149,6 +150,11 @@ class GrappaHeteroLoader:
 
     def __iter__(self):
         epoch, self._epoch = self._epoch, self._epoch + 1
+        if self._embedding is not None:
+            # the learnable rows several machines hold, averaged when a sync is due (a collective, before any step)
+            self._embedding.sync_halo(epoch)
+        # a served DistEmbedding's halo rows: what their owners trained until now (a barrier, when due)
+        self.refresh_bytes += refresh_halo(self._served, epoch, self.halo_refresh)
         self.in_epoch = True
         try:
             for input_nodes, seeds, blocks in self.batches.epoch(epoch):
@@ -160,12 +166,13 @@ class GrappaHeteroLoader:
         finally:
             self.in_epoch = False
 
-    def serve(self, obj):
+    def serve(self, obj, halo_refresh: int = 1):
         """Serve the reads a module of the script's makes from this machine's memory during the loader's epochs: its
         ``g.nodes[t].data[key][ids]`` (the featured types' rows) and its ``DistEmbedding`` per featureless type (own
         rows trained where the machine's server keeps them, by the script's own DGL ``SparseAdam``; the kept halo's
-        rows read once, frozen). Outside the epochs (the script's evaluation) its reads are DGL's own. Call it once,
-        before training, on the module that reads the inputs (DGL's RGCN example: its ``DistEmbedLayer``); see
+        rows read when served and again at the start of every ``halo_refresh``-th epoch, frozen in between).
+        Outside the epochs (the script's evaluation) its reads are DGL's own. Call it once, before training, on
+        the module that reads the inputs (DGL's RGCN example: its ``DistEmbedLayer``); see
         :mod:`~dgl_grappa.method.dropin.serve`.
 
         Example:
@@ -173,6 +180,7 @@ class GrappaHeteroLoader:
             ...                              sparse_emb=True, dgl_sparse_emb=True)
             >>> loader.serve(embed_layer)  # doctest: +SKIP
         """
+        self.halo_refresh = int(halo_refresh)
         return serve(obj, self)
 
     # -- what serve() reads (the row source)
@@ -188,9 +196,10 @@ class GrappaHeteroLoader:
     def halo_ids(self, ntype: str) -> Tensor:
         return self._halo_sorted[ntype]
 
-    def note_served(self, once: int, held: int) -> None:
-        self._served_held += held
-        self.one_time_bytes += once
+    def note_served(self, rows) -> None:
+        self._served = (*self._served, rows)
+        self._served_held += rows.nbytes
+        self.one_time_bytes += rows.nbytes
 
     def local_ids(self, ntype: str, ids: Tensor) -> Tensor:
         """This machine's local ids (of its local heterograph) of nodes of ``ntype`` given by per-type global ids."""
@@ -224,16 +233,27 @@ class GrappaHeteroLoader:
             out[t] = rows
         return out
 
-    def embedding(self, dim: int, seed: int = 0):
+    def embedding(self, dim: int, seed: int = 0, halo_sync: int = 1):
         """The featureless types' learnable rows on this machine: the drop-in for a ``DistEmbedding`` per type.
 
-        Own rows are trained here by the module's ``optimizer(lr)`` (PyTorch's ``SparseAdam``); the kept halo's
-        rows are their owners' initial rows, frozen (:class:`~.hetero.HeteroEmbedding`). Called with a batch's
+        Own rows are trained here by the module's ``optimizer(lr)`` (PyTorch's ``SparseAdam``). With ``halo_sync``
+        k > 0 (the native runtime's ``model.embed_halo_sync``) the kept halo's copies are trained here too, and at
+        the start of every k-th epoch each row is averaged over the machines that hold it (a collective over the
+        default process group: one exchange each way, ``sync_bytes``); with 0 the halo's rows are their owners'
+        initial rows, frozen (:class:`~dgl_grappa.method.hetero.HeteroEmbedding`). Called with a batch's
         ``input_nodes`` (per-type global ids), it returns ``{featureless type: rows}``.
+
+        Example:
+            >>> emb = loader.embedding(64, seed=0); emb_opt = emb.optimizer(lr=0.01)  # doctest: +SKIP
         """
         if self._embedding is None:
-            self._embedding = GlobalIdHeteroEmbedding(self, dim, seed)
+            self._embedding = GlobalIdHeteroEmbedding(self, dim, seed, halo_sync)
         return self._embedding
+
+    def take_bytes(self) -> int:
+        """Bytes of learnable rows this machine received since the last call: :meth:`embedding`'s syncs (a served
+        ``DistEmbedding``'s refreshes are KVStore pulls, counted where DistDGL's pulls are)."""
+        return self._embedding.take_bytes()[0] if self._embedding is not None else 0
 
     @property
     def nbytes(self) -> int:
@@ -438,12 +458,15 @@ class GlobalIdHeteroEmbedding(HeteroEmbedding):
     """:class:`~dgl_grappa.method.hetero.HeteroEmbedding` over one :class:`GrappaHeteroLoader`'s machine, called
     with per-type global ids."""
 
-    def __init__(self, loader: GrappaHeteroLoader, dim: int, seed: int = 0):
+    def __init__(self, loader: GrappaHeteroLoader, dim: int, seed: int = 0, sync_every: int = 0):
+        gpb = loader._gpb
+        owner = {t: gpb.nid2partid(loader.global_ids[t], t).to(torch.int64) for t in loader.bare_types}
         part = SimpleNamespace(global_ids=loader.global_ids, num_inner_by_type=loader.num_inner_by_type,
-                               bare_types=loader.bare_types)
-        super().__init__(part, dim, seed)
+                               bare_types=loader.bare_types, owner=owner, part_id=int(gpb.partid))
+        super().__init__(part, dim, seed, sync_every)
         self._loader = loader
 
     def forward(self, input_nodes: dict) -> dict:
-        """``{featureless type: rows}`` of a batch's ``input_nodes`` (own rows differentiable, halo rows frozen)."""
+        """``{featureless type: rows}`` of a batch's ``input_nodes`` (own rows differentiable; halo rows too when
+        they are synced, else frozen)."""
         return {t: self.types[t](self._loader.local_ids(t, ids)) for t, ids in input_nodes.items() if t in self.types}

@@ -14,7 +14,7 @@ from ...partition.aggregates import AUTO_KEY
 from ..reducers.correction import Correction
 from .core import PartitionEdgeLoader, PartitionLoader, _refuse, _refuse_link
 from .machine import GlobalIdEmbedding, MachineTables
-from .serve import serve
+from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
 
@@ -28,8 +28,11 @@ class _OnMachine:
     core: PartitionLoader
     in_epoch = False
     """True while an epoch's batches are being iterated (:meth:`serve`'s reads are then local only)."""
+    _served: tuple = ()  # the served embeddings' rows (note_served)
     _served_once = 0
     _served_held = 0
+    halo_refresh = 1
+    refresh_bytes = 0
 
     def _core_args(self) -> tuple:
         t = self.tables
@@ -44,25 +47,29 @@ class _OnMachine:
         return self.core.steps
 
     def __iter__(self):
+        # a served DistEmbedding's halo rows: what their owners trained until now (a barrier, when due)
+        self.refresh_bytes += refresh_halo(self._served, self.core._epoch, self.halo_refresh)
         self.in_epoch = True
         try:
             yield from self.core
         finally:
             self.in_epoch = False
 
-    def serve(self, obj):
+    def serve(self, obj, halo_refresh: int = 1):
         """Serve the reads a module of the script's makes (its ``g.ndata[key][ids]``, its ``DistEmbedding``) from
         this machine's memory during the loader's epochs; the module stays the script's.
 
         Call it once, before training, on the module that reads its inputs (or on the ``DistGraph``, to get a
         served view of it). The rule and what it changes: :mod:`~dgl_grappa.method.dropin.serve`. A served
         ``DistEmbedding`` trains this machine's own rows where its server keeps them (DGL's ``SparseAdam``,
-        unchanged) and reads the kept halo's rows once, frozen (``one_time_bytes``).
+        unchanged) and reads the kept halo's rows when served (``one_time_bytes``) and again at the start of
+        every ``halo_refresh``-th epoch (``refresh_bytes``; 0: never), frozen in between.
 
         Example:
             >>> emb_layer = DistEmb(g.num_nodes(), args.num_hidden, dgl_sparse_emb=True)   # doctest: +SKIP
             >>> loader.serve(emb_layer)   # its DistEmbedding reads: this machine memory  # doctest: +SKIP
         """
+        self.halo_refresh = int(halo_refresh)
         return serve(obj, self)
 
     # -- what serve() reads (the row source): one node type, "_N"
@@ -78,9 +85,10 @@ class _OnMachine:
     def halo_ids(self, ntype: str) -> Tensor:
         return self.tables._halo_gids if self.halo == "keep" else self.tables._halo_gids[:0]
 
-    def note_served(self, once: int, held: int) -> None:
-        self._served_once += once
-        self._served_held += held
+    def note_served(self, rows) -> None:
+        self._served = (*self._served, rows)
+        self._served_once += rows.nbytes
+        self._served_held += rows.nbytes
 
     def set_epoch(self, epoch: int) -> None:
         """Draw the next iteration's batches as epoch ``epoch`` (e.g. when resuming at that epoch)."""

@@ -18,13 +18,16 @@ from this machine's memory, and a read of a row the machine does not hold is an 
 asks for one); **outside them** (the script's evaluation) every read is DGL's own, through the KVStore, as
 in DistDGL. During the epochs a ``ServedEmbedding`` gives the machine's own rows from its server's shard of
 the ``DistEmbedding`` (traced, so DGL's ``SparseAdam`` updates them there, on this machine: the optimizer's
-exchange carries no row of another machine) and the kept halo's rows frozen: their owners' initial rows, read
-once when ``serve`` is called (``loader.one_time_bytes``). The evaluation then reads every machine's trained
-rows where they live. Dense parameters (a projection) stay in the script's modules, under its own DDP.
+exchange carries no row of another machine) and the kept halo's rows: their owners' rows, read when ``serve`` is
+called (``loader.one_time_bytes``) and read again at the start of every ``halo_refresh``-th epoch (after a barrier,
+so every owner's last step is in them; ``loader.refresh_bytes``), frozen in between (0: never read again). The
+evaluation then reads every machine's trained rows where they live. Dense parameters (a projection) stay in the
+script's modules, under its own DDP.
 
 What a loader gives this module (the "row source"): ``in_epoch``; ``serves(ntype, key)``; ``rows(ntype, ids)``
 (fp32 rows of ids it holds, from memory); ``own_range(ntype)`` (its own nodes: one range of per-type ids);
-``halo_ids(ntype)`` (the kept halo's per-type ids, sorted); ``note_served(nbytes_once, nbytes_held)``.
+``halo_ids(ntype)`` (the kept halo's per-type ids, sorted); ``note_served(rows)`` (a served embedding's
+rows: their ``nbytes``, and :func:`refresh_halo` at the epochs' starts).
 
 Example:
     >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden, sparse_emb=True, dgl_sparse_emb=True)  # doctest: +SKIP
@@ -35,6 +38,17 @@ from __future__ import annotations
 import torch
 from dgl.distributed import DistEmbedding, DistGraph, DistTensor
 from torch import Tensor, nn
+
+
+def refresh_halo(served, epoch: int, every: int) -> int:
+    """At the start of epoch ``epoch``, when due (every ``every`` epochs from epoch ``every`` on; 0: never): the
+    kept halo's rows of every served embedding read again from their owners, after a barrier over the default
+    process group (every machine calls it at the same point: its last step applied everywhere). The bytes read."""
+    if not served or every <= 0 or epoch <= 0 or epoch % every:
+        return 0
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+    return sum(rows.refresh() for rows in served)
 
 
 def serve(obj, source):
@@ -255,9 +269,17 @@ class _EmbeddingRows:
                                f"and the machine owns {self.n} nodes of type {ntype}: the embedding does not follow "
                                "the graph's node partition")
         self.halo_ids = source.halo_ids(ntype)
-        # the owners' rows as they are now (initial: serve is called before training), read once
-        self.halo_rows = (emb.weight[self.halo_ids].float() if self.halo_ids.numel()
-                          else torch.zeros((0, emb.embedding_dim)))
+        self.weight, self.dim = emb.weight, emb.embedding_dim
+        # the owners' rows as they are now (initial: serve is called before training)
+        self.halo_rows = self._read()
+
+    def _read(self) -> Tensor:
+        return self.weight[self.halo_ids].float() if self.halo_ids.numel() else torch.zeros((0, self.dim))
+
+    def refresh(self) -> int:
+        """Read the kept halo's rows again where their owners train them (through the KVStore); the bytes read."""
+        self.halo_rows = self._read()
+        return self.nbytes
 
     @property
     def nbytes(self) -> int:
@@ -292,6 +314,6 @@ def _serve_embedding(emb: DistEmbedding, source) -> None:
         raise TypeError(f"DistEmbedding {emb.name!r} is not partitioned like the graph's nodes; the drop-in serves "
                         "node embeddings (num_embeddings = the number of nodes of a type)")
     rows = _EmbeddingRows(emb, source, ntype)
-    source.note_served(rows.nbytes, rows.nbytes)
+    source.note_served(rows)
     emb.__class__ = ServedEmbedding  # in place: the script's optimizer and every reference see it
     emb._grappa_rows = rows
