@@ -45,8 +45,7 @@ def accuracy_table(rows: list[dict]) -> str:
     for r in rows:
         acc = _f(r["acc_mean"] * 100, ".2f") + ("" if r["acc_std"] is None else f" ± {r['acc_std'] * 100:.2f}")
         diff, goal = _diff_cells(r)
-        line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
-        line += [network(r["bandwidth"])] if multi_bw else []
+        line = _axes_cells(r, multi_bw)
         line += [r["system"], str(r["seeds"]), acc, diff, goal, format_bytes(r["bytes"]),
                  "1" if r["system"] == BASELINE else _f(r["bytes_ratio"], ".4f"), _f(r["edge_cut"], ".3f")]
         line += [_f(r["stall_fraction"], ".2%")] if extra_stall else []
@@ -55,12 +54,21 @@ def accuracy_table(rows: list[dict]) -> str:
                      _f(r.get("held_ratio"), ".2f"), format_bytes(r.get("peak_rss")) if r.get("peak_rss") else "-"]
         conv, judged = r.get("converged") or (0, 0)
         line += [f"{conv}/{judged}" if judged else "-"]
-        if tta:
-            line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
-                     "1" if r["system"] == BASELINE
-                     else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
+        line += _tta_cells(r) if tta else []
         lines.append(line)
     return table(head, lines)
+
+
+def _axes_cells(r: dict, multi_bw: bool) -> list[str]:
+    """A matrix row's axes (dataset, partitioner, parts, model, layers and, when they differ, the network)."""
+    line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
+    return line + ([network(r["bandwidth"])] if multi_bw else [])
+
+
+def _tta_cells(r: dict) -> list[str]:
+    """A matrix row's time to the target (seconds, seeds that reached it) and its speed-up over DistDGL."""
+    return [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
+            "1" if r["system"] == BASELINE else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
 
 
 def _diff_cells(r: dict) -> tuple[str, str]:
@@ -92,18 +100,14 @@ def link_table(rows: list[dict]) -> str:
         diff, goal = _diff_cells(r)
         used = "-" if r.get("usable_edges") is None else f"{r['usable_edges']:.1%}" + (
             "" if r.get("usable_edges_drop") is None else f" ({r['usable_edges_drop']:.1%})")
-        line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
-        line += [network(r["bandwidth"])] if multi_bw else []
+        line = _axes_cells(r, multi_bw)
         conv, judged = r.get("converged") or (0, 0)
         line += [r["system"], str(r["seeds"]), mrr, diff, goal, _f(r.get("hits"), ".4f"), used,
                  _f(r.get("epoch_time_s"), ".3f") + (" s" if r.get("epoch_time_s") is not None else ""),
                  format_bytes(r["bytes"]), "1" if r["system"] == BASELINE else _f(r["bytes_ratio"], ".4f"),
                  _f(r["edge_cut"], ".3f"), format_bytes(r.get("peak_rss")) if r.get("peak_rss") else "-",
                  f"{conv}/{judged}" if judged else "-"]
-        if tta:
-            line += [f"{_f(r.get('tta_s'), '.1f')} ({r.get('tta_reached', 0)}/{r['seeds']})",
-                     "1" if r["system"] == BASELINE
-                     else _f(r.get("tta_speedup"), ".2f") + ("x" if r.get("tta_speedup") else "")]
+        line += _tta_cells(r) if tta else []
         lines.append(line)
     return table(head, lines)
 
@@ -178,8 +182,7 @@ def pair_table(pair: dict) -> str:
     lines = []
     for r in rows:
         ci = "" if r["diff_lo"] is None else f" [{r['diff_lo']:+.2f}, {r['diff_hi']:+.2f}]"
-        line = [str(r["dataset"]), str(r["partition"]), str(r["parts"]), str(r["model"]), str(r["layers"])]
-        line += [network(r["bandwidth"])] if multi_bw else []
+        line = _axes_cells(r, multi_bw)
         q = task_of(r.get("task")).show
         line += [str(r["paired"]), q(r["a_acc"]), q(r["b_acc"]), f"{r['diff_mean']:+.2f}{ci}", _mark(r["met"])]
         lines.append(line)
