@@ -17,10 +17,12 @@ import ipaddress
 import re
 import secrets
 
-from . import counters, namespaces, teardown
+from .counters import wire_bytes as host_wire_bytes
+from .namespaces import Host, check_link, netem_available
+from .namespaces import build as build_hosts, shape as shape_links
+from .teardown import claim as claim_job, sweep_stale, teardown as teardown_hosts, track, untrack
 from .base import NAME_PREFIX, TestHostsError, check_hosts_possible
 from .dilation import CFS_PERIOD_US, HostCpus, dilated_latency_ms, dilated_rate, parse_cpu_list, parse_dilation
-from .namespaces import Host
 from .shares import share_cpus
 
 
@@ -103,17 +105,17 @@ class TestHosts:
         if why:
             raise TestHostsError(why)
         self._check_link(*self._link)
-        teardown.sweep_stale()
-        teardown.track(self)
+        sweep_stale()
+        track(self)
         try:
-            jobdir = teardown.claim(self.job)
+            jobdir = claim_job(self.job)
             addrs = list(self.subnet.hosts())[: self.n]
             self.hosts = [Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
                           for i in range(self.n)]
             shares = share_cpus(self.job, self.hosts, self._cpu_shares, self._host_cpus, self._cpu_period_us,
                                 self._dilation)
             self.dilation, self.cpu_share, self.host_cpus = shares.dilation, shares.cpu_share, shares.host_cpus
-            namespaces.build(self.jobns, self.hosts, self.subnet.prefixlen, self.shm_size)
+            build_hosts(self.jobns, self.hosts, self.subnet.prefixlen, self.shm_size)
             self.shape(*self._link)
         except BaseException:
             self.close()
@@ -127,17 +129,17 @@ class TestHosts:
         self._closed = True
         for h in self.hosts:
             h.kill_started()
-        teardown.teardown(self.job)
-        teardown.untrack(self)
+        teardown_hosts(self.job)
+        untrack(self)
 
     # --- links ---------------------------------------------------------------------------
 
     def _check_link(self, bandwidth: str | None, latency_ms: float, shared_link: bool) -> None:
-        namespaces.check_link(bandwidth, latency_ms, self._has_netem)
+        check_link(bandwidth, latency_ms, self._has_netem)
 
     def _has_netem(self) -> bool:
         if self._netem is None:  # probed once per job
-            self._netem = namespaces.netem_available()
+            self._netem = netem_available()
         return self._netem
 
     def shape(self, bandwidth: str | None = None, latency_ms: float = 0.0, shared_link: bool = False) -> None:
@@ -155,7 +157,7 @@ class TestHosts:
         asked = (bandwidth or None, float(latency_ms), bool(shared_link))
         if bandwidth:
             bandwidth = dilated_rate(bandwidth, self.dilation)
-        namespaces.shape(self.jobns, self.hosts, bandwidth, dilated_latency_ms(latency_ms, self.dilation),
+        shape_links(self.jobns, self.hosts, bandwidth, dilated_latency_ms(latency_ms, self.dilation),
                          shared_link)
         self._link = asked
 
@@ -171,7 +173,7 @@ class TestHosts:
         Returns:
             One dict per host: host, address, tx_bytes, rx_bytes, tx_packets, rx_packets.
         """
-        return counters.wire_bytes(self.hosts)
+        return host_wire_bytes(self.hosts)
 
     # --- container protocol ----------------------------------------------------------------
 
