@@ -169,11 +169,13 @@ def shutdown_distributed(clean: bool = True) -> None:
         return
     if clean:
         dist.barrier()
-        # torch 2.2's gloo worker thread frees the last finished work objects after the
-        # wait returns, and freeing their tensors needs the GIL; destroying the group joins
-        # that thread while holding the GIL, which deadlocked here (seen with py-spy). A
-        # short sleep releases the GIL so the worker thread can finish first.
-        time.sleep(0.2)
+    # torch 2.2's gloo worker thread frees the last finished work objects after the wait
+    # returns, and freeing tensors made in Python needs the GIL; destroying the group joins
+    # that thread while holding the GIL. That deadlocked after a clean end (seen with
+    # py-spy) and after an error (a broadcast_object_list then destroy: 23 of 40 toy runs
+    # hung). A short sleep releases the GIL so the worker thread finishes first (0 of 30
+    # hung, also with both cores busy).
+    time.sleep(0.2)
     dist.destroy_process_group()
 
 
