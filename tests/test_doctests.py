@@ -26,3 +26,22 @@ def test_docstring_examples_run(name):
     res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS, verbose=False)
     assert res.failed == 0, f"{res.failed} of {res.attempted} docstring examples of {name} failed (run " \
                             f"`python -m pytest --doctest-modules {name.replace('.', '/')}.py` to see them)"
+
+
+# modules whose examples document a contract (the bench's report and plan, the projection, what link
+# prediction runs through): at least as many examples as they have now, so that deleting them fails here
+SHOWN = {"dgl_grappa.bench.report.tasks": 5, "dgl_grappa.bench.report.stats": 2, "dgl_grappa.bench.report.results": 7,
+         "dgl_grappa.bench.report.goals": 2, "dgl_grappa.bench.plan": 2, "dgl_grappa.bench.project.calibration": 3,
+         "dgl_grappa.bench.project.model": 21, "dgl_grappa.bench.project.fit": 3, "dgl_grappa.bench.project.check": 3,
+         "dgl_grappa.bench.project.text": 1, "dgl_grappa.bench.project.command": 1, "dgl_grappa.method.link": 10,
+         "dgl_grappa.method.local_part": 8, "dgl_grappa.runtime.evaluation": 5, "dgl_grappa.kinds.link": 4,
+         "dgl_grappa.distdgl.cli": 2}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(SHOWN))
+def test_the_modules_that_show_examples_keep_them(name):
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    run = [ex for t in finder.find(importlib.import_module(name)) for ex in t.examples
+           if not ex.options.get(doctest.SKIP)]
+    assert len(run) >= SHOWN[name], f"{name} has {len(run)} docstring examples that run, expected {SHOWN[name]}+"

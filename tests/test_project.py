@@ -3,8 +3,6 @@ summaries with known numbers, the check, and the command line's one-line errors.
 from __future__ import annotations
 
 import dataclasses
-import doctest
-import importlib
 import json
 import math
 from pathlib import Path
@@ -423,11 +421,3 @@ def test_the_options_are_one_setting_however_spelled(tmp_path, capsys):
     opts = pj.load_options(None, ["--runs", "a", "--runs", "b", "c", "--project.remote_growth=none"])
     assert opts.runs == ["a", "b", "c"] and opts.remote_growth is None and opts.parts == [4, 8, 16, 32, 64]
 
-
-def test_the_module_examples_hold():
-    attempted = 0
-    for name in ("calibration", "model", "fit", "check", "text", "command"):
-        res = doctest.testmod(importlib.import_module(f"dgl_grappa.bench.project.{name}"))
-        assert res.failed == 0, name
-        attempted += res.attempted
-    assert attempted > 25
