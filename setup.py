@@ -6,11 +6,15 @@ setup(
     version="0.1.0",
     description="Grappa (gradient-only communication) for DistDGL: local-only sampling, "
                 "periodic repartitioning and coverage-corrected gradient aggregation",
-    python_requires=">=3.11,<3.12",
+    # What is declared is what dgl 2.1.0's wheels and this code allow; what was tested is narrower
+    # (README, Install): Python 3.11, torch 2.2.1, dgl 2.1.0, the versions scripts/constraints.txt pins.
+    # dgl 2.1.0 has Linux x86_64 wheels for CPython 3.8-3.12; the package needs 3.10 (dataclass kw_only).
+    python_requires=">=3.10,<3.13",
     packages=find_packages(include=["dgl_grappa", "dgl_grappa.*"]),
     install_requires=[
-        # dgl 2.1.0's GraphBolt ships libraries for torch 2.0.0-2.2.1 only, and `import dgl` loads it.
-        "torch==2.2.1",
+        # dgl 2.1.0's GraphBolt ships libraries for torch 2.0.0-2.2.1 only, and `import dgl` loads it;
+        # 2.1.0 is the newest DGL on PyPI for Linux.
+        "torch>=2.0.0,<=2.2.1",
         "dgl==2.1.0",
         "numpy<2",
         # setuptools>=70 removes setuptools.extern, which dgl 2.1.0 imports.

@@ -20,6 +20,7 @@ whole config has been validated and the data loaded.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import sys
@@ -28,6 +29,7 @@ from pathlib import Path
 from .bench.compare import cmd_compare
 from .bench.matrix import cmd_bench
 from .bench.project import cmd_project
+from .bench.project.command import USAGE as PROJECT_USAGE, project_options
 from .cluster.launch import select_device, setup_logging
 from .cluster.netns import in_private_netns
 from .cluster.procs import JobFailed, rerun_isolated
@@ -107,27 +109,12 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
                           f"{format_bytes(h['rx_bytes_per_epoch'])}" for h in summary["wire_hosts"]))
 
 
-def cmd_worker(cfg: Config, extra: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa worker")
-    ap.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
-    ap.add_argument("--num-classes", type=int, default=None, help="number of classes (set by the launcher)")
-    ap.add_argument("--no-resume", action="store_true", help="start at epoch 0 even if a checkpoint exists")
-    a = ap.parse_args(extra or [])
-    return run_started_worker(cfg, a.part_config, a.num_classes, resume=None if a.no_resume else "auto")
+def cmd_worker(cfg: Config, args: argparse.Namespace) -> int:
+    return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
 
 
-def cmd_prepare(extra: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa prepare",
-                                 description="add first-hop aggregates and in-degrees to a DGL partition folder")
-    ap.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
-    ap.add_argument("--feat-key", default="auto",
-                    help="node data key of the features (default: auto, the one 2-D float node tensor: DGL's "
-                         "examples' features, the package's feat)")
-    ap.add_argument("--gcn", action="store_true",
-                    help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'")
-    ap.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")
-    a = ap.parse_args(extra)
-    rec = prepare(a.part_config, a.feat_key, gcn=a.gcn, force=a.force)
+def cmd_prepare(args: argparse.Namespace) -> int:
+    rec = prepare(args.part_config, args.feat_key, gcn=args.gcn, force=args.force)
     for part in rec["parts"]:
         print(f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
               f"{part['remote_pairs']} partial sums from other parts")
@@ -135,12 +122,86 @@ def cmd_prepare(extra: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"partition": cmd_partition, "prepare": None, "train": cmd_train, "compare": cmd_compare,
-            "worker": cmd_worker, "bench": None, "project": None}
-"""``bench`` and ``project`` take the config path and the raw overrides and route them themselves
-(dgl_grappa.bench.matrix.cmd_bench, dgl_grappa.bench.project.cmd_project)."""
-_OWN_FLAGS = {"worker": ("--part-config", "--num-classes", "--no-resume"),
-              "prepare": ("--part-config", "--feat-key", "--gcn", "--force")}
+COMMANDS = {
+    "partition": "cut the configured graph into parts in DGL's layout (and nothing else)",
+    "prepare": "add first-hop aggregates and in-degrees to a DGL partition folder another tool wrote",
+    "train": "train with Grappa: partition, start the workers, write metrics and summary.json",
+    "compare": "run DistDGL and Grappa on the same partitions and write the comparison's report",
+    "bench": "run the benchmark matrix of a bench config (resumable) and write its report",
+    "project": "project both systems' epoch times to larger clusters from measured compare runs",
+    "worker": "one worker of a job that torchrun, srun or the multi-host launcher started",
+}
+"""Each command and its one line in ``python -m dgl_grappa --help``."""
+_SECTION = {"partition": "partition", "train": "train", "compare": "compare", "bench": "bench", "worker": "train"}
+"""The config section each command that reads the config tree is mostly about (its help lists its keys)."""
+
+
+def _overrides_help(command: str) -> str:
+    section = _SECTION[command]
+    keys = ", ".join(f.name for f in dataclasses.fields(getattr(Config(), section)))
+    return (f"Config overrides: --<section>.<key>=<value>, any key of the config tree (docs/configuration.md), "
+            f"e.g. --{section}.<key>=<value> with <key> one of: {keys}.")
+
+
+class _Verbatim(argparse.Action):
+    """Keeps an option as written, in command-line order, for a command that reads its own options
+    (``project``: its flags and ``--project.<key>`` spellings, last one wins)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.verbatim = [*getattr(namespace, "verbatim", []), option_string, *values]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: one sub-parser per command, each with its own ``--help``.
+
+    Example:
+        >>> build_parser().parse_known_args(["train", "--config", "c.yaml", "--train.epochs=3"])[1]
+        ['--train.epochs=3']
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m dgl_grappa", allow_abbrev=False,
+        description="Grappa's gradient-only communication for distributed GNN training on DGL.",
+        epilog="python -m dgl_grappa COMMAND --help shows a command's own options.")
+    # Before the command too, as this command line always took them (python -m dgl_grappa --config C train).
+    parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--resume", nargs="?", const="auto", default=None, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    cmds = {}
+    for name, line in COMMANDS.items():
+        # An override (--a.b=v) is no option of the parser: it passes through to load_config, so the help
+        # names the form in its epilog instead of listing every key.
+        cmds[name] = sub.add_parser(name, help=line, description=line, allow_abbrev=False,
+                                    epilog=_overrides_help(name) if name in _SECTION else None)
+        if name != "prepare":
+            # SUPPRESS: given only before the command, the top-level value stands.
+            cmds[name].add_argument("--config", default=argparse.SUPPRESS, metavar="PATH",
+                                    help={"project": "YAML file with a project: section",
+                                          "bench": "the bench config (required), e.g. benchmarks/accuracy/config.yaml"
+                                          }.get(name, "YAML config (default: the built-in defaults)"))
+        cmds[name].add_argument(
+            "--resume", nargs="?", const="auto", default=argparse.SUPPRESS, metavar="PATH|auto",
+            help=("continue from a checkpoint file, or (no value, or auto) from the newest intact checkpoint in "
+                  "checkpoint.dir; same as --checkpoint.resume=...") if name == "train" else argparse.SUPPRESS)
+    p = cmds["prepare"]
+    p.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
+    p.add_argument("--feat-key", default="auto",
+                   help="node data key of the features (default: auto, the one 2-D float node tensor: DGL's "
+                        "examples' features, the package's feat)")
+    p.add_argument("--gcn", action="store_true",
+                   help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'")
+    p.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")
+    w = cmds["worker"]
+    w.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
+    w.add_argument("--num-classes", type=int, default=None, help="number of classes (set by the launcher)")
+    w.add_argument("--no-resume", action="store_true", help="start at epoch 0 even if a checkpoint exists")
+    pr = cmds["project"]
+    pr.set_defaults(verbatim=[])
+    pr.epilog = f"usage in short: {PROJECT_USAGE}"
+    for flag, key, text in project_options():
+        # nargs="*": a flag without a value reaches the command's own one-line error, not argparse's usage.
+        pr.add_argument(flag, f"--project.{key}", action=_Verbatim, nargs="*", metavar=key.upper(),
+                        help=text)
+    return parser
 
 
 def _exit_on_signal(signum, frame):
@@ -148,50 +209,31 @@ def _exit_on_signal(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dgl_grappa", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=sorted(COMMANDS), help="what to do")
-    parser.add_argument("--config", default=None, help="YAML config (default: built-in defaults)")
-    parser.add_argument("--resume", nargs="?", const="auto", default=None, metavar="PATH|auto",
-                        help="train: continue from a checkpoint file, or (no value, or auto) from the newest intact "
-                             "checkpoint in checkpoint.dir; same as --checkpoint.resume=...")
-    args, rest = parser.parse_known_args(argv)
+    args, rest = build_parser().parse_known_args(argv)
     setup_logging(None)
-    own: list[str] = []
-    flags = _OWN_FLAGS.get(args.command, ())
-    i = 0
-    while i < len(rest):  # the command's own flags, apart from the config overrides
-        name = rest[i].split("=", 1)[0]
-        if name in flags:
-            takes = name not in ("--no-resume", "--force", "--gcn") and "=" not in rest[i]
-            own += rest[i:i + 1 + takes]
-            del rest[i:i + 1 + takes]
-        else:
-            i += 1
     if args.command in ("bench", "compare"):
         # These wait on job processes in sessions of their own: a SIGTERM or SIGHUP must unwind
         # through the waits' cleanup (which kills the running job) instead of leaving it orphaned.
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _exit_on_signal)
     try:
+        if args.resume is not None and args.command != "train":
+            raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
         if args.command == "prepare":
             if rest:
                 raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--gcn] [--force], not {rest[0]}")
-            return cmd_prepare(own)
+            return cmd_prepare(args)
         if args.command == "bench":
             return cmd_bench(args.config, rest)
         if args.command == "project":
-            if args.resume is not None:
-                raise ConfigError("--resume applies to train, not project; drop it")
-            return cmd_project(args.config, rest)
+            return cmd_project(args.config, args.verbatim + rest)
         if args.resume is not None:
-            if args.command != "train":
-                raise ConfigError(f"--resume applies to train, not {args.command}; drop it")
             rest = rest + [f"--checkpoint.resume={args.resume}"]
         cfg = load_config(args.config, rest)
         resolve(cfg)  # the kind of job's own rules, before anything runs
         if args.command == "worker":
-            return cmd_worker(cfg, own)
-        return COMMANDS[args.command](cfg)
+            return cmd_worker(cfg, args)
+        return {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare}[args.command](cfg)
     except ConfigError as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 2

@@ -1,27 +1,30 @@
 """Every environment variable dgl_grappa reads or sets, in one place (import-free).
 
-Users set the first two; the launchers set the others for the processes they start (a
+Users set the first three; the launchers set the others for the processes they start (a
 user sets them only to reproduce what a launcher does).
 
-=========================  ====================================================================
-``DGL_GRAPPA_PLANETOID``   folder with the Planetoid files (Cora, CiteSeer) when ``data.root`` is
-                           not given
-``DGL_GRAPPA_CACHE``       writable folder for DGL's processed copies of those files (default
-                           ``$XDG_CACHE_HOME/dgl_grappa``)
-``DGL_GRAPPA_JOB``         the tag every process of one job carries; the guard's last resort
-                           kills by it (``python -m dgl_grappa.cluster.guard --kill-job``)
-``DGL_GRAPPA_NETNS``       ``1`` inside the private network namespace a job was re-run in
-``DGL_GRAPPA_WIRE``        ``nic``: count the host's interface bytes, not the loopback's (jobs
-                           across hosts)
-``DGL_GRAPPA_MACHINE_ID``  a DistDGL trainer's machine id when several "machines" share one
-                           host (applied by ``import dgl_grappa.distdgl``)
-``DGL_GRAPPA_FAULT``       a JSON fault-injection point, for recovery tests
-                           (:mod:`dgl_grappa.cluster.faults`)
-``DGL_GRAPPA_VENV``        where ``scripts/_bootstrap.sh`` keeps the virtual environment
-=========================  ====================================================================
+============================  ====================================================================
+``DGL_GRAPPA_PLANETOID``      folder with the Planetoid files (Cora, CiteSeer) when ``data.root`` is
+                              not given
+``DGL_GRAPPA_CACHE``          writable folder for DGL's processed copies of those files, and for
+                              the files themselves when downloaded (default ``$XDG_CACHE_HOME/dgl_grappa``)
+``DGL_GRAPPA_PLANETOID_URL``  where those files are downloaded from when no local copy has them (default:
+                              the Planetoid authors' repository on GitHub, the URLs PyG uses)
+``DGL_GRAPPA_JOB``            the tag every process of one job carries; the guard's last resort
+                              kills by it (``python -m dgl_grappa.cluster.guard --kill-job``)
+``DGL_GRAPPA_NETNS``          ``1`` inside the private network namespace a job was re-run in
+``DGL_GRAPPA_WIRE``           ``nic``: count the host's interface bytes, not the loopback's (jobs
+                              across hosts)
+``DGL_GRAPPA_MACHINE_ID``     a DistDGL trainer's machine id when several "machines" share one
+                              host (applied by ``import dgl_grappa.distdgl``)
+``DGL_GRAPPA_FAULT``          a JSON fault-injection point, for recovery tests
+                              (:mod:`dgl_grappa.cluster.faults`)
+``DGL_GRAPPA_VENV``           where ``scripts/_bootstrap.sh`` keeps the virtual environment
+============================  ====================================================================
 """
 ENV_PLANETOID = "DGL_GRAPPA_PLANETOID"
 ENV_CACHE = "DGL_GRAPPA_CACHE"
+ENV_PLANETOID_URL = "DGL_GRAPPA_PLANETOID_URL"
 ENV_JOB = "DGL_GRAPPA_JOB"
 ENV_NETNS = "DGL_GRAPPA_NETNS"
 ENV_WIRE = "DGL_GRAPPA_WIRE"

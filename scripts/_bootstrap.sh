@@ -14,12 +14,13 @@ if ! command -v tc >/dev/null 2>&1 && [ ! -x /usr/sbin/tc ] && [ "$(id -u)" = 0 
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2; } >/dev/null 2>&1 \
     || echo "[bootstrap] could not install iproute2; network.bandwidth will report that tc is missing" >&2
 fi
-# Reinstall only when setup.py changed since the last install (the stamp holds its hash).
+# Reinstall only when setup.py or the tested versions changed since the last install (the stamp holds
+# their hash). The constraints pin the versions the suite was tested with inside setup.py's ranges.
 STAMP="$VENV/.dgl_grappa_installed"
-WANT="$(sha256sum "$ROOT/setup.py" | cut -d' ' -f1)"
+WANT="$(cat "$ROOT/setup.py" "$ROOT/scripts/constraints.txt" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
-  echo "[bootstrap] installing dgl_grappa and its pinned dependencies (first time: a few minutes)" >&2
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e "$ROOT[test]"
+  echo "[bootstrap] installing dgl_grappa and its tested dependencies (first time: a few minutes)" >&2
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -c "$ROOT/scripts/constraints.txt" -e "$ROOT[test]"
   echo "$WANT" > "$STAMP"
 fi
 export DGLBACKEND=pytorch

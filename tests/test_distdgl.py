@@ -320,3 +320,21 @@ def test_wire_accounting_helpers():
     assert rate_bits("200mbit") == 200e6 and rate_bits("1gbit") == 1e9
     with pytest.raises(ValueError):
         rate_bits("fast")
+
+
+def test_a_compare_into_an_earlier_runs_folder_says_what_it_replaces(tmp_path, capfd):
+    out = tmp_path / "cmp"
+    out.mkdir()
+    (out / "report.md").write_text("the earlier run's report\n")
+    (out / "compare.json").write_text("{}")
+    rc = cli.main(["compare", "--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16",
+                   "--partition.num_parts=1", f"--partition.out_dir={tmp_path / 'parts'}", "--train.epochs=1",
+                   "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]", "--train.eval_every=0",
+                   "--compare.distdgl=false", "--compare.dropin=false", "--compare.variants=[none]",
+                   f"--run.output_dir={out}", "--run.timeout_s=240"])
+    err = capfd.readouterr().err
+    assert rc == 0, err[-3000:]
+    assert [ln for ln in err.splitlines() if "replacing" in ln][0].endswith(
+        f"replacing the earlier run's compare.json, report.md in {out} (copy them elsewhere first to keep them, "
+        "or set --run.output_dir)")
+    assert (out / "report.md").read_text() != "the earlier run's report\n"

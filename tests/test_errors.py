@@ -114,7 +114,14 @@ def setup_num_parts_zero(tmp):
     return ["train", "--partition.num_parts=0"]
 
 
-def setup_planetoid_missing(tmp):
+def setup_planetoid_offline(tmp):
+    # data.root has no files and the download meets a closed port (conftest points the URL at one)
+    return ["train", "--data.name=cora", f"--data.root={tmp / 'planetoid'}"]
+
+
+def setup_planetoid_incomplete(tmp):
+    (tmp / "planetoid").mkdir()
+    (tmp / "planetoid" / "ind.cora.x").write_bytes(b"x")
     return ["train", "--data.name=cora", f"--data.root={tmp / 'planetoid'}"]
 
 

@@ -117,7 +117,7 @@ LAYERS = [
     ["cluster"],             # 1 processes, hosts, networks
     ["data"],                # 2 datasets
     ["partition"],           # 3 partitionings in DGL's layout
-    ["method"],              # 4 the method: local view, sampler, coverage, reducers, models, drop-in
+    ["method", "dropin", "reducers"],  # 4 the method (dropin, reducers: its old import paths, deprecated)
     ["runtime"],             # 5 what both runtimes share: metrics, checkpoints, evaluation, repartitioning
     ["kinds"],               # 6 the kinds of job: node, link, heterogeneous (one interface, a registry)
     ["native", "distdgl"],   # 7 the two runtimes, side by side

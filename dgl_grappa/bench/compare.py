@@ -29,7 +29,7 @@ from ..cluster.procs import isolation_plan, run_isolated
 from ..config import ConfigError, dropin_problem, uses_hosts, write_resolved_config
 from ..distdgl import run_distdgl
 from ..partition.store import ensure_partitions
-from ..runtime.folders import check_output_dir
+from ..runtime.folders import check_output_dir, replacing
 from ..runtime.metrics import PHASE_KEYS, format_bytes, read_jsonl, time_to_target, write_json
 
 log = logging.getLogger("dgl_grappa")
@@ -128,6 +128,9 @@ def run_compare(cfg) -> dict:
     if cfg.compare.dropin:
         plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
 
+    note = replacing(out, ["compare.json", "report.md", *PLOTS, *(name for name, _, _ in plan)])
+    if note:
+        log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
     runs: dict[str, dict] = {}
     for i, (name, fn, kw) in enumerate(plan):
         c = sub(name, **kw)

@@ -12,6 +12,10 @@ with symlinks to the user's original ``ind.<dataset>.*`` files in ``data.root`` 
 copy), and hand DGL the parent as ``raw_dir``. The cache folder is keyed by the resolved
 root path, and a stamp of the source files' sizes and mtimes forces DGL to re-process when
 the files change, so DGL's processed cache can never serve data from another root.
+
+When ``data.root`` holds none of the files (a fresh clone has no shared data folder), they are
+downloaded once into ``<cache>/planetoid/raw`` and checked against known checksums
+(:mod:`dgl_grappa.data.fetch`); DGL itself still never goes online.
 """
 from __future__ import annotations
 
@@ -29,9 +33,8 @@ from dgl.data.utils import _get_dgl_url
 from ..config import ConfigError
 from ..env import ENV_CACHE
 from .common import make_graph
-
-#: The eight files of the original Planetoid release (``ind.<dataset>.<suffix>``).
-PLANETOID_SUFFIXES = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
+from .fetch import SUFFIXES as PLANETOID_SUFFIXES
+from .fetch import fetch_planetoid
 
 # dataset -> (DGL class, the name DGL uses in folder and file names)
 _DGL_CLASSES = {
@@ -55,16 +58,22 @@ def cache_root() -> Path:
     return base / "dgl_grappa"
 
 
+def download_dir() -> Path:
+    """Where the Planetoid files are downloaded when ``data.root`` has none: ``<cache_root>/planetoid/raw``."""
+    return cache_root() / "planetoid" / "raw"
+
+
+def _has_any(name: str, root: Path) -> bool:
+    """Whether ``root`` holds at least one of the dataset's files (original or DGL's names)."""
+    stems = dict.fromkeys((name, _DGL_CLASSES[name][1]))
+    return root.is_dir() and any((root / f"ind.{stem}.{s}").is_file() for stem in stems for s in PLANETOID_SUFFIXES)
+
+
 def _source_files(name: str, root: Path) -> dict[str, Path]:
     """Map each Planetoid suffix to its file in ``root``; ConfigError if any is missing.
 
     Both the original names (``ind.cora.x``) and DGL's (``ind.cora_v2.x``) are accepted.
     """
-    if not root.is_dir():
-        expected = ", ".join(f"ind.{name}.{s}" for s in PLANETOID_SUFFIXES)
-        raise ConfigError(
-            f"data.root='{root}' is not a folder; {name} needs {expected} there; "
-            f"set --data.root=<folder with the Planetoid files> (or env DGL_GRAPPA_PLANETOID)")
     dgl_name = _DGL_CLASSES[name][1]
     found: dict[str, Path] = {}
     missing: list[str] = []
@@ -161,12 +170,17 @@ def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
         The standard homogeneous graph (ndata feat, label, train_mask, val_mask,
         test_mask) with DGL's public split (Cora 140/500/1000, CiteSeer 120/500/1000).
 
+    When ``root`` holds none of the files, they are downloaded into :func:`download_dir` first (once).
+
     Raises:
-        ConfigError: ``root`` is not a folder or lacks some of the files.
+        ConfigError: ``root`` lacks some of the files, or holds none and the download failed.
     """
     if name not in _DGL_CLASSES:
         raise ConfigError(f"data.name={name!r} is not a Planetoid dataset; use cora or citeseer")
     root_path = Path(root).expanduser()
+    if not _has_any(name, root_path):  # not the user's copy (an incomplete one is reported, not replaced)
+        root_path = fetch_planetoid(name, download_dir(), f"{name}: data.root='{root_path}' holds no Planetoid "
+                                                          f"files and ")
     files = _source_files(name, root_path)  # raises before DGL is ever called
 
     raw_dir = planetoid_cache_dir(name, root_path)

@@ -14,6 +14,7 @@ apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -325,6 +326,10 @@ class Trainer:
             summary.json's content on rank 0, None on the other ranks.
         """
         cfg, ident = self.cfg, self.ident
+        # tqdm's default lock is a multiprocessing semaphore, which a worker killed on an interrupt never
+        # releases ("leaked semaphore objects" at shutdown); a spawned worker shares its bar with no other
+        # process, so a thread lock does the same job.
+        tqdm.set_lock(threading.RLock())
         self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
                         disable=not (ident.is_main and cfg.run.progress))
         t_loop = time.perf_counter()

@@ -49,3 +49,22 @@ def check_output_dir(path: str | os.PathLike, key: str) -> None:
                 d.rmdir()
             except OSError:
                 pass
+
+
+def replacing(folder: str | os.PathLike, names: list[str]) -> str | None:
+    """The log line that says what of an earlier run in ``folder`` a new run replaces, or None if nothing.
+
+    A run writes over its own output folder, as a build writes over its last build; the line says so
+    before anything is replaced, so a result worth keeping can still be copied away (or the run
+    stopped, or pointed at another folder).
+
+    Example:
+        >>> d = Path(tempfile.mkdtemp()); _ = (d / "report.md").write_text("earlier")
+        >>> replacing(d, ["report.md", "compare.json"]) == f"replacing the earlier run's report.md in {d}"
+        True
+    """
+    found = [n for n in names if (Path(folder) / n).exists()]
+    if not found:
+        return None
+    return f"replacing the earlier run's {', '.join(found)} in {folder}"
+

@@ -9,6 +9,8 @@ or written.
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import math
 import typing
@@ -68,6 +70,20 @@ _MANY = ("runs", "check")
 """Options that take several values (a flag given twice adds up)."""
 _NUMBERS = {"parts": (int, 1), "gbit": (float, 0), "latency_us": (float, 0)}
 """Comma-separated number lists: (type, least value)."""
+
+
+def project_options() -> list[tuple[str, str, str]]:
+    """(short flag, key, its help) of every option, the help being the field's docstring in
+    :class:`ProjectOptions` (one text for the code, the docs and ``project --help``).
+
+    Example:
+        >>> project_options()[0][:2]
+        ('--runs', 'runs')
+    """
+    body = ast.parse(inspect.getsource(ProjectOptions)).body[0].body
+    docs = {a.target.id: b.value.value for a, b in zip(body, body[1:])
+            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+    return [(flag, key, docs[key].replace("%", "%%")) for flag, key in FLAGS.items()]
 
 
 def _numbers(text: str, flag: str, kind=float, low: float = 0.0) -> list:

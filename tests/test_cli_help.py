@@ -1,0 +1,48 @@
+"""Every command's ``--help`` is its own (its options, not the global help), and the global help lists
+the commands, each with one line."""
+from __future__ import annotations
+
+import pytest
+
+from dgl_grappa.cli import COMMANDS, main
+
+# An option (or config section) that only this command's help names.
+OWN = {"partition": "--partition.<key>", "prepare": "--feat-key", "train": "--resume", "compare": "--compare.<key>",
+       "bench": "--bench.<key>", "project": "--latency-us", "worker": "--num-classes"}
+
+
+def _help(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_command_help_shows_its_own_options(command, capsys):
+    text = _help([command, "--help"], capsys)
+    assert text.startswith(f"usage: python -m dgl_grappa {command} ")
+    assert OWN[command] in text
+    others = [c for c in OWN if c != command and OWN[c] in text]
+    assert others == [], f"{command} --help names other commands' options: {others}"
+
+
+@pytest.mark.unit
+def test_the_global_help_lists_every_command_with_its_line(capsys):
+    text = " ".join(_help(["--help"], capsys).split())  # argparse wraps lines: compare words
+    assert set(OWN) == set(COMMANDS)
+    for command, line in COMMANDS.items():
+        assert f"{command} {line}" in text, command
+
+
+@pytest.mark.unit
+def test_project_options_keep_their_order_and_options_before_the_command_still_count():
+    from dgl_grappa.cli import build_parser
+
+    args, rest = build_parser().parse_known_args(
+        ["project", "--gbit", "1", "--project.gbit=10", "--runs", "a", "b", "--project.nope=1"])
+    assert args.verbatim == ["--gbit", "1", "--project.gbit", "10", "--runs", "a", "b"]
+    assert rest == ["--project.nope=1"]  # the command's own check names it
+    args, rest = build_parser().parse_known_args(["--config", "c.yaml", "train", "--train.epochs=3", "--resume"])
+    assert (args.config, args.resume, rest) == ("c.yaml", "auto", ["--train.epochs=3"])
