@@ -69,6 +69,7 @@ from dgl_grappa.config import ConfigError, load_config
 # its machine id on a one-host cluster; a copied script must import it before DGL starts.
 from dgl_grappa.distdgl import TrainerMeter
 from dgl_grappa.kinds import resolve
+from dgl_grappa.method.kernels import resolve_kernels
 from dgl_grappa.partition.layout import GRAPH_NAME
 from dgl_grappa.partition.schedule import partitioning_index
 from dgl_grappa.runtime.agreement import load_everywhere, save_on_rank0
@@ -144,7 +145,9 @@ def train():
     th.set_num_threads(1)
 
     # run.device=cuda: the GPU of LOCAL_RANK; NCCL for the gradient all-reduce, gloo for the rest.
-    device = select_device(cfg.run.device, worker_identity(os.environ).local_rank)
+    # With the torch kernels (train.kernels: auto on a GPU) DGL only samples, on the CPU: no CUDA build of DGL needed.
+    device = select_device(cfg.run.device, worker_identity(os.environ).local_rank,
+                           check_dgl=resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl")
     dgl.distributed.initialize(args.ip_config)
     th.distributed.init_process_group(backend=backend_for(cfg.run.device),
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))

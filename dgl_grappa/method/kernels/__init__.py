@@ -27,7 +27,7 @@ from .layers import TORCH_LAYERS
 from .plain import PlainGraph, PlainHetero, to_plain
 from .rgcn import TorchRelGraphLayer
 
-__all__ = ["KERNELS", "AUTO_CPU", "resolve_kernels", "build_model_for", "build_rgcn_for", "to_plain",
+__all__ = ["KERNELS", "AUTO_CPU", "resolve_kernels", "build_model_for", "build_rgcn_for", "place_blocks", "to_plain",
            "PlainGraph", "PlainHetero", "TORCH_LAYERS", "TorchRelGraphLayer"]
 
 KERNELS = ("auto", "dgl", "torch")
@@ -66,3 +66,25 @@ def build_rgcn_for(cfg, in_dims: dict, out_dim: int, etypes: list, target: str, 
     """:func:`~dgl_grappa.method.rgcn.build_rgcn` with the layers of ``kernels`` (``dgl`` or ``torch``)."""
     return build_rgcn(cfg, in_dims, out_dim, etypes, target,
                       layer_cls=TorchRelGraphLayer if kernels == "torch" else None)
+
+
+def place_blocks(blocks, device, kernels: str, hetero: bool = False):
+    """A batch's blocks as the layers of ``kernels`` read them, on ``device``.
+
+    ``torch``: their structure as plain tensors (:func:`~.plain.to_plain`), moved to the device (the CPU
+    sampler's DGL needs no device of its own); ``dgl``: the DGL blocks, moved where the device is not the CPU
+    (that needs DGL's CUDA build).
+
+    Example:
+        >>> import dgl, torch
+        >>> type(place_blocks([dgl.rand_graph(4, 6)], torch.device("cpu"), "torch")[0]).__name__
+        'PlainGraph'
+    """
+    if kernels == "torch":
+        plain = to_plain(blocks, hetero=hetero or None)
+        if device.type == "cpu":
+            return plain
+        return [b.to(device, non_blocking=True) for b in plain] if isinstance(plain, list) else plain.to(device)
+    if device.type == "cpu":
+        return blocks
+    return [b.to(device) for b in blocks] if isinstance(blocks, (list, tuple)) else blocks.to(device)

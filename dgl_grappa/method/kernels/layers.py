@@ -15,7 +15,6 @@ Example:
 """
 from __future__ import annotations
 
-import torch
 from dgl.nn import GATConv
 from torch import Tensor
 

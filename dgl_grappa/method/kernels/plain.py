@@ -50,7 +50,8 @@ class PlainGraph:
 
     def to(self, device, non_blocking: bool = False) -> "PlainGraph":
         """The same structure on ``device``."""
-        return PlainGraph(self.src.to(device, non_blocking=non_blocking), self.dst.to(device, non_blocking=non_blocking),
+        nb = non_blocking
+        return PlainGraph(self.src.to(device, non_blocking=nb), self.dst.to(device, non_blocking=nb),
                           self.num_src, self.num_dst, self.is_block)
 
     @property
