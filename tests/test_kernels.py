@@ -8,6 +8,8 @@ tests hold the torch kernels on a CUDA device to the CPU ones.
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -220,3 +222,12 @@ def test_torch_kernels_on_cuda_equal_the_cpu_ones(graph, over, exact):
         if p.grad is not None:
             _close(p.grad, q.grad.cpu(), f"grad of {name} on cuda")
     _close(x_c.grad, x_g.grad.cpu(), "grad of the input rows on cuda")
+
+
+def test_gpu_check_says_in_one_line_that_there_is_no_gpu_and_exits_0():
+    # CUDA_VISIBLE_DEVICES="" hides any GPU, so this runs the no-GPU branch on every machine
+    root = Path(__file__).resolve().parent.parent
+    p = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh")], cwd=root, capture_output=True, text=True,
+                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("\n") == 1 and p.stdout.startswith("gpu_check: no GPU here") and not p.stderr, p
