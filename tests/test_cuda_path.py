@@ -1,9 +1,11 @@
 """run.device=cuda end to end (marker ``gpu``; scripts/test.sh deselects it where no GPU exists).
 
-The full path needs DGL's CUDA build (``dgl_grappa.cluster.launch.DGL_CUDA_WHEEL``): the package
-registry's dgl 2.1.0 is CPU-only. On a GPU machine with that CPU-only DGL the job must
-refuse in one line that names the CUDA wheel; with a CUDA DGL it must train on the GPU
-(blocks, features and the model there, NCCL all-reducing the gradients) and evaluate.
+With the wheels pip gives (PyPI's dgl 2.1.0 is CPU-only, its torch a CUDA build) a GPU run uses the
+torch kernels (``train.kernels: auto``): it must train on the GPU (blocks as plain tensors, features and
+the model there, the gradients all-reduced on the GPU: NCCL, or gloo where the workers share one GPU) and
+evaluate. DGL's own layers on a GPU (``train.kernels: dgl``) need DGL's CUDA build
+(``dgl_grappa.cluster.launch.DGL_CUDA_WHEEL``): with a CPU-only DGL the job refuses in one line naming
+that wheel; with a CUDA DGL it trains too.
 """
 import json
 import os
@@ -28,19 +30,29 @@ def _dgl_has_cuda() -> bool:
         return False
 
 
-def test_train_on_cuda_or_a_one_line_refusal(tmp_path):
+def _train(tmp_path, *extra):
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible to torch (scripts/test.sh deselects -m gpu where nvidia-smi finds none)")
-    workers = min(2, torch.cuda.device_count())
-    p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", "configs/default.yaml",
-                        "--data.synthetic.num_nodes=4000", "--train.epochs=2", f"--partition.num_parts={workers}",
-                        "--run.device=cuda", f"--run.output_dir={tmp_path}", "--run.progress=false"],
-                       cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), capture_output=True, text=True,
-                       timeout=600)
+        pytest.fail("no CUDA device visible to torch (scripts/test.sh deselects -m gpu where nvidia-smi finds none)")
+    return subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", "configs/default.yaml",
+                           "--data.synthetic.num_nodes=4000", "--train.epochs=2", "--partition.num_parts=2",
+                           "--run.device=cuda", f"--run.output_dir={tmp_path}", "--run.progress=false", *extra],
+                          cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_train_on_cuda_with_the_torch_kernels(tmp_path):
+    p = _train(tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["device"] == "cuda:0" and s["kernels"] == "torch" and s["val_acc"] > 0.1
+
+
+def test_dgl_kernels_on_cuda_train_or_refuse_in_one_line(tmp_path):
+    p = _train(tmp_path, "--train.kernels=dgl")
     if _dgl_has_cuda():
         assert p.returncode == 0, p.stderr[-3000:]
         s = json.loads((tmp_path / "summary.json").read_text())
-        assert s["device"] == "cuda:0" and s["val_acc"] > 0.1
+        assert s["device"] == "cuda:0" and s["kernels"] == "dgl" and s["val_acc"] > 0.1
     else:
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr[-3000:]
         assert "needs a CUDA build of DGL" in p.stderr and "data.dgl.ai/wheels" in p.stderr

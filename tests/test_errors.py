@@ -102,6 +102,10 @@ def setup_wrong_type(tmp):
     return ["train", "--train.epochs=three"]
 
 
+def setup_kernels_unknown(tmp):
+    return ["train", "--train.kernels=cudnn"]
+
+
 def setup_missing_config(tmp):
     return ["train", "--config", str(tmp / "nope.yaml")]
 

@@ -445,20 +445,21 @@ def test_hosts_config_errors_are_one_line(tmp_path):
 @pytest.mark.unit
 def test_device_selection_and_backend():
     import torch
-    from dgl_grappa.cluster.launch import backend_for, select_device
+    from dgl_grappa.cluster.launch import backend_for, gpus_shared, select_device
 
     from dgl_grappa.config import ConfigError, load_config
 
     assert backend_for("cpu") == "gloo" and backend_for("cuda") == "cpu:gloo,cuda:nccl"
+    assert backend_for("cuda", shared=True) == "gloo"  # NCCL refuses two ranks on one GPU
     assert select_device("cpu", 3) == torch.device("cpu")
     assert load_config(None).run.device == "cpu"  # the default needs no GPU
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="run.device=cuda but torch sees no CUDA device") as e:
             select_device("cuda", 0)
         assert "\n" not in str(e.value)
-    else:
-        with pytest.raises(ConfigError, match=r"LOCAL_RANK=\d+ but this host has \d+ GPU"):
-            select_device("cuda", torch.cuda.device_count())
+    else:  # more workers than GPUs share them
+        n = torch.cuda.device_count()
+        assert select_device("cuda", n) == torch.device("cuda", 0) and not gpus_shared(n) and gpus_shared(n + 1)
 
 
 @needs_hosts

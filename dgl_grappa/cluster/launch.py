@@ -10,7 +10,9 @@ torchrun, Slurm or the multi-host launcher joins with ``init_distributed_env`` i
 Devices (``run.device``): on cpu the group is gloo; on cuda it is ``cpu:gloo,cuda:nccl``:
 NCCL all-reduces the gradient buckets (CUDA tensors), gloo carries the small control
 collectives on CPU tensors and objects (epoch clock, step counts, summaries), and the
-worker uses the GPU of its LOCAL_RANK (:func:`select_device`).
+worker uses the GPU of its LOCAL_RANK (:func:`select_device`). A host with more workers than
+GPUs shares them (worker k on GPU k mod the count); NCCL refuses two ranks on one GPU, so
+there gloo all-reduces the CUDA buckets too (:func:`gpus_shared`).
 """
 from __future__ import annotations
 
@@ -64,9 +66,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def backend_for(device: str) -> str:
-    """The process group's backend for ``run.device``: gloo, or NCCL for CUDA tensors + gloo for CPU ones."""
-    return "gloo" if device == "cpu" else "cpu:gloo,cuda:nccl"
+def backend_for(device: str, shared: bool = False) -> str:
+    """The process group's backend for ``run.device``: gloo, or NCCL for CUDA tensors + gloo for CPU ones.
+
+    ``shared``: several workers of this host use one GPU (:func:`gpus_shared`); NCCL refuses that, so
+    gloo carries the CUDA tensors as well (it copies them through the host).
+    """
+    return "gloo" if device == "cpu" or shared else "cpu:gloo,cuda:nccl"
+
+
+def gpus_shared(workers_here: int) -> bool:
+    """Whether ``workers_here`` workers on this host outnumber its GPUs (then some share one)."""
+    return torch.cuda.is_available() and workers_here > torch.cuda.device_count()
 
 
 DGL_CUDA_WHEEL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
@@ -89,17 +100,18 @@ def check_dgl_cuda(device: torch.device) -> None:
                           f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
 
 
-def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> torch.device:
+def select_device(device: str, local_rank: int = 0, check_dgl: bool = False) -> torch.device:
     """The torch device of a worker: the CPU, or the GPU of its local rank (made current).
 
     Args:
         device: ``run.device``.
-        local_rank: the worker's rank on its host (LOCAL_RANK): its GPU.
-        check_dgl: with cuda, also check that DGL is a CUDA build (:func:`check_dgl_cuda`).
+        local_rank: the worker's rank on its host (LOCAL_RANK): its GPU (modulo the host's GPU
+            count: more workers than GPUs share them).
+        check_dgl: with cuda, also check that DGL is a CUDA build (:func:`check_dgl_cuda`): only
+            DGL's layers (``train.kernels: dgl``) need one; the torch kernels need torch's alone.
 
     Raises:
-        ConfigError: run.device=cuda where torch sees no GPU, fewer GPUs than local ranks,
-            or a CPU-only DGL.
+        ConfigError: run.device=cuda where torch sees no GPU, or (check_dgl) a CPU-only DGL.
     """
     if device == "cpu":
         return torch.device("cpu")
@@ -108,10 +120,10 @@ def select_device(device: str, local_rank: int = 0, check_dgl: bool = True) -> t
                           "use --run.device=cpu")
     n = torch.cuda.device_count()
     if local_rank >= n:
-        raise ConfigError(f"run.device=cuda: LOCAL_RANK={local_rank} but this host has {n} GPU(s); start at most "
-                          f"{n} workers per host (launch.workers_per_host / torchrun --nproc_per_node)")
-    torch.cuda.set_device(local_rank)
-    dev = torch.device("cuda", local_rank)
+        log.info("run.device=cuda: LOCAL_RANK=%d on a host of %d GPU(s): it shares GPU %d", local_rank, n,
+                 local_rank % n)
+    torch.cuda.set_device(local_rank % n)
+    dev = torch.device("cuda", local_rank % n)
     if check_dgl:
         check_dgl_cuda(dev)
     return dev
@@ -126,9 +138,9 @@ def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, de
     Returns:
         The worker's :class:`Identity` (part = rank).
     """
-    select_device(device, rank, check_dgl=False)
+    select_device(device, rank)
     dist.init_process_group(
-        backend_for(device),
+        backend_for(device, shared=device == "cuda" and gpus_shared(world_size)),
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world_size,
@@ -150,8 +162,9 @@ def init_distributed_env(who, timeout_s: float, device: str = "cpu") -> Identity
     """
     # env:// reads these; under Slurm they may have been derived (first host, job-id port).
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = who.master_addr, str(who.master_port)
-    select_device(device, who.local_rank, check_dgl=False)
-    dist.init_process_group(backend_for(device), init_method="env://", rank=who.rank, world_size=who.world_size,
+    select_device(device, who.local_rank)
+    shared = device == "cuda" and gpus_shared(who.local_world_size)
+    dist.init_process_group(backend_for(device, shared), init_method="env://", rank=who.rank, world_size=who.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
                     host_index=who.host_index)

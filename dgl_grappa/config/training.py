@@ -192,6 +192,12 @@ class TrainConfig:
     uncapped size), so successive epochs see different seeds."""
     seed: int = 0
     """Seed of model initialisation and sampling."""
+    kernels: Literal["auto", "dgl", "torch"] = "auto"
+    """The layers' message passing: dgl (DGL's layers; on a GPU they need DGL's CUDA build, which the
+    package registry does not have), torch (the same layers in PyTorch operations over each block's
+    edges as plain tensors: any device torch runs on, same parameters, so checkpoints move between the
+    two) or auto: torch on a GPU (``run.device: cuda``), and on the CPU the faster of the two in
+    ``benchmarks/kernels/``."""
     prefetch: bool = False
     """Sample (and gather the features of) the next mini-batch while the current step's
     backward pass and gradient all-reduce run (in a helper thread); the same batches and

@@ -61,14 +61,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dgl_grappa.cluster import faults
 from dgl_grappa.cluster.hosts import worker_identity
-from dgl_grappa.cluster.launch import backend_for, select_device
+from dgl_grappa.cluster.launch import backend_for, gpus_shared, select_device
 from dgl_grappa.cluster.procs import EXIT_USER_ERROR, process_start_time
 from dgl_grappa.config import ConfigError, load_config
+from dgl_grappa.env import ENV_MACHINE_ID
 
 # Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
 # its machine id on a one-host cluster; a copied script must import it before DGL starts.
 from dgl_grappa.distdgl import TrainerMeter
 from dgl_grappa.kinds import resolve
+from dgl_grappa.method.kernels import resolve_kernels
 from dgl_grappa.partition.layout import GRAPH_NAME
 from dgl_grappa.partition.schedule import partitioning_index
 from dgl_grappa.runtime.agreement import load_everywhere, save_on_rank0
@@ -143,10 +145,17 @@ def train():
     th.manual_seed(cfg.train.seed)
     th.set_num_threads(1)
 
-    # run.device=cuda: the GPU of LOCAL_RANK; NCCL for the gradient all-reduce, gloo for the rest.
-    device = select_device(cfg.run.device, worker_identity(os.environ).local_rank)
+    # run.device=cuda: the GPU of LOCAL_RANK; NCCL for the gradient all-reduce, gloo for the rest. Several
+    # "machines" on one host (the machine-id override is set) are that host's workers, numbered by rank; where
+    # they outnumber its GPUs they share them and gloo all-reduces (NCCL refuses two ranks on one GPU).
+    # With the torch kernels (train.kernels: auto on a GPU) DGL only samples, on the CPU: no CUDA build of DGL needed.
+    who = worker_identity(os.environ)
+    one_host = ENV_MACHINE_ID in os.environ
+    device = select_device(cfg.run.device, who.rank if one_host else who.local_rank,
+                           check_dgl=resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl")
+    shared = cfg.run.device == "cuda" and gpus_shared(who.world_size if one_host else who.local_world_size)
     dgl.distributed.initialize(args.ip_config)
-    th.distributed.init_process_group(backend=backend_for(cfg.run.device),
+    th.distributed.init_process_group(backend=backend_for(cfg.run.device, shared),
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))
     restart["connected"] = time.time()
     g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)

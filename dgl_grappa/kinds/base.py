@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config, ConfigError
+from ..method.kernels import resolve_kernels
 from ..method.sampler import equal_steps, seeded_workers
 
 log = logging.getLogger("dgl_grappa")
@@ -279,6 +280,7 @@ class DistJob(ABC):
 
     def __init__(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str):
         self.cfg, self.g, self.grappa, self.device, self.part_config = cfg, g, grappa, device, part_config
+        self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)  # the model's layers: dgl or torch
 
     @abstractmethod
     def step_inputs(self, batch) -> tuple[list, Any, dict, Any]:

@@ -27,7 +27,7 @@ from ..method.dropin import GrappaHeteroLoader
 from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartition, TargetSeeds, load_local_hetero
 from ..method.hetero_halo import aggregate_rows
 from ..method.reducers import make_correction
-from ..method.rgcn import build_rgcn
+from ..method.kernels import build_rgcn_for, place_blocks, resolve_kernels
 from ..method.sampler import LocalBatches
 from .base import Batch, DistJob, JobKind, LocalRuntime
 from .embeddings import common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes, own_nodes
@@ -144,7 +144,8 @@ class HeteroKind(JobKind):
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         # a GraphConv per relation, each type's input at its own width
-        return build_rgcn(cfg.model, lp.input_dims(cfg.model.embed_dim), num_classes, lp.etypes, lp.target)
+        return build_rgcn_for(cfg.model, lp.input_dims(cfg.model.embed_dim), num_classes, lp.etypes, lp.target,
+                              resolve_kernels(cfg.train.kernels, cfg.run.device))
 
     def holding(self, cfg: Config, lp, embedding) -> dict:
         # every table: the featured types' rows (inner and halo) and aggregates, under train.memory_budget against
@@ -258,7 +259,8 @@ class HeteroDistJob(DistJob):
         # the package's RGCN: a GraphConv per relation, summed (the example's RelGraphConvLayer)
         dims = {t: int(g.nodes[t].data["feat"].shape[1]) if "feat" in g.nodes[t].data else int(cfg.model.embed_dim)
                 for t in g.ntypes}
-        self.model = build_rgcn(cfg.model, dims, dist_num_classes(g, self.target), g.canonical_etypes, self.target)
+        self.model = build_rgcn_for(cfg.model, dims, dist_num_classes(g, self.target), g.canonical_etypes,
+                                    self.target, self.kernels)
         self.bare = [t for t in g.ntypes if "feat" not in g.nodes[t].data]  # learnable rows for these types
         if self.bare and grappa:
             # Grappa: the featureless types' own rows and the halo's copies, trained here and synced every
@@ -284,8 +286,7 @@ class HeteroDistJob(DistJob):
             x = {t: embs[t](ids) if t in embs else self.g.nodes[t].data["feat"][ids] for t, ids in input_nodes.items()}
         x = {t: v.to(self.device) for t, v in x.items()}
         y = self.g.nodes[self.target].data["label"][seeds].long().to(self.device)
-        blocks = [b.to(self.device) for b in blocks] if self.device.type != "cpu" else blocks
-        return blocks, x, {}, y
+        return place_blocks(blocks, self.device, self.kernels, hetero=True), x, {}, y
 
     def loss(self, out: Tensor, target) -> Tensor:
         return F.cross_entropy(out, target)

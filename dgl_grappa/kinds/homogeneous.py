@@ -22,7 +22,7 @@ from ..config import Config, parse_budget, require
 from ..method import coverage as cov
 from ..method.embedding import LocalEmbedding
 from ..method.local_part import Keep, first_hop_table, load_local
-from ..method.models import build_model
+from ..method.kernels import build_model_for, place_blocks, resolve_kernels
 from ..method.sampler import LocalFeatures
 from .base import DistJob, JobKind, LocalRuntime
 from .embeddings import HOMOGENEOUS, common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes
@@ -112,7 +112,8 @@ class HomogeneousKind(JobKind):
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
-        return build_model(cfg.model, in_dim, self.out_dim(cfg, num_classes))
+        return build_model_for(cfg.model, in_dim, self.out_dim(cfg, num_classes),
+                               resolve_kernels(cfg.train.kernels, cfg.run.device))
 
     def holding(self, cfg: Config, lp, embedding) -> dict:
         # With learnable rows the node tables are the embedding's (own rows, their SparseAdam moments,
@@ -178,7 +179,7 @@ class HomogeneousDistJob(DistJob):
         self.exact = grappa and cfg.first_hop == "exact"
         self.loader = self.make_loader(dgl.dataloading.NeighborSampler(cfg.train.fanouts))
         in_dim = cfg.model.embed_dim if self.embed else g.ndata["feat"].shape[1]
-        self.model = build_model(cfg.model, in_dim, self.out_dim())
+        self.model = build_model_for(cfg.model, in_dim, self.out_dim(), self.kernels)
         if self.embed and grappa:
             # Grappa: this machine's rows (and the halo's frozen ones), trained here: replaces the DistEmbedding.
             self.embedding = self.loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed)
@@ -228,7 +229,7 @@ class HomogeneousDistJob(DistJob):
         return x, extra
 
     def blocks(self, blocks: list) -> list:
-        return [b.to(self.device) for b in blocks] if self.device.type != "cpu" else blocks
+        return place_blocks(blocks, self.device, self.kernels)
 
     def eval_inputs(self):
         if not self.embed:

@@ -82,8 +82,9 @@ class EdgeRuntime(HomogeneousRuntime):
     def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
         # One loss per positive and negative pair; a worker without positives has pair graphs without
         # an edge (a placeholder batch), so the step counts with weight 0.
-        pair, neg = (p.to(device) for p in batch.target)
-        per_pair = link_losses(out, pair, neg)
+        # the pair graphs stay on the CPU (their ends' indices move to the rows' device in edge_scores):
+        # DGL's registry build cannot put a graph on a GPU
+        per_pair = link_losses(out, *batch.target)
         return per_pair, torch.ones_like(per_pair)
 
     def coverage_stats(self) -> dict[str, float]:
@@ -234,7 +235,7 @@ class LinkDistJob(HomogeneousDistJob):
     def step_inputs(self, batch):
         input_nodes, pair_graph, neg_pair_graph, blocks = batch
         x, extra = self.inputs(input_nodes)
-        return self.blocks(blocks), x, extra, (pair_graph.to(self.device), neg_pair_graph.to(self.device))
+        return self.blocks(blocks), x, extra, (pair_graph, neg_pair_graph)  # on the CPU: see LinkRuntime.losses
 
     def loss(self, out: Tensor, target) -> Tensor:
         # the example's CrossEntropyLoss: dot-product scores, positives 1, negatives 0

@@ -301,7 +301,9 @@ def edge_scores(h: Tensor, pairs: dgl.DGLGraph) -> Tensor:
         [11.0]
     """
     u, v = pairs.edges()
-    return (h[u.long()] * h[v.long()]).sum(-1)
+    # the pairs may stay on the CPU while the rows are on a GPU (the registry's DGL is CPU-only)
+    u, v = u.long().to(h.device), v.long().to(h.device)
+    return (h[u] * h[v]).sum(-1)
 
 
 def link_losses(h: Tensor, pair_graph: dgl.DGLGraph, neg_pair_graph: dgl.DGLGraph) -> Tensor:

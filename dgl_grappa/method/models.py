@@ -219,9 +219,11 @@ class GNN(nn.Module):
         if exact and deg is None:
             raise ValueError("first-hop completion (agg) needs deg, the full-graph in-degree of every input row")
         n_graph_layers = self.num_layers - (1 if exact else 0)
-        if isinstance(graph_or_blocks, dgl.DGLGraph) and not graph_or_blocks.is_block:
+        # a DGLGraph, or the torch kernels' plain structure of one (method/kernels/plain.py): both say is_block
+        one = not isinstance(graph_or_blocks, (list, tuple)) and hasattr(graph_or_blocks, "is_block")
+        if one and not graph_or_blocks.is_block:
             graphs = [graph_or_blocks] * n_graph_layers
-        elif isinstance(graph_or_blocks, dgl.DGLGraph):
+        elif one:
             graphs = [graph_or_blocks]  # a lone block: only valid for a 1-layer model (2 with agg)
         elif isinstance(graph_or_blocks, (list, tuple)):
             graphs = list(graph_or_blocks)
@@ -270,21 +272,23 @@ class GNN(nn.Module):
         return h
 
 
-def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool) -> nn.Module:
+def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool, classes: dict | None = None) -> nn.Module:
     name = cfg.name
+    # classes: another implementation of a layer class (same parameters; the torch kernels' map)
+    pick = (lambda cls: classes.get(cls, cls)) if classes else (lambda cls: cls)
     if name == "sage":
         # SAGE keeps a separate self weight, so zero-in-degree nodes (empty mean = 0) still
         # carry their own features.
-        return SAGELayer(in_dim, out_dim, empty=cfg.empty)
+        return pick(SAGELayer)(in_dim, out_dim, empty=cfg.empty)
     if name == "gcn":
-        return GCNSymLayer(in_dim, out_dim) if cfg.gcn_norm == "both" else GCNLayer(in_dim, out_dim)
+        return pick(GCNSymLayer)(in_dim, out_dim) if cfg.gcn_norm == "both" else pick(GCNLayer)(in_dim, out_dim)
     if name == "gat":
         heads = cfg.heads
         per_head = out_dim if last else out_dim // heads
         # residual=True: a zero-in-degree node has no attention inputs, so without the
         # residual its output would be the bias alone. Attention dropout is off so that
         # dropout means one thing (between layers) for every model.
-        return GATConv(in_dim, per_head, num_heads=heads, feat_drop=0.0, attn_drop=0.0,
+        return pick(GATConv)(in_dim, per_head, num_heads=heads, feat_drop=0.0, attn_drop=0.0,
                        residual=True, allow_zero_in_degree=True)
     if name == "gin":
         # A small 2-layer MLP per layer, as in the GIN paper; no batch norm, because its
@@ -297,11 +301,11 @@ def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool) -> nn.M
         # evaluation (full) would see differently scaled inputs. It also keeps hubs of the
         # power-law synthetic graphs from blowing up activations. The price is GIN's
         # multiset-injectivity argument, which needs a sum.
-        return GINLayer(mlp, aggregator_type="mean", learn_eps=False)
+        return pick(GINLayer)(mlp, aggregator_type="mean", learn_eps=False)
     raise ConfigError(f"model.name={name!r} is not allowed; use one of {', '.join(MODEL_NAMES)}")
 
 
-def build_model(cfg: ModelConfig, in_feats: int, num_classes: int) -> GNN:
+def build_model(cfg: ModelConfig, in_feats: int, num_classes: int, classes: dict | None = None) -> GNN:
     """Build the GNN that ``cfg`` describes.
 
     Layer widths are ``in_feats -> hidden -> ... -> hidden -> num_classes``; one layer is a
@@ -314,6 +318,8 @@ def build_model(cfg: ModelConfig, in_feats: int, num_classes: int) -> GNN:
         cfg: the model section of the config (name, num_layers, hidden, dropout, heads).
         in_feats: input feature dimension.
         num_classes: number of output logits per node.
+        classes: layer class -> the class to build instead (same parameters), e.g. the torch
+            kernels' :data:`~dgl_grappa.method.kernels.TORCH_LAYERS`; None = the DGL layers.
 
     Returns:
         A :class:`GNN`; call it as ``model(blocks, x)`` or ``model(graph, x)``.
@@ -346,7 +352,7 @@ def build_model(cfg: ModelConfig, in_feats: int, num_classes: int) -> GNN:
         raise ValueError(f"in_feats={in_feats} and num_classes={num_classes} must be >= 1")
 
     dims = [in_feats] + [cfg.hidden] * (cfg.num_layers - 1) + [num_classes]
-    layers = [_make_layer(cfg, dims[i], dims[i + 1], last=(i == cfg.num_layers - 1))
+    layers = [_make_layer(cfg, dims[i], dims[i + 1], last=(i == cfg.num_layers - 1), classes=classes)
               for i in range(cfg.num_layers)]
     return GNN(cfg.name, layers, cfg.dropout)
 

@@ -96,16 +96,18 @@ class RGCN(nn.Module):
         num_layers: layers (one per block).
         dropout: dropout on the hidden rows.
         target: the node type whose rows are returned.
+        layer_cls: the layer class (None = :class:`RelGraphLayer`; the torch kernels' has the same parameters).
     """
 
     def __init__(self, in_dims: dict[str, int], hidden: int, out_dim: int, etypes: list[tuple], num_layers: int = 2,
-                 dropout: float = 0.0, target: str = "paper"):
+                 dropout: float = 0.0, target: str = "paper", layer_cls: type | None = None):
         super().__init__()
+        layer_cls = layer_cls or RelGraphLayer  # or the torch kernels' (method/kernels/rgcn.py): same parameters
         self.target = target
         self.ntypes = sorted(in_dims)
         dims = [dict(in_dims)] + [{t: hidden for t in in_dims} for _ in range(num_layers - 1)]
         outs = [hidden] * (num_layers - 1) + [out_dim]
-        self.layers = nn.ModuleList([RelGraphLayer(d, o, etypes) for d, o in zip(dims, outs)])
+        self.layers = nn.ModuleList([layer_cls(d, o, etypes) for d, o in zip(dims, outs)])
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, graph, x: dict[str, Tensor], agg: dict | None = None, **_) -> Tensor:
@@ -131,12 +133,15 @@ class RGCN(nn.Module):
         return h[self.target] + 0.0 * sum(rest) if rest else h[self.target]
 
 
-def build_rgcn(cfg, in_dims: dict[str, int], out_dim: int, etypes: list[tuple], target: str) -> RGCN:
-    """The RGCN of ``cfg`` (the ``model`` section: ``num_layers``, ``hidden``, ``dropout``).
+def build_rgcn(cfg, in_dims: dict[str, int], out_dim: int, etypes: list[tuple], target: str,
+               layer_cls: type | None = None) -> RGCN:
+    """The RGCN of ``cfg`` (the ``model`` section: ``num_layers``, ``hidden``, ``dropout``); ``layer_cls``: see
+    :class:`RGCN`.
 
     Example:
         >>> from dgl_grappa.config import ModelConfig
         >>> build_rgcn(ModelConfig(name="rgcn"), {"paper": 32}, 8, [("paper", "cites", "paper")], "paper").target
         'paper'
     """
-    return RGCN(in_dims, cfg.hidden, out_dim, [tuple(e) for e in etypes], cfg.num_layers, cfg.dropout, target)
+    return RGCN(in_dims, cfg.hidden, out_dim, [tuple(e) for e in etypes], cfg.num_layers, cfg.dropout, target,
+                layer_cls)

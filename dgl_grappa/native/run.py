@@ -20,9 +20,10 @@ import shutil
 import time
 from pathlib import Path
 
-from ..cluster.launch import WorkerFailed, check_port_free, free_port, spawn_workers
+from ..cluster.launch import WorkerFailed, check_dgl_cuda, check_port_free, free_port, select_device, spawn_workers
 from ..config import Config, ConfigError
 from ..data import load_dataset, num_classes
+from ..method.kernels import resolve_kernels
 from ..partition.prebuilt import prebuilt_num_classes, prebuilt_stats
 from ..partition.schedule import prepare_schedule, resume_partitioning, resume_schedule
 from ..partition.store import ensure_partitions, format_stats
@@ -70,6 +71,8 @@ def check_inputs(cfg: Config) -> ResumePoint | None:
         check_output_dir(cfg.checkpoint.dir, "checkpoint.dir")
     if cfg.launch.master_port:
         check_port_free(cfg.launch.master_port, "launch.master_port")
+    if cfg.run.device == "cuda" and resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl":
+        check_dgl_cuda(select_device("cuda"))  # DGL's layers on a GPU need DGL's CUDA build: say so before spawning
     return resolve_resume(cfg)
 
 

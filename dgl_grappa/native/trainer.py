@@ -38,6 +38,7 @@ from ..cluster.launch import (
 )
 from ..config import Config, ConfigError
 from ..kinds import Batch, resolve
+from ..method.kernels import place_blocks, resolve_kernels
 from ..method.reducers import TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
@@ -122,7 +123,9 @@ class Trainer:
                 if start > 0:
                     part_config = self.driver.resumed_part_config(self.evaluator.wait_for_rank0)
             torch.manual_seed(cfg.train.seed)
-            self.device = select_device(cfg.run.device, ident.local_rank)  # cuda: checks DGL's build too
+            # the layers' kernels: with torch's, DGL only samples (on the CPU), so a GPU needs no CUDA build of it
+            self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
+            self.device = select_device(cfg.run.device, ident.local_rank, check_dgl=self.kernels == "dgl")
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
                 log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
                          "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
@@ -207,8 +210,9 @@ class Trainer:
                 times.add("gather", clock() - t_emb)
         t0 = clock()
         dev = self.device
-        if dev.type != "cpu":  # blocks and features to this worker's GPU (sampling stays on the CPU)
-            graph = [b.to(dev) for b in graph] if isinstance(graph, list) else graph.to(dev)
+        # the blocks as the kernels read them (torch: plain tensors), on this worker's device
+        graph = place_blocks(graph, dev, self.kernels, hetero=self.kind.heterogeneous)
+        if dev.type != "cpu":  # features to this worker's GPU (sampling stays on the CPU)
             # a heterogeneous batch's inputs are a dict (per node type)
             x = ({k: v.to(dev, non_blocking=True) for k, v in x.items()} if isinstance(x, dict)
                  else x.to(dev, non_blocking=True))
