@@ -17,6 +17,7 @@ import dgl
 import numpy as np
 import torch
 
+from ..cluster.output import library_output_to
 from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
 from ..data.links import training_graph
@@ -26,6 +27,10 @@ from .hetero import partition_hetero
 from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
 
 log = logging.getLogger("dgl_grappa")
+
+_SAID_REUSED: set[Path] = set()
+"""Partition folders this process has already reported (as written, or as reused): a compare
+ensures its partitioning, then each of its runs asks again; one line says it."""
 
 
 def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None,
@@ -189,6 +194,28 @@ def format_stats(stats: dict) -> str:
     return "\n".join(lines)
 
 
+def cut_summary(stats: dict) -> str:
+    """One line on a partitioning: the edges whose ends lie in different parts, counted once per directed edge.
+
+    DGL's own "0 edge cuts" counts the edges missing from every part (none: each part keeps its 1-hop
+    halo), and METIS's counts an undirected graph's cut pairs; this is the count the reports use.
+
+    Example:
+        >>> cut_summary({"edge_cut": 0.0523, "num_edges": 200000, "num_parts": 2, "method": "metis",
+        ...              "seconds": 1.2})
+        'metis cut 10460 of 200000 edges (5.2 %) into 2 parts in 1.2 s'
+    """
+    n = stats.get("num_edges")
+    count = f"{round(stats['edge_cut'] * n)} of {n} edges" if n else "a share of the edges"
+    took = f" in {stats['seconds']:.1f} s" if stats.get("seconds") is not None else ""
+    return f"{stats['method']} cut {count} ({stats['edge_cut'] * 100:.1f} %) into {stats['num_parts']} parts{took}"
+
+
+def partition_log_path(cfg: Config) -> Path:
+    """Where the libraries' output of this run's partitioning goes: ``<run.output_dir>/partition.log``."""
+    return Path(cfg.run.output_dir) / "partition.log"
+
+
 def partition_dir(cfg: Config) -> Path:
     """Where this run's partitioning lives: ``partition.out_dir``, else ``<run.output_dir>/partitions/0/``
     (a repartitioning run keeps its j-th under ``partitions/<j>/``)."""
@@ -264,7 +291,9 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         if why is None and "aggregates" not in stats.get("hetero", {"aggregates": []}):
             why = "it has no per-relation first-hop aggregates (written by an older version)"
         if why is None:
-            log.info("reusing the partitioning in %s", out)
+            if out.resolve() not in _SAID_REUSED:
+                log.info("reusing the partitioning in %s", out.resolve())
+                _SAID_REUSED.add(out.resolve())
             if not stats.get("featureless") and "hetero" not in stats:
                 prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
             return stats, g
@@ -280,10 +309,15 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
     cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    lib_log = partition_log_path(cfg)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
-             cfg.partition.num_parts, cfg.partition.method, out)
-    stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
+             cfg.partition.num_parts, cfg.partition.method, out.resolve())
+    # DGL's and METIS's own prints (timings, peak memory, their own cut counts) go to the log file
+    with library_output_to(lib_log):
+        stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()
         (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
+    _SAID_REUSED.add(out.resolve())
+    log.info("%s (DGL's and METIS's output: %s)", cut_summary(stats), lib_log)
     return stats, g

@@ -1,0 +1,71 @@
+"""Library output into a log file: what DGL, METIS and their C code print goes to the run's log,
+the package's own log lines stay on the terminal.
+
+DGL's ``partition_graph`` prints a dozen lines per call from Python (timings, "peak mem", its
+own edge-cut count of halo-included parts, which is always 0 with ``num_hops=1``), and METIS
+prints its own cut count from C (``LOG(INFO)`` on file descriptor 2). Neither is what the
+package reports, so :func:`library_output_to` moves file descriptors 1 and 2 (and with them
+Python's ``print``) onto a log file for the span of one call, and restores them in ``finally``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+
+_LOCK = threading.Lock()  # the descriptors are the process's: one redirection at a time
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, ValueError, OSError):  # closed or replaced by a caller
+            pass
+
+
+@contextlib.contextmanager
+def library_output_to(log_path: str | os.PathLike, logger: str = "dgl_grappa"):
+    """Send everything printed to stdout/stderr (C and Python) to ``log_path`` for the block.
+
+    The file is appended to (created with its folder if missing). The handlers of ``logger``
+    that wrote to the terminal keep writing there, so the package's own lines are not lost
+    in the file. Everything is restored on the way out, also when the block raises.
+
+    Example:
+        >>> import tempfile
+        >>> log = Path(tempfile.mkdtemp()) / "lib.log"
+        >>> with library_output_to(log):
+        ...     _ = os.write(2, b"METIS says hello\\n")   # as C code writes
+        >>> log.read_text()
+        'METIS says hello\\n'
+    """
+    path = Path(log_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _LOCK:
+        _flush()
+        saved = {fd: os.dup(fd) for fd in (1, 2)}
+        terminal = io.TextIOWrapper(os.fdopen(os.dup(saved[2]), "wb", buffering=0), write_through=True)
+        moved = []
+        for h in logging.getLogger(logger).handlers:
+            if isinstance(h, logging.StreamHandler) and h.stream in (sys.stderr, sys.stdout, sys.__stderr__):
+                moved.append((h, h.setStream(terminal)))
+        try:
+            with open(path, "ab") as sink:
+                os.dup2(sink.fileno(), 1)
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield path
+                finally:
+                    _flush()
+        finally:
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+            for h, old in moved:
+                h.setStream(old)
+            terminal.close()
