@@ -30,11 +30,13 @@ def system_label(name: str, short: bool = False) -> str:
         ('DistDGL', 'Grappa', 'Grappa, batch-level correction')
         >>> system_label("grappa-batch", short=True), system_label("distdgl-grappa"), system_label("grappa-old")
         ('Grappa (batch)', 'DistDGL + Grappa drop-in', 'Grappa (old)')
+        >>> system_label("distdgl-grappa", short=True)
+        'DistDGL+drop-in'
     """
     if name == "distdgl":
         return "DistDGL"
     if name == "distdgl-grappa":
-        return "DistDGL + Grappa drop-in"
+        return "DistDGL+drop-in" if short else "DistDGL + Grappa drop-in"
     if name == "grappa":
         return "Grappa"
     if name.startswith("grappa-"):

@@ -10,7 +10,6 @@ Python's ``print``) onto a log file for the span of one call, and restores them 
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import sys
@@ -28,13 +27,23 @@ def _flush() -> None:
             pass
 
 
+def _fd(stream) -> int | None:
+    """The file descriptor a stream writes to, or None (a notebook's stream, pytest's capture)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 @contextlib.contextmanager
 def library_output_to(log_path: str | os.PathLike, logger: str = "dgl_grappa"):
     """Send everything printed to stdout/stderr (C and Python) to ``log_path`` for the block.
 
-    The file is appended to (created with its folder if missing). The handlers of ``logger``
-    that wrote to the terminal keep writing there, so the package's own lines are not lost
-    in the file. Everything is restored on the way out, also when the block raises.
+    File descriptors 1 and 2 point at the file (C code's prints), and so do ``sys.stdout`` and
+    ``sys.stderr`` (Python's, also where they are not those descriptors, as in a notebook). The file
+    is appended to (created with its folder if missing). The handlers of ``logger`` that wrote to
+    descriptor 1 or 2 keep writing to where those pointed, so the package's own lines stay on the
+    terminal. Everything is restored on the way out, also when the block raises.
 
     Example:
         >>> import tempfile
@@ -49,23 +58,29 @@ def library_output_to(log_path: str | os.PathLike, logger: str = "dgl_grappa"):
     with _LOCK:
         _flush()
         saved = {fd: os.dup(fd) for fd in (1, 2)}
-        terminal = io.TextIOWrapper(os.fdopen(os.dup(saved[2]), "wb", buffering=0), write_through=True)
-        moved = []
+        terminals, moved = {}, []
         for h in logging.getLogger(logger).handlers:
-            if isinstance(h, logging.StreamHandler) and h.stream in (sys.stderr, sys.stdout, sys.__stderr__):
-                moved.append((h, h.setStream(terminal)))
+            fd = _fd(getattr(h, "stream", None)) if isinstance(h, logging.StreamHandler) else None
+            if fd in saved:
+                if fd not in terminals:
+                    terminals[fd] = open(os.dup(saved[fd]), "w", buffering=1, encoding="utf-8", errors="replace")
+                moved.append((h, h.setStream(terminals[fd])))
+        py_streams = sys.stdout, sys.stderr
         try:
-            with open(path, "ab") as sink:
+            with open(path, "a", buffering=1, encoding="utf-8", errors="replace") as sink:
                 os.dup2(sink.fileno(), 1)
                 os.dup2(sink.fileno(), 2)
+                sys.stdout = sys.stderr = sink
                 try:
                     yield path
                 finally:
                     _flush()
+                    sys.stdout, sys.stderr = py_streams
         finally:
             for fd, copy in saved.items():
                 os.dup2(copy, fd)
                 os.close(copy)
             for h, old in moved:
                 h.setStream(old)
-            terminal.close()
+            for t in terminals.values():
+                t.close()
