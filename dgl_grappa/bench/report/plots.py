@@ -66,15 +66,16 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                 ax.grid(alpha=0.3)
                 if j == 0:
                     ax.set_ylabel(quality_axis(rs))
-        _figure_legend(fig, axs)  # every system of the figure, also one a panel lacks
-        fig.suptitle(f"{ds}, {parts} parts: test accuracy against depth (mean ± std over seeds)", fontsize=10)
-        f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png", top=0.88 if len(models) > 1 else 0.8)
+        legend_rows = _figure_legend(fig, axs)  # every system of the figure, also one a panel lacks
+        fig.suptitle(f"{ds}, {parts} parts: {_figure(rs)} against depth (mean ± std over seeds)", fontsize=10)
+        height = fig.get_size_inches()[1]
+        f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png", top=1 - (0.3 + 0.2 * legend_rows) / height)
         files.append(f)
     for ds in sorted({r["dataset"] for r in rows}):
         rs = [r for r in rows if r["dataset"] == ds and r["bytes"]]
         if not rs:
             continue
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        fig, ax = plt.subplots(figsize=(8.0, 4.4))
         markers = "os^Dv<>p*h"
         for k, sysname in enumerate(_ordered_systems(rs)):
             pts = [r for r in rs if r["system"] == sysname]
@@ -84,10 +85,10 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
         log = _bytes_axis(ax, [r["bytes"] for r in rs])
         ax.set_xlabel("bytes per epoch, one-time reads spread over the epochs" + (" (log axis)" if log else ""))
         ax.set_ylabel(quality_axis(rs))
-        ax.set_title(f"{ds}: test accuracy against bytes per epoch\n(each point: one partitioner, parts, model and "
+        ax.set_title(f"{ds}: {_figure(rs)} against bytes per epoch\n(each point: one partitioner, parts, model and "
                      "depth; mean ± std over seeds)", fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # off the points
         f = _save(fig, out / f"acc_vs_bytes_{ds}.png")
         files.append(f)
     return files
@@ -98,14 +99,18 @@ def _ordered_systems(rows: list[dict]) -> list[str]:
     return baseline_first(list(dict.fromkeys(r["system"] for r in rows)))
 
 
-def _figure_legend(fig, axs) -> None:
-    """One legend above a grid of panels with every system drawn in any of them (once each)."""
+def _figure_legend(fig, axs) -> int:
+    """One legend under the title of a grid of panels, with every system drawn in any of them (once each);
+    its number of rows."""
     handles = {}
     for ax in axs.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, 0.965),
-               ncol=min(4, len(handles)), fontsize=8, frameon=False)
+    ncol = min(4, len(handles)) or 1
+    top = 1 - 0.3 / fig.get_size_inches()[1]  # just under the suptitle
+    fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, top), ncol=ncol,
+               fontsize=8, frameon=False)
+    return -(-len(handles) // ncol)
 
 
 def _bytes_axis(ax, values: list[float]) -> bool:
@@ -116,9 +121,26 @@ def _bytes_axis(ax, values: list[float]) -> bool:
     log = bool(vals) and max(vals) > 20 * min(vals)
     if log:
         ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: format_bytes(v).replace(".00", "")))
-    ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+    label = mticker.FuncFormatter(lambda v, _: format_bytes(v).replace(".00", ""))
+    ax.xaxis.set_major_formatter(label)
+    # a log axis over one or two decades has one or two major ticks: label its minor 2s and 5s too
+    ax.xaxis.set_minor_formatter(mticker.FuncFormatter(lambda v, _: label(v) if f"{v:g}"[0] in "25" else "")
+                                 if log else mticker.NullFormatter())
     return log
+
+
+def _figure(rows: list[dict]) -> str:
+    """The rows' test figure in words: "test accuracy", "test MRR" (link prediction only), or both."""
+    tasks = {r.get("task") for r in rows}
+    return "test MRR" if tasks == {"link"} else "test accuracy / MRR" if "link" in tasks else "test accuracy"
+
+
+def _plain_log_ticks(axis) -> None:
+    """A log axis labelled in plain numbers (6, 10, 20, 50) instead of powers of ten."""
+    import matplotlib.ticker as mticker  # deferred as in _plt (imported by then)
+
+    axis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "25" else ""))
 
 
 def _row_label(r: dict) -> str:
@@ -147,12 +169,14 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         ax.axvline(1.0, color="grey", lw=0.8, ls="--")
         for i, r in enumerate(g):
             ax.text(r["speedup"], i, f" {r['speedup']:.2g}x", va="center", fontsize=6)
-        ax.set_xlabel("speedup: DistDGL's epoch time / the system's (dashed: 1x, as fast as DistDGL)")
+        ax.set_xlim(0, max(r["speedup"] for r in g) * 1.12)
+        ax.set_xlabel("speedup: DistDGL's epoch time / the system's (dashed: 1x)")
         handles = [Patch(color=colors[bw], label=f"network: {bw}") for bw in nets]
         if any(r["loses_accuracy"] for r in g):
             handles.append(Patch(facecolor="white", edgecolor="red", lw=1.5, label="loses accuracy (see the table)"))
-        ax.legend(handles=handles, fontsize=7, loc="lower right")
-        ax.set_title("epoch speedup over DistDGL, per cell", fontsize=10)
+        ax.legend(handles=handles, fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles),
+                  frameon=False, borderaxespad=0.2)
+        ax.set_title("epoch speedup over DistDGL, per cell", fontsize=10, pad=18)
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
         f = _save(fig, out / "speedup.png")
@@ -172,9 +196,10 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
                         ax.plot([b["train_time_s"], r["train_time_s"]], [b["acc"] * 100, r["acc"] * 100],
                                 color="grey", lw=0.5, alpha=0.6)
         ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
         ax.set_xlabel("training time (s, all epochs, evaluation excluded; log axis)")
         ax.set_ylabel(quality_axis(pts))
-        ax.set_title("test accuracy against training time, each cell\n(grey: a system joined to DistDGL in the same "
+        ax.set_title(f"{_figure(pts)} against training time, each cell\n(grey: a system joined to DistDGL in the same "
                      "cell)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -200,12 +225,13 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         ax.set_yticklabels([_cell_label(by_r) for by_r in (next(r for r in shares if _row_label(r) == ck)
                                                            for ck in cellkeys)], fontsize=6)
         ax.set_xlim(0, max(1.0, max(r["bytes_ratio"] for r in shares)) * 1.35)
-        ax.set_xlabel("bytes per epoch as a share of DistDGL's in the same cell (linear axis; one-time reads "
-                      "spread over the epochs)", fontsize=8)
-        ax.set_title("bytes per epoch against DistDGL, per cell", fontsize=10)
+        ax.set_xlabel("bytes per epoch / DistDGL's in the same cell (linear axis;\none-time reads spread over "
+                      "the epochs)", fontsize=8)
+        ax.set_title("bytes per epoch against DistDGL, per cell", fontsize=10, pad=18)
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(names) + 1, frameon=False,
+                  borderaxespad=0.2)
         f = _save(fig, out / "bytes_per_epoch.png")
         files.append(f)
     return files
