@@ -2,10 +2,10 @@
 the package's own log lines stay on the terminal.
 
 DGL's ``partition_graph`` prints a dozen lines per call from Python (timings, "peak mem", its
-own edge-cut count of halo-included parts, which is always 0 with ``num_hops=1``), and METIS
-prints its own cut count from C (``LOG(INFO)`` on file descriptor 2). Neither is what the
-package reports, so :func:`library_output_to` moves file descriptors 1 and 2 (and with them
-Python's ``print``) onto a log file for the span of one call, and restores them in ``finally``.
+own edge-cut count: the edges no part owns, always 0), and METIS prints its own cut count from C
+(``LOG(INFO)`` on file descriptor 2). Neither is what the package reports, so
+:func:`library_output_to` moves file descriptors 1 and 2 (and with them Python's ``print``)
+onto a log file for the span of one call, and restores them in ``finally``.
 """
 from __future__ import annotations
 

@@ -197,8 +197,9 @@ def format_stats(stats: dict) -> str:
 def cut_summary(stats: dict) -> str:
     """One line on a partitioning: the edges whose ends lie in different parts, counted once per directed edge.
 
-    DGL's own "0 edge cuts" counts the edges missing from every part (none: each part keeps its 1-hop
-    halo), and METIS's counts an undirected graph's cut pairs; this is the count the reports use.
+    DGL's own "0 edge cuts" counts the edges no part owns (none: each edge belongs to its destination's
+    part), and METIS's counts the cut pairs of the undirected graph it partitions; this is the count the
+    reports use (``edge_cut``, a share of the directed edges).
 
     Example:
         >>> cut_summary({"edge_cut": 0.0523, "num_edges": 200000, "num_parts": 2, "method": "metis",
