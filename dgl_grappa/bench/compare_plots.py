@@ -21,11 +21,18 @@ def ratio_text(x: float, base: float, base_name: str) -> str:
     Example:
         >>> ratio_text(600e3, 15e6, "DistDGL"), ratio_text(45e6, 15e6, "DistDGL"), ratio_text(1, 1, "DistDGL")
         ('1/25 of DistDGL', '3x DistDGL', 'same as DistDGL')
+        >>> ratio_text(1, 153.4, "DistDGL"), ratio_text(1, 7.84, "DistDGL")
+        ('1/150 of DistDGL', '1/7.8 of DistDGL')
     """
     r = x / base
     if 0.95 <= r <= 1.05:
         return f"same as {base_name}"
-    return f"1/{1 / r:.2g} of {base_name}" if r < 1 else f"{r:.2g}x {base_name}"
+    return f"1/{_factor(1 / r)} of {base_name}" if r < 1 else f"{_factor(r)}x {base_name}"
+
+
+def _factor(f: float) -> str:
+    """A factor above 1 in two significant digits, without an exponent: 1.3, 25, 150."""
+    return f"{f:.2g}" if f < 10 else f"{f:.0f}" if f < 100 else f"{round(f, -1):.0f}"
 
 
 def _pyplot():

@@ -66,7 +66,7 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                 ax.grid(alpha=0.3)
                 if j == 0:
                     ax.set_ylabel(quality_axis(rs))
-        legend_rows = _figure_legend(fig, axs)  # every system of the figure, also one a panel lacks
+        legend_rows = _figure_legend(fig, axs, systems)  # every system of the figure, also one a panel lacks
         fig.suptitle(f"{ds}, {parts} parts: {_figure(rs)} against depth (mean ± std over seeds)", fontsize=10)
         height = fig.get_size_inches()[1]
         f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png", top=1 - (0.3 + 0.2 * legend_rows) / height)
@@ -99,13 +99,14 @@ def _ordered_systems(rows: list[dict]) -> list[str]:
     return baseline_first(list(dict.fromkeys(r["system"] for r in rows)))
 
 
-def _figure_legend(fig, axs) -> int:
-    """One legend under the title of a grid of panels, with every system drawn in any of them (once each);
-    its number of rows."""
-    handles = {}
+def _figure_legend(fig, axs, systems: list[str]) -> int:
+    """One legend under the title of a grid of panels, with every system drawn in any of them (once each,
+    in the order of ``systems``); its number of rows."""
+    found = {}
     for ax in axs.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, h)
+            found.setdefault(label, h)
+    handles = {system_label(s): found[system_label(s)] for s in systems if system_label(s) in found}
     ncol = min(4, len(handles)) or 1
     top = 1 - 0.3 / fig.get_size_inches()[1]  # just under the suptitle
     fig.legend(list(handles.values()), list(handles), loc="upper center", bbox_to_anchor=(0.5, top), ncol=ncol,
