@@ -445,6 +445,5 @@ def cmd_compare(cfg) -> int:
     print()
     print(_wrap(_setting(result), TERMINAL_WIDTH))
     print(compare_table(result))
-    print(f"wrote {out / 'compare.json'}, {out / 'report.md'} (every column), "
-          + ", ".join(str(out / p) for p in PLOTS))
+    print(f"wrote in {out}: compare.json, report.md (every column), " + ", ".join(PLOTS))
     return 0

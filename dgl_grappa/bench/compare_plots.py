@@ -93,7 +93,7 @@ def _bytes(plt, result: dict, path: Path) -> Path:
             label="every epoch (wire, measured)" if measured else "every epoch (app count)")
     if any(once):
         ax.barh(y, once, left=per_epoch, height=0.55, color="C1", hatch="//", edgecolor="white",
-                label="read once per partitioning, / epochs")
+                label="one-time reads (per partitioning), spread per epoch")
     top = max(totals) or 1.0
     for i, (pe, ot, tot) in enumerate(zip(per_epoch, once, totals)):
         text = format_bytes(pe) + (f" + {format_bytes(ot)} once" if ot else "")
