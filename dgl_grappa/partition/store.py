@@ -28,6 +28,9 @@ from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_conf
 
 log = logging.getLogger("dgl_grappa")
 
+PARTITION_LOG = "partition.log"
+"""The file in a partition folder that holds what DGL and METIS printed while writing it (not in its manifest)."""
+
 _SAID_REUSED: set[Path] = set()
 """Partition folders this process has already reported (as written, or as reused): a compare
 ensures its partitioning, then each of its runs asks again; one line says it."""
@@ -150,7 +153,8 @@ def file_manifest(out_dir: str | Path) -> dict[str, list]:
     out = Path(out_dir)
     manifest = {}
     for f in sorted(out.rglob("*")):
-        if f.is_file() and f.name != STATS_FILE and not f.name.startswith("."):
+        # the log is appended to by later writes of the folder: it is no part of what a reuse checks
+        if f.is_file() and f.name not in (STATS_FILE, PARTITION_LOG) and not f.name.startswith("."):
             manifest[str(f.relative_to(out))] = [f.stat().st_size, _sha256(f)]
     return manifest
 
@@ -213,8 +217,9 @@ def cut_summary(stats: dict) -> str:
 
 
 def partition_log_path(cfg: Config) -> Path:
-    """Where the libraries' output of this run's partitioning goes: ``<run.output_dir>/partition.log``."""
-    return Path(cfg.run.output_dir) / "partition.log"
+    """Where the libraries' output of this run's partitioning goes: ``partition.log`` in the partition folder
+    (the folder the user named, or the run's own), so that a partitioning carries its own log."""
+    return partition_dir(cfg) / PARTITION_LOG
 
 
 def partition_dir(cfg: Config) -> Path:
