@@ -325,5 +325,5 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()
         (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
     _SAID_REUSED.add(out.resolve())
-    log.info("%s (DGL's and METIS's output: %s)", cut_summary(stats), lib_log)
+    log.info("%s (DGL's and METIS's own output: %s in that folder)", cut_summary(stats), lib_log.name)
     return stats, g
