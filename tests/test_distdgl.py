@@ -23,6 +23,7 @@ from dgl_grappa.cluster.netns import check_isolation, isolate_argv, rate_bits
 from dgl_grappa.cluster.procs import ENV_JOB, JobFailed, processes_of_job
 
 from dgl_grappa import cli
+from dgl_grappa.bench.compare import compare_table
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import run_distdgl
 from dgl_grappa.partition.layout import GRAPH_NAME
@@ -111,6 +112,12 @@ def test_compare_writes_report_table_and_plots(compared, capsys):
     assert "| one-time bytes/epoch |" in report
     # The one epoch-time definition both systems use is stated in the report.
     assert "from a barrier at its start to the end of its slowest worker" in report
+    # How the target was chosen is said with it; the systems are named in words; the terminal's table fits.
+    best = sums["distdgl"]["best_val_acc"]
+    assert res["target_acc"] == round(0.98 * best, 4)
+    assert f"98 % of DistDGL's best validation accuracy, {best:.4f}" in report
+    assert "`grappa-batch`: Grappa, batch-level correction" in report
+    assert max(len(line) for line in compare_table(res).splitlines()) <= 100
 
 
 def test_every_summary_has_the_byte_fields(compared):

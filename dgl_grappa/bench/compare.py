@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -31,10 +32,13 @@ from ..distdgl import run_distdgl
 from ..partition.store import ensure_partitions
 from ..runtime.folders import check_output_dir, replacing
 from ..runtime.metrics import PHASE_KEYS, format_bytes, read_jsonl, time_to_target, write_json
+from .compare_plots import PLOTS, plot
+from .labels import TARGET_FRACTION, system_label, systems_legend, target_text
 
 log = logging.getLogger("dgl_grappa")
 
-PLOTS = ("accuracy_vs_time.png", "bytes_per_epoch.png")
+TERMINAL_WIDTH = 100
+"""The terminal table fits this many columns (report.md has every column)."""
 
 
 def _ratio(x: float | None, base: float | None) -> float | None:
@@ -45,6 +49,21 @@ def _ratio(x: float | None, base: float | None) -> float | None:
 
 def _fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.3g}x"
+
+
+def _short_ratio(r: float | None) -> str:
+    """A ratio to the baseline in at most 6 characters ("0.48x", "0.048x", "25x", "<0.01x"); empty when
+    there is none.
+
+    Example:
+        >>> [_short_ratio(r) for r in (0.476, 0.0403, 0.0006, 1.0, 2.345, 25.3, 1234.0, None)]
+        ['0.48x', '0.04x', '<0.01x', '1x', '2.3x', '25x', '1234x', '']
+    """
+    if r is None:
+        return ""
+    if r < 0.01:
+        return "<0.01x"
+    return f"{r:.0f}x" if r >= 10 else f"{r:.2g}x" if r >= 0.1 else f"{r:.1g}x"
 
 
 def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]]:
@@ -159,7 +178,11 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     base = runs[base_name]["summary"]
     link = cfg.train.task == "link"
     key = quality_key(cfg)  # link prediction: the target is a validation MRR
-    target = cfg.compare.target_acc or round(0.98 * (base.get(f"best_{key}") or 0.0), 4)
+    best = base.get(f"best_{key}") or 0.0
+    target = cfg.compare.target_acc or round(TARGET_FRACTION * best, 4)
+    figure = "validation MRR" if link else "validation accuracy"
+    rule = ("set by compare.target_acc" if cfg.compare.target_acc else
+            f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, {best:.4f}")
     rows = []
     for name, r in runs.items():
         s = r["summary"]
@@ -188,7 +211,7 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
         rows.append(row)
     c = cfg
 
-    return {"name": c.name, "baseline": base_name, "target_acc": target, "isolated": isolated,
+    return {"name": c.name, "baseline": base_name, "target_acc": target, "target_rule": rule, "isolated": isolated,
             "task": c.train.task, "hits_k": c.link.hits_k if link else None,
             "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
             "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
@@ -207,13 +230,80 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
 
 
 def compare_table(result: dict, markdown: bool = False) -> str:
-    """The comparison as a text (or markdown) table; ratios are to the baseline (DistDGL)."""
+    """The comparison as a markdown table with every column (report.md), or for the terminal a table of
+    at most :data:`TERMINAL_WIDTH` columns (systems in words, the figures a reader compares, ratios to
+    the baseline) with the target's footnote.
+
+    Example:
+        >>> row = {"system": "grappa-none", "epoch_time_s": 0.11, "epoch_time_s_ratio": 0.476,
+        ...        "wire_bytes_per_epoch": 599310.0, "wire_bytes_per_epoch_ratio": 0.0403, "val_acc": 0.9862,
+        ...        "test_acc": 0.9833, "time_to_target_s": 1.18, "time_to_target_ratio": 0.441}
+        >>> print(compare_table({"rows": [row], "baseline": "distdgl", "target_acc": 0.966}))  # doctest: +ELLIPSIS
+        system  epoch          wire/epoch       one-time  test acc  to val 0.966*  peak RSS
+        ...
+        Grappa  0.110 s 0.48x  599.31 KB 0.04x  -         0.9833    1.18 s 0.44x   -
+        ...
+    """
+    if markdown:
+        return _markdown_table(result)
+    link = result.get("task") == "link"
+    metric = "val MRR" if link else "val"
+    # the test figure (val figures, app bytes and memory held are in report.md); link: its hits@k instead of
+    # the peak RSS
+    quality = ["test MRR", f"hits@{result.get('hits_k')}"] if link else ["test acc"]
+    # not measured (no private namespace): the application's count for every row, said in the header
+    measured = all(r.get("wire_bytes_per_epoch") is not None for r in result["rows"])
+    bytes_key = "wire_bytes_per_epoch" if measured else "app_bytes_per_epoch"
+    head = (["system", "epoch", "wire/epoch" if measured else "app/epoch", "one-time"] + quality
+            + [f"to {metric} {result['target_acc']:.3f}*"] + ([] if link else ["peak RSS"]))
+    lines = []
+    for r in result["rows"]:
+        def both(text, ratio_key):
+            ratio = "" if r["system"] == result["baseline"] else _short_ratio(r.get(ratio_key))
+            return f"{text} {ratio}".strip()
+
+        wire = r.get(bytes_key)
+        figs = [r.get("test_mrr"), r.get("test_hits")] if link else [r.get("test_acc")]
+        tta = r.get("time_to_target_s")
+        lines.append([
+            system_label(r["system"], short=True),
+            both(_seconds(r["epoch_time_s"], 3), "epoch_time_s_ratio"),
+            "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio"),
+            format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
+            *("-" if v is None else f"{v:.4f}" for v in figs),
+            "not reached" if tta is None else both(_seconds(tta, 2), "time_to_target_ratio"),
+        ] + ([] if link else [format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-"]))
+    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()  # noqa: E731
+    base = system_label(result["baseline"])
+    notes = [f"ratios (x) are to {base}; " + ("wire/epoch: bytes on the network" if measured else
+                                               "app/epoch: bytes the application sent")
+             + " per training epoch, all workers; "
+             "one-time: read once per partitioning, per epoch; every column: report.md",
+             f"* {target_text(result)}; training seconds until the first evaluation at or above it"]
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
+                     + [_wrap(n, TERMINAL_WIDTH) for n in notes])
+
+
+def _seconds(t: float, decimals: int) -> str:
+    """Seconds in at most 7 characters: ``decimals`` places below 10 s, one fewer per digit above."""
+    places = max(0, decimals - max(0, len(str(int(t))) - 1))
+    return f"{t:.{places}f} s"
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken at spaces into lines of at most ``width`` characters (a footnote under a table)."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
+
+
+def _markdown_table(result: dict) -> str:
+    """report.md's table: every column, systems by key, each figure with its ratio to the baseline."""
     link = result.get("task") == "link"
     quality = (["val MRR", "test MRR", f"test hits@{result['hits_k']}", "edges trained on (halo dropped)"] if link
                else ["val acc", "test acc"])
     metric = "val MRR" if link else "val"
     head = (["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch"] + quality
-            + [f"time to {metric} {result['target_acc']:.3f}", "node tables held (x own fp32)", "peak RSS"])
+            + [f"time to {metric} {result['target_acc']:.3f}*", "node tables held (x own fp32)", "peak RSS"])
     lines = []
     for r in result["rows"]:
         tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
@@ -240,13 +330,9 @@ def compare_table(result: dict, markdown: bool = False) -> str:
              if r.get("resident_bytes_max") is not None and r.get("resident_ratio_max") is not None else "-"),
             format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-",
         ])
-    if markdown:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(row) + " |" for row in lines]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
-    fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths))  # noqa: E731
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(row) + " |" for row in lines]
+    return "\n".join(out)
 
 
 def compare_phase_table(result: dict) -> str:
@@ -276,8 +362,8 @@ def _setting(result: dict) -> str:
         bw += (f", time dilation {result['network_dilation']:.3g} (links at bandwidth / D; times are D x the "
                "emulated cluster's)")
     return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
-            f"parts (edge cut {result['edge_cut']:.3f}), {result['model']} x{result['num_layers']}, fan-outs "
-            f"{result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
+            f"parts ({result['edge_cut'] * 100:.1f} % of edges cut), {result['model']} x{result['num_layers']}, "
+            f"fan-outs {result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
 
 
 def _quality_notes(result: dict) -> list[str]:
@@ -286,7 +372,7 @@ def _quality_notes(result: dict) -> list[str]:
         return ["- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last "
                 "epoch.",
                 f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
-                "above the target (evaluation time excluded)."]
+                f"above the target (evaluation time excluded); the {target_text(result)}."]
     k = result["hits_k"]
     return ["- **val / test MRR, test hits@" + str(k) + "**: one global evaluation of rank 0's encoder on the whole "
             "training graph after the last epoch (`dgl_grappa.runtime.evaluation.evaluate_link`, the same function "
@@ -297,7 +383,7 @@ def _quality_notes(result: dict) -> list[str]:
             "workers train on the edges into their own nodes whose source they hold (in parentheses: with the halo "
             "dropped, only both ends owned); DistDGL trains on every edge.",
             f"- **time to val MRR {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
-            "above the target (evaluation time excluded)."]
+            f"above the target (evaluation time excluded); the {target_text(result)}."]
 
 
 def report_markdown(result: dict) -> str:
@@ -314,7 +400,9 @@ def report_markdown(result: dict) -> str:
         f"# Comparison: {result['name']}", "",
         _setting(result), "",
         compare_table(result, markdown=True), "",
+        f"Systems: {systems_legend([r['system'] for r in result['rows']])}. "
         f"Ratios in parentheses are to `{result['baseline']}`.", "",
+        f"\\* The {target_text(result)}.", "",
         "- **epoch time**: one definition for every system (`dgl_grappa.runtime.metrics.EpochClock`): an epoch is "
         "timed from a barrier at its start to the end of its slowest worker, evaluation excluded; the column is "
         "the median of those per-epoch times over the epochs, and training time (time to target) is their sum. "
@@ -342,56 +430,15 @@ def report_markdown(result: dict) -> str:
         "`backward()`, i.e. the collective's exposed time and the wait for a peer behind in the step; other: "
         "the rest of rank 0's time; wait: rank 0's wait for the epoch's slowest worker. They add up to the "
         "epoch time (minus any overlap of prefetching).", "",
-        "![accuracy vs time](accuracy_vs_time.png)", "",
+        "![validation accuracy against training time](accuracy_vs_time.png)", "",
+        f"Validation {'MRR' if result.get('task') == 'link' else 'accuracy'} of the whole graph at each "
+        f"evaluation against the training seconds before it (evaluation excluded); the dashed line is the "
+        f"{target_text(result)}.", "",
         "![bytes per epoch](bytes_per_epoch.png)", "",
+        "Bytes on the network per training epoch, all workers, on a linear axis: each system's measured wire "
+        "bytes (the application's count where the wire was not measured), with what it read once per "
+        "partitioning spread over the epochs on top; the ratio to the baseline is written on each bar.", "",
     ])
-
-
-def plot(result: dict, out: Path) -> None:
-    """accuracy_vs_time.png and bytes_per_epoch.png (matplotlib, no display needed)."""
-    import matplotlib  # deferred: plotting alone needs it, and it is slow to import
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # deferred: after choosing the Agg backend (no display)
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, r in result["runs"].items():
-        if r["curve"]:
-            xs, ys = zip(*r["curve"])
-            ax.plot(xs, ys, marker="o", ms=3, label=name)
-    ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=f"target {result['target_acc']:.3f}")
-    ax.set_xlabel("training time (s, evaluation excluded)")
-    ax.set_ylabel("validation MRR (whole graph)" if result.get("task") == "link"
-                  else "validation accuracy (whole graph)")
-    ax.set_title(f"{result['name']}: accuracy vs wall time", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[0], dpi=120)
-    plt.close(fig)
-
-    rows = result["rows"]
-    names = [r["system"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    x = range(len(rows))
-    wire = [r["wire_bytes_per_epoch"] or 0 for r in rows]
-    app = [r["app_bytes_per_epoch"] or 0 for r in rows]
-    for off, vals, label in ((-0.2, wire, "wire (measured)"), (0.2, app, "application count")):
-        bars = ax.bar([i + off for i in x], vals, width=0.4, label=label)
-        for b, v in zip(bars, vals):
-            if v > 0:
-                ax.annotate(format_bytes(v), (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(names, fontsize=8)
-    if max(wire + app) > 0:
-        ax.set_yscale("log")
-    ax.set_ylabel("bytes per epoch (all workers)")
-    ax.set_title(f"{result['name']}: bytes per training epoch", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS[1], dpi=120)
-    plt.close(fig)
 
 
 def cmd_compare(cfg) -> int:
@@ -399,8 +446,7 @@ def cmd_compare(cfg) -> int:
     result = run_compare(cfg)
     out = Path(cfg.run.output_dir)
     print()
-    print(_setting(result))
+    print(_wrap(_setting(result), TERMINAL_WIDTH))
     print(compare_table(result))
-    print(f"ratios are to {result['baseline']}; wrote {out / 'compare.json'}, {out / 'report.md'}, "
-          + ", ".join(str(out / p) for p in PLOTS))
+    print(f"wrote in {out}: compare.json, report.md (every column), " + ", ".join(PLOTS))
     return 0

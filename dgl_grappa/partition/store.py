@@ -17,6 +17,7 @@ import dgl
 import numpy as np
 import torch
 
+from ..cluster.output import library_output_to
 from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
 from ..data.links import training_graph
@@ -26,6 +27,13 @@ from .hetero import partition_hetero
 from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
 
 log = logging.getLogger("dgl_grappa")
+
+PARTITION_LOG = "partition.log"
+"""The file in a partition folder that holds what DGL and METIS printed while writing it (not in its manifest)."""
+
+_SAID_REUSED: set[Path] = set()
+"""Partition folders this process has already reported (as written, or as reused): a compare
+ensures its partitioning, then each of its runs asks again; one line says it."""
 
 
 def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None,
@@ -145,7 +153,8 @@ def file_manifest(out_dir: str | Path) -> dict[str, list]:
     out = Path(out_dir)
     manifest = {}
     for f in sorted(out.rglob("*")):
-        if f.is_file() and f.name != STATS_FILE and not f.name.startswith("."):
+        # the log is appended to by later writes of the folder: it is no part of what a reuse checks
+        if f.is_file() and f.name not in (STATS_FILE, PARTITION_LOG) and not f.name.startswith("."):
             manifest[str(f.relative_to(out))] = [f.stat().st_size, _sha256(f)]
     return manifest
 
@@ -187,6 +196,30 @@ def format_stats(stats: dict) -> str:
     for p, (i, h, s) in enumerate(zip(stats["inner_nodes"], stats["halo_nodes"], stats["halo_share"])):
         lines.append(f"{p:>4}  {i:>11}  {h:>10}  {s:>9.1%}")
     return "\n".join(lines)
+
+
+def cut_summary(stats: dict) -> str:
+    """One line on a partitioning: the edges whose ends lie in different parts, counted once per directed edge.
+
+    DGL's own "0 edge cuts" counts the edges no part owns (none: each edge belongs to its destination's
+    part), and METIS's counts the cut pairs of the undirected graph it partitions; this is the count the
+    reports use (``edge_cut``, a share of the directed edges).
+
+    Example:
+        >>> cut_summary({"edge_cut": 0.0523, "num_edges": 200000, "num_parts": 2, "method": "metis",
+        ...              "seconds": 1.2})
+        'metis cut 10460 of 200000 edges (5.2 %) into 2 parts in 1.2 s'
+    """
+    n = stats.get("num_edges")
+    count = f"{round(stats['edge_cut'] * n)} of {n} edges" if n else "a share of the edges"
+    took = f" in {stats['seconds']:.1f} s" if stats.get("seconds") is not None else ""
+    return f"{stats['method']} cut {count} ({stats['edge_cut'] * 100:.1f} %) into {stats['num_parts']} parts{took}"
+
+
+def partition_log_path(cfg: Config) -> Path:
+    """Where the libraries' output of this run's partitioning goes: ``partition.log`` in the partition folder
+    (the folder the user named, or the run's own), so that a partitioning carries its own log."""
+    return partition_dir(cfg) / PARTITION_LOG
 
 
 def partition_dir(cfg: Config) -> Path:
@@ -264,7 +297,9 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         if why is None and "aggregates" not in stats.get("hetero", {"aggregates": []}):
             why = "it has no per-relation first-hop aggregates (written by an older version)"
         if why is None:
-            log.info("reusing the partitioning in %s", out)
+            if out.resolve() not in _SAID_REUSED:
+                log.info("reusing the partitioning in %s", out.resolve())
+                _SAID_REUSED.add(out.resolve())
             if not stats.get("featureless") and "hetero" not in stats:
                 prepare(part_config_path(out), gcn=True)  # a no-op when current (a folder from before gcn gets it)
             return stats, g
@@ -280,10 +315,15 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
     cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    lib_log = partition_log_path(cfg)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
-             cfg.partition.num_parts, cfg.partition.method, out)
-    stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
+             cfg.partition.num_parts, cfg.partition.method, out.resolve())
+    # DGL's and METIS's own prints (timings, peak memory, their own cut counts) go to the log file
+    with library_output_to(lib_log):
+        stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()
         (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
+    _SAID_REUSED.add(out.resolve())
+    log.info("%s (DGL's and METIS's own output: %s in that folder)", cut_summary(stats), lib_log.name)
     return stats, g
