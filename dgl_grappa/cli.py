@@ -31,6 +31,7 @@ from .bench.project import cmd_project
 from .cluster.launch import select_device, setup_logging
 from .cluster.netns import in_private_netns
 from .cluster.procs import JobFailed, rerun_isolated
+from .cluster.signals import Stopped
 from .config import Config, ConfigError, load_config, uses_hosts
 from .kinds import resolve
 from .native.run import check_inputs, removed_on_user_error, run_native
@@ -65,7 +66,11 @@ def cmd_train(cfg: Config) -> int:
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         check_inputs(cfg)  # one-line errors here, not from inside the namespace
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
-    summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
+    try:
+        summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
+    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C: not an error, the usual exit status
+        print(f"dgl_grappa: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     out = Path(cfg.run.output_dir)
     print_train_summary(cfg, summary, out)
     return 0
