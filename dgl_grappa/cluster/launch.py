@@ -318,8 +318,8 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
     """
     beats = mp.get_context("spawn").Array("d", nprocs, lock=False) if peer_timeout_s > 0 else None
     beat_s = max(0.2, min(2.0, peer_timeout_s / 5))
-    ctx = mp.start_processes(_worker_entry, args=(fn, os.getpid(), stop is not None, beats, beat_s, args), nprocs=nprocs, join=False,
-                             start_method="spawn")
+    ctx = mp.start_processes(_worker_entry, args=(fn, os.getpid(), stop is not None, beats, beat_s, args),
+                             nprocs=nprocs, join=False, start_method="spawn")
     procs = ctx.processes
     log.info("workers started: %s", ", ".join(f"rank {i} pid {p.pid}" for i, p in enumerate(procs)))
     watch = _Watch(beats, peer_timeout_s) if beats is not None else None
