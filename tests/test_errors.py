@@ -227,6 +227,42 @@ def setup_truncated_part_file(tmp):
     return args
 
 
+def setup_prepare_truncated_features(tmp):
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    f = tmp / "parts" / "part1" / "node_feat.dgl"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # DGL's reader would return zeros for the rest
+    return ["prepare", "--part-config", str(tmp / "parts"), "--force"]
+
+
+def setup_features_not_finite(tmp):
+    _user_graph(tmp / "graph.bin")
+    import dgl
+
+    g = dgl.load_graphs(str(tmp / "graph.bin"))[0][0]
+    g.ndata["feat"][3, 0], g.ndata["feat"][3, 1], g.ndata["feat"][7, 2] = float("inf"), float("nan"), -float("inf")
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
+def setup_loss_not_finite(tmp):
+    # an absurd learning rate: the first update blows the weights up, the next epoch's loss is not a number
+    return ["train", *TINY, "--train.lr=1e30", "--train.epochs=4", f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_graph_without_edges(tmp):
+    import dgl
+
+    n = 50
+    g = dgl.graph((torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)), num_nodes=n)
+    g.ndata["feat"] = torch.randn(n, 4)
+    g.ndata["label"] = torch.arange(n) % 3
+    g.ndata["train_mask"] = torch.arange(n) % 2 == 0
+    g.ndata["val_mask"] = torch.arange(n) % 4 == 1
+    g.ndata["test_mask"] = torch.arange(n) % 4 == 3
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
 def setup_partition_folder_other_graph(tmp):
     assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
     return ["train", *TINY, "--data.synthetic.num_nodes=400", f"--partition.out_dir={tmp / 'parts'}"]
@@ -357,7 +393,8 @@ def check_seedless(tmp: Path) -> None:
 
 AFTER = {"disk-full-checkpoint": check_disk_full, "truncated-part-file": check_truncated,
          "worker-without-train-nodes": check_seedless}
-WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes"}  # handled or mid-run
+WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes",  # handled or mid-run
+          "loss-not-finite"}
 ROWS = documented()
 
 

@@ -279,10 +279,10 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     if g is None:
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
-    if g.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
+    cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    if cut.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
         raise ConfigError(f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
                           "nothing to partition; give a graph with edges between its nodes")
-    cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out)
     stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
