@@ -55,6 +55,14 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
+    try:
+        return _train(cfg)
+    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C: not an error, the usual exit status
+        print(f"dgl_grappa: {exc}", file=sys.stderr)
+        return 128 + exc.signum
+
+
+def _train(cfg: Config) -> int:
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
 
         summary = train_on_hosts(cfg)
@@ -66,11 +74,7 @@ def cmd_train(cfg: Config) -> int:
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         check_inputs(cfg)  # one-line errors here, not from inside the namespace
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
-    try:
-        summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
-    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C: not an error, the usual exit status
-        print(f"dgl_grappa: {exc}", file=sys.stderr)
-        return 128 + exc.signum
+    summary, _ = run_native(cfg)  # checks, partitions, workers, restarts from checkpoints
     out = Path(cfg.run.output_dir)
     print_train_summary(cfg, summary, out)
     return 0

@@ -214,6 +214,18 @@ def setup_output_dir_uncreatable(tmp):
     return ["train", "--run.output_dir=/proc/nope"]
 
 
+def setup_output_dir_in_use(tmp):
+    from dgl_grappa.runtime.folders import FolderLock
+
+    # held through another open file description: flock refuses it as it would another process
+    setup_output_dir_in_use.lock = FolderLock(tmp / "run", "run.output_dir").acquire()
+    return ["train", *TINY, f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_peer_timeout_zero(tmp):
+    return ["train", "--run.peer_timeout_s=0"]
+
+
 def setup_checkpoint_dir_uncreatable(tmp):
     (tmp / "file").write_text("")
     return ["train", f"--checkpoint.dir={tmp / 'file' / 'ck'}"]
@@ -421,6 +433,10 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
             if sock is not None:
                 sock.close()
                 setup_port_in_use.sock = None
+            lock = getattr(setup_output_dir_in_use, "lock", None)
+            if lock is not None:
+                lock.release()
+                setup_output_dir_in_use.lock = None
         err = capfd.readouterr().err
     text = err.replace(str(tmp_path), "{tmp}")
     assert rc == status, f"exit status {rc}, expected {status}:\n{err[-3000:]}"

@@ -64,9 +64,11 @@ class StopSignals:
         self._old: dict = {}
 
     def _handle(self, signum, frame):
-        self.signum = self.signum or signum
+        if self.signum:  # a second signal while the first one's cleanup runs must not cut that short
+            return
+        self.signum = signum
         if not self.defer:
-            raise Stopped(f"stopped by {signal.Signals(signum).name} before training started", signum)
+            raise Stopped(f"stopped by {signal.Signals(signum).name}", signum)
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():  # only the main thread may set handlers
