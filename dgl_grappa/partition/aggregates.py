@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError
-from .layout import read_node_tensors, read_part_structure
+from .layout import read_node_tensors, read_part_structure, undone_on_write_failure
 
 log = logging.getLogger("dgl_grappa")
 
@@ -178,13 +178,15 @@ def prepare(part_config: str | Path, feat_key: str = AUTO_KEY, *, gcn: bool = Fa
     feat_key = _resolve_key(feat_files[0], feat_key, meta)
     out_degree = _out_degrees(part_config, num_parts) if gcn else None
     parts = []
-    for p in range(num_parts):
-        parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
-    rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
-           "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
-           "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
-                              if k in r}} for r in parts]}
-    _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
+    with undone_on_write_failure(base, f"preparing {part_config}", "free space, or copy the partition folder "
+                                 "somewhere with room and prepare it there"):
+        for p in range(num_parts):
+            parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
+        rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
+               "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
+               "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
+                                  if k in r}} for r in parts]}
+        _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
     log.info("first-hop aggregates of %d parts written in %.1f s", num_parts, rec["seconds"])
     return rec
 

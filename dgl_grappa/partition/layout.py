@@ -6,8 +6,11 @@ loader where memory matters.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -264,3 +267,63 @@ def read_node_tensors(feat_file: str | Path, meta: dict | None = None, part_id: 
                 raise ConfigError(f"{feat_file}: node data {key!r} has {t.shape[0]} rows but the partition json "
                                   f"gives part {part_id} {rows} {ntype} nodes; {fix}")
     return tensors
+
+
+class WriteFailed(ConfigError):
+    """A write into a folder failed (disk full, ...) and what it wrote was removed; ``why`` says how it failed."""
+
+    def __init__(self, msg: str, why: str):
+        super().__init__(msg)
+        self.why = why
+
+
+def _write_failure(exc: BaseException, folder: Path) -> str | None:
+    """Why writing into ``folder`` failed, when ``exc`` is a failed write (else None): "the disk is full", ..."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc)).lower()
+    if isinstance(exc, dgl.DGLError) and "Write incomplete" in str(exc):  # DGL's C++ writer, errno lost
+        try:
+            full = shutil.disk_usage(folder).free < (1 << 20)
+        except OSError:
+            full = False
+        return "the disk is full" if full else "a write was incomplete"
+    return None
+
+
+@contextlib.contextmanager
+def undone_on_write_failure(folder: str | Path, what: str, fix: str):
+    """Run a block that writes into ``folder``; if a write fails (disk full, ...) remove what it wrote and raise
+    a one-line :class:`WriteFailed` (a ConfigError).
+
+    Files and folders that were there before are kept (one that the block rewrote in place cannot be
+    put back: the partitioning is rebuilt next time, as a broken one is); everything new goes, temporary
+    files included.
+
+    Args:
+        folder: where the block writes.
+        what: the work, for the message ("partitioning into runs/x/partitions/0").
+        fix: the advice, e.g. "free space or set --partition.out_dir=<a folder with room>".
+
+    Example:
+        >>> with undone_on_write_failure(tempfile.mkdtemp(), "writing the parts", "free space"):
+        ...     pass
+    """
+    folder = Path(folder)
+    existed = folder.exists()
+    before = set(folder.rglob("*")) if existed else set()
+    try:
+        yield
+    except (OSError, dgl.DGLError, WriteFailed) as exc:
+        # a nested block's failure (already cleaned up there) is this block's too
+        why = exc.why if isinstance(exc, WriteFailed) else _write_failure(exc, folder)
+        if why is None:
+            raise
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            for p in sorted(set(folder.rglob("*")) - before, key=lambda q: len(q.parts), reverse=True):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        raise WriteFailed(f"{what} failed: {why}; what it had written was removed; {fix}", why) from None

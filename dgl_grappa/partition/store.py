@@ -23,7 +23,15 @@ from ..data.links import training_graph
 from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
 from .hetero import partition_hetero
-from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
+from .layout import (
+    GRAPH_NAME,
+    LAYOUT_VERSION,
+    NODE_KEYS,
+    STATS_FILE,
+    part_config_path,
+    read_stats,
+    undone_on_write_failure,
+)
 
 log = logging.getLogger("dgl_grappa")
 
@@ -89,6 +97,8 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
                 g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
                 balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
     except dgl.DGLError as exc:
+        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
+            raise
         log.debug("partition_graph failed: %s", exc)
         raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
                           f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
@@ -285,7 +295,9 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
                           "nothing to partition; give a graph with edges between its nodes")
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out)
-    stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
+    key = "partition.out_dir" if chosen else "run.output_dir"
+    with undone_on_write_failure(out, f"partitioning into {out}", f"free space or set --{key}=<a folder with room>"):
+        stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()
         (out / STATS_FILE).write_text(json.dumps(stats, indent=1))
