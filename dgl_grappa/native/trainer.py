@@ -337,7 +337,8 @@ class Trainer:
         restored = len(self.meter.records)
         for epoch in range(self.epoch, cfg.train.epochs):
             rec = self.train_epoch(epoch)
-            if not math.isfinite(rec["loss"]):
+            # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
+            if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
                 raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
                                   "lower --train.lr, or look for extreme values in the features")
             rec.update(self.evaluate(epoch))

@@ -3,6 +3,9 @@ anything starts.
 
 Both runtimes and the commands above them ask here, so that a folder that cannot be written is a one-line
 :class:`~dgl_grappa.config.ConfigError` up front rather than a traceback from a worker halfway through.
+A running job also holds its folders (:class:`FolderLock`, :func:`lock_job_folders`): a second job on the
+same ``run.output_dir`` or ``checkpoint.dir`` is refused in one line before it reads, removes or writes
+anything there.
 """
 from __future__ import annotations
 
