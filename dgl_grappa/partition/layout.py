@@ -243,7 +243,7 @@ def read_node_tensors(feat_file: str | Path, meta: dict | None = None, part_id: 
 
     Example:
         >>> d = tempfile.mkdtemp(); f = f"{d}/node_feat.dgl"
-        >>> dgl.data.utils.save_tensors(f, {"_N/feat": torch.zeros(3, 2)})
+        >>> _ = dgl.data.utils.save_tensors(f, {"_N/feat": torch.zeros(3, 2)})
         >>> read_node_tensors(f, {"node_map": {"_N": [[0, 3]]}}, 0)["_N/feat"].shape
         torch.Size([3, 2])
     """
