@@ -33,6 +33,7 @@ from .bench.project.command import USAGE as PROJECT_USAGE, project_options
 from .cluster.launch import select_device, setup_logging
 from .cluster.netns import in_private_netns
 from .cluster.procs import JobFailed, rerun_isolated
+from .cluster.signals import Stopped
 from .config import Config, ConfigError, load_config, uses_hosts
 from .kinds import resolve
 from .native.run import check_inputs, removed_on_user_error, run_native
@@ -56,6 +57,14 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
+    try:
+        return _train(cfg)
+    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C: not an error, the usual exit status
+        print(f"dgl_grappa: {exc}", file=sys.stderr)
+        return 128 + exc.signum
+
+
+def _train(cfg: Config) -> int:
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
 
         summary = train_on_hosts(cfg)

@@ -225,6 +225,18 @@ def setup_output_dir_uncreatable(tmp):
     return ["train", "--run.output_dir=/proc/nope"]
 
 
+def setup_output_dir_in_use(tmp):
+    from dgl_grappa.runtime.folders import FolderLock
+
+    # held through another open file description: flock refuses it as it would another process
+    setup_output_dir_in_use.lock = FolderLock(tmp / "run", "run.output_dir").acquire()
+    return ["train", *TINY, f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_peer_timeout_zero(tmp):
+    return ["train", "--run.peer_timeout_s=0"]
+
+
 def setup_checkpoint_dir_uncreatable(tmp):
     (tmp / "file").write_text("")
     return ["train", f"--checkpoint.dir={tmp / 'file' / 'ck'}"]
@@ -236,6 +248,42 @@ def setup_truncated_part_file(tmp):
     f = tmp / "run" / "partitions" / "0" / "part1" / "graph.dgl"
     f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
     return args
+
+
+def setup_prepare_truncated_features(tmp):
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    f = tmp / "parts" / "part1" / "node_feat.dgl"
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])  # DGL's reader would return zeros for the rest
+    return ["prepare", "--part-config", str(tmp / "parts"), "--force"]
+
+
+def setup_features_not_finite(tmp):
+    _user_graph(tmp / "graph.bin")
+    import dgl
+
+    g = dgl.load_graphs(str(tmp / "graph.bin"))[0][0]
+    g.ndata["feat"][3, 0], g.ndata["feat"][3, 1], g.ndata["feat"][7, 2] = float("inf"), float("nan"), -float("inf")
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
+
+
+def setup_loss_not_finite(tmp):
+    # an absurd learning rate: the first update blows the weights up, the next epoch's loss is not a number
+    return ["train", *TINY, "--train.lr=1e30", "--train.epochs=4", f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_graph_without_edges(tmp):
+    import dgl
+
+    n = 50
+    g = dgl.graph((torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)), num_nodes=n)
+    g.ndata["feat"] = torch.randn(n, 4)
+    g.ndata["label"] = torch.arange(n) % 3
+    g.ndata["train_mask"] = torch.arange(n) % 2 == 0
+    g.ndata["val_mask"] = torch.arange(n) % 4 == 1
+    g.ndata["test_mask"] = torch.arange(n) % 4 == 3
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
 
 
 def setup_partition_folder_other_graph(tmp):
@@ -316,14 +364,35 @@ def setup_disk_full_checkpoint(tmp):
             "--train.epochs=3"]
 
 
-SUBPROCESS = {"disk-full-checkpoint"}  # needs a private mount namespace (a small tmpfs)
+def setup_disk_full_partition(tmp):
+    return ["partition", *TINY, f"--partition.out_dir={tmp / 'ck'}"]  # ck: a 64 KB tmpfs, too small for the parts
 
 
-def _run_in_tmpfs(tmp: Path, args: list[str]) -> tuple[int, str]:
-    """The command with checkpoint.dir on a 400 KB tmpfs in a private mount namespace (root).
+DGL_FILES = ("grappa.json", "part0/graph.dgl", "part0/node_feat.dgl", "part0/edge_feat.dgl", "part1/graph.dgl",
+             "part1/node_feat.dgl", "part1/edge_feat.dgl")
 
-    One checkpoint of the tiny model fits, the second does not (the first is kept until a
-    new one is complete); a copy of the folder is taken before the namespace goes away.
+
+def setup_disk_full_prepare(tmp):
+    # DGL's files of a partition folder (as another tool writes them) on a tmpfs with room for them and
+    # about one aggregate table more: preparing them fills the disk part-way
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    pages = sum(-(-(tmp / "parts" / f).stat().st_size // 4096) for f in DGL_FILES)
+    TMPFS["disk-full-prepare"] = (f"{4 * pages + 40}k", " && ".join(
+        f"mkdir -p {tmp / 'ck' / Path(f).parent} && cp {tmp / 'parts' / f} {tmp / 'ck' / f}" for f in DGL_FILES))
+    return ["prepare", "--part-config", str(tmp / "ck")]
+
+
+SUBPROCESS = {"disk-full-checkpoint", "disk-full-partition", "disk-full-prepare"}  # a private mount namespace
+TMPFS = {"disk-full-checkpoint": ("400k", ""), "disk-full-partition": ("64k", "")}
+"""case -> (the tmpfs' size, what is copied onto it first)."""
+
+
+def _run_in_tmpfs(tmp: Path, args: list[str], case: str) -> tuple[int, str]:
+    """The command with ``{tmp}/ck`` on a small tmpfs in a private mount namespace (root).
+
+    disk-full-checkpoint: one checkpoint of the tiny model fits, the second does not (the first
+    is kept until a new one is complete). A copy of the folder is taken before the namespace
+    goes away.
     """
     from dgl_grappa.cluster.netns import check_isolation
 
@@ -332,9 +401,10 @@ def _run_in_tmpfs(tmp: Path, args: list[str]) -> tuple[int, str]:
         pytest.skip(f"a private mount namespace is needed: {why}")
     ck = tmp / "ck"
     ck.mkdir()
+    size, fill = TMPFS[case]
     cmd = " ".join(["exec", sys.executable, "-m", "dgl_grappa", *args])
-    script = (f"mount -t tmpfs -o size=400k tmpfs {ck} && ( {cmd} ); rc=$?; cp -a {ck} {tmp / 'ck-copy'}; "
-              f"exit $rc")
+    script = (f"mount -t tmpfs -o size={size} tmpfs {ck} {'&& ' + fill if fill else ''} && ( {cmd} ); rc=$?; "
+              f"cp -a {ck} {tmp / 'ck-copy'}; exit $rc")
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))
     p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=400)
@@ -352,6 +422,15 @@ def check_disk_full(tmp: Path) -> None:
     assert not list((tmp / "ck-copy").glob(".ckpt-*")), "no temporary file is left"
 
 
+def check_partition_undone(tmp: Path) -> None:
+    assert not list((tmp / "ck-copy").iterdir()), "nothing of the failed partitioning is left"
+
+
+def check_prepare_undone(tmp: Path) -> None:
+    left = sorted(str(p.relative_to(tmp / "ck-copy")) for p in (tmp / "ck-copy").rglob("*") if p.is_file())
+    assert left == sorted(DGL_FILES), f"the folder is as it was, no temporary file left: {left}"
+
+
 def check_truncated(tmp: Path) -> None:
     from dgl_grappa.partition.layout import read_stats
     from dgl_grappa.partition.store import folder_problem
@@ -366,9 +445,11 @@ def check_seedless(tmp: Path) -> None:
     assert s["epochs"] == 2 and s["val_acc"] is not None
 
 
-AFTER = {"disk-full-checkpoint": check_disk_full, "truncated-part-file": check_truncated,
+AFTER = {"disk-full-checkpoint": check_disk_full, "disk-full-partition": check_partition_undone,
+         "disk-full-prepare": check_prepare_undone, "truncated-part-file": check_truncated,
          "worker-without-train-nodes": check_seedless}
-WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes"}  # handled or mid-run
+WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes",  # handled or mid-run
+          "loss-not-finite", "disk-full-partition", "disk-full-prepare"}
 ROWS = documented()
 
 
@@ -386,7 +467,7 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
     capfd.readouterr()
     before = snapshot(tmp_path)
     if case in SUBPROCESS:
-        rc, err = _run_in_tmpfs(tmp_path, args)
+        rc, err = _run_in_tmpfs(tmp_path, args, case)
     else:
         try:
             rc = main(args)
@@ -395,6 +476,10 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
             if sock is not None:
                 sock.close()
                 setup_port_in_use.sock = None
+            lock = getattr(setup_output_dir_in_use, "lock", None)
+            if lock is not None:
+                lock.release()
+                setup_output_dir_in_use.lock = None
         err = capfd.readouterr().err
     text = err.replace(str(tmp_path), "{tmp}")
     assert rc == status, f"exit status {rc}, expected {status}:\n{err[-3000:]}"

@@ -30,7 +30,7 @@ from ..cluster.procs import isolation_plan, run_isolated
 from ..config import ConfigError, dropin_problem, uses_hosts, write_resolved_config
 from ..distdgl import run_distdgl
 from ..partition.store import ensure_partitions
-from ..runtime.folders import check_output_dir, replacing
+from ..runtime.folders import FolderLock, check_output_dir, replacing
 from ..runtime.metrics import PHASE_KEYS, format_bytes, read_jsonl, time_to_target, write_json
 from .compare_plots import PLOTS, plot
 from .labels import TARGET_FRACTION, system_label, systems_legend, target_text
@@ -124,52 +124,53 @@ def run_compare(cfg) -> dict:
     check_output_dir(cfg.run.output_dir, "run.output_dir")
     out = Path(cfg.run.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    stats, _ = ensure_partitions(cfg)
-    part_dir = str(Path(stats["part_config"]).resolve().parent)
-    isolate = isolation_plan(cfg)  # False across hosts: each run opens its hosts, which count their own bytes
-    hosts = uses_hosts(cfg)
-    if not isolate and not hosts:
-        log.warning("not root: runs share the host's loopback, so wire bytes are not measured (app counts only)")
+    with FolderLock(out, "run.output_dir"):  # one comparison per folder (its runs lock their own)
+        stats, _ = ensure_partitions(cfg)
+        part_dir = str(Path(stats["part_config"]).resolve().parent)
+        isolate = isolation_plan(cfg)  # False across hosts: each run opens its hosts, which count their own bytes
+        hosts = uses_hosts(cfg)
+        if not isolate and not hosts:
+            log.warning("not root: runs share the host's loopback, so wire bytes are not measured (app counts only)")
 
-    def sub(name: str, **grappa):
-        return dataclasses.replace(
-            cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
-            run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
-            # each run its own checkpoints (<its output>/checkpoints): they must not clear each other's
-            checkpoint=dataclasses.replace(cfg.checkpoint, dir="", resume=""),
-            grappa=dataclasses.replace(cfg.grappa, **grappa))
+        def sub(name: str, **grappa):
+            return dataclasses.replace(
+                cfg, partition=dataclasses.replace(cfg.partition, out_dir=part_dir),
+                run=dataclasses.replace(cfg.run, output_dir=str(out / name), progress=False),
+                # each run its own checkpoints (<its output>/checkpoints): they must not clear each other's
+                checkpoint=dataclasses.replace(cfg.checkpoint, dir="", resume=""),
+                grappa=dataclasses.replace(cfg.grappa, **grappa))
 
-    plan = []
-    if cfg.compare.distdgl:
-        plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
-    for v in cfg.compare.variants:
-        plan.append((f"grappa-{v}", lambda c: run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
-    if cfg.compare.dropin:
-        plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
+        plan = []
+        if cfg.compare.distdgl:
+            plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
+        for v in cfg.compare.variants:
+            plan.append((f"grappa-{v}", lambda c: run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
+        if cfg.compare.dropin:
+            plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
 
-    note = replacing(out, ["compare.json", "report.md", *PLOTS, *(name for name, _, _ in plan)])
-    if note:
-        log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
-    runs: dict[str, dict] = {}
-    for i, (name, fn, kw) in enumerate(plan):
-        c = sub(name, **kw)
-        t0 = time.perf_counter()
-        print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
-        summary = fn(c)
-        records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
-        key = quality_key(cfg)
-        runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
-                      "records": records, "curve": curve(records, key), "job_wall_s": time.perf_counter() - t0}
-        s = summary
-        print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, "
-              f"{key.replace('_', ' ')} {s[key]:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}",
-              flush=True)
+        note = replacing(out, ["compare.json", "report.md", *PLOTS, *(name for name, _, _ in plan)])
+        if note:
+            log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
+        runs: dict[str, dict] = {}
+        for i, (name, fn, kw) in enumerate(plan):
+            c = sub(name, **kw)
+            t0 = time.perf_counter()
+            print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
+            summary = fn(c)
+            records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
+            key = quality_key(cfg)
+            runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
+                          "records": records, "curve": curve(records, key), "job_wall_s": time.perf_counter() - t0}
+            s = summary
+            print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, "
+                  f"{key.replace('_', ' ')} {s[key]:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}",
+                  flush=True)
 
-    result = compare_summary(cfg, runs, stats, isolate or hosts)
-    write_json(out / "compare.json", result)
-    (out / "report.md").write_text(report_markdown(result))
-    plot(result, out)
-    return result
+        result = compare_summary(cfg, runs, stats, isolate or hosts)
+        write_json(out / "compare.json", result)
+        (out / "report.md").write_text(report_markdown(result))
+        plot(result, out)
+        return result
 
 
 def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> dict:

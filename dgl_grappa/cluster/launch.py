@@ -16,11 +16,14 @@ there gloo all-reduces the CUDA buckets too (:func:`gpus_shared`).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import multiprocessing.connection as mp_connection
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -32,6 +35,7 @@ import torch.multiprocessing as mp
 from ..config import ConfigError
 from .procs import JobFailed, rc_text
 from .ptree import kill_listed
+from .signals import STOP_GRACE_S, STOP_WORKER, Stopped, StopSignals, catch_stop, die_with_parent
 
 log = logging.getLogger("dgl_grappa")
 
@@ -222,18 +226,20 @@ class WorkerFailed(JobFailed):
         rank: the first worker that failed (None: the deadline passed).
         exit_code: its exit status (negative: killed by that signal), None if it raised.
         timed_out: the job ran past its deadline (not a worker's death).
+        stalled: the worker stopped answering (no heartbeat for run.peer_timeout_s); not retried.
         user_error: the one-line message of a worker's :class:`UserError`, else None.
     """
 
     def __init__(self, msg: str, rank: int | None = None, exit_code: int | None = None, timed_out: bool = False,
-                 user_error: str | None = None):
+                 user_error: str | None = None, stalled: bool = False):
         super().__init__(msg)
         self.rank, self.exit_code, self.timed_out, self.user_error = rank, exit_code, timed_out, user_error
+        self.stalled = stalled
 
     @property
     def reason(self) -> str:
         """One line: which worker, how ("worker 1 was killed by SIGKILL")."""
-        if self.timed_out or self.rank is None:
+        if self.timed_out or self.rank is None or self.stalled:
             return str(self).splitlines()[0]
         if self.exit_code is None:
             lines = [ln for ln in str(self).splitlines() if ln.strip()]
@@ -251,29 +257,105 @@ def _kill_all(processes: list, timeout_s: float = 10.0) -> None:
         p.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll_s: float = 1.0) -> None:
+def _beat(beats, rank: int, every_s: float) -> None:
+    """The heartbeat thread of a worker: its slot in the shared array, stamped every ``every_s`` seconds."""
+    while True:
+        beats[rank] = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of the machine
+        time.sleep(every_s)
+
+
+def _worker_entry(rank: int, fn: Callable, parent_pid: int, stoppable: bool, beats, beat_s: float,
+                  args: tuple) -> None:
+    """A spawned worker's first frame: die with the launcher, take stop requests, beat, then ``fn``."""
+    die_with_parent(parent_pid)
+    if stoppable:
+        catch_stop()
+    if beats is not None:
+        threading.Thread(target=_beat, args=(beats, rank, beat_s), name="dgl_grappa-heartbeat", daemon=True).start()
+    fn(rank, *args)
+
+
+class _Watch:
+    """The launcher's view of the workers' heartbeats: which one stopped answering for longer than ``timeout_s``.
+
+    A beat is stale when the launcher itself has watched it unchanged for that long: after a pause of
+    the launcher (the whole job stopped with Ctrl-Z, say) the clock starts again for everyone.
+    """
+
+    def __init__(self, beats, timeout_s: float):
+        self.beats, self.timeout_s = beats, timeout_s
+        now = time.monotonic()
+        self.last = [0.0] * len(beats)
+        self.changed = [now] * len(beats)
+        self.polled = now
+
+    def stalled(self, procs: list) -> tuple[int, float] | None:
+        """(rank, seconds without a beat) of the first live worker that stopped beating, else None."""
+        now = time.monotonic()
+        if now - self.polled > max(2.0, self.timeout_s / 2):  # the launcher was not running: start afresh
+            self.changed = [now] * len(self.changed)
+        self.polled = now
+        for i, p in enumerate(procs):
+            beat = self.beats[i]
+            if beat != self.last[i]:
+                self.last[i], self.changed[i] = beat, now
+            elif beat > 0 and p.exitcode is None and now - self.changed[i] > self.timeout_s:
+                return i, now - self.changed[i]
+        return None
+
+
+def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll_s: float = 1.0,
+                  stop: StopSignals | None = None, peer_timeout_s: float = 0.0) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes and wait, at most timeout_s.
 
     The first worker that dies (any signal, any non-zero status) or raises ends the wait:
     the others are SIGKILLed by PID at once (a survivor would otherwise block in its next
-    collective until the gloo timeout), and every join is bounded.
+    collective until the gloo timeout), and every join is bounded. Each worker dies with this
+    process (``PR_SET_PDEATHSIG``), so not even a SIGKILL of the launcher leaves one behind.
 
     Args:
         fn: a top-level (picklable) function.
         nprocs: number of processes.
         args: extra arguments for fn.
         timeout_s: the whole job's bound; past it every worker is killed.
+        stop: the launcher's :class:`~dgl_grappa.cluster.signals.StopSignals`: a stop signal is passed on
+            to every worker (``fn`` reads :func:`~dgl_grappa.cluster.signals.stop_requested`), which
+            get :data:`~dgl_grappa.cluster.signals.STOP_GRACE_S` to end before they are killed.
+        peer_timeout_s: > 0: each worker stamps a heartbeat from a thread of its own, and one that
+            stops stamping for this long (stopped, hung) is named, and the job ends.
 
     Raises:
         WorkerFailed: a worker raised (its traceback is in the message), exited non-zero,
-            or the deadline passed. The other workers are killed first.
+            stopped answering, or the deadline passed. The other workers are killed first.
+        Stopped: ``stop`` caught a signal; the workers ended (or were killed past the grace).
     """
-    ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False, start_method="spawn")
+    beats = mp.get_context("spawn").Array("d", nprocs, lock=False) if peer_timeout_s > 0 else None
+    beat_s = max(0.2, min(2.0, peer_timeout_s / 5))
+    ctx = mp.start_processes(_worker_entry, args=(fn, os.getpid(), stop is not None, beats, beat_s, args),
+                             nprocs=nprocs, join=False, start_method="spawn")
     procs = ctx.processes
+    log.info("workers started: %s", ", ".join(f"rank {i} pid {p.pid}" for i, p in enumerate(procs)))
+    watch = _Watch(beats, peer_timeout_s) if beats is not None else None
     deadline = time.monotonic() + timeout_s
+    stop_by = None  # the grace's end once a stop was passed on
+    if stop is not None:
+        stop.defer = True
     try:
         while True:
             mp_connection.wait([p.sentinel for p in procs if p.exitcode is None], timeout=poll_s)
+            if stop is not None and stop.signum:
+                if stop_by is None:
+                    name = signal.Signals(stop.signum).name
+                    log.warning("%s: asking every worker to stop after its current epoch (at most %.0f s)", name,
+                                STOP_GRACE_S)
+                    for p in procs:
+                        if p.exitcode is None:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(p.pid, STOP_WORKER)
+                    stop_by = time.monotonic() + STOP_GRACE_S
+                if all(p.exitcode is not None for p in procs) or time.monotonic() > stop_by:
+                    raise Stopped(f"stopped by {signal.Signals(stop.signum).name}", stop.signum)
+                continue
             for i, p in enumerate(procs):
                 if p.exitcode is None or p.exitcode == 0:
                     continue
@@ -288,10 +370,19 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
                 raise WorkerFailed(f"worker {i} {rc_text(p.exitcode)}", rank=i, exit_code=p.exitcode)
             if all(p.exitcode == 0 for p in procs):
                 return
+            late = watch.stalled(procs) if watch is not None else None
+            if late is not None:
+                rank, age = late
+                _kill_all(procs)
+                raise WorkerFailed(f"worker {rank} (rank {rank} on host {socket.gethostname()}) stopped answering: "
+                                   f"no heartbeat for {age:.0f} s (run.peer_timeout_s={peer_timeout_s:g}); every "
+                                   "worker was killed and the job stopped", rank=rank, stalled=True)
             if time.monotonic() > deadline:
                 raise WorkerFailed(f"the job ran past run.timeout_s={timeout_s:.0f}s; all workers were killed "
                                    "(raise --run.timeout_s if the job is just slow)", timed_out=True)
     finally:
+        if stop is not None:
+            stop.defer = False
         _kill_all(procs)
 
 

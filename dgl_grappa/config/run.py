@@ -1,6 +1,7 @@
 """The ``checkpoint`` and ``run`` sections: what resume starts from, and the job's files, processes and bounds."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,6 +43,12 @@ class RunConfig:
     launch.max_restarts = R the whole job is bounded by (R + 1) x timeout_s."""
     collective_timeout_s: float = 300.0
     """Bound on every collective (gloo timeout)."""
+    peer_timeout_s: float = 30.0
+    """A worker that stops answering for this long (stopped, hung, its machine frozen) is named in one
+    line (rank and host) and the job stops: every worker stamps a heartbeat from a thread of its own
+    and the launcher watches them. Keep it below ``collective_timeout_s``, which otherwise ends the
+    job first, without naming anyone; raise it only if a worker's single operations can hold
+    Python's interpreter lock for longer. One machine (``python -m dgl_grappa train``)."""
     eval_timeout_s: float = 1800.0
     """Bound on the other workers' wait for rank 0's own work between epochs (the global
     evaluation on the whole graph, writing a checkpoint): a barrier on a group of its own."""
@@ -67,5 +74,8 @@ class RunConfig:
         require(self.timeout_s > 0, f"run.timeout_s={self.timeout_s} must be > 0")
         require(self.collective_timeout_s > 0, f"run.collective_timeout_s={self.collective_timeout_s} must be > 0")
         require(self.eval_timeout_s > 0, f"run.eval_timeout_s={self.eval_timeout_s} must be > 0")
+        require(math.isfinite(self.peer_timeout_s) and self.peer_timeout_s >= 1,
+                f"run.peer_timeout_s={self.peer_timeout_s} must be a number of seconds >= 1 (a heartbeat comes "
+                "every few seconds), e.g. --run.peer_timeout_s=30")
         require(self.num_threads >= 0, f"run.num_threads={self.num_threads} must be >= 0")
         require(bool(self.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")

@@ -102,6 +102,12 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         raise ConfigError(
             f"ndata['{cfg.feat_key}'] (features) has shape {tuple(feat.shape)} and dtype {feat.dtype}; "
             f"store a numeric [{n}, F] tensor")
+    if feat.is_floating_point():
+        bad = ~torch.isfinite(feat)
+        if bool(bad.any()):
+            raise ConfigError(f"ndata['{cfg.feat_key}'] (features) of data.path='{cfg.path}' holds {int(bad.sum())} "
+                              f"values that are not finite (inf or NaN) in {int(bad.any(1).sum())} nodes; training on "
+                              "them gives a NaN loss: replace them (e.g. torch.nan_to_num) and save the graph again")
 
     label = values["label"]
     if label.dim() == 2 and label.shape[1] == 1:

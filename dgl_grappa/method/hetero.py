@@ -51,7 +51,7 @@ from torch import Tensor, nn
 
 from ..config import ConfigError
 from ..partition.hetero import relation_agg_path, to_original_order_typed
-from ..partition.layout import part_edges, part_paths
+from ..partition.layout import part_edges, part_paths, read_node_tensors
 from .embedding import HaloSync, LocalEmbedding, gather_rows
 from .hetero_halo import complete_halo_in_edges, per_type_ids
 from .local_part import Keep, budget_error, check_modes, precision_ladder, reached_nodes
@@ -172,7 +172,7 @@ class HeteroLocalPartition:
 
 
 def _node_data(feat_file: Path) -> dict:
-    return dict(dgl.data.utils.load_tensors(str(feat_file)))
+    return read_node_tensors(feat_file)  # a truncated or corrupt file: one line, never zeros
 
 
 def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep", target: str = "",

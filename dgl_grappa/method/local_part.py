@@ -40,7 +40,7 @@ from torch import Tensor
 
 from ..config import ConfigError
 from ..partition.aggregates import load_sidecar
-from ..partition.layout import node_map, part_edges, part_paths, read_part_structure
+from ..partition.layout import node_map, part_edges, part_paths, read_node_tensors, read_part_structure
 from .storage import PRECISIONS, NodeTable, row_bytes
 
 log = logging.getLogger("dgl_grappa")
@@ -219,14 +219,23 @@ def reached_nodes(src: Tensor, dst: Tensor, num_nodes: int, seeds: Tensor, hops:
     return need
 
 
-def _node_data(feat_file: Path, part_config, features: bool = True) -> dict:
-    node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+def _node_data(feat_file: Path, part_config, part_id: int, features: bool = True) -> dict:
+    """Part ``part_id``'s node data, checked against the partition json (truncated or corrupt files, rows
+    per node) and, with ``features``, for values that are not finite."""
+    meta = part_paths(part_config, part_id)[0]
+    node = {k.split("/", 1)[-1]: v for k, v in read_node_tensors(feat_file, meta, part_id).items()}
     if not features:
         node.pop("feat", None)  # learnable rows instead (model.embed): the features are not held
     missing = [k for k in (("feat",) if features else ()) + ("label", "train_mask") if k not in node]
     if missing:
         raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
                           "`python -m dgl_grappa partition`, or add them to the partition's node data")
+    if features and node["feat"].is_floating_point():
+        bad = int((~torch.isfinite(node["feat"])).sum())
+        if bad:
+            raise ConfigError(f"{feat_file}: the features hold {bad} values that are not finite (inf or NaN); "
+                              "training on them gives a NaN loss: replace them (e.g. torch.nan_to_num) and "
+                              "partition again")
     return node
 
 
@@ -415,7 +424,7 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
         rows = (owner == p).nonzero(as_tuple=True)[0]
         idx = gids[rows] - first[p]
         _, _, feat_file = part_paths(part_config, p)
-        other = _node_data(feat_file, part_config, features)
+        other = _node_data(feat_file, part_config, p, features)
         if features:
             feat.put(rows, other["feat"][idx].float())
         deg[rows] = _in_degree(other, part_config, p, idx).to(torch.int64)
@@ -583,7 +592,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
                  else torch.full_like(pg.ndata[dgl.NID], part_id))[:n_local]
         num_parts = gpb.num_partitions()
         del pg
-    node = _node_data(feat_file, part_config, features)
+    node = _node_data(feat_file, part_config, part_id, features)
     train_local = node["train_mask"].bool().nonzero(as_tuple=True)[0]
     width = int(node["feat"].shape[1]) if features else 0
     own_fp32 = num_inner * width * 4

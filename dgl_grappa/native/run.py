@@ -9,7 +9,12 @@
    dies (any signal, any exit status) the others are killed by PID at once, and the whole
    group starts again from the newest intact checkpoint, up to ``launch.max_restarts``
    times (:class:`~dgl_grappa.runtime.restarts.RestartBudget`); each restart is logged and listed in
-   summary.json's ``restarts``. A deadline or a user error is not retried.
+   summary.json's ``restarts``. A deadline, a user error or a worker that stopped answering
+   (``run.peer_timeout_s``) is not retried.
+4. One job per folder: ``run.output_dir`` and ``checkpoint.dir`` are locked for the job's whole life
+   (:class:`~dgl_grappa.runtime.folders.FolderLock`); a second job on them is refused in one line.
+5. SIGTERM, SIGHUP or SIGINT stop the job as a whole: the workers stop after their current epoch
+   with a checkpoint (``--resume`` continues from it), bounded (:mod:`dgl_grappa.cluster.signals`).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import time
 from pathlib import Path
 
 from ..cluster.launch import WorkerFailed, check_dgl_cuda, check_port_free, free_port, select_device, spawn_workers
+from ..cluster.signals import Stopped, StopSignals
 from ..config import Config, ConfigError
 from ..data import load_dataset, num_classes
 from ..method.kernels import resolve_kernels
@@ -34,7 +40,7 @@ from ..runtime.checkpoint import (
     fingerprint,
     resolve_resume,
 )
-from ..runtime.folders import check_output_dir
+from ..runtime.folders import check_output_dir, lock_job_folders
 from ..runtime.repartition import start_builder
 from ..runtime.restarts import RestartBudget
 from .trainer import train_worker
@@ -116,28 +122,52 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     """
     out = Path(cfg.run.output_dir)
     point = check_inputs(cfg)
+    locks: list = []
+    # SIGTERM, SIGHUP, SIGINT: before the workers run, the command stops at once; while they run, they
+    # stop after their current epoch with a checkpoint, then every one of them is gone (bounded).
+    with StopSignals() as stop:
+        try:
+            with removed_on_user_error(out), removed_on_user_error(checkpoint_dir(cfg)):
+                # One job per folder, before anything in them is read for writing or removed.
+                locks = lock_job_folders(out, checkpoint_dir(cfg))
+                g, stats, n_classes, builder = _load_and_partition(cfg, point)
+            del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
+            return _train(cfg, point, stats, n_classes, builder, stop)
+        finally:
+            for lock in locks:
+                lock.release()
+
+
+def _load_and_partition(cfg: Config, point: ResumePoint | None):
+    """The graph (None with prebuilt parts), the starting partitioning's statistics, the number of classes
+    and the background builder of the next partitioning (None when not started here)."""
     start = point.epoch if point is not None else 0
     builder = None
-    with removed_on_user_error(out):
-        if cfg.partition.prebuilt:
-            # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
+    if cfg.partition.prebuilt:
+        # Parts made beforehand (e.g. by bigpart): the whole graph is never loaded here.
+        g, stats = None, prebuilt_stats(cfg)
+        n_classes = prebuilt_num_classes(cfg, stats)
+        _train_nodes_check(stats)
+        return g, stats, n_classes, builder
+    g = load_dataset(cfg.data)
+    n_classes = num_classes(g)
+    if point is None:
+        builder = start_builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
+    try:
+        stats = prepare_partitions(cfg, g, start, fresh=point is None)
+        _train_nodes_check(stats)
+    except BaseException:
+        if builder is not None:
+            builder.close()
+        raise
+    return g, stats, n_classes, builder
 
-            g, stats = None, prebuilt_stats(cfg)
-            n_classes = prebuilt_num_classes(cfg, stats)
-            _train_nodes_check(stats)
-        else:
-            g = load_dataset(cfg.data)
-            n_classes = num_classes(g)
-            if point is None:
-                builder = start_builder(cfg, 0)  # first: its seconds of imports overlap partitioning 0
-            try:
-                stats = prepare_partitions(cfg, g, start, fresh=point is None)
-                _train_nodes_check(stats)
-            except BaseException:
-                if builder is not None:
-                    builder.close()
-                raise
-    del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
+
+def _train(cfg: Config, point: ResumePoint | None, stats: dict, n_classes: int, builder,
+           stop: StopSignals) -> tuple[dict, dict]:
+    """The workers on the prepared partitioning, restarted from checkpoints when one dies (see run_native)."""
+    out = Path(cfg.run.output_dir)
+    start = point.epoch if point is not None else 0
 
     print(format_stats(stats) if stats.get("edge_cut") is not None else
           f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)
@@ -162,12 +192,18 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
         extra = (builder.channel if builder is not None else None, resume)
         try:
             spawn_workers(train_worker, cfg.partition.num_parts,
-                          (cfg, part_config, n_classes, port, str(out), *extra), timeout_s=cfg.run.timeout_s)
+                          (cfg, part_config, n_classes, port, str(out), *extra), timeout_s=cfg.run.timeout_s,
+                          stop=stop, peer_timeout_s=cfg.run.peer_timeout_s)
             break
+        except Stopped as exc:
+            last = store.newest_valid(fingerprint(cfg))
+            where = (f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
+                     if last is not None else "no checkpoint was written; a new run starts from epoch 0")
+            raise Stopped(f"{exc}: every worker has ended; {where}", exc.signum) from None
         except WorkerFailed as exc:
             if exc.user_error is not None:
                 raise ConfigError(exc.user_error) from None
-            if exc.timed_out or budget.left <= 0:
+            if exc.timed_out or exc.stalled or budget.left <= 0:
                 raise
             point = store.newest_valid(fingerprint(cfg))  # a corrupt newest one falls back, with a log line
             start = point.epoch if point is not None else 0

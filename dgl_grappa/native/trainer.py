@@ -14,6 +14,7 @@ apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,11 +22,13 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..cluster import faults
+from ..cluster.signals import stop_requested
 from ..cluster.launch import (
     Identity,
     UserError,
@@ -326,8 +329,11 @@ class Trainer:
     def fit(self) -> dict | None:
         """Train every remaining epoch, log each, checkpoint when due, and write the summary.
 
+        When the launcher asks the workers to stop (a signal, :mod:`dgl_grappa.cluster.signals`), every
+        rank stops after the same epoch, with a checkpoint of it, and no summary is written.
+
         Returns:
-            summary.json's content on rank 0, None on the other ranks.
+            summary.json's content on rank 0, None on the other ranks (and after a stop).
         """
         cfg, ident = self.cfg, self.ident
         # tqdm's default lock is a multiprocessing semaphore, which a worker killed on an interrupt never
@@ -340,17 +346,35 @@ class Trainer:
         restored = len(self.meter.records)
         for epoch in range(self.epoch, cfg.train.epochs):
             rec = self.train_epoch(epoch)
+            # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
+            if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
+                raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
+                                  "lower --train.lr, or look for extreme values in the features")
             rec.update(self.evaluate(epoch))
             self.meter.record(rec)
             if ident.is_main:
                 self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
                                      val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
                 self.bar.update(1)
-            if checkpoint_due(cfg, epoch):
+            saved = checkpoint_due(cfg, epoch)
+            if saved:
                 self.save_checkpoint()
+            if epoch + 1 < cfg.train.epochs and self._stop_agreed():
+                path = None if saved else self.save_checkpoint()
+                if ident.is_main:
+                    log.warning("stopped on request after epoch %d%s", epoch,
+                                f"; checkpoint {path}" if path else "")
+                self.bar.close()
+                return None
         self.bar.close()
         evals = sum(r.get("eval_time_s", 0.0) for r in self.meter.records[restored:])
         return write_summary(self, time.perf_counter() - t_loop - evals)
+
+    def _stop_agreed(self) -> bool:
+        """Whether any rank was asked to stop (a collective: every rank stops after the same epoch)."""
+        flag = torch.tensor([stop_requested()], dtype=torch.int64)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo, also beside NCCL
+        return int(flag[0]) > 0
 
     def save_checkpoint(self) -> str:
         """Write a checkpoint of the state after the last trained epoch (a collective; rank 0 writes,

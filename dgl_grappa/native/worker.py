@@ -22,6 +22,7 @@ copies them (and rank 0 sends each later partitioning over the process group).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -44,6 +45,7 @@ from ..cluster.launch import (
 )
 from ..cluster.procs import ENV_JOB, JobFailed
 from ..cluster.remote import DILATION_KEYS, Cluster, wait_all
+from ..cluster.signals import Stopped, StopSignals
 from ..config import Config, ConfigError, write_resolved_config
 from ..data import load_dataset, num_classes
 from ..env import ENV_WIRE
@@ -51,6 +53,8 @@ from ..partition.layout import has_part, part_files
 from ..partition.schedule import prepare_schedule
 from ..partition.share import share_partition
 from ..partition.store import ensure_partitions, format_stats
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
+from ..runtime.folders import lock_job_folders
 from ..runtime.metrics import write_json
 from .trainer import run_worker
 
@@ -164,6 +168,23 @@ def train_on_hosts(cfg: Config) -> dict:
 
     job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
     cluster = Cluster(cfg, n, job)  # validates the hosts before anything is built
+    # One job per folder; SIGTERM, SIGHUP, SIGINT stop the job at once: leaving the cluster's block stops
+    # every worker on every host (the workers' own checkpoints are what --resume continues from).
+    with StopSignals(), contextlib.ExitStack() as held:
+        for lock in lock_job_folders(out, checkpoint_dir(cfg)):
+            held.callback(lock.release)
+        try:
+            return _train_on_hosts(cfg, cluster, out)
+        except Stopped as exc:
+            last = CheckpointStore(checkpoint_dir(cfg)).newest_valid(fingerprint(cfg))
+            where = (f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
+                     if last is not None else "no checkpoint was written; a new run starts from epoch 0")
+            raise Stopped(f"{exc}: every worker on every host was stopped; {where}", exc.signum) from None
+
+
+def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
+    """The body of :func:`train_on_hosts`, its folders locked."""
+    n = cfg.partition.num_parts
     out.mkdir(parents=True, exist_ok=True)
     g = load_dataset(cfg.data)
     n_classes = num_classes(g)

@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 
 from ..config import ConfigError
-from .layout import read_part_structure
+from .layout import read_node_tensors, read_part_structure, undone_on_write_failure
 
 log = logging.getLogger("dgl_grappa")
 
@@ -175,16 +175,18 @@ def prepare(part_config: str | Path, feat_key: str = AUTO_KEY, *, gcn: bool = Fa
     t0 = time.perf_counter()
     bounds = _node_bounds(meta)
     feat_files = [_feat_file(part_config, meta, q) for q in range(num_parts)]
-    feat_key = _resolve_key(feat_files[0], feat_key)
+    feat_key = _resolve_key(feat_files[0], feat_key, meta)
     out_degree = _out_degrees(part_config, num_parts) if gcn else None
     parts = []
-    for p in range(num_parts):
-        parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
-    rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
-           "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
-           "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
-                              if k in r}} for r in parts]}
-    _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
+    with undone_on_write_failure(base, f"preparing {part_config}", "free space, or copy the partition folder "
+                                 "somewhere with room and prepare it there"):
+        for p in range(num_parts):
+            parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
+        rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
+               "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
+               "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
+                                  if k in r}} for r in parts]}
+        _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
     log.info("first-hop aggregates of %d parts written in %.1f s", num_parts, rec["seconds"])
     return rec
 
@@ -263,9 +265,9 @@ def _inputs(part_config: Path) -> dict:
     return out
 
 
-def _resolve_key(feat_file: Path, feat_key: str) -> str:
+def _resolve_key(feat_file: Path, feat_key: str, meta: dict) -> str:
     """The features' key in part 0's node data (``feat_key``, or the one "auto" finds)."""
-    tensors = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
+    tensors = {k.split("/", 1)[-1]: v for k, v in read_node_tensors(feat_file, meta, 0).items()}
     key = feature_key(tensors, feat_key, str(feat_file), "--feat-key ")
     if key is None:
         raise ConfigError(f"{feat_file} has no 2-D float node tensor to aggregate (its node data: {sorted(tensors)}): "
@@ -274,10 +276,16 @@ def _resolve_key(feat_file: Path, feat_key: str) -> str:
     return key
 
 
-def _node_table(feat_file: Path, key: str) -> Tensor:
-    tensors = dgl.data.utils.load_tensors(str(feat_file))
+def _node_table(feat_file: Path, key: str, meta: dict, p: int) -> Tensor:
+    """Part ``p``'s node table ``key``, its file checked (truncated, corrupt, rows) and its values finite."""
+    tensors = read_node_tensors(feat_file, meta, p)
     for k, v in tensors.items():
         if k == key or k.split("/", 1)[-1] == key:
+            bad = int((~torch.isfinite(v)).sum()) if v.is_floating_point() else 0
+            if bad:
+                raise ConfigError(f"{feat_file}: node data {key!r} holds {bad} values that are not finite (inf or "
+                                  "NaN), which would spread into every neighbour's aggregate; replace them "
+                                  "(e.g. torch.nan_to_num) and write the partition again")
             return v
     raise ConfigError(f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass --feat-key <the "
                       "features' key>")
@@ -314,7 +322,7 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
     owners_of = torch.zeros(n_inner, dtype=torch.int32)  # other owners among each node's in-neighbours
     for q in torch.unique(owner).tolist():
         sel = (owner == q).nonzero(as_tuple=True)[0]
-        feat = _node_table(feat_files[q], feat_key).float()
+        feat = _node_table(feat_files[q], feat_key, meta, q).float()
         if total is None:
             width = feat.shape[1]
             total = torch.zeros((n_inner, width), dtype=torch.float32)
@@ -336,7 +344,7 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
             remote_rows += int(torch.unique(rows).numel())
         del feat
     if total is None:  # no in-edges at all: the width comes from the own features
-        width = _node_table(feat_files[p], feat_key).shape[1]
+        width = _node_table(feat_files[p], feat_key, meta, p).shape[1]
         total = torch.zeros((n_inner, width), dtype=torch.float32)
         if src_norm is not None:
             total_gcn = torch.zeros((n_inner, width), dtype=torch.float32)

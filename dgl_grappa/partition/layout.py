@@ -6,8 +6,12 @@ loader where memory matters.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 
 import dgl
@@ -194,3 +198,132 @@ def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop
     del src
     return {"indptr": indptr, "indices": indices, "num_nodes": n, "num_inner": num_inner, "global_ids": gids,
             "owner": owner, "edge_order_sorted": is_sorted, "num_parts": len(node_map(meta))}
+
+
+def _dgl_file_bytes(tensors: dict) -> int:
+    """The size ``dgl.data.utils.save_tensors`` gives a file of these tensors (names, dtypes, shapes).
+
+    The format's overhead depends on the names, dtypes and dimensions only, so it is measured on
+    one-element stand-ins of the same kinds and added to the tensors' own bytes.
+    """
+    small = {k: torch.zeros((1,) * v.dim(), dtype=v.dtype) for k, v in tensors.items()}
+    with tempfile.TemporaryDirectory(prefix="dgl_grappa-size-") as d:
+        dgl.data.utils.save_tensors(str(Path(d) / "t.dgl"), small)
+        overhead = (Path(d) / "t.dgl").stat().st_size - sum(v.element_size() for v in small.values())
+    return overhead + sum(v.numel() * v.element_size() for v in tensors.values())
+
+
+def part_node_counts(meta: dict, part_id: int) -> dict[str, int]:
+    """Nodes of each type that part ``part_id`` owns, from the partition json's ``node_map``.
+
+    Example:
+        >>> part_node_counts({"node_map": {"_N": [[0, 150], [150, 300]]}}, 1)
+        {'_N': 150}
+    """
+    nm = meta["node_map"]
+    nm = nm if isinstance(nm, dict) else {"_N": nm}
+    return {ntype: int(ranges[part_id][1]) - int(ranges[part_id][0]) for ntype, ranges in nm.items()}
+
+
+def read_node_tensors(feat_file: str | Path, meta: dict | None = None, part_id: int | None = None) -> dict:
+    """A part's ``node_feat.dgl`` (keys as DGL writes them, ``<ntype>/<name>``), checked before any use.
+
+    DGL's reader takes a truncated file silently (the missing rows come back as zeros or
+    garbage) or fails deep inside its C code; here the file must be exactly as long as its
+    tensors, and, given the partition json, every tensor must have a row per node the part owns.
+
+    Args:
+        feat_file: the part's node data file.
+        meta: the partition json's content (optional): its ``node_map`` gives the rows.
+        part_id: the part the file belongs to (with ``meta``).
+
+    Raises:
+        ConfigError: one line naming the file: unreadable, truncated or padded, or rows that
+            disagree with the partition json.
+
+    Example:
+        >>> d = tempfile.mkdtemp(); f = f"{d}/node_feat.dgl"
+        >>> _ = dgl.data.utils.save_tensors(f, {"_N/feat": torch.zeros(3, 2)})
+        >>> read_node_tensors(f, {"node_map": {"_N": [[0, 3]]}}, 0)["_N/feat"].shape
+        torch.Size([3, 2])
+    """
+    feat_file = Path(feat_file)
+    fix = "re-create the partition folder (or copy it again)"
+    try:
+        tensors = dict(dgl.data.utils.load_tensors(str(feat_file)))
+    except Exception as exc:  # noqa: BLE001 - DGL fails on a broken file with AttributeError, DGLError, ...
+        raise ConfigError(f"{feat_file} cannot be read by DGL ({type(exc).__name__}): the file is truncated or "
+                          f"corrupt; {fix}") from None
+    size, want = feat_file.stat().st_size, _dgl_file_bytes(tensors)
+    if size != want:
+        raise ConfigError(f"{feat_file} is {size} bytes but the tensors it declares take {want}: the file is "
+                          f"truncated or corrupt; {fix}")
+    if meta is not None and part_id is not None:
+        counts = part_node_counts(meta, part_id)
+        for key, t in tensors.items():
+            ntype = key.split("/", 1)[0] if "/" in key else "_N"
+            rows = counts.get(ntype)
+            if rows is not None and t.dim() > 0 and t.shape[0] != rows:
+                raise ConfigError(f"{feat_file}: node data {key!r} has {t.shape[0]} rows but the partition json "
+                                  f"gives part {part_id} {rows} {ntype} nodes; {fix}")
+    return tensors
+
+
+class WriteFailed(ConfigError):
+    """A write into a folder failed (disk full, ...) and what it wrote was removed; ``why`` says how it failed."""
+
+    def __init__(self, msg: str, why: str):
+        super().__init__(msg)
+        self.why = why
+
+
+def _write_failure(exc: BaseException, folder: Path) -> str | None:
+    """Why writing into ``folder`` failed, when ``exc`` is a failed write (else None): "the disk is full", ..."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc)).lower()
+    if isinstance(exc, dgl.DGLError) and "Write incomplete" in str(exc):  # DGL's C++ writer, errno lost
+        try:
+            full = shutil.disk_usage(folder).free < (1 << 20)
+        except OSError:
+            full = False
+        return "the disk is full" if full else "a write was incomplete"
+    return None
+
+
+@contextlib.contextmanager
+def undone_on_write_failure(folder: str | Path, what: str, fix: str):
+    """Run a block that writes into ``folder``; if a write fails (disk full, ...) remove what it wrote and raise
+    a one-line :class:`WriteFailed` (a ConfigError).
+
+    Files and folders that were there before are kept (one that the block rewrote in place cannot be
+    put back: the partitioning is rebuilt next time, as a broken one is); everything new goes, temporary
+    files included.
+
+    Args:
+        folder: where the block writes.
+        what: the work, for the message ("partitioning into runs/x/partitions/0").
+        fix: the advice, e.g. "free space or set --partition.out_dir=<a folder with room>".
+
+    Example:
+        >>> with undone_on_write_failure(tempfile.mkdtemp(), "writing the parts", "free space"):
+        ...     pass
+    """
+    folder = Path(folder)
+    existed = folder.exists()
+    before = set(folder.rglob("*")) if existed else set()
+    try:
+        yield
+    except (OSError, dgl.DGLError, WriteFailed) as exc:
+        # a nested block's failure (already cleaned up there) is this block's too
+        why = exc.why if isinstance(exc, WriteFailed) else _write_failure(exc, folder)
+        if why is None:
+            raise
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            for p in sorted(set(folder.rglob("*")) - before, key=lambda q: len(q.parts), reverse=True):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        raise WriteFailed(f"{what} failed: {why}; what it had written was removed; {fix}", why) from None

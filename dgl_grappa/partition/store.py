@@ -24,7 +24,15 @@ from ..data.links import training_graph
 from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
 from .hetero import partition_hetero
-from .layout import GRAPH_NAME, LAYOUT_VERSION, NODE_KEYS, STATS_FILE, part_config_path, read_stats
+from .layout import (
+    GRAPH_NAME,
+    LAYOUT_VERSION,
+    NODE_KEYS,
+    STATS_FILE,
+    part_config_path,
+    read_stats,
+    undone_on_write_failure,
+)
 
 log = logging.getLogger("dgl_grappa")
 
@@ -97,6 +105,8 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
                 g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
                 balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
     except dgl.DGLError as exc:
+        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
+            raise
         log.debug("partition_graph failed: %s", exc)
         raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
                           f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
@@ -315,11 +325,16 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
     cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    if cut.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
+        raise ConfigError(f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
+                          "nothing to partition; give a graph with edges between its nodes")
     lib_log = partition_log_path(cfg)
     log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
              cfg.partition.num_parts, cfg.partition.method, out.resolve())
+    key = "partition.out_dir" if chosen else "run.output_dir"
     # DGL's and METIS's own prints (timings, peak memory, their own cut counts) go to the log file
-    with library_output_to(lib_log):
+    with undone_on_write_failure(out, f"partitioning into {out}", f"free space or set --{key}=<a folder with room>"), \
+            library_output_to(lib_log):
         stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()

@@ -33,6 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..cluster.launch import set_threads
+from ..cluster.signals import die_with_parent
 from ..config import Config
 from ..data import load_dataset
 from ..method import coverage as cov
@@ -69,6 +70,7 @@ def _builder_main(cfg: Config, root: str, log_path: str, requests, results, pare
     graph), ("done", j, stats) or ("error", j, traceback); j = -1 for a start-up error. DGL and METIS
     print to the C-level stdout/stderr, so both go to ``log_path`` instead of the training terminal.
     """
+    die_with_parent(parent_pid)  # never outlives the launcher, even one killed by SIGKILL
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
