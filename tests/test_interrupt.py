@@ -1,6 +1,6 @@
-"""Ctrl-C on a real ``train`` run: exit status 130, one line (where to resume), and no semaphore left behind (multiprocessing's
-resource tracker warns ``There appear to be N leaked semaphore objects`` when a process it watched died
-holding one)."""
+"""Ctrl-C on a real ``train`` run: exit status 130, one line (where to resume), and no semaphore left behind
+(multiprocessing's resource tracker warns ``There appear to be N leaked semaphore objects`` when a process it
+watched died holding one)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
-"""Signals as schedulers send them: a job stops as a whole, at a step the workers agree on, and never leaves orphans.
+"""Signals as schedulers send them: a job stops as a whole, at an epoch boundary the workers agree on, and never
+leaves orphans.
 
 * The launcher (:class:`StopSignals`): SIGTERM, SIGHUP and SIGINT are caught, also where the shell
   that started the job ignores SIGINT (``cmd &`` in a script). Before the workers run, the
