@@ -19,6 +19,8 @@ user sets them only to reproduce what a launcher does).
                               host (applied by ``import dgl_grappa.distdgl``)
 ``DGL_GRAPPA_FAULT``          a JSON fault-injection point, for recovery tests
                               (:mod:`dgl_grappa.cluster.faults`)
+``DGL_GRAPPA_JOIN``           the generation a worker joins when it takes a lost worker's part over
+                              (``launch.on_failure: continue``, :mod:`dgl_grappa.cluster.membership`)
 ``DGL_GRAPPA_VENV``           where ``scripts/_bootstrap.sh`` keeps the virtual environment
 ============================  ====================================================================
 """
@@ -30,4 +32,5 @@ ENV_NETNS = "DGL_GRAPPA_NETNS"
 ENV_WIRE = "DGL_GRAPPA_WIRE"
 ENV_MACHINE_ID = "DGL_GRAPPA_MACHINE_ID"
 ENV_FAULT = "DGL_GRAPPA_FAULT"
+ENV_JOIN = "DGL_GRAPPA_JOIN"
 ENV_VENV = "DGL_GRAPPA_VENV"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..config import ConfigError
+from ..env import ENV_JOIN
 
 DGL_DEFAULT_PORT = 30050
 """The port DGL's ``read_ip_config`` uses for a line without one."""
@@ -294,7 +295,8 @@ def _from_torchrun(env: Mapping[str, str]) -> WorkerIdentity:
         local, lws = 0, _int(env, "LOCAL_WORLD_SIZE", 1)
     _check(1 <= lws <= world, f"LOCAL_WORLD_SIZE={lws} must be in [1, WORLD_SIZE={world}]")
     _check(0 <= local < lws, f"LOCAL_RANK={local} must be in [0, LOCAL_WORLD_SIZE={lws})")
-    _check(local <= rank, f"LOCAL_RANK={local} exceeds RANK={rank}")
+    # a worker that took a lost part over (ENV_JOIN) joined a host out of torchrun's order
+    _check(local <= rank or bool(env.get(ENV_JOIN)), f"LOCAL_RANK={local} exceeds RANK={rank}")
     # torchrun numbers ranks host by host: rank = host * local_world_size + local_rank.
     host = _int(env, "GROUP_RANK", rank // lws)
     _check(host >= 0, f"GROUP_RANK={host} must be >= 0")

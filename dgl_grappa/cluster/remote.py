@@ -40,11 +40,12 @@ from typing import Sequence
 from ..config import Config, ConfigError
 from .access import HostAccess, host_access
 from .hosts import DGL_DEFAULT_PORT, IpConfigEntry, Remote, Slot, place_workers, read_ip_config, remote_argv
+from ..env import ENV_FAULT
 from .procs import ENV_JOB, JobFailed, rc_text, tail
 
 log = logging.getLogger("dgl_grappa")
 
-FORWARDED_ENV = ("PYTHONPATH", "DGLBACKEND")
+FORWARDED_ENV = ("PYTHONPATH", "DGLBACKEND", ENV_FAULT)
 """Variables of the launcher's environment that every remote command gets too (when set)."""
 DILATION_KEYS = ("network_dilation", "host_cpu_share")
 """Keys of :meth:`Cluster.describe` (test hosts) that the launchers also put at the top of summary.json."""

@@ -152,7 +152,16 @@ class LaunchConfig:
     assumes): every host sees the same files at the same paths."""
     max_restarts: int = 0
     """Restart the whole worker group from the last checkpoint this many times after a
-    worker dies (torchrun's semantics); 0 = a dead worker ends the job."""
+    worker dies (torchrun's semantics); 0 = a dead worker ends the job. With
+    ``on_failure: continue``: the take-overs allowed (0 = one per part)."""
+    on_failure: Literal["restart", "stop", "continue"] = "restart"
+    """What a worker that dies (killed, its host gone) does to the job: ``restart`` the whole
+    group from the newest checkpoint, up to ``max_restarts`` times (with the default 0 the job
+    stops: torchrun's behaviour); ``stop`` the job at once; or ``continue`` (Grappa's native
+    runtime across hosts: ``remote: ssh | netns``): the survivors form a new process group without
+    restarting, keep the model and optimizer they hold, and a new worker on a surviving host loads
+    the lost part's files and trains it from the step in flight. A worker that raises (a bug, a user
+    error) stops the job in every mode."""
 
     def check(self) -> None:
         """The host fields: one way to list machines, well-formed names and options, what each ``remote`` needs."""
@@ -164,6 +173,10 @@ class LaunchConfig:
         require(0 <= self.master_port <= 65535,
                 f"launch.master_port={self.master_port} must be in 0..65535 (0 = free port)")
         require(self.max_restarts >= 0, f"launch.max_restarts={self.max_restarts} must be >= 0")
+        require(self.on_failure != "continue" or self.remote in ("ssh", "netns"),
+                "launch.on_failure=continue keeps a job training when one of its machines is lost; it needs the "
+                "workers on hosts (launch.remote=ssh, or netns for test hosts): on one machine use "
+                "--launch.on_failure=restart with --launch.max_restarts")
         for item in self.env:
             require(_ENV_ITEM.fullmatch(item) is not None,
                     f"launch.env entry {item!r} is not KEY=VALUE; write e.g. GLOO_SOCKET_IFNAME=eth0")

@@ -92,6 +92,18 @@ def workers_fit_hosts(launch: LaunchConfig, partition: PartitionConfig) -> None:
                              "partition.num_parts / launch.workers_per_host")
 
 
+def elastic_continuation(cfg: Config) -> None:
+    """``launch.on_failure: continue`` keeps state that every worker holds alike; what a lost worker held alone
+    (learnable rows) or a partitioning that moves (repartitioning) would be lost with it."""
+    if cfg.launch.on_failure != "continue":
+        return
+    require(cfg.schedule.k == 0, f"launch.on_failure=continue with schedule.k={cfg.schedule.k}: a take-over loads "
+                                 "the lost part of one fixed partitioning; use --schedule.k=0 or "
+                                 "--launch.on_failure=restart")
+    require(not cfg.model.embed, "launch.on_failure=continue with model.embed=true: a lost worker's embedding rows "
+                                 "were held by it alone; use --launch.on_failure=restart (from the newest checkpoint)")
+
+
 def validate(cfg: Config) -> None:
     """Check ranges and cross-field rules; raise ConfigError on the first problem.
 
@@ -120,5 +132,6 @@ def validate(cfg: Config) -> None:
     cfg.launch.check()
     emulated_links(cfg.launch, cfg.network)
     workers_fit_hosts(cfg.launch, cfg.partition)
+    elastic_continuation(cfg)
     cfg.run.check()
     cfg.checkpoint.check()

@@ -202,15 +202,19 @@ class LocalRuntime(ABC):
                         "%d of %d workers that have %s)", self.lp.part_id, lacks, self.steps, self.contributors,
                         world_size, have)
 
-    def epoch_inputs(self, epoch: int, times=None) -> Iterator[Batch]:
+    def epoch_inputs(self, epoch: int, times=None, start: int = 0) -> Iterator[Batch]:
         """Yield one :class:`Batch` per step of epoch ``epoch``.
 
         Args:
             epoch: which epoch's batches.
             times: if given, the seconds of sampling and of the input gather are added to it.
+            start: the steps already taken: their batches are drawn (the epoch's order stays the same) and
+                passed over, unassembled.
         """
         clock = time.perf_counter
         drawn = self.batches.epoch(epoch)
+        for _ in range(start):
+            next(drawn, None)
         while True:
             t0 = clock()
             try:

@@ -61,7 +61,7 @@ class NodeRuntime(HomogeneousRuntime):
             self.batches = None
         self.warn_idle(n_seeds, ident.world_size, "has no training nodes", "seeds")
 
-    def epoch_inputs(self, epoch: int, times=None):
+    def epoch_inputs(self, epoch: int, times=None, start: int = 0):
         """Yield one :class:`~.base.Batch` per step: sampled blocks whose output rows are the seeds
         (mini-batch), or the whole local graph once with the seeds as rows of its output (full graph).
 
@@ -69,7 +69,9 @@ class NodeRuntime(HomogeneousRuntime):
         (their precomputed first-hop aggregates): keyword arguments of the model's forward.
         """
         if self.batches is not None:
-            yield from super().epoch_inputs(epoch, times)
+            yield from super().epoch_inputs(epoch, times, start)
+            return
+        if start:  # the one full-graph step was taken
             return
         lp = self.lp
         t0 = time.perf_counter()

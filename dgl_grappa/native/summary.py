@@ -52,6 +52,8 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
     summary = build_summary(trainer.cfg, trainer.kind, records, per_worker, rt.steps, gradient_bytes(trainer.model))
     summary["device"] = str(trainer.device)
     summary["kernels"] = trainer.kernels  # the layers' message passing: dgl or torch (train.kernels resolved)
+    # launch.on_failure: continue: one record per new process group (lost and joined workers, where, what it cost)
+    summary["membership"] = trainer.membership
     if trainer.driver is not None:
         summary.update(trainer.driver.summary(train_wall_s))
     write_json(trainer.out_dir / "summary.json", summary)

@@ -13,6 +13,7 @@ apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import threading
@@ -28,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..cluster import faults
+from ..cluster.membership import Generation, join_generation, membership_dir, wait_generation
 from ..cluster.signals import stop_requested
 from ..cluster.launch import (
     Identity,
@@ -96,8 +98,15 @@ class Trainer:
     """
 
     def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-                 hooks=None, builder_channel: tuple | None = None, resume: str | None = None):
+                 hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
+                 join: Generation | None = None):
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
+        # launch.on_failure: continue: the group's generation, and the changes of membership so far
+        self.gen = join.gen if join is not None else 0
+        self.gen_joined = join is not None  # this worker joined a running group (until it took the state)
+        self.membership: list[dict] = []
+        self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
+        self._partial: tuple[list, list] = ([], [])  # the epoch in progress's losses and batch weights so far
         self.driver = None
         self.bar = None
         self._pool = None  # helper thread of train.prefetch (the backward pass)
@@ -114,8 +123,10 @@ class Trainer:
         try:
             # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
             self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir)
-            agreed = agree_resume(cfg, cfg.checkpoint.resume if resume is None else resume, out_dir, self.fingerprint,
-                                  self.evaluator.wait_for_rank0)
+            # a new member of a running group takes the survivors' state (_sync_state), not a checkpoint
+            agreed = None if join is not None else agree_resume(
+                cfg, cfg.checkpoint.resume if resume is None else resume, out_dir, self.fingerprint,
+                self.evaluator.wait_for_rank0)
             ck, self.resumed_from = agreed if agreed is not None else (None, None)
             start = int(ck["epoch"]) if ck is not None else 0
             if cfg.schedule.k > 0:
@@ -125,6 +136,7 @@ class Trainer:
                     self.driver.load_state_dict(ck["schedule"])
                 if start > 0:
                     part_config = self.driver.resumed_part_config(self.evaluator.wait_for_rank0)
+            self._backend = dist.get_backend() if dist.is_initialized() else "gloo"
             torch.manual_seed(cfg.train.seed)
             # the layers' kernels: with torch's, DGL only samples (on the CPU), so a GPU needs no CUDA build of it
             self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
@@ -142,24 +154,24 @@ class Trainer:
             # rows, or on a heterogeneous graph copies trained here and synced: the runtime's epoch_start).
             self.embedding = self.kind.make_embedding(cfg, lp)
             if self.embedding is not None:
+                if cfg.launch.on_failure == "continue":
+                    raise ConfigError("launch.on_failure=continue: this job has learnable input rows (featureless "
+                                      "node types), held by their worker alone; use --launch.on_failure=restart")
                 self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
             # set-up stages of this worker (summary.json workers[].setup)
             self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
                           "memory_after_setup": memory_stats()}
             ANON_PEAK.sample()
             self.model = self.kind.build_model(cfg, lp, num_classes).to(self.device)
-            # Broadcasts rank 0's parameters: every worker starts from the same model. On a
-            # GPU the buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
-            self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             # the correction's hook, timed (and a no-op for the floor)
             self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)
-            self.comm.register(self.ddp)
-            self.correction.set_contributors(self.rt.contributors)
+            if join is None:  # a new member wraps after taking the survivors' state (DDP broadcasts rank 0's)
+                self._wrap()
             opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
-            self.optimizer = opt_cls(self.ddp.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+            self.optimizer = opt_cls(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
             self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir,
-                                    cfg.run.tensorboard)
+                                    cfg.run.tensorboard, keep_log=join is not None)
             self._holding(lp)
             self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
                           if cfg.run.floor else None)
@@ -182,9 +194,23 @@ class Trainer:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
                 self.load_state_dict(ck)  # last: nothing after it may draw from the restored RNGs
+            self._at = (self.epoch, 0, self.step)
+            if join is not None:
+                self._sync_state(join, time.perf_counter())  # the survivors' model, optimizer and position
+                self._wrap()
         except BaseException:
             self.close()
             raise
+
+    def _wrap(self) -> None:
+        """The model in DDP with the correction's hook (again in each new process group).
+
+        DDP broadcasts rank 0's parameters: every worker starts from the same model. On a GPU the
+        buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
+        """
+        self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.comm.register(self.ddp)
+        self.correction.set_contributors(self.rt.contributors)
 
     def train_step(self, batch: Batch, times: PhaseTimes | None = None, during_backward=None) -> tuple[float, float]:
         """One step: forward, the kind's loss corrected by the reducer (which primes the hook), backward, update.
@@ -259,8 +285,11 @@ class Trainer:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dgl_grappa-backward")
         return self._pool
 
-    def train_epoch(self, epoch: int) -> dict:
+    def train_epoch(self, epoch: int, start: int = 0) -> dict:
         """Train one epoch (switching partitionings first when one starts here); its record.
+
+        ``start``: the steps of the epoch already taken (by a group that lost a member): the
+        epoch goes on from there.
 
         The record's ``epoch_time_s`` is the epoch's slowest worker, measured by
         :class:`~dgl_grappa.runtime.meter.EpochMeter` (the same meter as the DistDGL trainer's);
@@ -271,7 +300,7 @@ class Trainer:
             self._switch(epoch)
         if self.hooks is not None:
             self.hooks.epoch_start(epoch, self.ddp, self.optimizer, self.rt)
-        rec = self._run_epoch(epoch)
+        rec = self._run_epoch(epoch, start)
         if self.hooks is not None:
             self.hooks.epoch_end(epoch, self.ddp, self.optimizer, self.rt)
         if self.driver is not None:
@@ -282,19 +311,21 @@ class Trainer:
             rec.update(self.floor.measure(lambda: self._run_epoch(epoch), self.rt.steps))
         return rec
 
-    def _run_epoch(self, epoch: int) -> dict:
-        """The steps of one epoch under the epoch meter; its record (time, phases, bytes, loss)."""
+    def _run_epoch(self, epoch: int, start: int = 0) -> dict:
+        """The steps ``start``.. of one epoch under the epoch meter; its record (time, phases, bytes, loss)."""
         self.ddp.train()
         rt = self.rt
-        losses, weights = [], []
+        losses, weights = self._partial if start else ([], [])  # a resumed epoch keeps the losses it had
+        self._partial = (losses, weights)
         # train.prefetch: the next batch is sampled while this step's backward and all-reduce run.
-        prefetch = rt.prefetch and rt.steps > 1
+        prefetch = rt.prefetch and rt.steps - start > 1
         self.comm.take_inflight()
         times = self.meter.start()  # the barrier
-        rt.epoch_start(epoch, self.embedding)  # the kind's own work at an epoch's start (a heterogeneous halo's sync)
-        inputs = rt.epoch_inputs(epoch, times)
+        if not start:
+            rt.epoch_start(epoch, self.embedding)  # the kind's own work at an epoch's start (a hetero halo's sync)
+        inputs = rt.epoch_inputs(epoch, times, start)
         self.prefetched = next(inputs) if prefetch else None
-        for step in range(rt.steps):
+        for step in range(start, rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
             # sampling and the feature gather, timed inside epoch_inputs
             batch = self.prefetched if prefetch else next(inputs)
@@ -302,19 +333,23 @@ class Trainer:
             loss, weight = self.train_step(batch, times, during)
             losses.append(loss)
             weights.append(weight)
+            self._at = (epoch, step + 1, self._at[2])
         self.prefetched = None
         self.meter.stop()
         inputs.close()
         common = self.meter.end()
         remote, local = rt.features.take_bytes()
         rec = {"epoch": epoch, **common, "allreduce_inflight_s": self.comm.take_inflight(),
-               "loss": sum(losses) / len(losses),
-               "mean_batch_weight": sum(weights) / len(weights), "grad_bytes": self.correction.take_bytes(),
+               "loss": sum(losses) / len(losses) if losses else math.nan,
+               "mean_batch_weight": sum(weights) / len(weights) if weights else 0.0,
+               "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local}
         if self.embedding is not None:
             # the embedding's rows served locally, and the rows that crossed the network (a heterogeneous halo's
             # syncs; 0 otherwise: there is no remote path)
             rec["embed_bytes"], rec["local_embed_bytes"] = self.embedding.take_bytes()
+        if start:
+            rec["resumed_at_step"] = start  # a new group took the epoch over here; the time is of the rest
         return rec
 
     def evaluate(self, epoch: int) -> dict:
@@ -344,31 +379,120 @@ class Trainer:
                         disable=not (ident.is_main and cfg.run.progress))
         t_loop = time.perf_counter()
         restored = len(self.meter.records)
-        for epoch in range(self.epoch, cfg.train.epochs):
-            rec = self.train_epoch(epoch)
-            # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
-            if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
-                raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
-                                  "lower --train.lr, or look for extreme values in the features")
-            rec.update(self.evaluate(epoch))
-            self.meter.record(rec)
-            if ident.is_main:
-                self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
-                                     val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
-                self.bar.update(1)
-            saved = checkpoint_due(cfg, epoch)
-            if saved:
-                self.save_checkpoint()
-            if epoch + 1 < cfg.train.epochs and self._stop_agreed():
-                path = None if saved else self.save_checkpoint()
-                if ident.is_main:
-                    log.warning("stopped on request after epoch %d%s", epoch,
-                                f"; checkpoint {path}" if path else "")
+        while self._at[0] < cfg.train.epochs:
+            epoch, start, _ = self._at
+            try:
+                stopped = self._epoch(epoch, start)
+            except Exception as exc:  # noqa: BLE001 - a lost peer's collective error takes any RuntimeError's shape
+                if not self._continues_after(exc):
+                    raise
+                continue
+            if stopped:
                 self.bar.close()
                 return None
         self.bar.close()
         evals = sum(r.get("eval_time_s", 0.0) for r in self.meter.records[restored:])
         return write_summary(self, time.perf_counter() - t_loop - evals)
+
+    def _epoch(self, epoch: int, start: int) -> bool:
+        """Epoch ``epoch`` from step ``start``: its steps, evaluation, record, checkpoint; whether the job stops."""
+        cfg, ident = self.cfg, self.ident
+        rec = self.train_epoch(epoch, start)
+        # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
+        if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
+            raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
+                              "lower --train.lr, or look for extreme values in the features")
+        rec.update(self.evaluate(epoch))
+        self.meter.record(rec)
+        self._at, self._partial = (epoch + 1, 0, self.step), ([], [])
+        if ident.is_main:
+            self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
+                                 val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
+            self.bar.update(1)
+        saved = checkpoint_due(cfg, epoch)
+        if saved:
+            self.save_checkpoint()
+        if epoch + 1 < cfg.train.epochs and self._stop_agreed():
+            path = None if saved else self.save_checkpoint()
+            if ident.is_main:
+                log.warning("stopped on request after epoch %d%s", epoch, f"; checkpoint {path}" if path else "")
+            return True
+        return False
+
+    # -- launch.on_failure: continue ----------------------------------------------------------
+    def _continues_after(self, exc: Exception) -> bool:
+        """After a failed collective: join the launcher's new group and take the survivors' state (True),
+        or not (False: the error stands): the job does not continue on failures, the error is not a
+        collective's, or no new group came within ``run.peer_timeout_s`` + 30 s."""
+        if (self.cfg.launch.on_failure != "continue" or not isinstance(exc, RuntimeError)
+                or isinstance(exc, (ConfigError, CheckpointError))):
+            return False
+        t0 = time.perf_counter()
+        bound = self.cfg.run.peer_timeout_s + 30.0
+        said = " ".join(str(exc).split()) or type(exc).__name__
+        first = said if len(said) <= 160 else "..." + said[-157:]  # the end names the peer (gloo's own words)
+        log.warning("a collective failed (%s): waiting up to %.0f s for the group without the lost worker", first,
+                    bound)
+        g = wait_generation(membership_dir(self.out_dir), self.gen, bound)
+        if g is None:
+            log.error("no new group came within %.0f s; this worker stops", bound)
+            return False
+        self._reform(g, t0)
+        return True
+
+    def _reform(self, g: Generation, t0: float) -> None:
+        """Leave the broken group, join generation ``g`` and make again, in the order a new member makes them
+        in its set-up, everything bound to the group: the evaluator's waiting group, the data side (its
+        agreed steps), the survivors' state (:meth:`_sync_state`), then DDP with the hook (after the state:
+        DDP starts every member from rank 0's parameters, and rank 0 may be the new member)."""
+        self.prefetched = None
+        self.ddp = None
+        gc.collect()  # the old DDP's reducer and its autograd hooks go before the next backward
+        shutdown_distributed(clean=False)  # closes its connections: a peer still waiting in it errors out too
+        join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
+                        self._backend)
+        self.gen = g.gen
+        self.evaluator.regroup()
+        self.rt = self.kind.make_runtime(self.cfg, self.ident, self.rt.lp)
+        self._sync_state(g, t0)
+        self._wrap()
+
+    def _sync_state(self, g: Generation, t0: float) -> None:
+        """Every member of generation ``g`` (a collective): the model, optimizer, position, epoch records and
+        membership of the survivor furthest on (ties: the lowest rank), and ``g``'s change recorded."""
+        rank = self.ident.rank
+        everyone: list = [None] * self.ident.world_size
+        dist.all_gather_object(everyone, (self.gen_joined, self._at))
+        survivors = [r for r, (joined, _) in enumerate(everyone) if not joined]
+        if not survivors:
+            raise RuntimeError(f"generation {g.gen} has no surviving worker to take the state from")
+        source = max(survivors, key=lambda r: (everyone[r][1][0], everyone[r][1][1], -r))
+        box: list = [None]
+        if rank == source:
+            box = [{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "at": self._at,
+                    "partial": self._partial, "records": self.meter.records, "membership": self.membership,
+                    "seconds": time.perf_counter() - t0}]
+        dist.broadcast_object_list(box, src=source)
+        st = box[0]
+        if rank != source:
+            self.model.load_state_dict(st["model"])
+            self.optimizer.load_state_dict(st["optimizer"])
+            self._at, self._partial = tuple(st["at"]), (list(st["partial"][0]), list(st["partial"][1]))
+            if self.gen_joined:
+                self.meter.take_over(st["records"])
+            else:
+                for rec in st["records"][len(self.meter.records):]:
+                    self.meter.record(dict(rec))
+        epoch, done, before = self._at
+        self.epoch, self.step, self.gen_joined = epoch, before, False
+        change = {"gen": g.gen, "epoch": epoch, "step": before + done, "step_in_epoch": done, "lost": g.lost,
+                  "joined": g.joined, "reason": g.reason, "seconds": round(st["seconds"], 3),
+                  "lost_part": "; ".join(f"part {j['rank']} loaded from its files by a new worker on host {j['host']}, "
+                                         f"trained from epoch {epoch} step {done} on" for j in g.joined)}
+        self.membership = list(st["membership"]) + [change]
+        if self.ident.is_main:
+            log.warning("generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
+                        g.gen, g.reason, self.ident.world_size, epoch, done, st["seconds"], change["lost_part"])
 
     def _stop_agreed(self) -> bool:
         """Whether any rank was asked to stop (a collective: every rank stops after the same epoch)."""
@@ -467,7 +591,8 @@ class Trainer:
 
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-               hooks=None, builder_channel: tuple | None = None, resume: str | None = None) -> dict | None:
+               hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
+               join: Generation | None = None) -> dict | None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
     This is also the entry of a worker that an external starter (torchrun, Slurm) started:
@@ -477,12 +602,13 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
     on disk, building it when missing).
 
     Args: as for :class:`Trainer`; ``resume``: "" (fresh), "auto", a checkpoint file, or None
-        (``checkpoint.resume``).
+        (``checkpoint.resume``); ``join``: the generation a new worker joins (it takes a lost part over,
+        ``launch.on_failure: continue``).
 
     Returns:
         summary.json's content on rank 0, None on the other ranks.
     """
-    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume)
+    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join)
     try:
         summary = trainer.fit()
     finally:

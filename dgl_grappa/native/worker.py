@@ -36,19 +36,24 @@ import torch.distributed as dist
 
 from ..cluster.hosts import WorkerIdentity, torchrun_env, worker_identity
 from ..cluster.launch import (
+    Identity,
+    backend_for,
     free_port,
+    gpus_shared,
     init_distributed_env,
+    select_device,
     set_threads,
     setup_logging,
     shutdown_distributed,
     threads_per_worker,
 )
 from ..cluster.procs import ENV_JOB, JobFailed
-from ..cluster.remote import DILATION_KEYS, Cluster, wait_all
+from ..cluster.membership import join_generation, membership_dir, read_generation
+from ..cluster.remote import DILATION_KEYS, Cluster
 from ..cluster.signals import Stopped, StopSignals
 from ..config import Config, ConfigError, write_resolved_config
 from ..data import load_dataset, num_classes
-from ..env import ENV_WIRE
+from ..env import ENV_JOIN, ENV_WIRE
 from ..partition.layout import has_part, part_files
 from ..partition.schedule import prepare_schedule
 from ..partition.share import share_partition
@@ -56,6 +61,7 @@ from ..partition.store import ensure_partitions, format_stats
 from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
 from ..runtime.folders import lock_job_folders
 from ..runtime.metrics import write_json
+from .supervise import supervise
 from .trainer import run_worker
 
 log = logging.getLogger("dgl_grappa")
@@ -133,14 +139,41 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
     log.info("worker %d of %d (%s): host %d (%s), local rank %d, master %s:%d, %d threads, device %s",
              who.rank, who.world_size, who.source, who.host_index, os.uname().nodename, who.local_rank,
              who.master_addr, who.master_port, threads, cfg.run.device)
+    out = Path(cfg.run.output_dir)
+    joining = (env if env is not None else os.environ).get(ENV_JOIN)
+    if joining:  # a take-over: join the generation the launcher wrote, then take the survivors' state
+        return _join_running_group(cfg, who, int(joining), out, part_config, num_classes)
     ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device)
     clean = False
     try:
         part_config, n_classes = _prepare(cfg, ident, part_config, num_classes)
-        out = Path(cfg.run.output_dir)
         if ident.is_main:
             out.mkdir(parents=True, exist_ok=True)
         run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume)
+        clean = True
+    finally:
+        shutdown_distributed(clean)
+    return 0
+
+
+def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, part_config: str | None,
+                        num_classes: int | None) -> int:
+    """A worker started to take a lost part over (``launch.on_failure: continue``): it joins generation
+    ``gen`` of the running group as the lost rank and trains that rank's part from the survivors' state."""
+    g = read_generation(membership_dir(out), gen)
+    if g is None or part_config is None or num_classes is None:
+        raise ConfigError(f"{ENV_JOIN}={gen}: the launcher starts take-over workers with the generation written in "
+                          f"{membership_dir(out)} and --part-config/--num-classes; do not set it by hand")
+    select_device(cfg.run.device, who.local_rank)
+    join_generation(g, who.rank, who.world_size, cfg.run.collective_timeout_s,
+                    backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(who.local_world_size)))
+    ident = Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
+                     host_index=who.host_index)
+    log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, gen, who.host_index,
+             g.reason, who.rank)
+    clean = False
+    try:
+        run_worker(ident, cfg, part_config, num_classes, str(out), resume="", join=g)
         clean = True
     finally:
         shutdown_distributed(clean)
@@ -212,19 +245,31 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
         port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
         # Test hosts share this machine's cores (or have their CPU shares); real machines divide their own.
         threads = cluster.threads_per_worker(cfg.run.num_threads)
-        procs = []
-        for s in cluster.slots:
-            who = WorkerIdentity(s.rank, n, s.local_rank, len(cluster.ranks_on(s.host_index)), s.host_index,
-                                 cluster.addresses[0], port, "torchrun")
+        argv = [sys.executable, "-m", "dgl_grappa", "worker", "--config", str(resolved),
+                "--part-config", part_config, "--num-classes", str(n_classes)]
+        starts = [0] * n
+
+        def start(rank: int, host: int, local_rank: int, gen: int, at_port: int):
+            """Rank's worker on a host: a whole group's member (gen 0), or a take-over joining generation gen."""
+            who = WorkerIdentity(rank, n, local_rank, max(len(cluster.ranks_on(host)), local_rank + 1), host,
+                                 cluster.addresses[0], at_port, "torchrun")
             env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"})
+            if gen:
+                env[ENV_JOIN] = str(gen)
             if threads:
                 env["OMP_NUM_THREADS"] = str(threads)
-            argv = [sys.executable, "-m", "dgl_grappa", "worker", "--config", str(resolved),
-                    "--part-config", part_config, "--num-classes", str(n_classes)]
-            procs.append(cluster.start(s.host_index, argv, env, logs / f"worker{s.rank}.log", f"worker{s.rank}"))
+            starts[rank] += 1
+            name = f"worker{rank}" + (f".{starts[rank] - 1}" if starts[rank] > 1 else "")
+            return cluster.start(host, argv, env, logs / f"{name}.log", name)
+
+        def prepare_host(host: int, rank: int) -> None:
+            if cfg.launch.copy_partitions:  # the take-over host reads the lost part from its own disk
+                cluster.copy_to(host, part_dir, part_files(part_dir, [rank], cfg.train.halo, metadata=True))
+
+        procs = [start(s.rank, s.host_index, s.local_rank, 0, port) for s in cluster.slots]
         log.info("%d workers on %d hosts (%s), master %s:%d, logs in %s", n, len(cluster.entries), cluster.kind,
                  cluster.addresses[0], port, logs)
-        wait_all(procs, time.monotonic() + cfg.run.timeout_s, "worker", cfg.run.timeout_s)
+        handled = supervise(cfg, procs, start, cluster.addresses, port, out, t0, prepare_host)
         if cfg.launch.copy_partitions:  # rank 0 wrote them on host 0
             cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
         described = cluster.describe()
@@ -234,7 +279,8 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
     summary = json.loads(summary_path.read_text())
     for h in summary.get("wire_hosts") or []:
         h["address"] = described["hosts"][h["host"]]["address"]
-    summary.update({"edge_cut": stats["edge_cut"], "job_wall_s": time.perf_counter() - t0, "cluster": described})
+    summary.update({"edge_cut": stats["edge_cut"], "job_wall_s": time.perf_counter() - t0, "cluster": described,
+                    "restarts": handled["restarts"], "on_failure": cfg.launch.on_failure})
     summary.update({k: described[k] for k in DILATION_KEYS if k in described})
     write_json(summary_path, summary)
     return summary

@@ -256,6 +256,11 @@ class GlobalEvaluator:
         """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
         return wait_for_rank0(self.group, obj)
 
+    def regroup(self) -> None:
+        """Make the waiting group again in a new process group (a collective, at the point where a new
+        member creates its evaluator: ``launch.on_failure: continue``)."""
+        self.group = rank0_wait_group(self.cfg)
+
     def after_epoch(self, model: torch.nn.Module, epoch: int, inputs=None) -> dict:
         """Evaluate after ``epoch`` if due (a collective: every worker must call it).
 
@@ -345,6 +350,11 @@ class LayerwiseEvaluator:
     def wait_for_rank0(self, obj=None):
         """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
         return wait_for_rank0(self.group, obj)
+
+    def regroup(self) -> None:
+        """Make the waiting group again in a new process group (a collective, at the point where a new
+        member creates its evaluator: ``launch.on_failure: continue``)."""
+        self.group = rank0_wait_group(self.cfg)
 
     # -- set-up, at the first evaluation -------------------------------------------------
     def _in_turns(self, fn) -> None:

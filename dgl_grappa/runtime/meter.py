@@ -64,11 +64,12 @@ class EpochMeter:
     """
 
     def __init__(self, is_main: bool, host_index: int = 0, local_rank: int = 0, out_dir: str | Path | None = None,
-                 tensorboard: bool = False):
+                 tensorboard: bool = False, keep_log: bool = False):
         self.clock = EpochClock()
         self.wire = WireMeter(main=is_main)  # loopback bytes of the job's private netns, training only
         self.host_wire = HostWireMeter(host_index, local_rank)  # across hosts: each host's NIC
-        self.log = EpochLog(out_dir, tensorboard) if is_main and out_dir is not None else None
+        # keep_log: a new rank 0 in a running job goes on with the lost one's metrics.jsonl
+        self.log = EpochLog(out_dir, tensorboard, keep_log) if is_main and out_dir is not None else None
         self.records: list[dict] = []
         self._times: PhaseTimes | None = None
         self._mine: float | None = None
@@ -144,6 +145,13 @@ class EpochMeter:
         self.records.append(rec)
         if self.log is not None:
             self.log.write(rec)
+
+    def take_over(self, records: list[dict]) -> None:
+        """A new member of a running job (``launch.on_failure: continue``): the records so far are the log's
+        (rank 0's own, with its evaluations), then those of ``records`` (a survivor's) beyond them."""
+        self.records = self.log.jsonl.read() if self.log is not None else []
+        for rec in records[len(self.records):]:
+            self.record(dict(rec))
 
     def preload(self, records) -> None:
         """Take the records of epochs trained before a restart (from a checkpoint) as this run's own."""

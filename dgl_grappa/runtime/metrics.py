@@ -39,12 +39,27 @@ from ..env import ENV_WIRE
 
 
 class JsonlLog:
-    """Append-only JSON-lines file; one record per epoch (written by rank 0)."""
+    """Append-only JSON-lines file; one record per epoch (written by rank 0).
 
-    def __init__(self, path: str | Path):
+    ``keep``: go on with the file as it is (a new rank 0 that took a lost one's place) instead of
+    starting it empty.
+    """
+
+    def __init__(self, path: str | Path, keep: bool = False):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("")
+        if not keep or not self.path.exists():
+            self.path.write_text("")
+
+    def read(self) -> list[dict[str, Any]]:
+        """The records in the file (a last line cut short by a killed writer is left out)."""
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return out
 
     def write(self, record: dict[str, Any]) -> None:
         with self.path.open("a") as f:
@@ -113,8 +128,8 @@ class EpochLog:
         >>> log.write({"epoch": 0, "loss": 1.2}); log.close()  # doctest: +SKIP
     """
 
-    def __init__(self, out_dir: str | Path, tensorboard: bool = False):
-        self.jsonl = JsonlLog(Path(out_dir) / "metrics.jsonl")
+    def __init__(self, out_dir: str | Path, tensorboard: bool = False, keep: bool = False):
+        self.jsonl = JsonlLog(Path(out_dir) / "metrics.jsonl", keep)
         self.tb = TensorBoardLog(Path(out_dir) / "tensorboard") if tensorboard else None
 
     @property

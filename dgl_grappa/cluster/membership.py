@@ -1,0 +1,122 @@
+"""Who trains when a machine is lost: the generations of a job's process group, as files.
+
+A gloo group cannot shrink or grow in place, so a job that keeps training after losing a
+worker (``launch.on_failure: continue``) forms a new group: generation 1, 2, ... with the same
+ranks, one of them now a new worker that loaded the lost part's files on a surviving host.
+The launcher decides each generation and writes it as ``<run.output_dir>/membership/gen-<g>.json``
+(through a temporary file, so a reader never sees half of one); the survivors wait for it,
+bounded, and every member joins the group it names (:func:`join_generation`). A file rather
+than a socket: the launcher may sit outside every host's network (test hosts), while the
+output folder is on storage every host shares, as the rest of the job already assumes.
+
+Example:
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> g = Generation(1, "10.0.0.3", 29501, lost=[2], joined=[{"rank": 2, "host": 3}], reason="worker 2 was killed")
+    >>> write_generation(d, g)
+    >>> wait_generation(d, after=0, timeout_s=1.0).joined
+    [{'rank': 2, 'host': 3}]
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("dgl_grappa")
+
+FOLDER = "membership"
+"""The generations' folder inside ``run.output_dir``."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One process group of a job: its number, its rendezvous, and what changed since the one before.
+
+    Attributes:
+        gen: 0 for the group the job started with, then 1, 2, ...
+        master_addr: the address of rank 0's host (rank 0 hosts the rendezvous).
+        master_port: the rendezvous port of this generation (a new one each time).
+        lost: the ranks whose workers were lost before this generation.
+        joined: ``{"rank", "host"}`` of the workers started for them (the host that took the part over).
+        reason: one line, e.g. "worker 2 (host 2) was killed by SIGKILL".
+        detected_s: seconds since the job's start when the launcher saw the loss.
+    """
+
+    gen: int
+    master_addr: str
+    master_port: int
+    lost: list = field(default_factory=list)
+    joined: list = field(default_factory=list)
+    reason: str = ""
+    detected_s: float = 0.0
+
+
+def membership_dir(out_dir: str | Path) -> Path:
+    """Where a job's generations are written."""
+    return Path(out_dir) / FOLDER
+
+
+def _path(folder: str | Path, gen: int) -> Path:
+    return Path(folder) / f"gen-{gen}.json"
+
+
+def write_generation(folder: str | Path, g: Generation) -> None:
+    """Write generation ``g`` (atomically: a reader sees all of it or none)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".gen-{g.gen}.json.tmp"
+    tmp.write_text(json.dumps(dataclasses.asdict(g)))
+    os.replace(tmp, _path(folder, g.gen))
+
+
+def read_generation(folder: str | Path, gen: int) -> Generation | None:
+    """Generation ``gen`` if it was written, else None."""
+    try:
+        return Generation(**json.loads(_path(folder, gen).read_text()))
+    except FileNotFoundError:
+        return None
+
+
+def clear_generations(folder: str | Path) -> None:
+    """Remove an earlier run's generations (a new job starts at generation 0)."""
+    folder = Path(folder)
+    if folder.is_dir():
+        for p in folder.glob("gen-*.json"):
+            p.unlink(missing_ok=True)
+
+
+def wait_generation(folder: str | Path, after: int, timeout_s: float, poll_s: float = 0.1) -> Generation | None:
+    """The first generation newer than ``after``, waiting at most ``timeout_s`` for the launcher to write it.
+
+    Returns:
+        The newest written generation above ``after`` (a second loss may already have followed the
+        first), or None when none came in time.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        newest = None
+        g = after + 1
+        while (found := read_generation(folder, g)) is not None:
+            newest, g = found, g + 1
+        if newest is not None:
+            return newest
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(poll_s)
+
+
+def join_generation(g: Generation, rank: int, world_size: int, timeout_s: float, backend: str = "gloo") -> None:
+    """Join generation ``g``'s process group (the default group) as ``rank`` of ``world_size``.
+
+    Every collective of the group is bounded by ``timeout_s``, as the first generation's.
+    """
+    import torch.distributed as dist  # deferred: the launcher reads generations without torch.distributed
+
+    dist.init_process_group(backend, init_method=f"tcp://{g.master_addr}:{g.master_port}", rank=rank,
+                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
