@@ -30,7 +30,7 @@ data: {{name: synthetic, synthetic: {{preset: easy, num_nodes: 3000, avg_degree:
 partition: {{num_parts: 4, method: metis}}
 model: {{name: sage, num_layers: 2, hidden: 16}}
 train: {{epochs: 5, batch_size: 64, fanouts: [5, 10], eval_every: 1, lr: 0.03}}
-run: {{output_dir: {out}, timeout_s: 300, collective_timeout_s: 60, progress: false}}
+run: {{output_dir: {out}, timeout_s: 300, collective_timeout_s: 60, peer_timeout_s: 10, progress: false}}
 launch: {{remote: netns, on_failure: continue}}
 """
 
@@ -79,31 +79,36 @@ def test_lost_workers_are_taken_over_without_a_restart(tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "job.yaml"
     cfg.write_text(JOB.format(out=out))
-    # rank 2 dies mid-epoch 1; later rank 0 (the evaluator, the writer of metrics.jsonl), now on host 0, dies too
+    # rank 2 dies mid-epoch 1; rank 1 stops (SIGSTOP) in epoch 2: named once its heartbeat is missing for
+    # run.peer_timeout_s, then taken over; rank 0 (the evaluator, the writer of metrics.jsonl) dies in epoch 3
     faults = [{"point": "step", "rank": 2, "epoch": 1, "step": 3, "once": str(tmp_path / "f2")},
+              {"point": "step", "rank": 1, "epoch": 2, "step": 1, "signal": "SIGSTOP", "once": str(tmp_path / "f1")},
               {"point": "step", "rank": 0, "epoch": 3, "step": 2, "once": str(tmp_path / "f0")}]
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT), DGL_GRAPPA_FAULT=json.dumps(faults))
     p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg)], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-4000:]
-    assert (tmp_path / "f2").exists() and (tmp_path / "f0").exists()  # both faults fired
+    assert all((tmp_path / f).exists() for f in ("f2", "f1", "f0"))  # every fault fired
+    assert "worker 1 (rank 1 on host 1, 10.77.0.2) stopped answering: no heartbeat for" in p.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["restarts"] == [] and s["on_failure"] == "continue"
-    first, second = s["membership"]
+    first, stall, last = s["membership"]
     assert (first["gen"], first["lost"], first["epoch"], first["step_in_epoch"]) == (1, [2], 1, 3)
     assert first["joined"] == [{"rank": 2, "host": 3}] and "part 2" in first["lost_part"]
-    assert (second["gen"], second["lost"], second["epoch"], second["step_in_epoch"]) == (2, [0], 3, 2)
-    assert second["joined"] == [{"rank": 0, "host": 1}]
+    assert (stall["gen"], stall["lost"], stall["epoch"], stall["step_in_epoch"]) == (2, [1], 2, 1)
+    assert stall["joined"] == [{"rank": 1, "host": 0}] and "stopped answering" in stall["reason"]
+    assert (last["gen"], last["lost"], last["epoch"], last["step_in_epoch"]) == (3, [0], 3, 2)
+    assert last["joined"] == [{"rank": 0, "host": 3}]  # hosts 2, 1 and 0 each lost a worker
     assert all(m["seconds"] > 0 for m in s["membership"])
     # every epoch recorded once, in order, by whichever worker was rank 0 at the time
     epochs = [json.loads(line)["epoch"] for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert epochs == list(range(5))
     # the lost parts were trained again: the new workers' logs show their steps of epochs after the take-over
-    for name, part in (("worker2.1", 2), ("worker0.1", 0)):
+    for name, part in (("worker2.1", 2), ("worker1.1", 1), ("worker0.1", 0)):
         text = (out / "logs" / f"{name}.log").read_text()
         assert f"takes part {part} over" in text and "Traceback" not in text
     assert s["workers"][2]["train_seeds"] > 0
     recs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert all("val_acc" in r for r in recs)  # the lost rank 0's evaluations are kept by the new one
-    assert [r.get("resumed_at_step") for r in recs] == [None, 3, None, 2, None]
+    assert [r.get("resumed_at_step") for r in recs] == [None, 3, 1, 2, None]
     assert s["val_acc"] > 0.8  # the easy preset after 5 epochs: training went on from the trained model

@@ -120,3 +120,65 @@ def join_generation(g: Generation, rank: int, world_size: int, timeout_s: float,
 
     dist.init_process_group(backend, init_method=f"tcp://{g.master_addr}:{g.master_port}", rank=rank,
                             world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+
+
+# ---------------------------------------------------------------------------------------
+# Heartbeats across hosts: a file per rank on the shared storage
+# ---------------------------------------------------------------------------------------
+
+def beat_every(peer_timeout_s: float) -> float:
+    """Seconds between two heartbeats for a bound of ``peer_timeout_s`` (several beats per bound)."""
+    return max(0.2, min(2.0, peer_timeout_s / 5))
+
+
+def start_beating(folder: str | Path, rank: int, every_s: float) -> None:
+    """Stamp ``<folder>/beat-<rank>`` every ``every_s`` seconds from a daemon thread of this worker.
+
+    A thread of its own: a worker that is stopped (SIGSTOP) or whose machine freezes stops
+    stamping; one busy in a long step does not.
+    """
+    import threading
+
+    path = Path(folder) / f"beat-{rank}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def beat() -> None:
+        n = 0
+        while True:
+            n += 1
+            path.write_text(str(n))  # the content changes at every beat: no reliance on mtime resolution
+            time.sleep(every_s)
+
+    threading.Thread(target=beat, name="dgl_grappa-heartbeat", daemon=True).start()
+
+
+class BeatWatch:
+    """The launcher's view of the workers' heartbeat files: which live one stopped beating for ``timeout_s``.
+
+    A beat counts when the launcher sees the file change, on the launcher's own clock (hosts' clocks
+    may differ); before a worker's first beat (its start-up) nothing is judged.
+    """
+
+    def __init__(self, folder: str | Path, n: int, timeout_s: float):
+        self.folder, self.timeout_s = Path(folder), timeout_s
+        self.seen: list[str | None] = [None] * n
+        self.changed = [time.monotonic()] * n
+
+    def reset(self, rank: int) -> None:
+        """A new worker for ``rank``: its predecessor's beats no longer count."""
+        self.seen[rank], self.changed[rank] = None, time.monotonic()
+        (self.folder / f"beat-{rank}").unlink(missing_ok=True)
+
+    def stalled(self, alive: list[bool]) -> tuple[int, float] | None:
+        """(rank, seconds without a beat) of the first live worker that stopped beating, else None."""
+        now = time.monotonic()
+        for r, live in enumerate(alive):
+            try:
+                beat = (self.folder / f"beat-{r}").read_text()
+            except OSError:
+                beat = None
+            if beat != self.seen[r]:
+                self.seen[r], self.changed[r] = beat, now
+            elif live and beat is not None and now - self.changed[r] > self.timeout_s:
+                return r, now - self.changed[r]
+        return None

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..cluster.membership import Generation, clear_generations, membership_dir, write_generation
+from ..cluster.membership import BeatWatch, Generation, clear_generations, membership_dir, write_generation
 from ..cluster.procs import JobFailed
 from ..cluster.remote import RemoteProcess
 from ..config import Config
@@ -113,6 +113,8 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
     mode, n = cfg.launch.on_failure, len(procs)
     folder = membership_dir(out_dir)
     clear_generations(folder)
+    watch = BeatWatch(folder, n, cfg.run.peer_timeout_s)
+    stalled: dict[int, str] = {}  # ranks stopped here for a missing heartbeat: why
     placement = Placement([p.host_index for p in procs])
     first = [(r, h, sum(1 for q in placement.host_of[:r] if q == h)) for r, h in enumerate(placement.host_of)]
     deadline = time.monotonic() + cfg.run.timeout_s
@@ -121,13 +123,24 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
     restarts_left = cfg.launch.max_restarts if mode == "restart" else 0
     done: dict = {"restarts": [], "takeovers": []}
     while True:
+        late = watch.stalled([p.poll() is None for p in procs])
+        if late is not None:  # stopped or frozen: named, then lost (its tree is killed on its host)
+            rank, age = late
+            host = placement.host_of[rank]
+            line = (f"worker {rank} (rank {rank} on host {host}, {addresses[host]}) "
+                    f"stopped answering: no heartbeat for {age:.0f} s (run.peer_timeout_s={cfg.run.peer_timeout_s:g})")
+            log.warning("%s; it is stopped%s", line, " and its part taken over" if mode == "continue" else "")
+            procs[rank].stop()
+            stalled[rank] = f"it stopped answering for {age:.0f} s"
+            if mode != "continue":
+                raise JobFailed(f"{line}; every worker was stopped and the job with them")
         rcs = [p.poll() for p in procs]
         if all(rc == 0 for rc in rcs):
             return done
         for rank, (p, rc) in enumerate(zip(procs, rcs)):
             if rc is None or rc == 0:
                 continue
-            how = lost_signal(rc)
+            how = stalled.pop(rank, None) or lost_signal(rc)
             if mode == "continue" and how is not None and takeovers_left > 0:
                 gen, takeovers_left = gen + 1, takeovers_left - 1
                 lost_host = placement.host_of[rank]
@@ -143,6 +156,7 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
                 write_generation(folder, Generation(gen, addresses[placement.host_of[0]], at_port, lost=[rank],
                                                     joined=[{"rank": rank, "host": host}], reason=reason,
                                                     detected_s=round(time.perf_counter() - t0, 3)))
+                watch.reset(rank)
                 procs[rank] = start(rank, host, local_rank, gen, at_port)
                 done["takeovers"].append({"gen": gen, "rank": rank, "lost_host": lost_host, "host": host,
                                           "how": how})
@@ -157,6 +171,8 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
                     q.stop()
                 gen = 0
                 clear_generations(folder)
+                for r in range(n):
+                    watch.reset(r)
                 procs[:] = [start(r, h, local, 0, _port(port, attempt, 0)) for r, h, local in first]
                 placement = Placement([h for _, h, _ in first])
                 done["restarts"].append({"restart": attempt, "reason": reason,

@@ -48,12 +48,12 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..cluster.procs import ENV_JOB, JobFailed
-from ..cluster.membership import join_generation, membership_dir, read_generation
+from ..cluster.membership import beat_every, join_generation, membership_dir, read_generation, start_beating
 from ..cluster.remote import DILATION_KEYS, Cluster
 from ..cluster.signals import Stopped, StopSignals
 from ..config import Config, ConfigError, write_resolved_config
 from ..data import load_dataset, num_classes
-from ..env import ENV_JOIN, ENV_WIRE
+from ..env import ENV_BEAT, ENV_JOIN, ENV_WIRE
 from ..partition.layout import has_part, part_files
 from ..partition.schedule import prepare_schedule
 from ..partition.share import share_partition
@@ -140,7 +140,10 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
              who.rank, who.world_size, who.source, who.host_index, os.uname().nodename, who.local_rank,
              who.master_addr, who.master_port, threads, cfg.run.device)
     out = Path(cfg.run.output_dir)
-    joining = (env if env is not None else os.environ).get(ENV_JOIN)
+    environ = env if env is not None else os.environ
+    if environ.get(ENV_BEAT):  # the multi-host launcher watches the workers' heartbeats (run.peer_timeout_s)
+        start_beating(membership_dir(out), who.rank, float(environ[ENV_BEAT]))
+    joining = environ.get(ENV_JOIN)
     if joining:  # a take-over: join the generation the launcher wrote, then take the survivors' state
         return _join_running_group(cfg, who, int(joining), out, part_config, num_classes)
     ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device)
@@ -253,7 +256,8 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
             """Rank's worker on a host: a whole group's member (gen 0), or a take-over joining generation gen."""
             who = WorkerIdentity(rank, n, local_rank, max(len(cluster.ranks_on(host)), local_rank + 1), host,
                                  cluster.addresses[0], at_port, "torchrun")
-            env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"})
+            env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"},
+                       **{ENV_BEAT: str(beat_every(cfg.run.peer_timeout_s))})
             if gen:
                 env[ENV_JOIN] = str(gen)
             if threads:
