@@ -12,7 +12,7 @@ from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
 from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
 from ..runtime.folders import check_output_dir
-from ..runtime.restarts import RestartBudget
+from ..runtime.restarts import restart_budget
 from .job import check_script_args
 from .launcher import JOB_FILE, SERVERS_FILE
 from .recovery import run_resumable_job, supports_checkpoints
@@ -112,7 +112,7 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
     if ckdir is not None and point is None:
         CheckpointStore(ckdir).clear()  # a fresh run: checkpoints of an earlier one must not be resumed
-    budget = RestartBudget(cfg.launch.max_restarts, "DistDGL job")
+    budget = restart_budget(cfg.launch, "DistDGL job")
     summary = run_resumable_job(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns,
                                 quiet=quiet, start=point.epoch if point else 0, stop=cfg.train.epochs, segment_start=0,
                                 resume=point.path if point else None, budget=budget, ckdir=ckdir)

@@ -25,7 +25,7 @@ from ..runtime.metrics import (
     write_json,
 )
 from ..runtime.repartition import BuildError, start_builder
-from ..runtime.restarts import RestartBudget
+from ..runtime.restarts import restart_budget
 from .recovery import run_resumable_job
 
 log = logging.getLogger("dgl_grappa")
@@ -56,7 +56,7 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     store = CheckpointStore(checkpoint_dir(cfg, out), cfg.checkpoint.keep_last)
     store.clear()
     fp = fingerprint(cfg)
-    budget = RestartBudget(cfg.launch.max_restarts, "DistDGL job")
+    budget = restart_budget(cfg.launch, "DistDGL job")
     builder = start_builder(cfg)
     segs: list[dict] = []
 

@@ -42,7 +42,7 @@ from ..runtime.checkpoint import (
 )
 from ..runtime.folders import check_output_dir, lock_job_folders
 from ..runtime.repartition import start_builder
-from ..runtime.restarts import RestartBudget
+from ..runtime.restarts import restart_budget
 from .trainer import train_worker
 
 log = logging.getLogger("dgl_grappa")
@@ -180,7 +180,7 @@ def _train(cfg: Config, point: ResumePoint | None, stats: dict, n_classes: int, 
                         n, store.root)
     else:
         log.info("resuming from %s (epoch %d, step %d)", point.path, point.epoch, point.step)
-    budget = RestartBudget(cfg.launch.max_restarts, "Grappa job")
+    budget = restart_budget(cfg.launch, "Grappa job")
     resume = point.path if point is not None else ""
     part_config = stats["part_config"]
     first_stats, first_point = stats, point

@@ -26,6 +26,8 @@ from ..cluster.membership import BeatWatch, Generation, clear_generations, membe
 from ..cluster.procs import JobFailed
 from ..cluster.remote import RemoteProcess
 from ..config import Config
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
+from ..runtime.restarts import RestartBudget
 
 log = logging.getLogger("dgl_grappa")
 
@@ -120,8 +122,9 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
     deadline = time.monotonic() + cfg.run.timeout_s
     gen = attempt = 0
     takeovers_left = cfg.launch.max_restarts or n
-    restarts_left = cfg.launch.max_restarts if mode == "restart" else 0
-    done: dict = {"restarts": [], "takeovers": []}
+    budget = RestartBudget(cfg.launch.max_restarts if mode == "restart" else 0, "Grappa job")
+    store = CheckpointStore(checkpoint_dir(cfg, out_dir))
+    done: dict = {"restarts": budget.taken, "takeovers": []}
     while True:
         late = watch.stalled([p.poll() is None for p in procs])
         if late is not None:  # stopped or frozen: named, then lost (its tree is killed on its host)
@@ -161,12 +164,11 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
                 done["takeovers"].append({"gen": gen, "rank": rank, "lost_host": lost_host, "host": host,
                                           "how": how})
                 continue
-            if mode == "restart" and restarts_left > 0 and rc != USER_ERROR:
-                restarts_left -= 1
+            if budget.left > 0 and rc != USER_ERROR:
                 attempt += 1
-                reason = p.failure("worker").splitlines()[0]
-                log.warning("restart %d/%d of the whole group (%s); the workers resume from the newest checkpoint",
-                            cfg.launch.max_restarts - restarts_left, cfg.launch.max_restarts, reason)
+                point = store.newest_valid(fingerprint(cfg))  # the one the workers resume from ("auto")
+                budget.restart(p.failure("worker").splitlines()[0], point.path if point else None,
+                               point.epoch if point else 0)
                 for q in procs:
                     q.stop()
                 gen = 0
@@ -175,8 +177,6 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
                     watch.reset(r)
                 procs[:] = [start(r, h, local, 0, _port(port, attempt, 0)) for r, h, local in first]
                 placement = Placement([h for _, h, _ in first])
-                done["restarts"].append({"restart": attempt, "reason": reason,
-                                         "at_s": round(time.perf_counter() - t0, 3)})
                 break
             raise JobFailed(p.failure("worker") + "\n  the job was stopped")
         if time.monotonic() > deadline:

@@ -59,3 +59,12 @@ class RestartBudget:
         log.warning("restart %d/%d of the %s: %s; %s", rec["restart"], self.max_restarts, self.label, reason,
                     action or f"resuming from {where}")
         return rec
+
+
+def restart_budget(launch, label: str) -> RestartBudget:
+    """The restarts a job may take: ``launch.max_restarts``, none with ``launch.on_failure: stop``.
+
+    (``continue`` takes lost parts over instead where it applies, Grappa across hosts; the DistDGL
+    jobs, whose servers hold the partitions, restart as a whole group.)
+    """
+    return RestartBudget(0 if launch.on_failure == "stop" else launch.max_restarts, label)
