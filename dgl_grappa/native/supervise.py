@@ -167,8 +167,9 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
             if budget.left > 0 and rc != USER_ERROR:
                 attempt += 1
                 point = store.newest_valid(fingerprint(cfg))  # the one the workers resume from ("auto")
-                budget.restart(p.failure("worker").splitlines()[0], point.path if point else None,
-                               point.epoch if point else 0)
+                said = (f"worker {rank} on host {placement.host_of[rank]} was lost ({how})" if how is not None
+                        else p.failure("worker").splitlines()[0])
+                budget.restart(said, point.path if point else None, point.epoch if point else 0)
                 for q in procs:
                     q.stop()
                 gen = 0

@@ -37,6 +37,7 @@ def run(out: Path, name: str, seed: int, fault: dict | None, extra: list[str]) -
     s = json.loads((out / name / "summary.json").read_text())
     recs = [json.loads(line) for line in (out / name / "metrics.jsonl").read_text().splitlines()]
     return {"name": name, "command_wall_s": round(wall, 1), "job_wall_s": round(s["job_wall_s"], 1),
+            "epoch_time_s": [round(r["epoch_time_s"], 3) for r in recs],
             "test_acc": s["test_acc"], "val_acc": s["val_acc"], "best_val_acc": s.get("best_val_acc"),
             "epochs_recorded": [r["epoch"] for r in recs], "membership": s.get("membership"),
             "restarts": s.get("restarts"), "fault_fired": fault is None or (out / f"{name}.fired").exists()}
@@ -64,6 +65,9 @@ def main() -> None:
         print(f"| {r['name']} | {r['job_wall_s']:.1f} | {r['job_wall_s'] - base['job_wall_s']:+.1f} | "
               f"{r['test_acc']:.4f} | {100 * (r['test_acc'] - base['test_acc']):+.2f} | "
               f"{len(r['epochs_recorded'])} | {what} |")
+    after = slice(args.epoch + 1, None)
+    print("\nmedian epoch after the loss (s): " + ", ".join(
+        f"{r['name']} {sorted(r['epoch_time_s'][after])[len(r['epoch_time_s'][after]) // 2]:.2f}" for r in rows))
     (args.out / "takeover.json").write_text(json.dumps({"seed": args.seed, "fault": fault, "rows": rows}, indent=1))
 
 
