@@ -48,8 +48,10 @@ class Identity:
         rank: global rank in the gloo group.
         world_size: number of workers.
         part: the partition this worker trains on (= rank in Grappa mode).
-        local_rank: rank among the workers of its host (its GPU with run.device=cuda).
+        local_rank: rank among the workers of its host.
         host_index: index of its host (0 on one machine).
+        gpu_slot: its index among the workers sharing its machine's GPUs (:func:`gpu_place`; its GPU is
+            this modulo their count with run.device=cuda); None: ``local_rank``.
     """
 
     rank: int
@@ -57,6 +59,11 @@ class Identity:
     part: int
     local_rank: int = 0
     host_index: int = 0
+    gpu_slot: int | None = None
+
+    @property
+    def gpu_index(self) -> int:
+        return self.local_rank if self.gpu_slot is None else self.gpu_slot
 
     @property
     def is_main(self) -> bool:
@@ -77,6 +84,21 @@ def backend_for(device: str, shared: bool = False) -> str:
     gloo carries the CUDA tensors as well (it copies them through the host).
     """
     return "gloo" if device == "cpu" or shared else "cpu:gloo,cuda:nccl"
+
+
+def gpu_place(who, remote: str) -> tuple[int, int]:
+    """A multi-host worker's index among the workers that share its machine's GPUs, and their number.
+
+    Emulated test hosts (``launch.remote: netns``) are one machine: all their workers share its GPUs, by
+    global rank (a host's LOCAL_RANK 0 would put every worker on GPU 0, and NCCL would take them for
+    separate machines). Elsewhere: LOCAL_RANK among the host's LOCAL_WORLD_SIZE.
+
+    Example:
+        >>> from types import SimpleNamespace as W
+        >>> gpu_place(W(rank=3, world_size=4, local_rank=0, local_world_size=1), "netns")
+        (3, 4)
+    """
+    return (who.rank, who.world_size) if remote == "netns" else (who.local_rank, who.local_world_size)
 
 
 def gpus_shared(workers_here: int) -> bool:
@@ -153,25 +175,27 @@ def init_distributed(rank: int, world_size: int, port: int, timeout_s: float, de
     return Identity(rank=rank, world_size=world_size, part=rank, local_rank=rank)
 
 
-def init_distributed_env(who, timeout_s: float, device: str = "cpu") -> Identity:
+def init_distributed_env(who, timeout_s: float, device: str = "cpu", remote: str = "") -> Identity:
     """Join the process group from a torchrun / Slurm / launcher environment (``init_method="env://"``).
 
     Args:
         who: the worker's :class:`dgl_grappa.cluster.hosts.WorkerIdentity` (from the environment).
         timeout_s: bound on every collective.
-        device: ``run.device`` (cuda: the GPU of ``who.local_rank``).
+        device: ``run.device`` (cuda: the GPU of ``who.local_rank``, or of its rank on test hosts).
+        remote: ``launch.remote`` (:func:`gpu_place`).
 
     Returns:
         The worker's :class:`Identity` (part = rank, local rank and host from ``who``).
     """
     # env:// reads these; under Slurm they may have been derived (first host, job-id port).
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = who.master_addr, str(who.master_port)
-    select_device(device, who.local_rank)
-    shared = device == "cuda" and gpus_shared(who.local_world_size)
+    slot, sharing = gpu_place(who, remote)
+    select_device(device, slot)
+    shared = device == "cuda" and gpus_shared(sharing)
     dist.init_process_group(backend_for(device, shared), init_method="env://", rank=who.rank, world_size=who.world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
-                    host_index=who.host_index)
+                    host_index=who.host_index, gpu_slot=slot)
 
 
 def shutdown_distributed(clean: bool = True) -> None:

@@ -61,7 +61,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from dgl_grappa.cluster import faults
 from dgl_grappa.cluster.hosts import worker_identity
-from dgl_grappa.cluster.launch import backend_for, gpus_shared, select_device
+from dgl_grappa.cluster.launch import backend_for, gpu_place, gpus_shared, select_device
 from dgl_grappa.cluster.procs import EXIT_USER_ERROR, process_start_time
 from dgl_grappa.config import ConfigError, load_config
 from dgl_grappa.env import ENV_MACHINE_ID
@@ -151,9 +151,9 @@ def train():
     # With the torch kernels (train.kernels: auto on a GPU) DGL only samples, on the CPU: no CUDA build of DGL needed.
     who = worker_identity(os.environ)
     one_host = ENV_MACHINE_ID in os.environ
-    device = select_device(cfg.run.device, who.rank if one_host else who.local_rank,
-                           check_dgl=resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl")
-    shared = cfg.run.device == "cuda" and gpus_shared(who.world_size if one_host else who.local_world_size)
+    slot, sharing = (who.rank, who.world_size) if one_host else gpu_place(who, cfg.launch.remote)
+    device = select_device(cfg.run.device, slot, check_dgl=resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl")
+    shared = cfg.run.device == "cuda" and gpus_shared(sharing)
     dgl.distributed.initialize(args.ip_config)
     th.distributed.init_process_group(backend=backend_for(cfg.run.device, shared),
                                       timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))

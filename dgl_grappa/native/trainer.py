@@ -140,7 +140,7 @@ class Trainer:
             torch.manual_seed(cfg.train.seed)
             # the layers' kernels: with torch's, DGL only samples (on the CPU), so a GPU needs no CUDA build of it
             self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
-            self.device = select_device(cfg.run.device, ident.local_rank, check_dgl=self.kernels == "dgl")
+            self.device = select_device(cfg.run.device, ident.gpu_index, check_dgl=self.kernels == "dgl")
             if cfg.train.first_hop != cfg.first_hop and ident.is_main:
                 log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
                          "the input rows are learnable (model.embed) and precomputed aggregates of them would go "

@@ -39,6 +39,7 @@ from ..cluster.launch import (
     Identity,
     backend_for,
     free_port,
+    gpu_place,
     gpus_shared,
     init_distributed_env,
     select_device,
@@ -146,7 +147,7 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
     joining = environ.get(ENV_JOIN)
     if joining:  # a take-over: join the generation the launcher wrote, then take the survivors' state
         return _join_running_group(cfg, who, int(joining), out, part_config, num_classes)
-    ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device)
+    ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device, cfg.launch.remote)
     clean = False
     try:
         part_config, n_classes = _prepare(cfg, ident, part_config, num_classes)
@@ -167,11 +168,12 @@ def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, p
     if g is None or part_config is None or num_classes is None:
         raise ConfigError(f"{ENV_JOIN}={gen}: the launcher starts take-over workers with the generation written in "
                           f"{membership_dir(out)} and --part-config/--num-classes; do not set it by hand")
-    select_device(cfg.run.device, who.local_rank)
+    slot, sharing = gpu_place(who, cfg.launch.remote)
+    select_device(cfg.run.device, slot)
     join_generation(g, who.rank, who.world_size, cfg.run.collective_timeout_s,
-                    backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(who.local_world_size)))
+                    backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(sharing)))
     ident = Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
-                     host_index=who.host_index)
+                     host_index=who.host_index, gpu_slot=slot)
     log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, gen, who.host_index,
              g.reason, who.rank)
     clean = False

@@ -30,6 +30,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 
 from ..config import Config
@@ -164,12 +165,20 @@ class EpochMeter:
         return {"epoch_time_s": median([r["worker_epoch_time_s"] for r in recs]),
                 "grad_bytes_per_epoch": median([r["grad_bytes"] for r in recs]),
                 "feature_bytes_per_epoch": median([r["feature_bytes"] for r in recs]),
-                **self.memory, "peak_rss_bytes": peak_rss_bytes()}
+                **self.memory, "peak_rss_bytes": peak_rss_bytes(), "gpu_peak_bytes": gpu_peak_bytes()}
 
     def close(self) -> None:
         """Close the log (TensorBoard's writer); safe twice."""
         if self.log is not None:
             self.log.close()
+
+
+def gpu_peak_bytes() -> int | None:
+    """The most GPU memory this process's tensors held at once (torch's allocator; its cache excluded), or None
+    where it never used a GPU. Each worker is its own process, so workers sharing one GPU count apart."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return int(torch.cuda.max_memory_allocated())
 
 
 def all_workers(mine: dict) -> list[dict]:
@@ -194,7 +203,8 @@ def memory_summary(per_worker: list[dict]) -> dict:
     ratios = [w["resident_bytes"] / w["own_fp32_bytes"] for w in per_worker
               if w.get("resident_bytes") is not None and w.get("own_fp32_bytes")]
     return {"resident_bytes_max": top("resident_bytes"), "resident_other_bytes_max": top("resident_other_bytes"),
-            "resident_ratio_max": max(ratios) if ratios else None, "peak_rss_bytes_max": top("peak_rss_bytes")}
+            "resident_ratio_max": max(ratios) if ratios else None, "peak_rss_bytes_max": top("peak_rss_bytes"),
+            "gpu_peak_bytes_max": top("gpu_peak_bytes")}
 
 
 def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, system: str, num_parts: int,
