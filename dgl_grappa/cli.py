@@ -72,7 +72,7 @@ def _train(cfg: Config) -> int:
         return 0
     if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
 
-        select_device("cuda", cfg.partition.num_parts - 1)
+        select_device("cuda")  # a GPU at all (workers beyond the GPU count share them: each worker says so)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         check_inputs(cfg)  # one-line errors here, not from inside the namespace
         return rerun_isolated("train", cfg)  # the whole job in a private (shaped) network namespace
