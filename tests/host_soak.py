@@ -12,8 +12,9 @@ a checkpoint after each) with one fault:
   ``--resume`` completes the run;
 * ``second-job``: a second job on the same folder while the first trains: refused in one line (exit 2),
   the first completes with every epoch recorded;
-* ``truncate``: a part's ``node_feat.dgl`` cut short in the partition folder a run reuses: refused in one
-  line naming the file (exit 2).
+* ``truncate``: a part's ``node_feat.dgl`` cut short: ``prepare`` on that partition folder refuses in one
+  line naming the file (exit 2); ``train``, which reuses the folder it made, finds the file's size and hash
+  unlike what it wrote, says so, partitions again and completes (never reading zeros).
 
 For each run: the outcome, whether it hung (killed here past its bound), the job's processes left,
 results lost (epochs missing from metrics.jsonl of a run that should have them) and, for the elastic
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -141,15 +143,21 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         row["outcome"] = "stopped (143), resumed, completed" if ok else f"FAILED (rc {p.returncode}, {q.returncode})"
     elif kind == "second-job":
         row["fault"] = "a second job on the folder"
+        # the first job long enough to be still training when the second has started up and asks for the lock
+        long = 5 * EPOCHS
+        cfg.write_text(JOB.format(parts=work / "parts", epochs=long, seed=seed))
         p = _start(cfg, out, job, [])
         _wait_for("metrics.jsonl", out, BOUND_S)
         q = _start(cfg, out, uuid.uuid4().hex, [])
-        row["hang"] = _wait(q, 120) | _wait(p, BOUND_S)
+        row["hang"] = _wait(q, 120)
+        overlapped = p.poll() is None  # else the case tested nothing: the first had ended
+        row["hang"] |= _wait(p, BOUND_S)
         s, epochs = _result(out)
-        row["lost"] = EPOCHS - len(set(epochs))
+        row["lost"] = long - len(set(epochs))
         said = (run / "out.log").read_text(errors="replace")
-        ok = q.returncode == 2 and "is in use by another job" in said and p.returncode == 0
-        row["outcome"] = "second refused, first completed" if ok else f"FAILED (rc {q.returncode}, {p.returncode})"
+        ok = overlapped and q.returncode == 2 and "is in use by another job" in said and p.returncode == 0
+        row["outcome"] = ("second refused, first completed" if ok else
+                          f"FAILED (rc {q.returncode}, {p.returncode}{'' if overlapped else ', first had ended'})")
     else:
         row["fault"] = f"node_feat.dgl of part {rank} cut short"
         feats = work / "parts" / f"part{rank}" / "node_feat.dgl"
@@ -157,14 +165,25 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         try:
             with open(feats, "r+b") as f:
                 f.truncate(len(saved) // 2)
+            copy = run / "parts"
+            shutil.copytree(work / "parts", copy)
+            pre = subprocess.run([sys.executable, "-m", "dgl_grappa", "prepare", "--part-config", str(copy), "--force"],
+                                 cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT)),
+                                 capture_output=True, text=True, timeout=120)
+            refused = (pre.returncode == 2 and pre.stderr.count("\n") == 1 and "node_feat.dgl" in pre.stderr
+                       and "truncated" in pre.stderr)
             p = _start(cfg, out, job, [])
-            row["hang"] = _wait(p, 120)
+            row["hang"] = _wait(p, BOUND_S)
             said = (run / "out.log").read_text(errors="replace")
-            lines = [ln for ln in said.splitlines() if "error:" in ln]
-            ok = p.returncode == 2 and len(lines) == 1 and "node_feat.dgl" in lines[0] and "Traceback" not in said
+            rebuilt = p.returncode == 0 and "is broken" in said and "partitioning again" in said
+            s, epochs = _result(out)
+            row["lost"] = EPOCHS - len(set(epochs))
+            ok = refused and rebuilt and "Traceback" not in said
         finally:
-            feats.write_bytes(saved)
-        row["outcome"] = "refused in one line" if ok else f"FAILED (rc {p.returncode})"
+            if feats.stat().st_size != len(saved):  # the run's own rebuild may have replaced it already
+                feats.write_bytes(saved)
+        row["outcome"] = ("prepare refused in one line, train rebuilt" if ok else
+                          f"FAILED (prepare rc {pre.returncode}, train rc {p.returncode})")
     time.sleep(1.0)
     row["left"] = max(row["left"], _left(job))
     row["wall_s"] = round(time.monotonic() - t0, 1)

@@ -237,6 +237,14 @@ def setup_peer_timeout_zero(tmp):
     return ["train", "--run.peer_timeout_s=0"]
 
 
+def setup_continue_on_one_machine(tmp):
+    return ["train", "--launch.on_failure=continue"]
+
+
+def setup_continue_with_repartitioning(tmp):
+    return ["train", "--launch.on_failure=continue", "--launch.remote=netns", "--schedule.k=2"]
+
+
 def setup_checkpoint_dir_uncreatable(tmp):
     (tmp / "file").write_text("")
     return ["train", f"--checkpoint.dir={tmp / 'file' / 'ck'}"]

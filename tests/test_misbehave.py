@@ -190,3 +190,38 @@ def test_a_shared_checkpoint_folder_is_locked_too(tmp_path):
 def test_peer_timeout_bad_values_are_one_line(value):
     with pytest.raises(ConfigError, match=rf"^run.peer_timeout_s={value}(\.0)? must be a number of seconds >= 1"):
         load_config(None, [f"--run.peer_timeout_s={value}"])
+
+
+def test_sigterm_inside_an_epoch_stops_at_a_step_and_resume_goes_on_from_it(tmp_path):
+    # Epochs of 48 steps; the scheduler's SIGTERM reaches the launcher at step 3 of epoch 1 (sent by worker 0 to
+    # its parent, which then waits for the launcher's request to come back): the workers stop at step 16.
+    run = tmp_path / "run"
+    args = [*TINY, "--train.batch_size=2", "--train.epochs=100000"]
+    fault = {"point": "step", "rank": 0, "epoch": 1, "step": 3, "signal": "SIGTERM", "target": "parent",
+             "wait": True, "once": str(tmp_path / "fired")}
+    bash, log = _start(tmp_path, [*args, f"--run.output_dir={run}"], {"DGL_GRAPPA_FAULT": json.dumps(fault)})
+    try:
+        bash.wait(timeout=180)
+        _wait_for(lambda: not _group(bash.pid), 5, "every process of the job gone")
+    finally:
+        _kill_group(bash.pid)
+        bash.wait(timeout=10)
+    text = log.read_text()
+    assert int((tmp_path / "rc").read_text()) == 128 + signal.SIGTERM, text[-3000:]
+    m = re.search(r"stopped on request in epoch (\d+) after step (\d+) of (\d+); checkpoint (\S+)", text)
+    assert m, text[-3000:]
+    epoch, steps, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    assert epoch == 1 and steps == 16 < per_epoch  # at the first agreed step after the request, inside the epoch
+    meta = json.loads(Path(m.group(4)).with_suffix(".json").read_text())
+    assert meta["epoch"] == epoch and meta["step"] == epoch * per_epoch + steps
+    assert "Traceback" not in text
+
+    assert main(["train", *args[:-1], f"--train.epochs={epoch + 2}", f"--run.output_dir={run}", "--resume"]) == 0
+    recs = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in recs] == list(range(epoch + 2))
+    assert recs[epoch].get("resumed_at_step") == steps and "resumed_at_step" not in recs[epoch + 1]
+    assert json.loads((run / "summary.json").read_text())["epochs"] == epoch + 2
+    # the same run without the stop: the same batches, dropout and updates, so the same losses
+    assert main(["train", *args[:-1], f"--train.epochs={epoch + 2}", f"--run.output_dir={tmp_path / 'straight'}"]) == 0
+    straight = [json.loads(ln) for ln in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in recs] == pytest.approx([r["loss"] for r in straight], abs=1e-6)

@@ -14,9 +14,11 @@ workers, the DistDGL launcher and its trainers inherit the variable, so a test (
   epoch 2 (``epoch`` = the checkpoint's next epoch), half of the file written.
 
 Optional keys: ``"signal"`` (default ``"SIGKILL"``) or ``"exit"`` (an exit status
-instead of a signal), and ``"once"``: a file created when the fault fires; while it exists
-the fault does not fire again (so the restarted job runs through). A JSON list holds
-several faults (each with its own ``once`` file).
+instead of a signal), ``"target": "parent"`` (the signal goes to the worker's parent, the
+launcher, as a scheduler's would, instead of to the worker; with ``"wait": true`` the worker then
+waits, at most 30 s, until the launcher's stop request reaches it), and ``"once"``: a file created
+when the fault fires; while it exists the fault does not fire again (so the restarted job runs
+through). A JSON list holds several faults (each with its own ``once`` file).
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ import json
 import logging
 import os
 import signal
+import time
 
 from ..env import ENV_FAULT
+from .signals import stop_requested
 
 """Environment variable holding the fault (JSON); unset = no fault."""
 
@@ -70,5 +74,10 @@ def _fire(spec: dict, point: str, where: dict) -> None:
         log.warning("fault injection: exit %d at %s %s", spec["exit"], point, where)
         os._exit(int(spec["exit"]))
     sig = signal.Signals[spec.get("signal", "SIGKILL")]
-    log.warning("fault injection: %s at %s %s", sig.name, point, where)
-    os.kill(os.getpid(), sig)
+    to_parent = spec.get("target") == "parent"
+    log.warning("fault injection: %s%s at %s %s", sig.name, " to the launcher" if to_parent else "", point, where)
+    os.kill(os.getppid() if to_parent else os.getpid(), sig)
+    if to_parent and spec.get("wait"):  # the stop then lands at this point of the run, not wherever the relay is
+        deadline = time.monotonic() + 30
+        while not stop_requested() and time.monotonic() < deadline:
+            time.sleep(0.05)

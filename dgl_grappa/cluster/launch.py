@@ -370,7 +370,7 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
             if stop is not None and stop.signum:
                 if stop_by is None:
                     name = signal.Signals(stop.signum).name
-                    log.warning("%s: asking every worker to stop after its current epoch (at most %.0f s)", name,
+                    log.warning("%s: asking every worker to stop at its next checkpointed step (at most %.0f s)", name,
                                 STOP_GRACE_S)
                     for p in procs:
                         if p.exitcode is None:

@@ -1,5 +1,5 @@
-"""Signals as schedulers send them: a job stops as a whole, at an epoch boundary the workers agree on, and never
-leaves orphans.
+"""Signals as schedulers send them: a job stops as a whole, at a step the workers agree on, and never leaves
+orphans.
 
 * The launcher (:class:`StopSignals`): SIGTERM, SIGHUP and SIGINT are caught, also where the shell
   that started the job ignores SIGINT (``cmd &`` in a script). Before the workers run, the
@@ -7,8 +7,9 @@ leaves orphans.
   :func:`dgl_grappa.cluster.launch.spawn_workers` passes it on to every worker (as :data:`STOP_WORKER`),
   waits at most :data:`STOP_GRACE_S` for them to end, then kills what is left.
 * A worker (:func:`catch_stop`, :func:`stop_requested`): :data:`STOP_WORKER` only sets a flag, which
-  the trainer reads at its next epoch boundary and agrees on with the other ranks (one
-  collective), so every rank stops after the same epoch and a checkpoint holds it. A worker
+  the trainer reads every few steps (``STOP_CHECK_STEPS`` of :mod:`dgl_grappa.native.trainer`) and at
+  the end of each epoch, and agrees on with the other ranks (one collective), so every rank stops at the
+  same step and a checkpoint holds it (inside an epoch: with the epoch's position). A worker
   ignores SIGINT (a terminal's Ctrl-C reaches the launcher too, which asks the workers to stop);
   SIGTERM and SIGHUP sent to a worker itself still end it at once, a worker's death as any other
   (a signal sent to the whole process group stops the job at once, from its last checkpoint).
@@ -29,11 +30,11 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """The signals that stop a job: a scheduler's (SIGTERM), a closed terminal or ssh session's (SIGHUP), Ctrl-C."""
 
 STOP_GRACE_S = 20.0
-"""How long the launcher waits, after passing a stop on, for the workers to finish their epoch, write the
-checkpoint and exit; past it every worker is killed (schedulers usually send SIGKILL 30 s after SIGTERM)."""
+"""How long the launcher waits, after passing a stop on, for the workers to reach the step where they stop,
+write the checkpoint and exit; past it every worker is killed (schedulers usually send SIGKILL 30 s after SIGTERM)."""
 
 STOP_WORKER = signal.SIGUSR1
-"""The launcher's request to a worker: stop after the current epoch (its own signal, so that a SIGTERM
+"""The launcher's request to a worker: stop at the next agreed step (its own signal, so that a SIGTERM
 sent to one worker is still that worker's death)."""
 
 _PR_SET_PDEATHSIG = 1

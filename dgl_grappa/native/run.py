@@ -13,8 +13,8 @@
    (``run.peer_timeout_s``) is not retried.
 4. One job per folder: ``run.output_dir`` and ``checkpoint.dir`` are locked for the job's whole life
    (:class:`~dgl_grappa.runtime.folders.FolderLock`); a second job on them is refused in one line.
-5. SIGTERM, SIGHUP or SIGINT stop the job as a whole: the workers stop after their current epoch
-   with a checkpoint (``--resume`` continues from it), bounded (:mod:`dgl_grappa.cluster.signals`).
+5. SIGTERM, SIGHUP or SIGINT stop the job as a whole: the workers stop within a few steps, with a
+   checkpoint (``--resume`` continues from it), bounded (:mod:`dgl_grappa.cluster.signals`).
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     point = check_inputs(cfg)
     locks: list = []
     # SIGTERM, SIGHUP, SIGINT: before the workers run, the command stops at once; while they run, they
-    # stop after their current epoch with a checkpoint, then every one of them is gone (bounded).
+    # stop within a few steps with a checkpoint, then every one of them is gone (bounded).
     with StopSignals() as stop:
         try:
             with removed_on_user_error(out), removed_on_user_error(checkpoint_dir(cfg)):

@@ -63,6 +63,18 @@ from .summary import write_summary
 
 log = logging.getLogger("dgl_grappa")
 
+STOP_CHECK_STEPS = 16
+"""Within an epoch the workers ask each other whether one was asked to stop every this many steps (one
+8-byte all-reduce): a stop waits for at most this many steps, not for the end of a long epoch."""
+
+
+class _StopWithin(Exception):
+    """Every rank agreed to stop inside epoch ``epoch`` after its first ``steps`` steps."""
+
+    def __init__(self, epoch: int, steps: int):
+        super().__init__(f"stop in epoch {epoch} after step {steps}")
+        self.epoch, self.steps = epoch, steps
+
 
 class Trainer:
     """One worker's gradient-only training: model, DDP hook, optimizer and the epoch loop.
@@ -107,6 +119,7 @@ class Trainer:
         self.membership: list[dict] = []
         self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
         self._partial: tuple[list, list] = ([], [])  # the epoch in progress's losses and batch weights so far
+        self._within: tuple[int, list, list] = (0, [], [])  # from a checkpoint taken inside an epoch (a stop)
         self.driver = None
         self.bar = None
         self._pool = None  # helper thread of train.prefetch (the backward pass)
@@ -194,7 +207,8 @@ class Trainer:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
                 self.load_state_dict(ck)  # last: nothing after it may draw from the restored RNGs
-            self._at = (self.epoch, 0, self.step)
+            self._at = (self.epoch, self._within[0], self.step)  # a checkpoint taken inside an epoch goes on there
+            self._partial = (list(self._within[1]), list(self._within[2]))
             if join is not None:
                 self._sync_state(join, time.perf_counter())  # the survivors' model, optimizer and position
                 self._wrap()
@@ -334,6 +348,10 @@ class Trainer:
             losses.append(loss)
             weights.append(weight)
             self._at = (epoch, step + 1, self._at[2])
+            if (step + 1) % STOP_CHECK_STEPS == 0 and step + 1 < rt.steps and self._stops_within():
+                self.prefetched = None
+                inputs.close()
+                raise _StopWithin(epoch, step + 1)
         self.prefetched = None
         self.meter.stop()
         inputs.close()
@@ -365,7 +383,9 @@ class Trainer:
         """Train every remaining epoch, log each, checkpoint when due, and write the summary.
 
         When the launcher asks the workers to stop (a signal, :mod:`dgl_grappa.cluster.signals`), every
-        rank stops after the same epoch, with a checkpoint of it, and no summary is written.
+        rank stops at the same point, with a checkpoint of it, and no summary is written: inside the epoch
+        at the next multiple of :data:`STOP_CHECK_STEPS` steps (the checkpoint then holds the epoch's
+        position, and ``--resume`` goes on from that step), or after the epoch where none comes first.
 
         Returns:
             summary.json's content on rank 0, None on the other ranks (and after a stop).
@@ -383,6 +403,13 @@ class Trainer:
             epoch, start, _ = self._at
             try:
                 stopped = self._epoch(epoch, start)
+            except _StopWithin as stop:
+                path = self.save_checkpoint(within=stop.steps)
+                if ident.is_main:
+                    log.warning("stopped on request in epoch %d after step %d of %d; checkpoint %s", stop.epoch,
+                                stop.steps, self.rt.steps, path)
+                self.bar.close()
+                return None
             except Exception as exc:  # noqa: BLE001 - a lost peer's collective error takes any RuntimeError's shape
                 if not self._continues_after(exc):
                     raise
@@ -494,14 +521,20 @@ class Trainer:
             log.warning("generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
                         g.gen, g.reason, self.ident.world_size, epoch, done, st["seconds"], change["lost_part"])
 
+    def _stops_within(self) -> bool:
+        """Whether every rank stops here, inside an epoch (a collective, at the same steps on every rank). Not
+        with repartitioning (a switch is planned per epoch) or while the floor probe repeats an epoch."""
+        return self.cfg.schedule.k == 0 and self.floor is None and self._stop_agreed()
+
     def _stop_agreed(self) -> bool:
         """Whether any rank was asked to stop (a collective: every rank stops after the same epoch)."""
         flag = torch.tensor([stop_requested()], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo, also beside NCCL
         return int(flag[0]) > 0
 
-    def save_checkpoint(self) -> str:
-        """Write a checkpoint of the state after the last trained epoch (a collective; rank 0 writes,
+    def save_checkpoint(self, within: int = 0) -> str:
+        """Write a checkpoint of the state after the last trained epoch, or (``within`` > 0) after that many
+        steps of the epoch in progress (a collective; rank 0 writes,
         :func:`~dgl_grappa.runtime.agreement.save_on_rank0`); its path.
 
         Raises:
@@ -510,10 +543,15 @@ class Trainer:
         # model.embed: each worker's rows and their sparse optimizer's state are its own shard of the checkpoint
         shard = ({"embedding": self.embedding.shard_state(self.emb_optimizer)} if self.embedding is not None
                  else None)
-        path = save_on_rank0(self.store, lambda ranks: dict(self.state_dict(), ranks=ranks), self.meter.records,
-                             self.epoch, self.fingerprint, self.step, self.evaluator.wait_for_rank0, shard=shard)
+        state = self.state_dict()
+        if within:  # the epoch's position: its steps taken and their losses (its record's mean loss at the end)
+            state["within"] = {"steps": within, "losses": list(self._partial[0]), "weights": list(self._partial[1])}
+        path = save_on_rank0(self.store, lambda ranks: dict(state, ranks=ranks), self.meter.records,
+                             self.epoch, self.fingerprint, self.step + within, self.evaluator.wait_for_rank0,
+                             shard=shard)
         if self.ident.is_main:
-            log.info("checkpoint after epoch %d (step %d): %s", self.epoch - 1, self.step, path)
+            where = f"{within} steps into epoch {self.epoch}" if within else f"after epoch {self.epoch - 1}"
+            log.info("checkpoint %s (step %d): %s", where, self.step + within, path)
         return path
 
     def state_dict(self) -> dict:
@@ -536,7 +574,9 @@ class Trainer:
         """
         self.model.load_state_dict(ck["model"])
         self.optimizer.load_state_dict(ck["optimizer"])
-        self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0))
+        within = ck.get("within") or {}
+        self._within = (int(within.get("steps", 0)), list(within.get("losses", [])), list(within.get("weights", [])))
+        self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0)) - self._within[0]
         ranks = ck.get("ranks") or []
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
         if self.embedding is not None:
@@ -550,7 +590,8 @@ class Trainer:
             self.meter.preload(r for r in mine["records"] if r["epoch"] < self.epoch)
             set_rng_state(mine["rng"])
         if self.ident.is_main:
-            log.info("resumed from %s: epoch %d, step %d", self.resumed_from, self.epoch, self.step)
+            log.info("resumed from %s: epoch %d%s, step %d", self.resumed_from, self.epoch,
+                     f" from its step {self._within[0]}" if self._within[0] else "", self.step + self._within[0])
 
     def close(self) -> None:
         """Teardown: the progress bar, the log, the helper thread, the evaluator and the repartition
