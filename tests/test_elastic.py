@@ -50,6 +50,7 @@ def test_take_overs_go_to_the_least_loaded_host_that_lost_nothing():
     p.lost_hosts.add(2)
     assert p.take_over_host(0, 4) == 1  # host 2 lost a worker; host 3 holds two now
     assert Placement([0, 0], {0}).take_over_host(1, 1) == 0  # no other host: the same one
+    assert Placement([0, 1, 2, 3]).take_over_host(1, 5) == 4  # a spare (host 4, idle) before any survivor
 
 
 @pytest.mark.unit
@@ -72,6 +73,8 @@ def test_continue_is_refused_where_it_cannot_hold(tmp_path):
         load_config(None, ["--launch.on_failure=continue", "--launch.remote=netns", "--schedule.k=2"])
     with pytest.raises(ConfigError, match="on_failure"):
         load_config(None, ["--launch.on_failure=later"])
+    with pytest.raises(ConfigError, match="spare_hosts=1 keeps hosts idle for take-overs"):
+        load_config(None, ["--launch.remote=netns", "--launch.spare_hosts=1"])
 
 
 @needs_hosts
@@ -112,3 +115,20 @@ def test_lost_workers_are_taken_over_without_a_restart(tmp_path):
     assert all("val_acc" in r for r in recs)  # the lost rank 0's evaluations are kept by the new one
     assert [r.get("resumed_at_step") for r in recs] == [None, 3, 1, 2, None]
     assert s["val_acc"] > 0.8  # the easy preset after 5 epochs: training went on from the trained model
+
+
+@needs_hosts
+def test_a_spare_host_takes_a_lost_part_over(tmp_path):
+    out = tmp_path / "run"
+    cfg = tmp_path / "job.yaml"
+    cfg.write_text(JOB.format(out=out).replace("num_parts: 4", "num_parts: 2").replace("epochs: 5", "epochs: 3"))
+    fault = {"point": "step", "rank": 1, "epoch": 1, "step": 2, "once": str(tmp_path / "f1")}
+    env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT), DGL_GRAPPA_FAULT=json.dumps(fault))
+    p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg), "--launch.spare_hosts=1"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-4000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert [h["ranks"] for h in s["cluster"]["hosts"]] == [[0], [1], []]  # host 2 idle until the loss
+    (change,) = s["membership"]
+    assert change["lost"] == [1] and change["joined"] == [{"rank": 1, "host": 2}]
+    assert [json.loads(ln)["epoch"] for ln in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]

@@ -241,6 +241,10 @@ def setup_continue_on_one_machine(tmp):
     return ["train", "--launch.on_failure=continue"]
 
 
+def setup_spare_hosts_without_continue(tmp):
+    return ["train", "--launch.remote=netns", "--launch.spare_hosts=1"]
+
+
 def setup_continue_with_repartitioning(tmp):
     return ["train", "--launch.on_failure=continue", "--launch.remote=netns", "--schedule.k=2"]
 

@@ -128,7 +128,7 @@ class Cluster:
         ...     p = cl.start(0, [sys.executable, "-c", "print(1)"], {}, logs / "x.log", "x")
     """
 
-    def __init__(self, cfg: Config, num_workers: int, job: str):
+    def __init__(self, cfg: Config, num_workers: int, job: str, spares: bool = False):
         la = cfg.launch
         self.cfg, self.job, self.kind = cfg, job, la.remote
         if la.remote not in ("ssh", "netns"):
@@ -137,17 +137,26 @@ class Cluster:
             self.entries = read_ip_config(la.ip_config)
         elif la.hosts:
             self.entries = [IpConfigEntry(h) for h in la.hosts]
-        else:  # netns without a list: one test host per workers_per_host workers
-            n = -(-num_workers // (la.workers_per_host or 1))
+        else:  # netns without a list: one test host per workers_per_host workers (and the spares)
+            n = -(-num_workers // (la.workers_per_host or 1)) + la.spare_hosts
             self.entries = [IpConfigEntry(f"h{i}") for i in range(n)]
-        n = len(self.entries)
+        # launch.spare_hosts: the last hosts stay idle for take-overs; a job that cannot use them leaves them out
+        spare = la.spare_hosts
+        if not spares and spare:
+            self.entries, spare = self.entries[:-spare], 0
+        n = len(self.entries) - spare
+        if n < 1:
+            raise ConfigError(f"launch.spare_hosts={la.spare_hosts} leaves no host for the workers of the "
+                              f"{len(self.entries)} listed; list more hosts or fewer spares")
         self.workers_per_host = la.workers_per_host or -(-num_workers // n)
-        self.slots: list[Slot] = place_workers(num_workers, [e.host for e in self.entries], self.workers_per_host)
+        self.slots: list[Slot] = place_workers(num_workers, [e.host for e in self.entries][:n], self.workers_per_host)
         used = self.slots[-1].host_index + 1
         if used != n:
             raise ConfigError(f"{n} hosts listed but {num_workers} workers at {self.workers_per_host} per host use "
-                              f"only {used}; drop the idle hosts or change launch.workers_per_host")
-        self.access: HostAccess = host_access(cfg, n, job)  # checks what it can before anything is built
+                              f"only {used}; drop the idle hosts or change launch.workers_per_host"
+                              + (f" (the {spare} spare host(s) are not counted)" if spare else ""))
+        # checks what it can before anything is built (test hosts: the spares are made too)
+        self.access: HostAccess = host_access(cfg, len(self.entries), job)
         self.remote: Remote | None = None
         self.procs: list[RemoteProcess] = []
 
@@ -162,7 +171,7 @@ class Cluster:
     def open(self) -> "Cluster":
         """Reach the hosts (open the test hosts, or set up ssh). Returns self."""
         self.entries, self.remote = self.access.open(self.entries)
-        self.slots = place_workers(len(self.slots), self.addresses, self.workers_per_host)
+        self.slots = place_workers(len(self.slots), self.addresses, self.workers_per_host)  # rank order: spares last
         return self
 
     def close(self) -> None:

@@ -162,6 +162,11 @@ class LaunchConfig:
     restarting, keep the model and optimizer they hold, and a new worker on a surviving host loads
     the lost part's files and trains it from the step in flight. A worker that raises (a bug, a user
     error) stops the job in every mode."""
+    spare_hosts: int = 0
+    """``on_failure: continue``: hosts kept idle for take-overs (a lost worker's part goes to a spare
+    first, so no survivor doubles up). ``remote: netns`` makes this many more test hosts; with
+    ``hosts`` or ``ip_config`` the last this many hosts of the list are the spares. The DistDGL runs
+    (its servers need a part per machine) leave them out."""
 
     def check(self) -> None:
         """The host fields: one way to list machines, well-formed names and options, what each ``remote`` needs."""
@@ -177,6 +182,10 @@ class LaunchConfig:
                 "launch.on_failure=continue keeps a job training when one of its machines is lost; it needs the "
                 "workers on hosts (launch.remote=ssh, or netns for test hosts): on one machine use "
                 "--launch.on_failure=restart with --launch.max_restarts")
+        require(self.spare_hosts >= 0, f"launch.spare_hosts={self.spare_hosts} must be >= 0")
+        require(self.spare_hosts == 0 or self.on_failure == "continue",
+                f"launch.spare_hosts={self.spare_hosts} keeps hosts idle for take-overs, which only "
+                "launch.on_failure=continue makes; add --launch.on_failure=continue or drop the spares")
         for item in self.env:
             require(_ENV_ITEM.fullmatch(item) is not None,
                     f"launch.env entry {item!r} is not KEY=VALUE; write e.g. GLOO_SOCKET_IFNAME=eth0")

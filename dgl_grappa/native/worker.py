@@ -205,7 +205,7 @@ def train_on_hosts(cfg: Config) -> dict:
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
 
     job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
-    cluster = Cluster(cfg, n, job)  # validates the hosts before anything is built
+    cluster = Cluster(cfg, n, job, spares=True)  # validates the hosts before anything is built
     # One job per folder; SIGTERM, SIGHUP, SIGINT stop the job at once: leaving the cluster's block stops
     # every worker on every host (the workers' own checkpoints are what --resume continues from).
     with StopSignals(), contextlib.ExitStack() as held:
