@@ -119,7 +119,11 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
 
 
 def cmd_worker(cfg: Config, args: argparse.Namespace) -> int:
-    return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
+    try:
+        return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
+    except Stopped as exc:  # the scheduler's SIGTERM reached the workers: stopped with a checkpoint, exit 128 + it
+        print(f"dgl_grappa: {exc}", file=sys.stderr)
+        return 128 + exc.signum
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:

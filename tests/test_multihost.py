@@ -219,6 +219,39 @@ def test_worker_joins_from_a_torchrun_environment_on_localhost(tmp_path):
     assert "worker 0 of 2 (torchrun)" in log0 and "master 127.0.0.1" in log0
 
 
+def test_a_schedulers_sigterm_stops_torchrun_workers_at_a_step_and_their_restart_goes_on(tmp_path):
+    # What srun or torchrun does on a cancel or a time limit: SIGTERM to every task (here each worker sends it to
+    # itself at step 3 of epoch 1). The workers stop together at step 16, with a checkpoint of that step, and
+    # exit 143; started again, they go on from it.
+    from dgl_grappa.cluster.launch import free_port
+
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, out, epochs=3, extra="checkpoint: {every: 1}\n")
+    fault = json.dumps({"point": "step", "epoch": 1, "step": 3, "signal": "SIGTERM"})
+    logs = tmp_path
+
+    def popen(r, argv, env, f):
+        return subprocess.Popen([*argv, "--train.batch_size=32"], env=env, cwd=ROOT, stdout=f,
+                                stderr=subprocess.STDOUT)
+
+    procs = _start_workers(cfg, 2, "127.0.0.1", free_port(), logs=logs, popen=popen, DGL_GRAPPA_FAULT=fault)
+    try:
+        rcs = [p.wait(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    texts = [(logs / f"worker{r}.log").read_text() for r in range(2)]
+    assert rcs == [143, 143], texts[0][-3000:]
+    for text in texts:
+        last = text.rstrip().splitlines()[-1]
+        assert last.startswith("dgl_grappa: stopped by SIGTERM in epoch 1 after step 16; checkpoint "), text[-2000:]
+    procs = _start_workers(cfg, 2, "127.0.0.1", free_port(), logs=logs, popen=popen)
+    _wait(procs, logs)
+    recs = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in recs] == [0, 1, 2] and recs[1].get("resumed_at_step") == 16
+
+
 def test_worker_environment_errors_are_one_line(tmp_path):
     from dgl_grappa.native.worker import run_started_worker
 

@@ -13,6 +13,8 @@ orphans.
   ignores SIGINT (a terminal's Ctrl-C reaches the launcher too, which asks the workers to stop);
   SIGTERM and SIGHUP sent to a worker itself still end it at once, a worker's death as any other
   (a signal sent to the whole process group stops the job at once, from its last checkpoint).
+* A worker torchrun or ``srun`` started (:func:`catch_scheduler_stop`): the scheduler's SIGTERM or SIGHUP
+  reaches every task and sets the same flag; the workers stop together with a checkpoint and exit 143.
 * Orphans (:func:`die_with_parent`): a spawned worker asks the kernel for SIGKILL when its
   launcher dies, even by SIGKILL (Linux ``PR_SET_PDEATHSIG``).
 """
@@ -95,6 +97,14 @@ def catch_stop() -> None:
     """In a worker: :data:`STOP_WORKER` sets the flag :func:`stop_requested` reads; SIGINT is ignored."""
     signal.signal(STOP_WORKER, _record)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def catch_scheduler_stop() -> None:
+    """In a worker an external starter began (torchrun, ``srun``): SIGTERM and SIGHUP, which a scheduler sends to
+    every task, set the flag :func:`stop_requested` reads, so that the workers stop together at the next agreed
+    step with a checkpoint instead of dying where they are (Slurm's ``--signal=TERM@60`` gives them a minute)."""
+    signal.signal(signal.SIGTERM, _record)
+    signal.signal(signal.SIGHUP, _record)
 
 
 def stop_requested() -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from tqdm import tqdm
 
 from ..cluster import faults
 from ..cluster.membership import Generation, join_generation, membership_dir, wait_generation
-from ..cluster.signals import stop_requested
+from ..cluster.signals import Stopped, stop_requested
 from ..cluster.launch import (
     Identity,
     UserError,
@@ -120,6 +121,7 @@ class Trainer:
         self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
         self._partial: tuple[list, list] = ([], [])  # the epoch in progress's losses and batch weights so far
         self._within: tuple[int, list, list] = (0, [], [])  # from a checkpoint taken inside an epoch (a stop)
+        self.stopped: tuple[int, str] | None = None  # (signal, where the job stopped) once the ranks agreed to stop
         self.driver = None
         self.bar = None
         self._pool = None  # helper thread of train.prefetch (the backward pass)
@@ -405,6 +407,7 @@ class Trainer:
                 stopped = self._epoch(epoch, start)
             except _StopWithin as stop:
                 path = self.save_checkpoint(within=stop.steps)
+                self.stopped = (self.stopped[0], f"in epoch {stop.epoch} after step {stop.steps}; checkpoint {path}")
                 if ident.is_main:
                     log.warning("stopped on request in epoch %d after step %d of %d; checkpoint %s", stop.epoch,
                                 stop.steps, self.rt.steps, path)
@@ -441,6 +444,7 @@ class Trainer:
             self.save_checkpoint()
         if epoch + 1 < cfg.train.epochs and self._stop_agreed():
             path = None if saved else self.save_checkpoint()
+            self.stopped = (self.stopped[0], f"after epoch {epoch}" + (f"; checkpoint {path}" if path else ""))
             if ident.is_main:
                 log.warning("stopped on request after epoch %d%s", epoch, f"; checkpoint {path}" if path else "")
             return True
@@ -530,6 +534,8 @@ class Trainer:
         """Whether any rank was asked to stop (a collective: every rank stops after the same epoch)."""
         flag = torch.tensor([stop_requested()], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo, also beside NCCL
+        if int(flag[0]) > 0:
+            self.stopped = (int(flag[0]), "")  # every rank knows the signal, also one that got none itself
         return int(flag[0]) > 0
 
     def save_checkpoint(self, within: int = 0) -> str:
@@ -633,7 +639,7 @@ class Trainer:
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
                hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
-               join: Generation | None = None) -> dict | None:
+               join: Generation | None = None, stop_raises: bool = False) -> dict | None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
     This is also the entry of a worker that an external starter (torchrun, Slurm) started:
@@ -644,16 +650,21 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
 
     Args: as for :class:`Trainer`; ``resume``: "" (fresh), "auto", a checkpoint file, or None
         (``checkpoint.resume``); ``join``: the generation a new worker joins (it takes a lost part over,
-        ``launch.on_failure: continue``).
+        ``launch.on_failure: continue``); ``stop_raises``: a stop the ranks agreed on raises
+        :class:`~dgl_grappa.cluster.signals.Stopped` (a worker of an external starter: its exit status says so).
 
     Returns:
-        summary.json's content on rank 0, None on the other ranks.
+        summary.json's content on rank 0, None on the other ranks (and after a stop).
     """
     trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join)
     try:
         summary = trainer.fit()
     finally:
         trainer.close()
+    if stop_raises and trainer.stopped is not None:
+        signum, where = trainer.stopped
+        raise Stopped(f"stopped by {signal.Signals(signum).name} {where}; a restart of the workers continues from "
+                      "it (--resume auto, the default)", signum)
     return summary
 
 

@@ -51,7 +51,7 @@ from ..cluster.launch import (
 from ..cluster.procs import ENV_JOB, JobFailed
 from ..cluster.membership import beat_every, join_generation, membership_dir, read_generation, start_beating
 from ..cluster.remote import DILATION_KEYS, Cluster
-from ..cluster.signals import Stopped, StopSignals
+from ..cluster.signals import Stopped, StopSignals, catch_scheduler_stop
 from ..config import Config, ConfigError, write_resolved_config
 from ..data import load_dataset, num_classes
 from ..env import ENV_BEAT, ENV_JOIN, ENV_WIRE
@@ -145,6 +145,11 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
     if environ.get(ENV_BEAT):  # the multi-host launcher watches the workers' heartbeats (run.peer_timeout_s)
         start_beating(membership_dir(out), who.rank, float(environ[ENV_BEAT]))
     joining = environ.get(ENV_JOIN)
+    # Started by torchrun or srun (the multi-host launcher stops its own workers): a scheduler's SIGTERM or
+    # SIGHUP reaches every task; the workers then stop together at the next agreed step, with a checkpoint.
+    external = ENV_BEAT not in environ
+    if external:
+        catch_scheduler_stop()
     if joining:  # a take-over: join the generation the launcher wrote, then take the survivors' state
         return _join_running_group(cfg, who, int(joining), out, part_config, num_classes)
     ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device, cfg.launch.remote)
@@ -153,7 +158,7 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
         part_config, n_classes = _prepare(cfg, ident, part_config, num_classes)
         if ident.is_main:
             out.mkdir(parents=True, exist_ok=True)
-        run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume)
+        run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume, stop_raises=external)
         clean = True
     finally:
         shutdown_distributed(clean)
