@@ -57,14 +57,6 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
-    try:
-        return _train(cfg)
-    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C: not an error, the usual exit status
-        print(f"dgl_grappa: {exc}", file=sys.stderr)
-        return 128 + exc.signum
-
-
-def _train(cfg: Config) -> int:
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
 
         summary = train_on_hosts(cfg)
@@ -119,11 +111,7 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
 
 
 def cmd_worker(cfg: Config, args: argparse.Namespace) -> int:
-    try:
-        return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
-    except Stopped as exc:  # the scheduler's SIGTERM reached the workers: stopped with a checkpoint, exit 128 + it
-        print(f"dgl_grappa: {exc}", file=sys.stderr)
-        return 128 + exc.signum
+    return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -250,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 2
+    except Stopped as exc:  # a scheduler's SIGTERM, a hang-up, Ctrl-C (train, worker): the usual exit status
+        print(f"dgl_grappa: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except JobFailed as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 1

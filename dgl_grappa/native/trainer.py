@@ -70,11 +70,11 @@ STOP_CHECK_STEPS = 16
 
 
 class _StopWithin(Exception):
-    """Every rank agreed to stop inside epoch ``epoch`` after its first ``steps`` steps."""
+    """Every rank agreed to stop (on signal ``signum``) inside the epoch after its first ``steps`` steps."""
 
-    def __init__(self, epoch: int, steps: int):
-        super().__init__(f"stop in epoch {epoch} after step {steps}")
-        self.epoch, self.steps = epoch, steps
+    def __init__(self, steps: int, signum: int):
+        super().__init__(f"stop after step {steps}")
+        self.steps, self.signum = steps, signum
 
 
 class Trainer:
@@ -120,7 +120,6 @@ class Trainer:
         self.membership: list[dict] = []
         self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
         self._partial: tuple[list, list] = ([], [])  # the epoch in progress's losses and batch weights so far
-        self._within: tuple[int, list, list] = (0, [], [])  # from a checkpoint taken inside an epoch (a stop)
         self.stopped: tuple[int, str] | None = None  # (signal, where the job stopped) once the ranks agreed to stop
         self.driver = None
         self.bar = None
@@ -209,8 +208,6 @@ class Trainer:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
                 self.load_state_dict(ck)  # last: nothing after it may draw from the restored RNGs
-            self._at = (self.epoch, self._within[0], self.step)  # a checkpoint taken inside an epoch goes on there
-            self._partial = (list(self._within[1]), list(self._within[2]))
             if join is not None:
                 self._sync_state(join, time.perf_counter())  # the survivors' model, optimizer and position
                 self._wrap()
@@ -350,10 +347,11 @@ class Trainer:
             losses.append(loss)
             weights.append(weight)
             self._at = (epoch, step + 1, self._at[2])
-            if (step + 1) % STOP_CHECK_STEPS == 0 and step + 1 < rt.steps and self._stops_within():
+            signum = self._stops_within() if (step + 1) % STOP_CHECK_STEPS == 0 and step + 1 < rt.steps else 0
+            if signum:
                 self.prefetched = None
                 inputs.close()
-                raise _StopWithin(epoch, step + 1)
+                raise _StopWithin(step + 1, signum)
         self.prefetched = None
         self.meter.stop()
         inputs.close()
@@ -405,14 +403,6 @@ class Trainer:
             epoch, start, _ = self._at
             try:
                 stopped = self._epoch(epoch, start)
-            except _StopWithin as stop:
-                path = self.save_checkpoint(within=stop.steps)
-                self.stopped = (self.stopped[0], f"in epoch {stop.epoch} after step {stop.steps}; checkpoint {path}")
-                if ident.is_main:
-                    log.warning("stopped on request in epoch %d after step %d of %d; checkpoint %s", stop.epoch,
-                                stop.steps, self.rt.steps, path)
-                self.bar.close()
-                return None
             except Exception as exc:  # noqa: BLE001 - a lost peer's collective error takes any RuntimeError's shape
                 if not self._continues_after(exc):
                     raise
@@ -427,7 +417,12 @@ class Trainer:
     def _epoch(self, epoch: int, start: int) -> bool:
         """Epoch ``epoch`` from step ``start``: its steps, evaluation, record, checkpoint; whether the job stops."""
         cfg, ident = self.cfg, self.ident
-        rec = self.train_epoch(epoch, start)
+        try:
+            rec = self.train_epoch(epoch, start)
+        except _StopWithin as stop:
+            self._stop(stop.signum, f"in epoch {epoch} after step {stop.steps}", f" of {self.rt.steps}",
+                       self.save_checkpoint(within=stop.steps))
+            return True
         # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
         if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
             raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
@@ -442,13 +437,18 @@ class Trainer:
         saved = checkpoint_due(cfg, epoch)
         if saved:
             self.save_checkpoint()
-        if epoch + 1 < cfg.train.epochs and self._stop_agreed():
-            path = None if saved else self.save_checkpoint()
-            self.stopped = (self.stopped[0], f"after epoch {epoch}" + (f"; checkpoint {path}" if path else ""))
-            if ident.is_main:
-                log.warning("stopped on request after epoch %d%s", epoch, f"; checkpoint {path}" if path else "")
+        signum = self._stop_agreed() if epoch + 1 < cfg.train.epochs else 0
+        if signum:
+            self._stop(signum, f"after epoch {epoch}", "", None if saved else self.save_checkpoint())
             return True
         return False
+
+    def _stop(self, signum: int, where: str, detail: str, path: str | None) -> None:
+        """Record and log where the ranks agreed to stop (``detail``: said in the log only)."""
+        tail = f"; checkpoint {path}" if path else ""
+        self.stopped = (signum, where + tail)
+        if self.ident.is_main:
+            log.warning("stopped on request %s%s%s", where, detail, tail)
 
     # -- launch.on_failure: continue ----------------------------------------------------------
     def _continues_after(self, exc: Exception) -> bool:
@@ -525,18 +525,17 @@ class Trainer:
             log.warning("generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
                         g.gen, g.reason, self.ident.world_size, epoch, done, st["seconds"], change["lost_part"])
 
-    def _stops_within(self) -> bool:
-        """Whether every rank stops here, inside an epoch (a collective, at the same steps on every rank). Not
-        with repartitioning (a switch is planned per epoch) or while the floor probe repeats an epoch."""
-        return self.cfg.schedule.k == 0 and self.floor is None and self._stop_agreed()
+    def _stops_within(self) -> int:
+        """:meth:`_stop_agreed` inside an epoch (at the same steps on every rank); 0 with repartitioning (a switch
+        is planned per epoch) or while the floor probe repeats an epoch."""
+        return self._stop_agreed() if self.cfg.schedule.k == 0 and self.floor is None else 0
 
-    def _stop_agreed(self) -> bool:
-        """Whether any rank was asked to stop (a collective: every rank stops after the same epoch)."""
+    def _stop_agreed(self) -> int:
+        """The stop signal any rank received, 0 for none (a collective: every rank learns it, also one that got
+        none itself, and they stop at the same point)."""
         flag = torch.tensor([stop_requested()], dtype=torch.int64)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # a CPU tensor: gloo, also beside NCCL
-        if int(flag[0]) > 0:
-            self.stopped = (int(flag[0]), "")  # every rank knows the signal, also one that got none itself
-        return int(flag[0]) > 0
+        return int(flag[0])
 
     def save_checkpoint(self, within: int = 0) -> str:
         """Write a checkpoint of the state after the last trained epoch, or (``within`` > 0) after that many
@@ -580,9 +579,11 @@ class Trainer:
         """
         self.model.load_state_dict(ck["model"])
         self.optimizer.load_state_dict(ck["optimizer"])
-        within = ck.get("within") or {}
-        self._within = (int(within.get("steps", 0)), list(within.get("losses", [])), list(within.get("weights", [])))
-        self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0)) - self._within[0]
+        within = ck.get("within") or {}  # a checkpoint taken inside an epoch (a stop) goes on from its step
+        done = int(within.get("steps", 0))
+        self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0)) - done
+        self._at = (self.epoch, done, self.step)
+        self._partial = (list(within.get("losses", [])), list(within.get("weights", [])))
         ranks = ck.get("ranks") or []
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
         if self.embedding is not None:
@@ -597,7 +598,7 @@ class Trainer:
             set_rng_state(mine["rng"])
         if self.ident.is_main:
             log.info("resumed from %s: epoch %d%s, step %d", self.resumed_from, self.epoch,
-                     f" from its step {self._within[0]}" if self._within[0] else "", self.step + self._within[0])
+                     f" from its step {done}" if done else "", self.step + done)
 
     def close(self) -> None:
         """Teardown: the progress bar, the log, the helper thread, the evaluator and the repartition
