@@ -275,21 +275,26 @@ class LocalEdgeBatches:
             yield input_nodes, empty, empty, blocks
 
 
-def as_local_negatives(negative_sampler, degree: Tensor):
+def as_local_negatives(negative_sampler, degree: Tensor, pool: NegativePool | None = None):
     """The negative sampler a worker draws with, from a script's (the drop-in) or the config's.
 
     DGL's ``negative_sampler.Uniform(k)`` (what ``DistEdgeDataLoader`` scripts pass) becomes
-    :class:`LocalNegativeSampler` ``(k)``: the same uniform draw over the graph it is called on,
-    seeded per epoch; a degree-weighted :class:`LocalNegativeSampler` is bound to ``degree`` (the
-    local nodes' full-graph in-degrees). Any other sampler is called on the local graph as it is,
-    so it draws local nodes too.
+    :class:`LocalNegativeSampler` ``(k)``: with a ``pool``, the global uniform draw that DGL makes over
+    every node (own nodes with their share of the graph, the pool standing for the others), else a
+    uniform draw over the graph it is called on; seeded per epoch. A :class:`LocalNegativeSampler` of
+    the script's gets the pool when it has none, and a degree-weighted one is bound to ``degree`` (the
+    local nodes' full-graph in-degrees). Any other sampler is called on the local graph as it is, so
+    it draws local nodes.
     """
     if isinstance(negative_sampler, LocalNegativeSampler):
-        if negative_sampler.distribution == "degree" and negative_sampler.weights is None:
-            return negative_sampler.bind(degree)
+        unbound = negative_sampler.distribution == "degree" and negative_sampler.weights is None
+        if unbound or (pool is not None and negative_sampler.pool is None):
+            return LocalNegativeSampler(negative_sampler.k, negative_sampler.distribution,
+                                        degree if negative_sampler.distribution == "degree" else None,
+                                        negative_sampler.seed, negative_sampler.pool or pool)
         return negative_sampler
     if isinstance(negative_sampler, dgl.dataloading.negative_sampler.PerSourceUniform):
-        return LocalNegativeSampler(negative_sampler.k)
+        return LocalNegativeSampler(negative_sampler.k, pool=pool)
     return negative_sampler
 
 

@@ -480,7 +480,7 @@ def remote_sample(ranges: list[tuple[int, int]], part_id: int, size: int, seed: 
     return torch.where(idx < lo, idx, idx + (hi - lo))  # skip this part's own range
 
 
-def _locate(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
+def locate_ids(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
     """The local id of every global id of ``want`` among the first ``n_local`` local nodes, -1 where absent."""
     have = gids[:n_local].to(torch.int64)
     order = torch.argsort(have)
@@ -505,7 +505,7 @@ def pool_neighbours(part_config, ranges: list[tuple[int, int]], centres: Tensor,
     for q in torch.unique(owner).tolist():
         mine = centres[owner == q]
         st = read_part_structure(part_config, q, in_edges_of_inner=True)
-        local = _locate(mine, st["global_ids"], st["num_inner"])
+        local = locate_ids(mine, st["global_ids"], st["num_inner"])
         lo, hi = st["indptr"][local], st["indptr"][local + 1]
         deg = hi - lo
         seg = torch.repeat_interleave(torch.arange(mine.numel()), deg)
@@ -606,13 +606,13 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
             raise ValueError("a negative pool needs every node of the part kept: "
                              "load_local(..., keep=Keep(reach=None))")
         pool_gids = remote_sample(ranges, part_id, math.ceil(pool * num_inner), keep.seed)
-        at = _locate(pool_gids, gids, n_local)
+        at = locate_ids(pool_gids, gids, n_local)
         held_g = pool_gids
         if pool_fanout > 0:  # the pool's nodes outside the halo get a tree: a sample of their in-neighbours
             pool_src, pool_dst = pool_neighbours(part_config, ranges, pool_gids[at < 0], pool_fanout,
                                                  keep.seed * 7919 + part_id)
             held_g = torch.unique(torch.cat([pool_gids, pool_src]))
-        at_all = _locate(held_g, gids, n_local)
+        at_all = locate_ids(held_g, gids, n_local)
         pool_halo = torch.zeros(n_local, dtype=torch.bool)
         pool_halo[at_all[at_all >= num_inner]] = True
         extra_out = held_g[at_all < 0]  # sorted: read from their owners, appended after the kept nodes
@@ -635,7 +635,7 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         new[kept] = torch.arange(kept.numel())
 
         def new_id(g: Tensor) -> Tensor:
-            at = _locate(g, gids, n_local)
+            at = locate_ids(g, gids, n_local)
             appended = kept.numel() + torch.searchsorted(extra_out, g)
             return torch.where(at >= 0, new[at.clamp(min=0)], appended)
 

@@ -15,8 +15,8 @@ from torch import Tensor
 from ...config import dropin_problem
 from ...partition.layout import part_edges
 from .. import coverage as cov
-from ..link import LocalEdgeBatches, as_local_negatives, edge_usability, positive_edges
-from ..local_part import local_graph, relabel
+from ..link import LocalEdgeBatches, NegativePool, as_local_negatives, edge_usability, positive_edges
+from ..local_part import local_graph, locate_ids, relabel
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
 
@@ -72,6 +72,8 @@ class PartitionLoader:
         kept: local ids of the nodes to keep (sorted, inner first; :func:`~.local_part.choose_kept`),
             or None for every node.
         num_nodes: the whole graph's node count (``first_hop="block"``: the virtual ids).
+        extra: ``(global ids, full-graph in-degrees)`` of nodes held besides the part's (the edge loader's
+            negative pool outside the halo), appended to the local graph without edges.
 
     Attributes:
         graph: the local graph batches are sampled from.
@@ -89,7 +91,8 @@ class PartitionLoader:
     def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
                  in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
                  hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
-                 first_hop: str = "sampled", kept: Tensor | None = None, num_nodes: int | None = None):
+                 first_hop: str = "sampled", kept: Tensor | None = None, num_nodes: int | None = None,
+                 extra: tuple[Tensor, Tensor] | None = None):
         _refuse(correction, halo)
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
@@ -112,6 +115,10 @@ class PartitionLoader:
             n_kept_inner = int((kept < n_inner).sum())
             train = train[kept[:n_kept_inner]]
             gids, deg, n_inner, n_local = gids[kept], deg[kept], n_kept_inner, kept.numel()
+            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+        if extra is not None and extra[0].numel():  # nodes held outside the part's graph (the negative pool)
+            gids, deg = torch.cat([gids, extra[0].to(gids.dtype)]), torch.cat([deg, extra[1].to(deg.dtype)])
+            n_local = gids.numel()
             self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
         self.global_ids = gids
         if self.edge_ids is not None and self.edge_ids.numel() != self.graph.num_edges():
@@ -253,6 +260,10 @@ class PartitionEdgeLoader(PartitionLoader):
     number of steps on every machine (:class:`~dgl_grappa.method.link.LocalEdgeBatches`: the native
     runtime's). ``correction`` must be None or ``none``: the link loss is a mean over edges.
 
+    ``pool`` (keyword): global ids of a negative pool (nodes of other parts held as negatives, which the caller
+    appends with ``extra=``), and ``remote``: the number of nodes the other parts own. With a pool the negatives
+    follow the global draw of ``DistEdgeDataLoader``'s uniform sampler (:class:`~dgl_grappa.method.link.NegativePool`).
+
     Attributes (besides :class:`PartitionLoader`'s):
         positives: local ids of the edges trained on.
         edges: the usable-edge counts (:func:`~dgl_grappa.method.link.edge_usability`).
@@ -271,8 +282,9 @@ class PartitionEdgeLoader(PartitionLoader):
         >>> input_nodes, pair_graph, neg_pair_graph, blocks = next(iter(loader))                 # doctest: +SKIP
     """
 
-    def __init__(self, *args, negative_sampler=None, **kwargs):
+    def __init__(self, *args, negative_sampler=None, pool: Tensor | None = None, remote: int = 0, **kwargs):
         self._negatives = negative_sampler  # read by _make_batches, which the core's __init__ calls
+        self._pool, self._remote = pool, remote
         correction = args[7] if len(args) > 7 else kwargs.get("correction")
         _refuse_link(correction)
         super().__init__(*args, **kwargs)
@@ -281,7 +293,13 @@ class PartitionEdgeLoader(PartitionLoader):
         if self._negatives is None:
             raise ValueError("the edge loader needs negative_sampler=, "
                              "e.g. dgl.dataloading.negative_sampler.Uniform(1)")
-        self.negative_sampler = as_local_negatives(self._negatives, deg)
+        pool = None
+        if self._pool is not None and self._pool.numel():  # the global draw: own nodes, and the pool for the others
+            at = locate_ids(self._pool.to(torch.int64), self.global_ids.to(torch.int64), self.global_ids.numel())
+            if bool((at < 0).any()):
+                raise RuntimeError("a negative pool node is not in the local graph (the caller must hold it: extra=)")
+            pool = NegativePool(own=self.num_inner, pool=torch.sort(at).values, remote=self._remote)
+        self.negative_sampler = as_local_negatives(self._negatives, deg, pool)
         self.positives = positive_edges(src, dst, self.num_inner)
         self.edges = edge_usability(src, dst, self.num_inner, int(deg[: self.num_inner].sum()))
         # The script's loss is a mean over its pairs: a machine without positives cannot take a step of

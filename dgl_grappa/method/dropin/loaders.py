@@ -83,7 +83,7 @@ class _OnMachine:
         return self.tables._first, self.tables._n_inner
 
     def halo_ids(self, ntype: str) -> Tensor:
-        return self.tables._halo_gids if self.halo == "keep" else self.tables._halo_gids[:0]
+        return self.tables._halo_gids
 
     def note_served(self, rows) -> None:
         self._served = (*self._served, rows)
@@ -227,9 +227,15 @@ class GrappaEdgeLoader(_OnMachine):
     Args:
         g, sampler, batch_size, correction: as for :class:`GrappaLoader` (``batch_size``: positive
             edges per batch; ``correction``: None or ``make_correction("none")``).
-        negative_sampler: the script's negative sampler (``dgl.dataloading.negative_sampler.Uniform(k)``
-            draws uniformly from the nodes this machine holds; :class:`~dgl_grappa.method.link.LocalNegativeSampler`
-            ``(k, "degree")`` in proportion to their full-graph in-degree^0.75).
+        negative_sampler: the script's negative sampler: ``dgl.dataloading.negative_sampler.Uniform(k)`` draws
+            as DGL's does, uniformly over every node of the graph: an own node with the share of the graph this
+            machine owns, else a node of the negative pool; :class:`~dgl_grappa.method.link.LocalNegativeSampler`
+            ``(k, "degree")`` in proportion to the full-graph in-degree^0.75.
+        negative_pool: other machines' nodes per own node held as negatives (the native runtime's
+            ``link.negative_pool``): ``ceil(negative_pool x own nodes)`` of them, drawn uniformly, their rows read
+            once with the halo's; each stands for its share of the nodes this machine does not own, so the
+            negatives follow the global draw without a byte during a step. 0: negatives from the nodes this
+            machine holds (its own and its kept halo).
         kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
     Example:
@@ -243,15 +249,20 @@ class GrappaEdgeLoader(_OnMachine):
                  hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "keep",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
                  feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto", aggregate: str = "mean"):
+                 storage: str = "auto", aggregate: str = "mean", negative_pool: float = 0.25):
         _refuse_link(correction)  # before anything is asked from the servers
         _refuse(correction, halo)
+        if negative_pool < 0:
+            raise ValueError(f"negative_pool={negative_pool} must be >= 0 (other machines' nodes per own node held as "
+                             "negatives; 0: negatives from the nodes this machine holds)")
         self.tables = MachineTables(g, sampler, every_node=True, seed=seed, halo=halo, first_hop=first_hop,
                                     train_key=train_key, degree_key=degree_key, feat_key=feat_key,
                                     part_config=part_config, memory_budget=memory_budget, storage=storage,
-                                    aggregate=aggregate)
+                                    aggregate=aggregate, negative_pool=negative_pool)
+        t = self.tables
         self.core = PartitionEdgeLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
                                         self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
-                                        kept=self.tables.kept, num_nodes=self.tables.num_nodes_total,
-                                        negative_sampler=negative_sampler)
+                                        kept=t.kept, num_nodes=t.num_nodes_total, negative_sampler=negative_sampler,
+                                        extra=(t.extra_gids, t.extra_deg), pool=t.pool_gids,
+                                        remote=t.num_nodes_total - t._n_inner)
         self._report_budget()

@@ -12,6 +12,7 @@ then it serves every row a batch asks for from memory (:meth:`~MachineTables.fea
 from __future__ import annotations
 
 import logging
+import math
 
 import dgl
 import torch
@@ -20,7 +21,7 @@ from torch import Tensor
 from ...config import ConfigError, parse_budget
 from ...partition.aggregates import AUTO_KEY, feature_key, load_sidecar, read_prepared
 from ..embedding import LocalEmbedding
-from ..local_part import Keep, choose_kept, local_graph
+from ..local_part import Keep, locate_ids, choose_kept, local_graph, remote_sample
 from ..storage import NodeTable, row_bytes
 
 log = logging.getLogger("dgl_grappa")
@@ -49,7 +50,7 @@ class MachineTables:
     def __init__(self, g, sampler, *, every_node: bool = False, seed: int = 0, halo: str = "drop",
                  first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
                  feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto", aggregate: str = "mean"):
+                 storage: str = "auto", aggregate: str = "mean", negative_pool: float = 0.0):
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
         part_graph = g.local_partition
@@ -104,40 +105,50 @@ class MachineTables:
         layers = len(getattr(sampler, "fanouts", []) or [])
         # The edge loader reaches every node: any node it holds can be the end of a pair.
         reach = None if every_node or not layers else (layers - 1 if completes else layers)
-        keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed)
+        # The edge loader never samples away a positive edge's source (nor the negative pool's halo nodes): the
+        # budget gives memory there, not edges (over it, with a warning).
+        keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed, positives=every_node)
         top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
+        pool_gids, required, extra_gids = _negative_pool(g, gids, n_local, n_inner, part_id, negative_pool, seed)
         kept, inner_kept, halo_reach, precision = choose_kept(
             src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
             inner_tables=1 if completes else 0, halo_tables=2 if completes else 1, part_id=part_id, top=top,
-            fixed=n_inner * width * 4)
+            fixed=n_inner * width * 4, required=required, extra=int(extra_gids.numel()))
         self.precision, self.part_id, self.memory_budget = precision, part_id, memory_budget
+        self._room = keep.limit(n_inner * width * 4) - n_inner * width * 4  # what the budget leaves the tables
         halo_ids = kept[inner_kept.numel():]
-        self._halo_gids = gids[halo_ids].to(torch.int64)  # sorted by local id, which DGL orders by global id
+        # Every row held besides the own ones, sorted by global id: the kept halo's (DGL orders a part's halo by
+        # global id) and the negative pool's nodes outside the halo, which the local graph holds as isolated nodes.
+        self.pool_gids, self.extra_gids = pool_gids, extra_gids
+        self._halo_gids = torch.cat([gids[halo_ids].to(torch.int64), extra_gids])
         order = torch.argsort(self._halo_gids)
-        self._halo_gids, halo_ids = self._halo_gids[order], halo_ids[order]
+        self._halo_gids = self._halo_gids[order]
+        halo_ids = halo_ids[order[order < halo_ids.numel()]]
         kept = torch.cat([inner_kept, halo_ids])
-        # Read once: the kept halo's rows through the KVStore, the aggregates from the folder.
+        holds = halo == "keep" or negative_pool > 0  # the same on every trainer: the exchange below is collective
+        # Read once: the held rows through the KVStore, the aggregates from the folder.
         self.halo_feat = (NodeTable.store(g.ndata[feat_key][self._halo_gids], precision)
-                          if halo == "keep" and feat_key is not None else None)
+                          if holds and feat_key is not None else None)
         halo_deg = (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata
-                    else g.in_degrees(self._halo_gids)) if halo == "keep" else deg[:0]
+                    else g.in_degrees(self._halo_gids)) if self._halo_gids.numel() else deg[:0]
         self.agg, self.halo_agg = None, None
         self._agg_row = torch.full((n_inner,), -1, dtype=torch.int64)
         self._agg_row[inner_kept] = torch.arange(inner_kept.numel())
         if completes:
             self.agg, self.halo_agg = _aggregates(g, part_config, part_id, inner_kept, self._halo_gids, width,
-                                                  precision, halo == "keep", "agg" if aggregate == "mean" else "gcn")
+                                                  precision, holds, "agg" if aggregate == "mean" else "gcn")
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
-        self.one_time_bytes = int(self._halo_gids.numel() * per_halo) if halo == "keep" else 0
-        self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(self._halo_gids.numel()) * (halo == "keep")
+        self.one_time_bytes = int(self._halo_gids.numel() * per_halo)
+        self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(halo_ids.numel())
         log.info("drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
                  "(%d bytes besides the server's features; %d bytes read once)", part_id, inner_kept.numel(),
                  n_inner, self.halo_kept, self.halo_reach, precision, self.nbytes, self.one_time_bytes)
         self._deg, self._halo_deg = deg, halo_deg.to(deg.dtype)
         deg_all = torch.zeros(n_local, dtype=deg.dtype)  # in local id order, as the core loader reads it
         deg_all[:n_inner] = deg
-        if halo == "keep":
-            deg_all[halo_ids] = halo_deg.to(deg.dtype)
+        if halo_ids.numel():
+            deg_all[halo_ids] = self.degrees(gids[halo_ids].to(torch.int64))
+        self.extra_deg = self.degrees(extra_gids) if extra_gids.numel() else deg[:0]
         self.local_partition, self.inner, self.global_ids, self.train_mask = part_graph, inner, gids, train
         self.in_degree, self.kept, self.halo, self.first_hop = deg_all, kept, halo, first_hop
 
@@ -155,13 +166,18 @@ class MachineTables:
         if self.halo == "keep":
             share = self.halo_kept / self.halo_reach if self.halo_reach else 1.0
             what += f", {self.halo_kept} of {self.halo_reach} reachable halo nodes kept ({share:.1%})"
+        if self.extra_gids.numel() or self.pool_gids.numel():
+            what += f", a negative pool of {self.pool_gids.numel()} other machines' nodes"
         if edges is not None:
             what += (f", training on {edges['positives']} of the {edges['owned']} edges it owns "
                      f"({edges['usable_fraction']:.1%})")
         else:
             what += ", every training node kept"
-        return lossy or cut, (f"drop-in loader, part {self.part_id}, memory_budget={self.memory_budget}: {what} "
-                               f"({self.nbytes} bytes held besides the server's features)")
+        over = self.nbytes - self._room
+        if over > 0:  # the edge loader keeps every positive edge's source: memory given, not edges
+            what += f", {over / 1e6:.2f} MB over the budget"
+        return lossy or cut or over > 0, (f"drop-in loader, part {self.part_id}, memory_budget={self.memory_budget}: "
+                                           f"{what} ({self.nbytes} bytes held besides the server's features)")
 
     @property
     def nbytes(self) -> int:
@@ -267,8 +283,7 @@ class GlobalIdEmbedding(LocalEmbedding):
 
     def __init__(self, loader: "MachineTables", dim: int, seed: int = 0):
         own = torch.arange(loader._first, loader._first + loader._n_inner, dtype=torch.int64)
-        halo = loader._halo_gids if loader.halo == "keep" else loader._halo_gids[:0]
-        super().__init__(torch.cat([own, halo]), loader._n_inner, dim, seed)
+        super().__init__(torch.cat([own, loader._halo_gids]), loader._n_inner, dim, seed)
         self._split = loader._split
         self._first = loader._first
 
@@ -280,6 +295,32 @@ class GlobalIdEmbedding(LocalEmbedding):
         local[own] = ids[own] - self._first
         local[~own] = self.num_inner + pos
         return super().forward(local)
+
+
+def _negative_pool(g, gids: Tensor, n_local: int, n_inner: int, part_id: int, size: float,
+                   seed: int) -> tuple[Tensor, Tensor | None, Tensor]:
+    """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
+    of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
+    once beside the halo's.
+
+    Returns:
+        ``(pool, required, extra)``: the pool's global ids (sorted), a bool mask over the local nodes of the pool's
+        nodes already in the halo (never sampled away; None without a pool), and the pool's other global ids
+        (sorted: held as isolated nodes of the local graph).
+    """
+    empty = torch.empty(0, dtype=torch.int64)
+    if size <= 0:
+        return empty, None, empty
+    gpb = g.get_partition_book()
+    ranges = []
+    for p in range(gpb.num_partitions()):
+        ids = gpb.partid2nids(p)
+        ranges.append((int(ids[0]), int(ids[-1]) + 1) if ids.numel() else (ranges[-1][1] if ranges else 0,) * 2)
+    pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
+    at = locate_ids(pool, gids, n_local)
+    required = torch.zeros(n_local, dtype=torch.bool)
+    required[at[at >= 0]] = True
+    return pool, required, pool[at < 0]
 
 
 _EXCHANGES = 0
