@@ -130,36 +130,38 @@ def even(mask):
     return mask
 
 
-def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000) -> Path:
-    """A learnable synthetic graph (16 classes) partitioned as DGL's examples' partition_graph.py does, under the
-    graph name ``name``, with their key names (``features``, ``labels``, ``train_mask``, ``val_mask``,
-    ``test_mask``), then prepared (``python -m dgl_grappa prepare``: the drop-in's first hop). Returns the
-    partition json."""
+def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000, feat_dim: int = 64,
+                          method: str = "metis") -> Path:
+    """A learnable synthetic graph (16 classes, ``feat_dim`` features) partitioned as DGL's examples'
+    partition_graph.py does (``method``: metis or random), under the graph name ``name``, with their key names
+    (``features``, ``labels``, ``train_mask``, ``val_mask``, ``test_mask``), then prepared (``python -m
+    dgl_grappa prepare``: the drop-in's first hop). Returns the partition json."""
     g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=10,
-                                                                            seed=2)))
+                                                                            feat_dim=feat_dim, seed=2)))
     g.ndata["features"] = g.ndata.pop("feat")
     g.ndata["labels"] = g.ndata.pop("label")
     g.ndata["train_mask"] = even(g.ndata["train_mask"])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method="metis",
+    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method=method,
                                     balance_ntypes=g.ndata["train_mask"])
     prepare(folder / f"{name}.json")
     return folder / f"{name}.json"
 
 
-def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2) -> Path:
-    """The package's synthetic academic graph (papers with features and 8 classes, featureless authors and
-    fields) partitioned as DGL's RGCN example's partition_graph.py does, under the graph name ``name`` (``feat``,
-    ``labels`` and the masks on ``paper``). Returns the partition json."""
+def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2, feat_dim: int = 32,
+                            method: str = "metis") -> Path:
+    """The package's synthetic academic graph (papers with ``feat_dim`` features and 8 classes, featureless authors
+    and fields) partitioned as DGL's RGCN example's partition_graph.py does (``method``: metis or random), under the
+    graph name ``name`` (``feat``, ``labels`` and the masks on ``paper``). Returns the partition json."""
     cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
                              "--data.hetsynth.num_papers=1500", "--data.hetsynth.num_authors=800",
-                             "--data.hetsynth.num_fields=50"])
+                             "--data.hetsynth.num_fields=50", f"--data.hetsynth.feat_dim={feat_dim}"])
     g = load_dataset(cfg.data)
     paper = g.nodes["paper"].data
     paper["labels"] = paper.pop("label")
     for key in ("train_mask", "val_mask", "test_mask"):
         paper[key] = even(paper[key])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method="metis",
+    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method=method,
                                     balance_ntypes={"paper": paper["train_mask"]})
     return folder / f"{name}.json"

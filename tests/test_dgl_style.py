@@ -47,6 +47,9 @@ KINDS = {
              "--log-every 5",
              r"Test Acc (\d\.\d+)", 0.3),  # 8 classes: chance 0.125
 }
+MARGIN = {"node": 0.03, "link": 0.03, "transductive": 0.03, "rgcn": 0.03}
+"""How far below the unconverted script's test accuracy the drop-in may end on these small graphs (one run each:
+the run-to-run spread of either system is about this wide; the benchmarks measure the gap over seeds)."""
 DROPIN_LOADERS = {"node": "GrappaLoader", "link": "GrappaEdgeLoader", "transductive": "GrappaLoader",
                   "rgcn": "GrappaHeteroLoader"}
 
@@ -55,17 +58,24 @@ def diff_of(kind: str) -> Path:
     return STYLE / KINDS[kind][0].replace(".py", ".diff")
 
 
+WIDE = 512
+"""Feature width of the test graphs: wide rows are where the memory budget must give something (the halo's
+tables leave fp32, and at random partitions not every halo node fits)."""
+
+
 @pytest.fixture(scope="module")
 def partitions(tmp_path_factory):
-    """Both partitionings, made once for the module (each kind reads one)."""
+    """Both partitionings, made once for the module (each kind reads one): random parts of graphs with wide
+    features, the drop-in's hard case (most edges cut, a large halo, the default budget short of holding it)."""
     base = tmp_path_factory.mktemp("dgl_parts")
-    return {"homogeneous": dgl_homogeneous_parts(base / "homogeneous", "synth16"),
-            "heterogeneous": dgl_heterogeneous_parts(base / "heterogeneous", "academic")}
+    return {"homogeneous": dgl_homogeneous_parts(base / "homogeneous", "synth16", feat_dim=WIDE, method="random"),
+            "heterogeneous": dgl_heterogeneous_parts(base / "heterogeneous", "academic", feat_dim=WIDE,
+                                                     method="random")}
 
 
 def _scripts(tmp_path: Path, kind: str, converted: bool) -> Path:
     """The examples copied, with the kind's diff applied when ``converted``; the script to run."""
-    folder = tmp_path / "scripts"
+    folder = tmp_path / ("converted" if converted else "scripts")
     shutil.copytree(STYLE, folder)
     if converted:
         done = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-d", str(folder), "-i",
@@ -85,10 +95,20 @@ def test_the_docs_show_each_diff_whole(kind):
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_a_dgl_style_script_converted_by_the_docs_diff_trains_through_the_dropin(tmp_path, partitions, kind):
+def test_a_dgl_style_script_converted_by_the_docs_diff_keeps_distdgls_accuracy(tmp_path, partitions, kind):
+    """The script as it is (plain DistDGL) and converted by exactly the docs' diff, on the same random partitions
+    of a graph with wide features, under the loader's default memory budget: the drop-in reads no row from another
+    machine during an epoch and ends at the unconverted script's accuracy."""
     _, graph, args, acc_line, least = KINDS[kind]
-    logs = run_script(_scripts(tmp_path, kind, converted=True), args, partitions[graph], tmp_path / "out")
-    for log in logs:
+    base = run_script(_scripts(tmp_path, kind, converted=False), args, partitions[graph], tmp_path / "base")
+    for log in base:
+        assert "Traceback" not in log, log[-3000:]
+        passes = traffic(log)
+        assert not any(cls.startswith("Grappa") for cls, _ in passes)
+        # DistDGL's loaders sample on the machines that own the nodes (requests to the other machine)
+        assert any(c["rpc_bytes"] > 0 for _, c in passes)
+    dropin = run_script(_scripts(tmp_path, kind, converted=True), args, partitions[graph], tmp_path / "dropin")
+    for log in dropin:
         assert "Traceback" not in log, log[-3000:]
         epochs = [counts for cls, counts in traffic(log) if cls == DROPIN_LOADERS[kind]]
         assert len(epochs) == (3 if kind == "link" else 4 if kind == "rgcn" else 8)
@@ -96,21 +116,12 @@ def test_a_dgl_style_script_converted_by_the_docs_diff_trains_through_the_dropin
         # kept halo rows are read again at each later epoch's start (the same rows every epoch), nothing else
         assert all(c["feature_bytes"] == 0 and c["rpc_bytes"] == 0 for c in epochs), epochs
         assert epochs[0]["remote_rows"] == 0 and len({c["remote_rows"] for c in epochs[1:]}) == 1, epochs
-    assert last_float("\n".join(logs), acc_line) > least
-
-
-@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
-@pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_same_script_unconverted_trains_as_plain_distdgl(tmp_path, partitions, kind):
-    _, graph, args, acc_line, least = KINDS[kind]
-    logs = run_script(_scripts(tmp_path, kind, converted=False), args, partitions[graph], tmp_path / "out")
-    for log in logs:
-        assert "Traceback" not in log, log[-3000:]
-        passes = traffic(log)
-        assert not any(cls.startswith("Grappa") for cls, _ in passes)
-        # DistDGL's loaders sample on the machines that own the nodes (requests to the other machine)
-        assert any(c["rpc_bytes"] > 0 for _, c in passes)
-    assert last_float("\n".join(logs), acc_line) > least
+    if kind != "transductive":  # the hard case is real: the default budget could not hold the halo's rows in fp32
+        assert re.search(r"memory_budget=1\.5: (tables|the halo's feature rows) in (fp16|bf16|int8|int4)",
+                         "\n".join(dropin)), dropin[0][-3000:]
+    base_acc, dropin_acc = (last_float("\n".join(logs), acc_line) for logs in (base, dropin))
+    assert base_acc > least, f"DistDGL itself did not learn: {base_acc}"
+    assert dropin_acc >= base_acc - MARGIN[kind], f"{kind}: drop-in {dropin_acc:.4f} against DistDGL {base_acc:.4f}"
 
 
 def test_partition_prebuilt_names_a_heterogeneous_partitioning_made_by_dgl(partitions):

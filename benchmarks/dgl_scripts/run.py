@@ -1,12 +1,15 @@
-"""Lab driver: a DGL-style script of examples/dgl_style/, unconverted (DistDGL) and converted (the drop-in),
-on a generated graph with wide features, partitioned by DGL's ``partition_graph``.
+"""DGL's kinds of distributed script, unconverted (DistDGL) and converted by the docs' diff (the drop-in), on
+generated graphs with wide features partitioned by DGL's ``partition_graph``: one run a call.
 
-    python experiments/dropin/run.py --kind link --method random --parts 4 --feat-dim 512 --system base
-    python experiments/dropin/run.py --kind link ... --system dropin --loader-kwargs 'memory_budget="2.0"'
+    python benchmarks/dgl_scripts/run.py --kind link --method random --parts 4 --system base --args "--num_epochs 3"
+    python benchmarks/dgl_scripts/run.py --kind link ... --system dropin --loader-kwargs 'memory_budget="2.0"'
+    python benchmarks/dgl_scripts/report.py          # the table of every run so far
 
-Each run appends one JSON line to ``runs/dropin-exp/results.jsonl`` (the accuracy the script printed, its
-per-trainer epoch times, the loader's budget line) and keeps the job folder. Partitions are made once per
-(graph, method, parts) under ``runs/dropin-exp/parts``.
+A run is ``python -m dgl_grappa.distdgl --script`` on a copy of ``examples/dgl_style/`` (the diff applied for
+``dropin``; ``--loader-kwargs`` appended to the loader's call for the ablations), one DistDGL machine per part on
+this host. It appends one JSON line to ``$DROPIN_OUT/results.jsonl`` (default ``runs/dropin-exp``): the accuracy
+the script printed, trainer 0's epoch times and the loader's budget line; the job folder stays beside it.
+Partitions are made once per (graph, method, parts) under ``$DROPIN_OUT/parts``.
 """
 from __future__ import annotations
 
@@ -99,6 +102,11 @@ def script_copy(a, run_dir: Path) -> Path:
     return script
 
 
+def _commit() -> str:
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", choices=sorted(SCRIPTS), required=True)
@@ -112,6 +120,7 @@ def main() -> None:
     ap.add_argument("--args", default="", help="the script's own arguments besides the launcher's")
     ap.add_argument("--loader-kwargs", default="", help="keywords added to the drop-in loader's call")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--label", default="", help="names the variant in the report (e.g. the code it ran)")
     a = ap.parse_args()
     part_config = heterogeneous(a) if a.kind == "rgcn" else homogeneous(a)
     tag = a.tag or f"{a.kind}-{a.system}-{part_config.parent.name}-{int(time.time())}"
@@ -129,7 +138,7 @@ def main() -> None:
     budget = re.findall(r"drop-in loader, part \d+.*", (run_dir / "out" / "logs" / "trainer0.log").read_text())
     epoch_times = [float(x) for x in re.findall(r"Epoch Time\(s\): ([\d.]+)", logs[0])]
     row = {"tag": tag, "kind": a.kind, "system": a.system, "parts": part_config.parent.name, "args": a.args,
-           "loader_kwargs": a.loader_kwargs, "acc": float(acc[-1]) if acc else None,
+           "loader_kwargs": a.loader_kwargs, "label": a.label, "commit": _commit(), "acc": float(acc[-1]) if acc else None,
            "acc_lines": re.findall(r".*(?:Val|Test|test|eval) [Aa]cc.*", text)[-6:], "budget": budget[:1],
            "epoch_times_t0": epoch_times, "wall_s": round(wall, 1)}
     with open(OUT / "results.jsonl", "a") as f:
