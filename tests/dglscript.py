@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import dgl
+import numpy as np
+import torch
 
 from dgl_grappa.cluster.ptree import kill_tree
 from dgl_grappa.config import DataConfig, SyntheticConfig, load_config
@@ -35,13 +38,17 @@ TRAFFIC = re.compile(r"^loader traffic (\w+) (\{.*\})$", re.M)
 # Python imports it at the start of every process of the job; only a trainer (and its sampler processes,
 # DGL_ROLE=client) meters its loaders.
 SITECUSTOMIZE = """import os
+if os.environ.get("DGLSCRIPT_SEED"):
+    import dglscript
+    dglscript.seed_process(int(os.environ["DGLSCRIPT_SEED"]))
 if os.environ.get("DGL_ROLE") == "client":
     import dglscript
     dglscript.meter_loaders()
 """
 
 
-def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 600) -> list[str]:
+def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 600,
+               seed: int | None = None) -> list[str]:
     """``python -m dgl_grappa.distdgl --script script --script-args=args`` on the partitioning ``part_config``
     (one machine per part, each with a private /dev/shm); return each trainer's log.
 
@@ -52,6 +59,9 @@ def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout
         part_config: the partition json that DGL's ``partition_graph`` wrote.
         out: the job's output folder (``run.output_dir``: logs, ``job.json``).
         timeout_s: the job's bound past its start (``run.timeout_s``) and on the start itself.
+        seed: seeds Python's, NumPy's, PyTorch's and DGL's generators in every process of the job before the script
+            starts (:func:`seed_process`; DGL's scripts seed nothing), so that two jobs with the same seed start
+            from the same model and draw alike where their code does; None: unseeded.
 
     Raises:
         AssertionError: the command failed or outlived its bound (the message has its output's tail).
@@ -65,6 +75,8 @@ def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout
             f"--run.timeout_s={timeout_s}", f"--distdgl.startup_timeout_s={timeout_s}", "--run.progress=false"]
     env = dict(os.environ, DGLBACKEND="pytorch",
                PYTHONPATH=os.pathsep.join([str(hook), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if seed is not None:
+        env["DGLSCRIPT_SEED"] = str(seed)
     # The launcher bounds the job itself (startup + run + shutdown); this bound only backs it up.
     bound = 2 * timeout_s + 300
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -77,6 +89,14 @@ def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout
         raise AssertionError(f"{' '.join(argv)} ran past {bound} s; it ended:\n{output[-4000:]}") from None
     assert proc.returncode == 0, f"{' '.join(argv)} exited {proc.returncode}:\n{output[-6000:]}"
     return [(out / "logs" / f"trainer{i}.log").read_text() for i in range(n)]
+
+
+def seed_process(seed: int) -> None:
+    """Seed this process's generators (Python, NumPy, PyTorch, DGL's) with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    dgl.seed(seed)
 
 
 def meter_loaders() -> None:

@@ -30,7 +30,8 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
         variant = ("DistDGL (unconverted)" if r["system"] == "base"
                    else r.get("label") or f"drop-in {r['loader_kwargs'] or '(defaults)'}")
         groups[setting][variant].append(r["acc"])
-    lines = ["| kind | graph, partitions | script arguments | system | runs | test acc (mean) | each run | vs DistDGL |",
+    lines = ["| kind | graph, partitions | script arguments | system | runs | test acc (mean) | each run "
+             "| vs DistDGL |",
              "|---|---|---|---|---|---|---|---|"]
     data = []
     for (kind, parts, args), variants in sorted(groups.items()):

@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument("--feat-dim", type=int, default=512)
     ap.add_argument("--args", default="", help="the script's own arguments besides the launcher's")
     ap.add_argument("--loader-kwargs", default="", help="keywords added to the drop-in loader's call")
+    ap.add_argument("--seed", type=int, default=None, help="seeds every process of the job (tests/dglscript.py)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--label", default="", help="names the variant in the report (e.g. the code it ran)")
     a = ap.parse_args()
@@ -131,14 +132,15 @@ def main() -> None:
     else:
         launch = "--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} "
     t0 = time.time()
-    logs = run_script(script, launch + a.args, part_config, run_dir / "out", timeout_s=5400)
+    logs = run_script(script, launch + a.args, part_config, run_dir / "out", timeout_s=5400, seed=a.seed)
     wall = time.time() - t0
     text = "\n".join(logs)
     acc = re.findall(ACC[a.kind], text)
     budget = re.findall(r"drop-in loader, part \d+.*", (run_dir / "out" / "logs" / "trainer0.log").read_text())
     epoch_times = [float(x) for x in re.findall(r"Epoch Time\(s\): ([\d.]+)", logs[0])]
-    row = {"tag": tag, "kind": a.kind, "system": a.system, "parts": part_config.parent.name, "args": a.args,
-           "loader_kwargs": a.loader_kwargs, "label": a.label, "commit": _commit(), "acc": float(acc[-1]) if acc else None,
+    row = {"tag": tag, "seed": a.seed, "kind": a.kind, "system": a.system, "parts": part_config.parent.name,
+           "args": a.args, "loader_kwargs": a.loader_kwargs, "label": a.label, "commit": _commit(),
+           "acc": float(acc[-1]) if acc else None,
            "acc_lines": re.findall(r".*(?:Val|Test|test|eval) [Aa]cc.*", text)[-6:], "budget": budget[:1],
            "epoch_times_t0": epoch_times, "wall_s": round(wall, 1)}
     with open(OUT / "results.jsonl", "a") as f:
