@@ -30,8 +30,8 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
         variant = ("DistDGL (unconverted)" if r["system"] == "base"
                    else r.get("label") or f"drop-in {r['loader_kwargs'] or '(defaults)'}")
         groups[setting][variant].append(r["acc"])
-    lines = ["| kind | graph, partitions | script arguments | system | runs | test acc (mean) | each run "
-             "| vs DistDGL |",
+    names = {args: f"A{i + 1}" for i, args in enumerate(sorted({k[2] for k in groups}))}
+    lines = ["| kind | graph, partitions | arguments | system | runs | test acc (mean) | each run | vs DistDGL |",
              "|---|---|---|---|---|---|---|---|"]
     data = []
     for (kind, parts, args), variants in sorted(groups.items()):
@@ -40,10 +40,12 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
         for name in sorted(variants, key=lambda v: (not v.startswith("DistDGL"), v)):
             accs = variants[name]
             diff = "" if ref is None or name.startswith("DistDGL") else f"{100 * (mean(accs) - ref):+.2f}"
-            lines.append(f"| {kind} | {parts} | `{args}` | {name} | {len(accs)} | {mean(accs):.4f} | "
+            lines.append(f"| {kind} | {parts} | {names[args]} | {name} | {len(accs)} | {mean(accs):.4f} | "
                          f"{', '.join(f'{a:.4f}' for a in accs)} | {diff} |")
             data.append({"kind": kind, "parts": parts, "args": args, "system": name, "accs": accs,
                          "mean": mean(accs), "diff_points": None if not diff else float(diff)})
+    lines += ["", "Arguments (the script's own, besides the launcher's):", ""]
+    lines += [f"- {name}: `{args}`" for args, name in names.items()]
     return "\n".join(lines), data
 
 
