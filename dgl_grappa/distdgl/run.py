@@ -15,7 +15,10 @@ from ..runtime.folders import check_output_dir
 from ..runtime.restarts import restart_budget
 from .job import check_script_args
 from .launcher import JOB_FILE, SERVERS_FILE
+from .prepare_check import check_job
 from .recovery import run_resumable_job, supports_checkpoints
+from .script_metric import pattern_for
+from .script_summary import script_summary
 from .segments import run_segments
 
 
@@ -59,10 +62,14 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     then starts it from the beginning again.
 
     Returns:
-        The summary dict (also in ``out_dir/summary.json``); for a script that writes no
-        summary.json (DGL's examples), the launcher's record instead (``"has_summary": False``:
-        exit statuses, logs, wall time, ``edge_cut``, ``restarts``; no metrics), also in
-        ``out_dir/job.json``.
+        The summary dict (also in ``out_dir/summary.json``). For a script that writes no
+        summary.json (DGL's examples), the summary of what the launcher measured around its
+        loaders (:func:`~dgl_grappa.distdgl.script_summary.script_summary`: ``"measured": "loaders"``,
+        epoch times and steps, bytes, memory, the script's own metric read from its output with
+        ``compare.metric``), written as summary.json and metrics.jsonl; when its trainers made no
+        training pass over a DGL or drop-in loader, the launcher's record alone (``"has_summary":
+        False``: exit statuses, logs, wall time, ``edge_cut``, ``restarts``). ``out_dir/job.json``
+        holds the launcher's record in both cases.
 
     Example:
         >>> from dgl_grappa.config import load_config
@@ -107,6 +114,7 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     if grappa and 0 in stats.get("train_nodes", []):
         raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
                           "loader needs some on every machine; use fewer parts or --partition.balance_train=true")
+    check_job(cfg, stats["part_config"], grappa=grappa, script=script)  # before any server starts
     cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
         cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
     ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
@@ -118,9 +126,17 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
                                 resume=point.path if point else None, budget=budget, ckdir=ckdir)
     summary["edge_cut"] = stats["edge_cut"]
     summary["restarts"] = budget.taken
-    if summary.get("has_summary") is False:  # the script wrote no metrics: the launcher's record, no more
+    if summary.get("has_summary") is False:  # the script wrote no metrics: what the launcher measured
         (out / JOB_FILE).write_text(json.dumps(summary, indent=1))
-        return summary
+        chosen = script or cfg.compare.script
+        measured = script_summary(out, cfg.partition.num_parts, summary["system"], chosen,
+                                  pattern_for(cfg.compare.metric, chosen) or pattern_for("", cfg.compare.script))
+        if measured is None:
+            return summary
+        records = measured.pop("records")
+        measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken, job_wall_s=summary.get("wall_time_s"))
+        summary = measured
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary.update(machine_memory(out, summary))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -144,4 +160,4 @@ def _check_script_args(cfg, *, grappa: bool, script: str | None, extra_args: lis
     if extra_args:
         raise ConfigError(f"extra trainer arguments {extra_args} cannot go with compare.script_args (the script "
                           "gets exactly its own): put them into compare.script_args")
-    check_script_args(cfg, grappa=grappa)
+    check_script_args(cfg, grappa=grappa, script=script)
