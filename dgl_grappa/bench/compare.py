@@ -251,7 +251,9 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
             **{k: next((r["summary"][k] for r in runs.values() if k in r["summary"]), None)
                for k in ("network_dilation", "host_cpu_share")},
             "num_parts": c.partition.num_parts,
-            "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
+            # a prebuilt folder's own method (DGL's json says it), not the config's
+            "partition_method": (stats.get("method") if c.partition.prebuilt else None) or c.partition.method,
+            "edge_cut": stats.get("edge_cut"),
             "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
             "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
             "batch_size": c.train.batch_size, "rows": rows, "runs": runs,

@@ -66,7 +66,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         summary.json (DGL's examples), the summary of what the launcher measured around its
         loaders (:func:`~dgl_grappa.distdgl.script_summary.script_summary`: ``"measured": "loaders"``,
         epoch times and steps, bytes, memory, the script's own metric read from its output with
-        ``compare.metric``), written as summary.json and metrics.jsonl; when its trainers made no
+        ``compare.metric``; ``job``: the launcher's record), written as summary.json and metrics.jsonl; when its
+        trainers made no
         training pass over a DGL or drop-in loader, the launcher's record alone (``"has_summary":
         False``: exit statuses, logs, wall time, ``edge_cut``, ``restarts``). ``out_dir/job.json``
         holds the launcher's record in both cases.
@@ -134,7 +135,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         if measured is None:
             return summary
         records = measured.pop("records")
-        measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken, job_wall_s=summary.get("wall_time_s"))
+        measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken,
+                        job={k: summary[k] for k in ("wall_time_s", "machines", "trainers", "servers", "command")
+                             if k in summary})
         summary = measured
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary.update(machine_memory(out, summary))
