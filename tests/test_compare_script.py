@@ -115,21 +115,6 @@ def test_compare_runs_a_dgl_style_script_unmodified_and_converted(tmp_path, part
     assert all((out / f).stat().st_size > 10_000 for f in ("accuracy_vs_time.png", "bytes_per_epoch.png"))
 
 
-@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
-def test_a_script_that_prints_no_matching_line_still_gets_its_times_and_bytes(tmp_path, parts):
-    out = tmp_path / "cmp"
-    p = compare(out, f"--partition.prebuilt={parts}", "--partition.num_parts=2", "--compare.distdgl=false",
-                f"--compare.script={STYLE / 'node_classification.py'}",
-                f"--compare.dropin_script={converted(tmp_path)}", "--compare.metric=Accuracy of nothing: (\\d+)",
-                f"--compare.script_args={ARGS}")
-    assert p.returncode == 0, p.stderr[-5000:]
-    (row,) = json.loads((out / "compare.json").read_text())["rows"]
-    assert row["metric"] is None and row["epochs"] == 2 and row["epoch_time_s"] > 0
-    assert row["wire_bytes_per_epoch"] > 0 and row["one_time_bytes_per_epoch"] > 0
-    assert "no metric found: no line of the trainers' output matched" in p.stdout
-    assert "no metric found" in (out / "report.md").read_text()
-
-
 def test_forgetting_prepare_is_one_line_naming_the_command_before_any_server_starts(tmp_path):
     g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=600, avg_degree=5, seed=1)))
     g.ndata["features"] = g.ndata.pop("feat")
@@ -241,3 +226,40 @@ def test_the_docs_partition_example_makes_a_partition_the_dropin_reads_and_its_m
     assert f"dgl_grappa.distdgl: error: {err.value}" == shown
     assert prepare(part_config)["feat_key"] == "features"
     check_prepared(part_config, str(script))  # prepared: nothing to say
+
+
+@pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
+def test_a_script_printing_no_matching_line_gets_its_times_and_bytes_and_no_folder_is_written_over_unsaid(tmp_path,
+                                                                                                        parts):
+    """``python -m dgl_grappa.distdgl --script`` on a folder an earlier job wrote. Refused before it starts (the
+    converted script on a folder without aggregates), it replaces nothing and says nothing of replacing; run, it says
+    what it replaces first, and with a metric pattern that nothing matches still ends with its times and bytes."""
+    out = tmp_path / "job"
+    out.mkdir()
+    (out / "summary.json").write_text('{"earlier": true}')
+    bare = tmp_path / "bare"
+    shutil.copytree(parts.parent, bare, ignore=shutil.ignore_patterns("grappa*"))  # the same parts, not prepared
+    env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
+                                                                                                      "")]))
+
+    script = converted(tmp_path)
+
+    def job(part_config: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "dgl_grappa.distdgl", "--script", str(script),
+                               f"--script-args={ARGS}", "--compare.metric=Accuracy of nothing: (\\d+)",
+                               f"--partition.prebuilt={part_config}", "--partition.num_parts=2",
+                               f"--run.output_dir={out}", "--run.timeout_s=600", "--distdgl.startup_timeout_s=600"],
+                              env=env, capture_output=True, text=True, timeout=1800)
+
+    refused = job(bare / parts.name)
+    assert refused.returncode == 2 and "python -m dgl_grappa prepare" in refused.stderr
+    assert "replacing" not in refused.stderr and json.loads((out / "summary.json").read_text()) == {"earlier": True}
+    p = job(parts)
+    assert p.returncode == 0, p.stderr[-5000:]
+    assert f"replacing the earlier run's summary.json in {out}" in p.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["metric"] is None and s["epochs"] == 2 and s["epoch_time_s"] > 0 and s["steps_per_epoch"] >= 1
+    assert s["wire_bytes_per_epoch"] > 0 and s["one_time_bytes_total"] > 0
+    line = p.stdout.strip().splitlines()[-1]
+    assert f"epoch {s['epoch_time_s']:.3f} s" in line and "wire " in line
+    assert "no line of the trainers' output matched the metric pattern" in line

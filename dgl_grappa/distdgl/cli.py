@@ -10,9 +10,8 @@ from ..cluster.launch import setup_logging
 from ..cluster.netns import IsolationError
 from ..cluster.procs import EXIT_USER_ERROR, JobFailed
 from ..config import ConfigError, load_config
-from ..runtime.folders import replacing
 from ..runtime.metrics import format_bytes
-from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch, log
+from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
 from .run import run_distdgl
 
 
@@ -69,10 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(a.config, rest)
         if a.script_args is not None:  # verbatim: not through the overrides' YAML reading
             cfg.compare.script_args = a.script_args
-        note = replacing(cfg.run.output_dir, [*OUTPUTS, "logs"])
-        if note:  # as compare says it: before anything is replaced
-            log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
-        s = run_distdgl(cfg, grappa=a.grappa, script=a.script)
+        s = run_distdgl(cfg, grappa=a.grappa, script=a.script, announce=True)
     except (ConfigError, IsolationError, JobFailed) as exc:
         print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
@@ -81,10 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print((script_line if s.get("measured") == "loaders" else summary_line)(s, Path(cfg.run.output_dir)))
     return 0
-
-
-OUTPUTS = ("summary.json", "metrics.jsonl", JOB_FILE)
-"""What a DistDGL job writes in its output folder besides its logs."""
 
 
 def script_line(s: dict, out: Path) -> str:

@@ -11,10 +11,10 @@ from ..config import ConfigError, dropin_problem
 from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
 from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
-from ..runtime.folders import check_output_dir
+from ..runtime.folders import check_output_dir, replacing
 from ..runtime.restarts import restart_budget
 from .job import check_script_args
-from .launcher import JOB_FILE, SERVERS_FILE
+from .launcher import JOB_FILE, SERVERS_FILE, log
 from .prepare_check import check_job
 from .recovery import run_resumable_job, supports_checkpoints
 from .script_metric import pattern_for
@@ -39,8 +39,20 @@ def machine_memory(out: Path, summary: dict) -> dict:
     return {"servers_peak_rss_bytes": servers, "machine_peak_rss_bytes_max": max(machines) if machines else None}
 
 
+OUTPUTS = ("summary.json", "metrics.jsonl", JOB_FILE, "logs")
+"""What a DistDGL job writes in its output folder (an earlier job's are replaced)."""
+
+
+def _announce(out: Path) -> None:
+    """The line compare prints, for a job's own folder: what of an earlier job the job replaces."""
+    note = replacing(out, list(OUTPUTS))
+    if note:
+        log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
+
+
 def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False, script: str | None = None,
-                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False) -> dict:
+                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False,
+                announce: bool = False) -> dict:
     """Run the DistDGL job (baseline, or the drop-in script with ``--grappa``) and return its summary.
 
     Args:
@@ -52,6 +64,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         isolate: private network namespace: None = when possible (needed to measure
             wire bytes), True = required, False = no (not allowed with a bandwidth).
         quiet: the job's output goes to ``out_dir/<system>.log`` instead of the terminal.
+        announce: say what of an earlier job in ``out_dir`` is replaced, once everything is checked
+            and before the first process starts (the command line's jobs; compare says it for its own).
 
     With ``schedule.k > 0`` the run is one job per partitioning, each resumed from the
     previous one's checkpoint (:func:`~dgl_grappa.distdgl.segments.run_segments`); the summary then has ``switches``
@@ -104,6 +118,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         if cfg.checkpoint.resume:
             raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
                               "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
+        if announce:
+            _announce(out)
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
 
     point = resolve_resume(cfg, out_dir=out)
@@ -116,6 +132,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
                           "loader needs some on every machine; use fewer parts or --partition.balance_train=true")
     check_job(cfg, stats["part_config"], grappa=grappa, script=script)  # before any server starts
+    if announce:  # everything checked: the job goes ahead (its checkpoints, logs and files are replaced)
+        _announce(out)
     cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
         cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
     ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
