@@ -127,12 +127,13 @@ def _wrap_iter(cls, meter: LoaderMeter) -> None:
     def metered(self):
         if getattr(self, "_dgl_grappa_metered", False):  # a subclass's pass through its base's: measured once
             return inner(self)
-        return _pass(self)
+        # at once, as the loader's own __iter__ (DGL's resets and shuffles here); DGL's loaders return themselves,
+        # so the pass iterates what this returned, never the loader again
+        return _pass(self, inner(self))
 
-    def _pass(self):
+    def _pass(self, it):
         self._dgl_grappa_metered = True
         try:
-            it = inner(self)  # DGL's loaders return themselves: iterate the iterator, not the loader again
             yield from meter.measured(self, _batches(it))
         finally:
             self._dgl_grappa_metered = False
