@@ -258,6 +258,11 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         log.info("DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
                  "ports %s, logs in %s", n, cluster.kind, " ".join(cluster.addresses), ports, logs)
         supervise(cfg, trainers, servers, logs, t0)
+        described = cluster.describe()
+        if records and (out / JOB_FILE).is_file():  # a script's job: its record says where it ran
+            job = json.loads((out / JOB_FILE).read_text())
+            job.update(cluster=described, **{k: described[k] for k in DILATION_KEYS if k in described})
+            (out / JOB_FILE).write_text(json.dumps(job, indent=1))
         if cfg.launch.copy_partitions:
             for i in range(n if records else 0):  # a script's trainers recorded their passes on their hosts
                 cluster.fetch_from(i, out, [str(records_path(RECORDS_DIR, i))])
@@ -266,7 +271,6 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
             except JobFailed:
                 if not records:  # the package's trainer always writes them; a script may not
                     raise
-        described = cluster.describe()
     summary_path = out / "summary.json"
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
@@ -303,11 +307,12 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
         raise _failure(msg, logs / f"{name}.log")
 
     ready_logged = False
-    peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows: the last read is it)
+    peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows, the largest read is it)
     while True:
         for i, s in enumerate(servers):
             if s.poll() is None:
-                peaks[i] = _tree_peak_rss(s.pid) or peaks[i]
+                # the largest: a server that has exited leaves its wrapper's tree (a test host's guard) much smaller
+                peaks[i] = max(peaks[i] or 0, _tree_peak_rss(s.pid) or 0) or None
         rcs = [t.poll() for t in trainers]
         for i, rc in enumerate(rcs):
             if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix

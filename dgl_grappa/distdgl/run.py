@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ..cluster.launch import check_port_free
+from ..cluster.remote import DILATION_KEYS
 from ..cluster.procs import isolation_plan
 from ..config import ConfigError, dropin_problem
 from ..partition.prebuilt import prebuilt_stats
@@ -155,7 +156,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         records = measured.pop("records")
         measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken,
                         job={k: summary[k] for k in ("wall_time_s", "machines", "trainers", "servers", "command")
-                             if k in summary})
+                             if k in summary},
+                        # across hosts: where it ran, and the test hosts' time dilation
+                        **{k: summary[k] for k in ("cluster", *DILATION_KEYS) if k in summary})
         summary = measured
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary.update(machine_memory(out, summary))
