@@ -17,6 +17,8 @@ user sets them only to reproduce what a launcher does).
                               across hosts)
 ``DGL_GRAPPA_MACHINE_ID``     a DistDGL trainer's machine id when several "machines" share one
                               host (applied by ``import dgl_grappa.distdgl``)
+``DGL_GRAPPA_EPOCHS``         the folder where a DistDGL script's trainers record each pass over their
+                              loaders (set by the launcher; :mod:`dgl_grappa.distdgl.loader_meter`)
 ``DGL_GRAPPA_FAULT``          a JSON fault-injection point, for recovery tests
                               (:mod:`dgl_grappa.cluster.faults`)
 ``DGL_GRAPPA_JOIN``           the generation a worker joins when it takes a lost worker's part over
@@ -34,6 +36,7 @@ ENV_NETNS = "DGL_GRAPPA_NETNS"
 ENV_WIRE = "DGL_GRAPPA_WIRE"
 ENV_MACHINE_ID = "DGL_GRAPPA_MACHINE_ID"
 ENV_FAULT = "DGL_GRAPPA_FAULT"
+ENV_EPOCHS = "DGL_GRAPPA_EPOCHS"
 ENV_JOIN = "DGL_GRAPPA_JOIN"
 ENV_BEAT = "DGL_GRAPPA_BEAT"
 ENV_VENV = "DGL_GRAPPA_VENV"

@@ -174,15 +174,20 @@ def test_a_dgl_style_script_runs_unmodified_and_its_servers_unpickle_the_initial
     cfg = _cfg(dgl_job, out)
     cfg.compare.script_args = ARGS + str(results)
 
-    rec = run_distdgl(cfg, quiet=True)
+    s = run_distdgl(cfg, quiet=True)
 
-    # The script writes no summary.json: the launcher's record says what it knows, no metrics.
-    assert rec["has_summary"] is False and "epoch_time_s" not in rec and "val_acc" not in rec
+    # The script writes no summary.json: what the launcher measured around its loader (each trainer's passes
+    # over DistNodeDataLoader, whose batches a sampler process made), and the launcher's record of the job.
+    rec = s["job"]
+    assert s["measured"] == "loaders" and s["epochs"] == 2 and s["val_acc"] is None
+    assert s["metric"] is None and s["metric_pattern"] is None  # a script of its own: no pattern known
+    assert s["epoch_time_s"] > 0 and s["app_bytes_per_epoch"] > 0 and s["machine_peak_rss_bytes_max"] > 0
+    assert [w["loader"] for w in s["workers"]] == ["DistNodeDataLoader"] * 2
     assert [t["exit_code"] for t in rec["trainers"]] == [0, 0]
-    assert [s["exit_code"] for s in rec["servers"]] == [0, 0]
+    assert [sv["exit_code"] for sv in rec["servers"]] == [0, 0]
     assert rec["wall_time_s"] > 0 and all(Path(t["log"]).is_file() for t in rec["trainers"])
     assert json.loads((out / "job.json").read_text())["trainers"] == rec["trainers"]
-    assert not (out / "summary.json").exists()
+    assert json.loads((out / "summary.json").read_text())["epochs"] == 2
     # Exactly its own arguments, the placeholders filled in: nothing of the package's was added.
     argv = rec["command"][rec["command"].index(str(dgl_job / "script" / "train_toy.py")) + 1:]
     assert argv[:6] == ["--graph_name", "toygraph", "--ip_config", str(out / "ip_config.txt"),
@@ -198,6 +203,8 @@ def test_a_dgl_style_script_runs_unmodified_and_its_servers_unpickle_the_initial
         assert seen["machine_id"] == seen["partid"] == rank
         assert set(seen["sampler_machines"]) == {rank}
         assert seen["sampler_pids"] and seen["pid"] not in seen["sampler_pids"]
+        # the launcher counted the batches the script took
+        assert s["workers"][rank]["steps_per_epoch"] * 2 == seen["steps"]
 
 
 @needs_ns

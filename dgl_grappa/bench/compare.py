@@ -22,49 +22,26 @@ import dataclasses
 import json
 import logging
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 from ..cluster.procs import isolation_plan, run_isolated
 from ..config import ConfigError, dropin_problem, uses_hosts, write_resolved_config
-from ..distdgl import run_distdgl
+from ..cluster.procs import JobFailed
+from ..distdgl import run_distdgl, trainer_command
+from ..distdgl.job import check_script_args
+from ..distdgl.prepare_check import check_job
+from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
 from ..runtime.folders import FolderLock, check_output_dir, replacing
 from ..runtime.metrics import PHASE_KEYS, format_bytes, read_jsonl, time_to_target, write_json
 from .compare_plots import PLOTS, plot
+from .figures import TERMINAL_WIDTH, fmt_ratio as _fmt_ratio, ratio as _ratio, seconds as _seconds
+from .figures import short_ratio as _short_ratio, wrap as _wrap
+from .script_report import script_report, script_row, script_setting, script_table, setting_text
 from .labels import TARGET_FRACTION, system_label, systems_legend, target_text
 
 log = logging.getLogger("dgl_grappa")
-
-TERMINAL_WIDTH = 100
-"""The terminal table fits this many columns (report.md has every column)."""
-
-
-def _ratio(x: float | None, base: float | None) -> float | None:
-    if x is None or base is None or base == 0:
-        return None
-    return x / base
-
-
-def _fmt_ratio(r: float | None) -> str:
-    return "-" if r is None else f"{r:.3g}x"
-
-
-def _short_ratio(r: float | None) -> str:
-    """A ratio to the baseline in at most 6 characters ("0.48x", "0.048x", "25x", "<0.01x"); empty when
-    there is none.
-
-    Example:
-        >>> [_short_ratio(r) for r in (0.476, 0.0403, 0.0006, 1.0, 2.345, 25.3, 1234.0, None)]
-        ['0.48x', '0.04x', '<0.01x', '1x', '2.3x', '25x', '1234x', '']
-    """
-    if r is None:
-        return ""
-    if r < 0.01:
-        return "<0.01x"
-    return f"{r:.0f}x" if r >= 10 else f"{r:.2g}x" if r >= 0.1 else f"{r:.1g}x"
-
 
 def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]]:
     """(cumulative training seconds, ``key``: val acc, or val MRR for link prediction) at every evaluated
@@ -79,14 +56,44 @@ def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]
 
 def quality_key(cfg_or_result) -> str:
     """The validation figure the comparison targets (of a config or a compare.json): ``val_acc``, or
-    ``val_mrr`` for link prediction.
+    ``val_mrr`` for link prediction; a script's own metric (``metric``) when compare runs a script.
 
     Example:
-        >>> quality_key({"task": "link"}), quality_key({"task": "node"})
-        ('val_mrr', 'val_acc')
+        >>> quality_key({"task": "link"}), quality_key({"task": "node"}), quality_key({"script": {}})
+        ('val_mrr', 'val_acc', 'metric')
     """
-    task = cfg_or_result.get("task") if isinstance(cfg_or_result, dict) else cfg_or_result.train.task
+    if isinstance(cfg_or_result, dict):
+        if cfg_or_result.get("script") is not None:
+            return "metric"
+        task = cfg_or_result.get("task")
+    else:
+        if script_mode(cfg_or_result):
+            return "metric"
+        task = cfg_or_result.train.task
     return "val_mrr" if task == "link" else "val_acc"
+
+
+def script_mode(cfg) -> bool:
+    """compare runs a script of the user's own with its own arguments (``compare.script`` and
+    ``compare.script_args``): unmodified, then converted, on the same partitions."""
+    return bool(cfg.compare.script and cfg.compare.script_args)
+
+
+def _check_script_runs(cfg, part_config: str) -> None:
+    """Everything that would stop a script comparison's runs, before the first starts (one line each)."""
+    dropin = cfg.compare.dropin_script
+    if dropin and not Path(dropin).is_file():
+        raise ConfigError(f"compare.dropin_script={dropin} does not exist; name the converted copy of "
+                          "compare.script, or leave it empty to run compare.script with --grappa for {grappa}")
+    trainer_command(cfg)  # compare.script exists
+    if cfg.compare.distdgl:
+        check_script_args(cfg, grappa=False)
+    if not dropin and "{grappa}" not in cfg.compare.script_args.split():
+        raise ConfigError("compare runs compare.script twice, the second time with --grappa for {grappa} in "
+                          "compare.script_args, which has none: add {grappa} where the script takes the flag, or "
+                          "name the converted copy with --compare.dropin_script=PATH")
+    check_script_args(cfg, grappa=True, script=dropin or None)
+    check_job(cfg, part_config, grappa=True, script=dropin or None)  # prepare, before any server starts
 
 
 def run_grappa(cfg, out: Path, isolate: bool) -> dict:
@@ -117,7 +124,8 @@ def run_compare(cfg) -> dict:
         ConfigError / IsolationError: bad config, or bandwidth shaping impossible here.
         JobFailed: a run failed (the others already done are kept on disk).
     """
-    why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin else None
+    script = script_mode(cfg)
+    why = dropin_problem(cfg.grappa.correction, cfg.train.halo) if cfg.compare.dropin or script else None
     if why is not None:
         raise ConfigError(f"compare.dropin: {why}")  # before any run, not after the others
 
@@ -125,7 +133,12 @@ def run_compare(cfg) -> dict:
     out = Path(cfg.run.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     with FolderLock(out, "run.output_dir"):  # one comparison per folder (its runs lock their own)
-        stats, _ = ensure_partitions(cfg)
+        if script and cfg.partition.prebuilt:  # a folder made by DGL's partition_graph, say
+            stats = prebuilt_stats(cfg)
+        else:
+            stats, _ = ensure_partitions(cfg)
+        if script:
+            _check_script_runs(cfg, stats["part_config"])
         part_dir = str(Path(stats["part_config"]).resolve().parent)
         isolate = isolation_plan(cfg)  # False across hosts: each run opens its hosts, which count their own bytes
         hosts = uses_hosts(cfg)
@@ -143,10 +156,13 @@ def run_compare(cfg) -> dict:
         plan = []
         if cfg.compare.distdgl:
             plan.append(("distdgl", lambda c: run_distdgl(c, isolate=isolate, quiet=True), {}))
-        for v in cfg.compare.variants:
+        # a script of the user's own: it, then its converted run (the package's trainer does not train it)
+        for v in [] if script else cfg.compare.variants:
             plan.append((f"grappa-{v}", lambda c: run_grappa(c, Path(c.run.output_dir), isolate), {"correction": v}))
-        if cfg.compare.dropin:
-            plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, isolate=isolate, quiet=True), {}))
+        converted = cfg.compare.dropin_script or None  # else compare.script, with --grappa
+        if cfg.compare.dropin or script:
+            plan.append(("distdgl-grappa", lambda c: run_distdgl(c, grappa=True, script=converted, isolate=isolate,
+                                                                 quiet=True), {}))
 
         note = replacing(out, ["compare.json", "report.md", *PLOTS, *(name for name, _, _ in plan)])
         if note:
@@ -157,14 +173,20 @@ def run_compare(cfg) -> dict:
             t0 = time.perf_counter()
             print(f"[{i + 1}/{len(plan)}] {name}: running ... (log in {out / name})", flush=True)
             summary = fn(c)
+            if summary.get("has_summary") is False:
+                raise JobFailed(f"{name}: the script made no training pass over a DGL distributed loader or a drop-in "
+                                "loader (a loop over one with autograd on), so there are no epochs to compare; its "
+                                f"output is in {out / name / 'logs'}")
             records = read_jsonl(Path(c.run.output_dir) / "metrics.jsonl")
             key = quality_key(cfg)
-            runs[name] = {"summary": {k: v for k, v in summary.items() if k not in ("config", "workers")},
+            # a script's per-machine figures are the report's (its trainers' own files are not)
+            runs[name] = {"summary": {k: v for k, v in summary.items() if k != "config" and (script or k != "workers")},
                           "records": records, "curve": curve(records, key), "job_wall_s": time.perf_counter() - t0}
             s = summary
+            label = s.get("metric_label") or "metric" if script else key.replace("_", " ")
             print(f"    done in {runs[name]['job_wall_s']:.0f} s: epoch {s['epoch_time_s']:.3f} s, "
-                  f"{key.replace('_', ' ')} {s[key]:.4f}, wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}",
-                  flush=True)
+                  f"{label} {'-' if s.get(key) is None else format(s[key], '.4f')}, "
+                  f"wire/epoch {format_bytes(s.get('wire_bytes_per_epoch'))}", flush=True)
 
         result = compare_summary(cfg, runs, stats, isolate or hosts)
         write_json(out / "compare.json", result)
@@ -178,17 +200,20 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
     base = runs[base_name]["summary"]
     link = cfg.train.task == "link"
-    key = quality_key(cfg)  # link prediction: the target is a validation MRR
+    script = script_mode(cfg)
+    key = quality_key(cfg)  # link prediction: the target is a validation MRR; a script: its own metric
     best = base.get(f"best_{key}") or 0.0
-    target = cfg.compare.target_acc or round(TARGET_FRACTION * best, 4)
+    # a script's metric may be a loss, printed when the script chooses: no target to reach
+    target = None if script else cfg.compare.target_acc or round(TARGET_FRACTION * best, 4)
     figure = "validation MRR" if link else "validation accuracy"
-    rule = ("set by compare.target_acc" if cfg.compare.target_acc else
-            f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, {best:.4f}")
+    rule = None if script else ("set by compare.target_acc" if cfg.compare.target_acc else
+                                f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, "
+                                f"{best:.4f}")
     rows = []
     for name, r in runs.items():
         s = r["summary"]
-        tta = time_to_target(r["records"], target, key)
-        b_tta = time_to_target(runs[base_name]["records"], target, key)
+        tta = None if script else time_to_target(r["records"], target, key)
+        b_tta = None if script else time_to_target(runs[base_name]["records"], target, key)
         row = {"system": name, "epoch_time_s": s["epoch_time_s"],
                "wire_bytes_per_epoch": s.get("wire_bytes_per_epoch"),
                "app_bytes_per_epoch": s.get("app_bytes_per_epoch"),
@@ -205,7 +230,9 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
             for k in ("val_mrr", "test_mrr", "val_hits", "test_hits", "usable_edge_fraction",
                       "usable_edge_fraction_halo_drop"):
                 row[k] = s.get(k)
-        quality = ("val_mrr", "test_mrr", "test_hits") if link else ("val_acc", "test_acc")
+        if script:  # the script's own figure, and what each machine did
+            row.update(script_row(s))
+        quality = ("metric",) if script else ("val_mrr", "test_mrr", "test_hits") if link else ("val_acc", "test_acc")
         for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch") + quality:
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
@@ -214,6 +241,7 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
 
     return {"name": c.name, "baseline": base_name, "target_acc": target, "target_rule": rule, "isolated": isolated,
             "task": c.train.task, "hits_k": c.link.hits_k if link else None,
+            "script": script_setting(c, runs) if script else None,
             "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
             "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
                                if r["summary"].get("cluster")), None),
@@ -223,7 +251,9 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
             **{k: next((r["summary"][k] for r in runs.values() if k in r["summary"]), None)
                for k in ("network_dilation", "host_cpu_share")},
             "num_parts": c.partition.num_parts,
-            "partition_method": c.partition.method, "edge_cut": stats.get("edge_cut"),
+            # a prebuilt folder's own method (DGL's json says it), not the config's
+            "partition_method": (stats.get("method") if c.partition.prebuilt else None) or c.partition.method,
+            "edge_cut": stats.get("edge_cut"),
             "dataset": c.data.name, "num_nodes": stats.get("num_nodes"), "model": c.model.name,
             "num_layers": c.model.num_layers, "epochs": c.train.epochs, "fanouts": c.train.fanouts,
             "batch_size": c.train.batch_size, "rows": rows, "runs": runs,
@@ -245,6 +275,8 @@ def compare_table(result: dict, markdown: bool = False) -> str:
         Grappa  0.110 s 0.48x  599.31 KB 0.04x  -         0.9833    1.18 s 0.44x   -
         ...
     """
+    if result.get("script"):  # a script of the user's own: its metric, no target
+        return script_table(result, markdown)
     if markdown:
         return _markdown_table(result)
     link = result.get("task") == "link"
@@ -284,17 +316,6 @@ def compare_table(result: dict, markdown: bool = False) -> str:
              f"* {target_text(result)}; training seconds until the first evaluation at or above it"]
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
                      + [_wrap(n, TERMINAL_WIDTH) for n in notes])
-
-
-def _seconds(t: float, decimals: int) -> str:
-    """Seconds in at most 7 characters: ``decimals`` places below 10 s, one fewer per digit above."""
-    places = max(0, decimals - max(0, len(str(int(t))) - 1))
-    return f"{t:.{places}f} s"
-
-
-def _wrap(text: str, width: int) -> str:
-    """``text`` broken at spaces into lines of at most ``width`` characters (a footnote under a table)."""
-    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_on_hyphens=False))
 
 
 def _markdown_table(result: dict) -> str:
@@ -348,6 +369,16 @@ def compare_phase_table(result: dict) -> str:
 
 
 def _setting(result: dict) -> str:
+    bw = _network(result)
+    if result.get("script"):
+        return setting_text(result, bw)
+    return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
+            f"parts ({result['edge_cut'] * 100:.1f} % of edges cut), {result['model']} x{result['num_layers']}, "
+            f"fan-outs {result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
+
+
+def _network(result: dict) -> str:
+    """The comparison's network in words (links, bandwidth, CPU share, time dilation)."""
     link = result.get("network_link", "loopback (shared)")
     if link == "per_host":
         bw = f"{result.get('num_hosts')} test hosts, each its own {result['network_bandwidth'] or 'unshaped'} link"
@@ -362,9 +393,7 @@ def _setting(result: dict) -> str:
     if (result.get("network_dilation") or 1) != 1:
         bw += (f", time dilation {result['network_dilation']:.3g} (links at bandwidth / D; times are D x the "
                "emulated cluster's)")
-    return (f"{result['dataset']} ({result['num_nodes']} nodes), {result['num_parts']} {result['partition_method']} "
-            f"parts ({result['edge_cut'] * 100:.1f} % of edges cut), {result['model']} x{result['num_layers']}, "
-            f"fan-outs {result['fanouts']}, batch {result['batch_size']}, {result['epochs']} epochs; network: {bw}")
+    return bw
 
 
 def _quality_notes(result: dict) -> list[str]:
@@ -397,6 +426,14 @@ def report_markdown(result: dict) -> str:
         wire_note = ("measured: the tx bytes of every host's network interface, summed over the hosts (each byte "
                      "leaves one host), training epochs only (the epoch clock's window, read by one worker per host), "
                      "median over epochs; each host's tx/rx is in the runs' summary.json (`wire_hosts`)")
+    if result.get("script"):
+        if result.get("remote", "none") != "none":
+            wire_note = ("measured: the tx bytes of every host's network interface over its trainer's pass, summed "
+                         "over the hosts, median over epochs; each machine's is below")
+        elif result["isolated"]:
+            wire_note = ("measured: tx bytes of the loopback of the run's private network namespace, all processes, "
+                         "over trainer 0's pass, median over epochs")
+        return script_report(result, _setting(result), wire_note)
     return "\n".join([
         f"# Comparison: {result['name']}", "",
         _setting(result), "",

@@ -1,4 +1,4 @@
-"""``compare``'s two figures: validation accuracy against training time, and bytes per epoch.
+"""``compare``'s two figures: validation accuracy (a script's own metric) against training time, and bytes per epoch.
 
 Both name the systems in words (:func:`~dgl_grappa.bench.labels.system_label`). The bytes
 are drawn on a linear axis with the ratio to the baseline written on each bar: on a log axis
@@ -57,7 +57,8 @@ def plot(result: dict, out: Path) -> list[Path]:
 
 def _accuracy(plt, result: dict, path: Path) -> Path:
     link = result.get("task") == "link"
-    figure = "validation MRR" if link else "validation accuracy"
+    script = result.get("script")  # a script's own metric, as it printed it: no target
+    figure = script["metric_label"] if script else "validation MRR" if link else "validation accuracy"
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     reached = {r["system"]: r.get("time_to_target_s") for r in result["rows"]}
     for name, r in result["runs"].items():
@@ -66,11 +67,21 @@ def _accuracy(plt, result: dict, path: Path) -> Path:
             (line,) = ax.plot(xs, ys, marker="o", ms=3, label=system_label(name))
             if reached.get(name) is not None:  # where the time-to-target column was read
                 ax.axvline(reached[name], color=line.get_color(), ls=":", lw=0.9)
-    ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=target_text(result))
-    ax.set_xlabel("training time (s; evaluation excluded; dotted: where each reaches the target)")
-    ax.set_ylabel(f"{figure} (whole graph)")
-    ax.set_title(f"{result['name']}: {figure} against training time", fontsize=10)
-    ax.legend(fontsize=7.5, loc="lower right")
+    if script:
+        if not any(r["curve"] for r in result["runs"].values()):
+            ax.text(0.5, 0.5, f"no {figure} found in the scripts' output", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_xlabel("training time (s; the training passes before the line was printed)")
+        ax.set_ylabel(f"{figure} (as the script printed it)")
+        title = f"{Path(script['script']).name}: {figure} against training time"
+    else:
+        ax.axhline(result["target_acc"], color="grey", ls="--", lw=0.8, label=target_text(result))
+        ax.set_xlabel("training time (s; evaluation excluded; dotted: where each reaches the target)")
+        ax.set_ylabel(f"{figure} (whole graph)")
+        title = f"{result['name']}: {figure} against training time"
+    ax.set_title(title, fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7.5, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -25,14 +25,34 @@ class CompareConfig:
     """DistDGL trainer script of your own; empty = the package's trainer (python -m dgl_grappa.distdgl.train)."""
     script_args: str = ""
     """The script's own arguments, passed verbatim (nothing added): placeholders {ip_config},
-    {part_config}, {graph_name}, {out_dir}, {config}, {grappa}; empty = the package's arguments."""
+    {part_config}, {graph_name}, {out_dir}, {config}, {grappa}; empty = the package's arguments.
+    With a script, ``compare`` runs it unmodified and converted (``dropin_script``) on the same partitions."""
+    dropin_script: str = ""
+    """The converted copy of ``script`` (the drop-in loader in it), run with the same ``script_args``;
+    empty = ``script`` itself with ``--grappa`` in place of ``{grappa}`` in its arguments."""
+    metric: str = ""
+    """A regular expression for the line of the script's output that holds its accuracy or loss, the
+    number in its one group (or the whole match), e.g. ``"Test Acc (\\d+\\.\\d+)"``; empty = the
+    pattern of DGL's example of that file name (node_classification.py, train_dist_unsupervised.py,
+    train_dist_transductive.py, entity_classify_dist.py), else none (times and bytes only)."""
 
     def check(self) -> None:
-        """Something to run, and a target accuracy that is a fraction."""
+        """Something to run, a target accuracy that is a fraction, a metric pattern that compiles."""
         require(self.distdgl or bool(self.variants) or self.dropin,
                 "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
         require(0.0 <= self.target_acc <= 1.0,
                 f"compare.target_acc={self.target_acc} must be in [0, 1] (0 = automatic)")
+        require(not self.dropin_script or bool(self.script),
+                f"compare.dropin_script={self.dropin_script} is the converted copy of compare.script, which is "
+                "not set: name the unmodified script with --compare.script=PATH")
+        if self.metric:
+            try:
+                groups = re.compile(self.metric).groups
+            except re.error as exc:
+                raise ConfigError(f"compare.metric={self.metric!r} is not a regular expression ({exc}); "
+                                  "e.g. --compare.metric='Test Acc (\\d+\\.\\d+)'") from None
+            require(groups <= 1, f"compare.metric={self.metric!r} has {groups} groups; put the number in one "
+                                 "group, e.g. 'Test Acc (\\d+\\.\\d+)', and use (?:...) for any other")
 
 
 @dataclass

@@ -68,15 +68,41 @@ def main(argv: list[str] | None = None) -> int:
         cfg = load_config(a.config, rest)
         if a.script_args is not None:  # verbatim: not through the overrides' YAML reading
             cfg.compare.script_args = a.script_args
-        s = run_distdgl(cfg, grappa=a.grappa, script=a.script)
+        s = run_distdgl(cfg, grappa=a.grappa, script=a.script, announce=True)
     except (ConfigError, IsolationError, JobFailed) as exc:
         print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
     if s.get("has_summary") is False:
         print(_job_line(s, Path(cfg.run.output_dir)))
         return 0
-    print(summary_line(s, Path(cfg.run.output_dir)))
+    print((script_line if s.get("measured") == "loaders" else summary_line)(s, Path(cfg.run.output_dir)))
     return 0
+
+
+def script_line(s: dict, out: Path) -> str:
+    """The terminal line of a script job's summary (what the launcher measured around its loaders): epoch time
+    and steps, bytes per epoch, memory per machine and the script's own metric.
+
+    Example:
+        >>> s = {"system": "distdgl", "epochs": 3, "epoch_time_s": 0.243, "steps_per_epoch": 5,
+        ...      "wire_bytes_per_epoch": 1.6e6, "app_bytes_per_epoch": 1.55e6, "one_time_bytes_total": 0,
+        ...      "machine_peak_rss_bytes_max": 1.07e9, "metric": 0.7335, "metric_label": "Test Acc",
+        ...      "metric_per_trainer": [0.72, 0.747]}
+        >>> script_line(s, Path("out")).split(";")[0]
+        'distdgl: 3 epochs, epoch 0.243 s (5 steps)'
+    """
+    if s.get("metric") is not None:
+        found = [m for m in s.get("metric_per_trainer") or [] if m is not None]
+        metric = f"{s['metric_label']} {s['metric']:.4f} (mean of {len(found)} trainers)"
+    elif s.get("metric_pattern"):
+        metric = f"no line of the trainers' output matched the metric pattern {s['metric_pattern']!r}"
+    else:
+        metric = "no metric pattern (set --compare.metric='<regex with one group>')"
+    memory = s.get("machine_peak_rss_bytes_max") or s.get("peak_rss_bytes_max")
+    return (f"{s['system']}: {s['epochs']} epochs, epoch {s['epoch_time_s']:.3f} s ({s['steps_per_epoch']:.0f} steps); "
+            f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
+            f"{format_bytes(s.get('app_bytes_per_epoch'))}; one-time {format_bytes(s.get('one_time_bytes_total'))}; "
+            f"peak memory per machine {format_bytes(memory)}; {metric}; wrote {out / 'summary.json'}")
 
 
 def summary_line(s: dict, out: Path) -> str:

@@ -27,6 +27,7 @@ from ..cluster.procs import JobFailed, run_isolated
 from ..config import ConfigError, write_resolved_config
 from ..partition.prebuilt import prebuilt_part_config
 from .launcher import JOB_FILE, ip_config_path, server_command
+from .loader_meter import RECORDS_DIR
 
 TRAINER_MODULE = "dgl_grappa.distdgl.train"
 """The DistDGL trainer shipped inside the package (``python -m dgl_grappa.distdgl.train``), so
@@ -128,10 +129,17 @@ def expand_script_args(text: str, values: dict[str, str], *, grappa: bool) -> li
     return out
 
 
-def check_script_args(cfg, *, grappa: bool) -> None:
+def converted(cfg, script: str | None) -> bool:
+    """``script`` is the converted copy, ``compare.dropin_script``: it is the drop-in without ``--grappa``."""
+    return bool(script and cfg.compare.dropin_script) and Path(script).resolve() == Path(
+        cfg.compare.dropin_script).resolve()
+
+
+def check_script_args(cfg, *, grappa: bool, script: str | None = None) -> None:
     """Raise the ConfigError that :func:`expand_script_args` would, before anything starts."""
     if cfg.compare.script_args:
-        expand_script_args(cfg.compare.script_args, {k: k for k in PLACEHOLDERS if k != "grappa"}, grappa=grappa)
+        expand_script_args(cfg.compare.script_args, {k: k for k in PLACEHOLDERS if k != "grappa"},
+                           grappa=grappa and not converted(cfg, script))
 
 
 def job_command(cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bool, script: str | None,
@@ -157,7 +165,8 @@ def job_command(cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bo
         graph_name = json.loads(part_config.read_text()).get("graph_name", "")
         values = {"ip_config": str(ip_config_path(out)), "part_config": str(part_config), "graph_name": graph_name,
                   "out_dir": str(out), "config": str(resolved)}
-        trainer = program + expand_script_args(cfg.compare.script_args, values, grappa=grappa)
+        trainer = program + expand_script_args(cfg.compare.script_args, values,
+                                               grappa=grappa and not converted(cfg, script))
     else:
         trainer = (program + ["--config", str(resolved)] + (["--grappa"] if grappa else []) + list(extra_args or [])
                    + ["--ip_config", str(ip_config_path(out)), "--part_config", str(part_config),
@@ -191,6 +200,10 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     (out / JOB_FILE).unlink(missing_ok=True)
+    for f in (out / RECORDS_DIR).glob("trainer*.jsonl"):  # a script's loader passes: this job's only
+        f.unlink()
+    if cfg.compare.script_args:  # the launcher writes a script's epochs from those passes
+        (out / "metrics.jsonl").unlink(missing_ok=True)
     # The json itself when partition.prebuilt names one (a folder may hold several graphs).
     part_config = prebuilt_part_config(cfg.partition.prebuilt or cfg.partition.out_dir).resolve()
     trainer, server = job_command(cfg, out, part_config, resolved, grappa=grappa, script=script,

@@ -20,9 +20,10 @@ from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, rc_text, set_su
 from ..cluster.ptree import kill_tree
 from ..cluster.remote import DILATION_KEYS, Cluster
 from ..config import ConfigError, uses_hosts
-from ..env import ENV_WIRE
+from ..env import ENV_EPOCHS, ENV_WIRE
 from ..partition.layout import part_files
 from ..runtime.metrics import peak_rss_bytes, write_json
+from .loader_meter import RECORDS_DIR, records_path
 from .machine_id import ENV_MACHINE_ID
 
 log = logging.getLogger("dgl_grappa")
@@ -43,6 +44,12 @@ def ip_config_path(out_dir: str | Path) -> Path:
 def server_command() -> list[str]:
     """A bare DGL server (``DGL_ROLE=server``, from DGL_* variables): the package trainer's servers."""
     return [sys.executable, "-m", "dgl_grappa.distdgl", "_server"]
+
+
+def _records_env(out: Path, server_argv: list[str] | None) -> dict[str, str]:
+    """The trainers' ``DGL_GRAPPA_EPOCHS`` for a script's job (its servers run the script): where they record
+    their loaders' passes; nothing for the package's trainer, which meters itself."""
+    return {ENV_EPOCHS: str(out / RECORDS_DIR)} if server_argv is not None else {}
 
 
 def _free_ports(n: int, base: int) -> list[int]:
@@ -106,7 +113,9 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
         trainer_argv: the trainers' whole command, run as it is (see
             :func:`dgl_grappa.distdgl.job.job_command`).
         server_argv: the servers' command; None = :func:`server_command`. DGL's
-            ``tools/launch.py`` runs the user's script there too (with ``DGL_ROLE=server``).
+            ``tools/launch.py`` runs the user's script there too (with ``DGL_ROLE=server``); a
+            script's trainers record their loaders' passes into ``out_dir/epochs``
+            (:mod:`.loader_meter`).
 
     Raises:
         JobFailed: a process died or a bound was exceeded (the message names which, with
@@ -141,6 +150,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
         "DGL_CONF_PATH": str(Path(part_config).resolve()), "DGL_NUM_SAMPLER": str(dd.num_samplers),
         "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1",
     })
+    records = _records_env(out, server_argv)
     procs: dict[str, subprocess.Popen] = {}
     files = []
     t0 = time.monotonic()
@@ -167,7 +177,7 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
         for i in range(n):
             env = dict(base_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(n), RANK=str(i),
-                       OMP_NUM_THREADS=str(threads), **{ENV_MACHINE_ID: str(i)})
+                       OMP_NUM_THREADS=str(threads), **{ENV_MACHINE_ID: str(i)}, **records)
             argv = list(trainer_argv)
             if isolate:
                 # The trainer joins its server's mount namespace: same private /dev/shm.
@@ -216,6 +226,7 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
     if cluster.workers_per_host != 1:
         raise ConfigError(f"DistDGL serves one partition per machine: partition.num_parts={n} needs {n} hosts "
                           f"(launch.workers_per_host=1), not {len(cluster.entries)}")
+    records = _records_env(out, server_argv)
     with cluster:
         ip_config = ip_config_path(out)
         ports = cluster.server_ports(dd.base_port)
@@ -240,16 +251,26 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
         for i in range(n):
             who = WorkerIdentity(i, n, 0, 1, i, cluster.addresses[0], master_port, "torchrun")
             env = dict(dgl_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
-                       **torchrun_env(who), **{ENV_WIRE: "nic"})
+                       **torchrun_env(who), **{ENV_WIRE: "nic"}, **records)
             if threads:
                 env["OMP_NUM_THREADS"] = str(threads)
             trainers.append(cluster.start(i, list(trainer_argv), env, logs / f"trainer{i}.log", f"trainer{i}"))
         log.info("DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
                  "ports %s, logs in %s", n, cluster.kind, " ".join(cluster.addresses), ports, logs)
         supervise(cfg, trainers, servers, logs, t0)
-        if cfg.launch.copy_partitions:
-            cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
         described = cluster.describe()
+        if records and (out / JOB_FILE).is_file():  # a script's job: its record says where it ran
+            job = json.loads((out / JOB_FILE).read_text())
+            job.update(cluster=described, **{k: described[k] for k in DILATION_KEYS if k in described})
+            (out / JOB_FILE).write_text(json.dumps(job, indent=1))
+        if cfg.launch.copy_partitions:
+            for i in range(n if records else 0):  # a script's trainers recorded their passes on their hosts
+                cluster.fetch_from(i, out, [str(records_path(RECORDS_DIR, i))])
+            try:
+                cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
+            except JobFailed:
+                if not records:  # the package's trainer always writes them; a script may not
+                    raise
     summary_path = out / "summary.json"
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
@@ -286,11 +307,12 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
         raise _failure(msg, logs / f"{name}.log")
 
     ready_logged = False
-    peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows: the last read is it)
+    peaks = [None] * len(servers)  # each server's peak resident memory (VmHWM only grows, the largest read is it)
     while True:
         for i, s in enumerate(servers):
             if s.poll() is None:
-                peaks[i] = _tree_peak_rss(s.pid) or peaks[i]
+                # the largest: a server that has exited leaves its wrapper's tree (a test host's guard) much smaller
+                peaks[i] = max(peaks[i] or 0, _tree_peak_rss(s.pid) or 0) or None
         rcs = [t.poll() for t in trainers]
         for i, rc in enumerate(rcs):
             if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix

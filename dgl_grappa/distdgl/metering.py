@@ -32,8 +32,8 @@ class TrafficCounter:
 
     * KVStore pulls through ``rpc.fast_pull``: ids asked for, ids owned by another machine
       (``remote_rows``), and their bytes (row bytes + the 8-byte id), split into the
-      feature tensor (name ending in ``feat``), the learnable embedding (``model.embed``:
-      ``embed_pull_bytes``) and everything else;
+      feature tensor (name ending in ``feat``, or in ``features`` as DGL's examples name it), the
+      learnable embedding (``model.embed``: ``embed_pull_bytes``) and everything else;
     * the embedding's gradients (``embed_grad_bytes``): DGL's sparse optimizer sends every row
       pulled with autograd on back to its owner at its step, as a gradient row and its id,
       over the trainers' process group (not RPC), so they are counted at the pull;
@@ -93,7 +93,7 @@ class TrafficCounter:
                 counter.embed_pull_bytes += nbytes
                 if torch.is_grad_enabled():  # a traced pull: these rows' gradients go back to their owners
                     counter.embed_grad_bytes += nbytes
-            elif str(name).endswith("feat"):
+            elif str(name).endswith(("feat", "features")):
                 counter.feature_bytes += nbytes
             else:
                 counter.other_pull_bytes += nbytes

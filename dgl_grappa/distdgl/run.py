@@ -6,16 +6,20 @@ import json
 from pathlib import Path
 
 from ..cluster.launch import check_port_free
+from ..cluster.remote import DILATION_KEYS
 from ..cluster.procs import isolation_plan
 from ..config import ConfigError, dropin_problem
 from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
 from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, resolve_resume
-from ..runtime.folders import check_output_dir
+from ..runtime.folders import check_output_dir, replacing
 from ..runtime.restarts import restart_budget
 from .job import check_script_args
-from .launcher import JOB_FILE, SERVERS_FILE
+from .launcher import JOB_FILE, SERVERS_FILE, log
+from .prepare_check import check_job
 from .recovery import run_resumable_job, supports_checkpoints
+from .script_metric import pattern_for
+from .script_summary import script_summary
 from .segments import run_segments
 
 
@@ -36,8 +40,20 @@ def machine_memory(out: Path, summary: dict) -> dict:
     return {"servers_peak_rss_bytes": servers, "machine_peak_rss_bytes_max": max(machines) if machines else None}
 
 
+OUTPUTS = ("summary.json", "metrics.jsonl", JOB_FILE, "logs")
+"""What a DistDGL job writes in its output folder (an earlier job's are replaced)."""
+
+
+def _announce(out: Path) -> None:
+    """The line compare prints, for a job's own folder: what of an earlier job the job replaces."""
+    note = replacing(out, list(OUTPUTS))
+    if note:
+        log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
+
+
 def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False, script: str | None = None,
-                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False) -> dict:
+                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False,
+                announce: bool = False) -> dict:
     """Run the DistDGL job (baseline, or the drop-in script with ``--grappa``) and return its summary.
 
     Args:
@@ -49,6 +65,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         isolate: private network namespace: None = when possible (needed to measure
             wire bytes), True = required, False = no (not allowed with a bandwidth).
         quiet: the job's output goes to ``out_dir/<system>.log`` instead of the terminal.
+        announce: say what of an earlier job in ``out_dir`` is replaced, once everything is checked
+            and before the first process starts (the command line's jobs; compare says it for its own).
 
     With ``schedule.k > 0`` the run is one job per partitioning, each resumed from the
     previous one's checkpoint (:func:`~dgl_grappa.distdgl.segments.run_segments`); the summary then has ``switches``
@@ -59,10 +77,15 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     then starts it from the beginning again.
 
     Returns:
-        The summary dict (also in ``out_dir/summary.json``); for a script that writes no
-        summary.json (DGL's examples), the launcher's record instead (``"has_summary": False``:
-        exit statuses, logs, wall time, ``edge_cut``, ``restarts``; no metrics), also in
-        ``out_dir/job.json``.
+        The summary dict (also in ``out_dir/summary.json``). For a script that writes no
+        summary.json (DGL's examples), the summary of what the launcher measured around its
+        loaders (:func:`~dgl_grappa.distdgl.script_summary.script_summary`: ``"measured": "loaders"``,
+        epoch times and steps, bytes, memory, the script's own metric read from its output with
+        ``compare.metric``; ``job``: the launcher's record), written as summary.json and metrics.jsonl; when its
+        trainers made no
+        training pass over a DGL or drop-in loader, the launcher's record alone (``"has_summary":
+        False``: exit statuses, logs, wall time, ``edge_cut``, ``restarts``). ``out_dir/job.json``
+        holds the launcher's record in both cases.
 
     Example:
         >>> from dgl_grappa.config import load_config
@@ -96,6 +119,8 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
         if cfg.checkpoint.resume:
             raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
                               "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
+        if announce:
+            _announce(out)
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
 
     point = resolve_resume(cfg, out_dir=out)
@@ -107,6 +132,9 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
     if grappa and 0 in stats.get("train_nodes", []):
         raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
                           "loader needs some on every machine; use fewer parts or --partition.balance_train=true")
+    check_job(cfg, stats["part_config"], grappa=grappa, script=script)  # before any server starts
+    if announce:  # everything checked: the job goes ahead (its checkpoints, logs and files are replaced)
+        _announce(out)
     cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
         cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
     ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
@@ -118,9 +146,21 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
                                 resume=point.path if point else None, budget=budget, ckdir=ckdir)
     summary["edge_cut"] = stats["edge_cut"]
     summary["restarts"] = budget.taken
-    if summary.get("has_summary") is False:  # the script wrote no metrics: the launcher's record, no more
+    if summary.get("has_summary") is False:  # the script wrote no metrics: what the launcher measured
         (out / JOB_FILE).write_text(json.dumps(summary, indent=1))
-        return summary
+        chosen = script or cfg.compare.script
+        measured = script_summary(out, cfg.partition.num_parts, summary["system"], chosen,
+                                  pattern_for(cfg.compare.metric, chosen) or pattern_for("", cfg.compare.script))
+        if measured is None:
+            return summary
+        records = measured.pop("records")
+        measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken,
+                        job={k: summary[k] for k in ("wall_time_s", "machines", "trainers", "servers", "command")
+                             if k in summary},
+                        # across hosts: where it ran, and the test hosts' time dilation
+                        **{k: summary[k] for k in ("cluster", *DILATION_KEYS) if k in summary})
+        summary = measured
+        (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary.update(machine_memory(out, summary))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -144,4 +184,4 @@ def _check_script_args(cfg, *, grappa: bool, script: str | None, extra_args: lis
     if extra_args:
         raise ConfigError(f"extra trainer arguments {extra_args} cannot go with compare.script_args (the script "
                           "gets exactly its own): put them into compare.script_args")
-    check_script_args(cfg, grappa=grappa)
+    check_script_args(cfg, grappa=grappa, script=script)
