@@ -9,6 +9,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 # No test reaches the web: a dataset download that a test did not arrange meets a closed loopback port
 # (connection refused at once) instead of waiting on a network these machines do not have.
 os.environ.setdefault("DGL_GRAPPA_PLANETOID_URL", "http://127.0.0.1:9/planetoid")
+os.environ.setdefault("DGL_GRAPPA_OGB_URL", "http://127.0.0.1:9/ogb")
 
 import pytest  # noqa: E402
 

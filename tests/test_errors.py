@@ -129,6 +129,15 @@ def setup_planetoid_incomplete(tmp):
     return ["train", "--data.name=cora", f"--data.root={tmp / 'planetoid'}"]
 
 
+def setup_ogb_offline(tmp):
+    # the download meets a closed port (conftest points the URL at one)
+    return ["train", "--data.name=ogbn-arxiv", f"--data.root={tmp / 'data'}"]
+
+
+def setup_data_name_unknown(tmp):
+    return ["train", "--data.name=ogbn-proteins"]
+
+
 def setup_user_graph_missing(tmp):
     return ["train", "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}"]
 

@@ -108,6 +108,7 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
             put there), or a downloaded file is not the known one (it is deleted).
     """
     files = planetoid_files(name)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again if nothing comes of it
     try:
         folder.mkdir(parents=True, exist_ok=True)
         lock = open(folder / ".lock", "w")
@@ -116,33 +117,54 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
                           f"set env DGL_GRAPPA_CACHE to a writable folder") from None
     url = base_url()
     deadline = time.monotonic() + DEADLINE_S
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for fname in files:
-            dest = folder / fname
-            if dest.is_file():
-                continue  # renamed into place only after its checksum matched
-            tmp = folder / f".{fname}.{os.getpid()}.part"
-            try:
-                got = _fetch_one(f"{url}/{fname}", tmp, deadline)
-            except (OSError, urllib.error.URLError, ValueError) as exc:
-                tmp.unlink(missing_ok=True)
-                reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
-                raise ConfigError(
-                    f"{explain}downloading {fname} from {url} failed ({reason}); put {', '.join(files)} into "
-                    f"'{folder}' (or set --data.root / env DGL_GRAPPA_PLANETOID to a folder that has them)"
-                ) from None
-            except BaseException:  # an interrupt: no partial file stays behind
-                tmp.unlink(missing_ok=True)
-                raise
-            if got != SHA256[fname]:
-                tmp.unlink()
-                raise ConfigError(
-                    f"{fname} downloaded from {url} has SHA-256 {got[:16]}..., not the known "
-                    f"{SHA256[fname][:16]}... (it was deleted); the server sent another file: check "
-                    f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'")
-            os.replace(tmp, dest)
+    try:
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _fetch_all(files, folder, url, deadline, explain)
+    except ConfigError:
+        remove_if_empty(folder, made, ".lock")
+        raise
     return folder
+
+
+def remove_if_empty(folder: Path, made: list[Path], lock: str) -> None:
+    """After a failed download: the lock file and the folders ``made`` for it, where nothing else is in them (a
+    failed download leaves the disk as it found it)."""
+    if [p.name for p in folder.iterdir()] == [lock]:
+        (folder / lock).unlink(missing_ok=True)
+    for p in made:  # deepest first
+        try:
+            p.rmdir()
+        except OSError:
+            break
+
+
+def _fetch_all(files: list[str], folder: Path, url: str, deadline: float, explain: str) -> None:
+    """Download the files ``folder`` lacks, each checked before it is renamed into place."""
+    for fname in files:
+        dest = folder / fname
+        if dest.is_file():
+            continue  # renamed into place only after its checksum matched
+        tmp = folder / f".{fname}.{os.getpid()}.part"
+        try:
+            got = _fetch_one(f"{url}/{fname}", tmp, deadline)
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            tmp.unlink(missing_ok=True)
+            reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
+            raise ConfigError(
+                f"{explain}downloading {fname} from {url} failed ({reason}); put {', '.join(files)} into "
+                f"'{folder}' (or set --data.root / env DGL_GRAPPA_PLANETOID to a folder that has them)"
+            ) from None
+        except BaseException:  # an interrupt: no partial file stays behind
+            tmp.unlink(missing_ok=True)
+            raise
+        if got != SHA256[fname]:
+            tmp.unlink()
+            raise ConfigError(
+                f"{fname} downloaded from {url} has SHA-256 {got[:16]}..., not the known "
+                f"{SHA256[fname][:16]}... (it was deleted); the server sent another file: check "
+                f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'")
+        os.replace(tmp, dest)
 
 
 __all__ = ["DEADLINE_S", "PLANETOID_URL", "SHA256", "SUFFIXES", "TIMEOUT_S", "base_url", "fetch_planetoid",

@@ -49,6 +49,7 @@ from .bigsynth import FORMAT as BIG_FORMAT
 from .bigsynth import META as BIG_META
 from .bigsynth import BigGraph, _write_npy_header
 from .common import make_graph
+from .fetch import remove_if_empty
 
 OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred"
 """Where OGB's archives are fetched from (``<base>/arxiv.zip``, ...), unless ``$DGL_GRAPPA_OGB_URL``."""
@@ -189,6 +190,7 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
                               f"ogb package writes it with NodePropPredDataset('{name}', root='{root}')), or delete "
                               "it to download it again")
         return folder
+    made = [p for p in (root, *root.parents) if not p.exists()]  # removed again if nothing comes of it
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = open(root / ".ogb.lock", "w")
@@ -220,6 +222,9 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
             (top / STAMP).write_text(json.dumps({"url": url, "sha256": sha, "seconds": time.monotonic() - t0}))
             os.replace(top, folder)
         except (OSError, urllib.error.URLError, ValueError, zipfile.BadZipFile) as exc:
+            part.unlink(missing_ok=True)
+            shutil.rmtree(work, ignore_errors=True)
+            remove_if_empty(root, made, ".ogb.lock")  # a failed download leaves the disk as it found it
             damaged = isinstance(exc, zipfile.BadZipFile)
             reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
             if damaged:
