@@ -70,6 +70,9 @@ def test_arxiv_by_name_is_downloaded_once_checked_and_parsed(tmp_path, served, m
     monkeypatch.setenv("DGL_GRAPPA_OGB_URL", closed_port_url())
     again = load_dataset(DataConfig(name="ogbn-arxiv", root=str(root)))
     assert torch.equal(again.edges()[0], src) and torch.equal(again.ndata["feat"], g.ndata["feat"])
+    for k in ("train_mask", "val_mask", "test_mask"):  # the contract's dtypes, from the parsed copy too
+        assert again.ndata[k].dtype == torch.bool and torch.equal(again.ndata[k], g.ndata[k])
+    assert again.ndata["label"].dtype == torch.int64 and again.ndata["feat"].dtype == torch.float32
     assert server.hits == ["/arxiv.zip"]
 
 

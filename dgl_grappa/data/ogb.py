@@ -316,6 +316,16 @@ def _parse_hetero(name: str, folder: Path) -> dgl.DGLGraph:
     return g
 
 
+def _masks_as_bool(g: dgl.DGLGraph) -> dgl.DGLGraph:
+    """The split masks as bool again (``dgl.save_graphs`` stores a bool tensor as uint8)."""
+    for t in g.ntypes:
+        data = g.nodes[t].data
+        for k in ("train_mask", "val_mask", "test_mask"):
+            if k in data:
+                data[k] = data[k].to(torch.bool)
+    return g
+
+
 def load_ogb(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
     """Load an OGB node-property graph by name from ``root`` (``data.root``), downloading it once.
 
@@ -348,7 +358,7 @@ def load_ogb(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
     folder = fetch_ogb(name, root)
     processed = folder / "processed" / PROCESSED
     if processed.is_file():
-        return dgl.load_graphs(str(processed))[0][0]
+        return _masks_as_bool(dgl.load_graphs(str(processed))[0][0])
     print(f"[data] {name}: parsing OGB's files in '{folder}' (once)", file=sys.stderr)
     g = _parse_hetero(name, folder) if info.layout == "hetero" else _parse_csv(name, folder)
     processed.parent.mkdir(exist_ok=True)
