@@ -12,6 +12,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "[run] not root: training Grappa alone (dgl-grappa train); the DistDGL comparison needs root" >&2
   exec dgl-grappa train --config configs/default.yaml "$@"
 fi
-echo "[run] DistDGL and Grappa on one machine, 2 workers, the loopback as network: expect Grappa's epoch about" \
-     "1.3-3x shorter here (the README's 4.7x is 4 machines with a 1 Gbit link each: configs/headline.yaml)" >&2
+echo "[run] DistDGL and Grappa on one machine, 2 workers, the loopback as network: Grappa's epoch is about" \
+     "1.3-3x shorter here on an otherwise idle machine, and other jobs on it can even the two out; the README's" \
+     "4.7x is 4 machines with a 1 Gbit link each (configs/headline.yaml)" >&2
 exec dgl-grappa compare --config configs/default.yaml "$@"

@@ -295,7 +295,7 @@ def test_distdgl_pulls_embedding_rows_and_pushes_their_gradients(compared):
         (s["wire_bytes_per_epoch"], s["app_bytes_per_epoch"])
     # Its machines hold their shard of the rows and of DGL's SparseAdam state (a step and two moments).
     assert all(w["resident_bytes"] >= w["own_fp32_bytes"] * 3 for w in s["workers"])
-    assert s["test_acc"] > 0.1
+    assert s["test_acc"] > 0.3, s["test_acc"]  # it learned: the majority class is 0.097 of the test split (0.56 here)
     # Its checkpoint holds every trainer's rows and sparse optimizer state.
     ck = _ck(sorted((out / "distdgl" / "checkpoints").glob("ckpt-e*.pt"))[-1])
     for r in ck["ranks"]:

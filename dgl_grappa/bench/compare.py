@@ -56,8 +56,8 @@ def _short_ratio(r: float | None, kind: str = "time") -> str:
     ("2.1x faster", "1.3x slower"), bytes as a share ("1/25", "3.1x"); empty when there is none.
 
     Example:
-        >>> [_short_ratio(r) for r in (0.476, 1.0, 2.345, None)]
-        ['2.1x faster', 'same', '2.3x slower', '']
+        >>> [_short_ratio(r) for r in (0.476, 1.0, 1.03, 2.345, None)]
+        ['2.1x faster', 'same', '1.0x slower', '2.3x slower', '']
         >>> [_short_ratio(r, "bytes") for r in (0.0403, 0.00006, 1.0, 25.3)]
         ['1/25', '1/17000', 'same', '25x']
     """
@@ -71,8 +71,9 @@ def _short_ratio(r: float | None, kind: str = "time") -> str:
 
 
 def _factor(f: float) -> str:
-    """A factor above 1 in two significant digits, without an exponent: 1.3, 25, 150, 17000."""
-    return f"{f:.2g}" if f < 10 else f"{f:.0f}" if f < 100 else f"{float(f'{f:.2g}'):.0f}"
+    """A factor above 1 without an exponent: one decimal below 10, two significant digits above (1.0, 2.3,
+    25, 150, 17000)."""
+    return f"{f:.1f}" if f < 10 else f"{f:.0f}" if f < 100 else f"{float(f'{f:.2g}'):.0f}"
 
 
 def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]]:
