@@ -60,6 +60,17 @@ def pytest_collection_modifyitems(config, items):
     if out:
         config.hook.pytest_deselected(items=out)
         items[:] = [i for i in items if i.get_closest_marker("planetoid") is None]
+        _LEFT_OUT.extend(i.nodeid for i in out)
+
+
+_LEFT_OUT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Said at the end too (``-q`` hides the header): which tests were left out, and why."""
+    if _LEFT_OUT:
+        terminalreporter.write_line(f"{len(_LEFT_OUT)} tests marked planetoid deselected: the real Cora/CiteSeer "
+                                    "files are not here (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID)")
 
 
 @pytest.fixture(scope="session")
