@@ -68,3 +68,14 @@ def test_help_and_version_load_neither_torch_nor_dgl():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_a_python_without_the_dependencies_gets_one_line_naming_the_environment():
+    """`python -m dgl_grappa` from a shell that has not activated .venv: one line, no traceback."""
+    import subprocess
+    import sys
+
+    code = "import runpy, sys; sys.modules['yaml'] = None; runpy.run_module('dgl_grappa', run_name='__main__')"
+    p = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and "lacks the package's dependencies (no module 'yaml'); use " in p.stderr
