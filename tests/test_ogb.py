@@ -98,6 +98,10 @@ def test_offline_one_line_names_the_folder_and_the_files(tmp_path, monkeypatch):
     for f in ("raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "split/sales_ranking/train.csv.gz"):
         assert f in msg
     assert list(tmp_path.iterdir()) == []  # no file, whole or partial, not even the lock
+    (tmp_path / "mine").write_text("a file of the user's: the root stays, the lock goes")
+    with pytest.raises(ConfigError):
+        load_dataset(DataConfig(name="ogbn-products", root=str(tmp_path)))
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
 
 
 @unit

@@ -109,6 +109,7 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
     """
     files = planetoid_files(name)
     made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again if nothing comes of it
+    lock_was_there = (folder / ".lock").exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         lock = open(folder / ".lock", "w")
@@ -122,15 +123,15 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
             fcntl.flock(lock, fcntl.LOCK_EX)
             _fetch_all(files, folder, url, deadline, explain)
     except ConfigError:
-        remove_if_empty(folder, made, ".lock")
+        remove_if_empty(folder, made, ".lock", lock_was_there)
         raise
     return folder
 
 
-def remove_if_empty(folder: Path, made: list[Path], lock: str) -> None:
-    """After a failed download: the lock file and the folders ``made`` for it, where nothing else is in them (a
-    failed download leaves the disk as it found it)."""
-    if [p.name for p in folder.iterdir()] == [lock]:
+def remove_if_empty(folder: Path, made: list[Path], lock: str, lock_was_there: bool = False) -> None:
+    """After a failed download: the lock file (unless it was there before) and the folders ``made`` for it, where
+    nothing else is in them (a failed download leaves the disk as it found it)."""
+    if not lock_was_there:
         (folder / lock).unlink(missing_ok=True)
     for p in made:  # deepest first
         try:

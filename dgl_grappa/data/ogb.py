@@ -191,6 +191,7 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
                               "it to download it again")
         return folder
     made = [p for p in (root, *root.parents) if not p.exists()]  # removed again if nothing comes of it
+    lock_was_there = (root / ".ogb.lock").exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
         lock = open(root / ".ogb.lock", "w")
@@ -224,7 +225,7 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
         except (OSError, urllib.error.URLError, ValueError, zipfile.BadZipFile) as exc:
             part.unlink(missing_ok=True)
             shutil.rmtree(work, ignore_errors=True)
-            remove_if_empty(root, made, ".ogb.lock")  # a failed download leaves the disk as it found it
+            remove_if_empty(root, made, ".ogb.lock", lock_was_there)  # the disk as the download found it
             damaged = isinstance(exc, zipfile.BadZipFile)
             reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
             if damaged:
