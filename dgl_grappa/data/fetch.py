@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import IO, Callable
 
 from ..config import ConfigError
 from ..env import ENV_PLANETOID_URL
@@ -108,14 +109,7 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
             put there), or a downloaded file is not the known one (it is deleted).
     """
     files = planetoid_files(name)
-    made = [p for p in (folder, *folder.parents) if not p.exists()]  # removed again if nothing comes of it
-    lock_was_there = (folder / ".lock").exists()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = open(folder / ".lock", "w")
-    except OSError as exc:
-        raise ConfigError(f"cannot create the dataset cache '{folder}' ({exc.strerror}); "
-                          f"set env DGL_GRAPPA_CACHE to a writable folder") from None
+    lock, undo = lock_folder(folder, ".lock")
     url = base_url()
     deadline = time.monotonic() + DEADLINE_S
     try:
@@ -123,21 +117,40 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
             fcntl.flock(lock, fcntl.LOCK_EX)
             _fetch_all(files, folder, url, deadline, explain)
     except ConfigError:
-        remove_if_empty(folder, made, ".lock", lock_was_there)
+        undo()
         raise
     return folder
 
 
-def remove_if_empty(folder: Path, made: list[Path], lock: str, lock_was_there: bool = False) -> None:
-    """After a failed download: the lock file (unless it was there before) and the folders ``made`` for it, where
-    nothing else is in them (a failed download leaves the disk as it found it)."""
-    if not lock_was_there:
-        (folder / lock).unlink(missing_ok=True)
-    for p in made:  # deepest first
-        try:
-            p.rmdir()
-        except OSError:
-            break
+def lock_folder(folder: Path, lock: str) -> tuple[IO, Callable[[], None]]:
+    """Make ``folder`` (and its parents) and open its lock file ``lock`` for a download into it.
+
+    Returns:
+        (the open lock file, undo): ``undo()`` after a failed download removes the lock file (unless it was
+        there before) and the folders made here, where nothing else is in them: the disk as the download found it.
+
+    Raises:
+        ConfigError: the folder cannot be made or written.
+    """
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    lock_was_there = (folder / lock).exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / lock, "w")
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data folder '{folder}' ({exc.strerror}); set --data.root or env "
+                          "DGL_GRAPPA_DATA to a writable folder") from None
+
+    def undo() -> None:
+        if not lock_was_there:
+            (folder / lock).unlink(missing_ok=True)
+        for p in made:
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    return fh, undo
 
 
 def _fetch_all(files: list[str], folder: Path, url: str, deadline: float, explain: str) -> None:
@@ -169,4 +182,4 @@ def _fetch_all(files: list[str], folder: Path, url: str, deadline: float, explai
 
 
 __all__ = ["DEADLINE_S", "PLANETOID_URL", "SHA256", "SUFFIXES", "TIMEOUT_S", "base_url", "fetch_planetoid",
-           "planetoid_files"]
+           "lock_folder", "planetoid_files"]

@@ -49,7 +49,7 @@ from .bigsynth import FORMAT as BIG_FORMAT
 from .bigsynth import META as BIG_META
 from .bigsynth import BigGraph, _write_npy_header
 from .common import make_graph
-from .fetch import remove_if_empty
+from .fetch import lock_folder
 
 OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred"
 """Where OGB's archives are fetched from (``<base>/arxiv.zip``, ...), unless ``$DGL_GRAPPA_OGB_URL``."""
@@ -190,14 +190,7 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
                               f"ogb package writes it with NodePropPredDataset('{name}', root='{root}')), or delete "
                               "it to download it again")
         return folder
-    made = [p for p in (root, *root.parents) if not p.exists()]  # removed again if nothing comes of it
-    lock_was_there = (root / ".ogb.lock").exists()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / ".ogb.lock", "w")
-    except OSError as exc:
-        raise ConfigError(f"cannot create the data folder '{root}' ({exc.strerror}); set --data.root or env "
-                          "DGL_GRAPPA_DATA to a writable folder") from None
+    lock, undo = lock_folder(root, ".ogb.lock")
     url = f"{base_url()}/{info.archive}.zip"
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -225,7 +218,7 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
         except (OSError, urllib.error.URLError, ValueError, zipfile.BadZipFile) as exc:
             part.unlink(missing_ok=True)
             shutil.rmtree(work, ignore_errors=True)
-            remove_if_empty(root, made, ".ogb.lock", lock_was_there)  # the disk as the download found it
+            undo()  # the disk as the download found it
             damaged = isinstance(exc, zipfile.BadZipFile)
             reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
             if damaged:
