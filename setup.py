@@ -11,6 +11,8 @@ setup(
     # dgl 2.1.0 has Linux x86_64 wheels for CPython 3.8-3.12; the package needs 3.10 (dataclass kw_only).
     python_requires=">=3.10,<3.13",
     packages=find_packages(include=["dgl_grappa", "dgl_grappa.*"]),
+    # `dgl-grappa COMMAND ...` is `python -m dgl_grappa COMMAND ...` (bash scripts/run.sh installs it into .venv/bin)
+    entry_points={"console_scripts": ["dgl-grappa=dgl_grappa.cli:main"]},
     install_requires=[
         # dgl 2.1.0's GraphBolt ships libraries for torch 2.0.0-2.2.1 only, and `import dgl` loads it;
         # 2.1.0 is the newest DGL on PyPI for Linux.

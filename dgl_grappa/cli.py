@@ -26,28 +26,21 @@ import signal
 import sys
 from pathlib import Path
 
-from .bench.compare import cmd_compare
-from .bench.matrix import cmd_bench
-from .bench.project import cmd_project
-from .bench.project.command import USAGE as PROJECT_USAGE, project_options
-from .cluster.launch import select_device, setup_logging
-from .cluster.netns import in_private_netns
-from .cluster.procs import JobFailed, rerun_isolated
+from . import __version__
+from .cluster.procs import JobFailed
 from .cluster.signals import Stopped
 from .config import Config, ConfigError, load_config, uses_hosts
-from .kinds import resolve
-from .native.run import check_inputs, removed_on_user_error, run_native
-from .native.worker import run_started_worker
-from .native.worker import train_on_hosts
-from .partition.aggregates import prepare
-from .partition.store import ensure_partitions, format_stats, partition_dir
-from .runtime.folders import check_output_dir
-from .runtime.metrics import format_bytes
 
+# The commands' own modules (torch, DGL) are imported when a command runs, so that --help and --version
+# answer at once.
 log = logging.getLogger("dgl_grappa")
 
 
 def cmd_partition(cfg: Config) -> int:
+    from .native.run import removed_on_user_error
+    from .partition.store import ensure_partitions, format_stats, partition_dir
+    from .runtime.folders import check_output_dir
+
     check_output_dir(partition_dir(cfg), "partition.out_dir" if cfg.partition.out_dir else "run.output_dir")
     with removed_on_user_error(Path(cfg.run.output_dir)):
         stats, _ = ensure_partitions(cfg)
@@ -57,6 +50,12 @@ def cmd_partition(cfg: Config) -> int:
 
 
 def cmd_train(cfg: Config) -> int:
+    from .cluster.launch import select_device
+    from .cluster.netns import in_private_netns
+    from .cluster.procs import rerun_isolated
+    from .native.run import check_inputs, run_native
+    from .native.worker import train_on_hosts
+
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
 
         summary = train_on_hosts(cfg)
@@ -76,6 +75,8 @@ def cmd_train(cfg: Config) -> int:
 
 def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
     """The terminal summary of a ``train`` run (and where its files are)."""
+    from .runtime.metrics import format_bytes
+
     summary_path = out / "summary.json"
     if summary.get("task") == "link":
         quality = (f"val MRR {summary['val_mrr']:.4f}  test MRR {summary['test_mrr']:.4f}  test hits@"
@@ -111,10 +112,14 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
 
 
 def cmd_worker(cfg: Config, args: argparse.Namespace) -> int:
+    from .native.worker import run_started_worker
+
     return run_started_worker(cfg, args.part_config, args.num_classes, resume=None if args.no_resume else "auto")
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
+    from .partition.aggregates import prepare
+
     rec = prepare(args.part_config, args.feat_key, gcn=args.gcn, force=args.force)
     for part in rec["parts"]:
         print(f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
@@ -152,17 +157,29 @@ class _Verbatim(argparse.Action):
         namespace.verbatim = [*getattr(namespace, "verbatim", []), option_string, *values]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _prog() -> str:
+    """How the user called the command line: the installed ``dgl-grappa``, or ``python -m dgl_grappa``."""
+    return "dgl-grappa" if Path(sys.argv[0]).name == "dgl-grappa" else "python -m dgl_grappa"
+
+
+def build_parser(project: bool = True) -> argparse.ArgumentParser:
     """The command line's parser: one sub-parser per command, each with its own ``--help``.
+
+    Args:
+        project: give ``project`` its options (they import its module, which imports torch: a command line
+            without ``project`` in it leaves them out, so that ``--help`` answers at once).
 
     Example:
         >>> build_parser().parse_known_args(["train", "--config", "c.yaml", "--train.epochs=3"])[1]
         ['--train.epochs=3']
     """
+    prog = _prog()
     parser = argparse.ArgumentParser(
-        prog="python -m dgl_grappa", allow_abbrev=False,
-        description="Grappa's gradient-only communication for distributed GNN training on DGL.",
-        epilog="python -m dgl_grappa COMMAND --help shows a command's own options.")
+        prog=prog, allow_abbrev=False,
+        description="Grappa's gradient-only communication for distributed GNN training on DGL: DistDGL's "
+                    "partitions, each worker trained on its own, only gradients on the network.",
+        epilog=f"{prog} COMMAND --help shows a command's own options; the guide: docs/README.md.")
+    parser.add_argument("--version", action="version", version=f"dgl_grappa {__version__}")
     # Before the command too, as this command line always took them (python -m dgl_grappa --config C train).
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--resume", nargs="?", const="auto", default=None, help=argparse.SUPPRESS)
@@ -197,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--no-resume", action="store_true", help="start at epoch 0 even if a checkpoint exists")
     pr = cmds["project"]
     pr.set_defaults(verbatim=[])
+    if not project:
+        return parser
+    from .bench.project.command import USAGE as PROJECT_USAGE, project_options
+
     pr.epilog = f"usage in short: {PROJECT_USAGE}"
     for flag, key, text in project_options():
         # nargs="*": a flag without a value reaches the command's own one-line error, not argparse's usage.
@@ -210,7 +231,10 @@ def _exit_on_signal(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, rest = build_parser().parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args, rest = build_parser(project="project" in words).parse_known_args(argv)
+    from .cluster.launch import setup_logging
+
     setup_logging(None)
     if args.command in ("bench", "compare"):
         # These wait on job processes in sessions of their own: a SIGTERM or SIGHUP must unwind
@@ -225,16 +249,26 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"prepare takes --part-config PATH [--feat-key K] [--gcn] [--force], not {rest[0]}")
             return cmd_prepare(args)
         if args.command == "bench":
+            from .bench.matrix import cmd_bench
+
             return cmd_bench(args.config, rest)
         if args.command == "project":
+            from .bench.project import cmd_project
+
             return cmd_project(args.config, args.verbatim + rest)
         if args.resume is not None:
             rest = rest + [f"--checkpoint.resume={args.resume}"]
         cfg = load_config(args.config, rest)
+        from .kinds import resolve
+
         resolve(cfg)  # the kind of job's own rules, before anything runs
         if args.command == "worker":
             return cmd_worker(cfg, args)
-        return {"partition": cmd_partition, "train": cmd_train, "compare": cmd_compare}[args.command](cfg)
+        if args.command == "compare":
+            from .bench.compare import cmd_compare
+
+            return cmd_compare(cfg)
+        return {"partition": cmd_partition, "train": cmd_train}[args.command](cfg)
     except ConfigError as exc:
         print(f"dgl_grappa: error: {exc}", file=sys.stderr)
         return 2

@@ -1,15 +1,21 @@
 """Every environment variable dgl_grappa reads or sets, in one place (import-free).
 
-Users set the first three; the launchers set the others for the processes they start (a
+Users set the first five (and ``DGL_GRAPPA_VENV``); the launchers set the others for the processes they start (a
 user sets them only to reproduce what a launcher does).
 
 ============================  ====================================================================
-``DGL_GRAPPA_PLANETOID``      folder with the Planetoid files (Cora, CiteSeer) when ``data.root`` is
-                              not given
-``DGL_GRAPPA_CACHE``          writable folder for DGL's processed copies of those files, and for
-                              the files themselves when downloaded (default ``$XDG_CACHE_HOME/dgl_grappa``)
+``DGL_GRAPPA_DATA``           the default of ``data.root``: where the datasets loaded by name (Cora,
+                              CiteSeer, the OGB graphs) are read from and downloaded to (default:
+                              the cache folder below)
+``DGL_GRAPPA_CACHE``          writable cache folder: DGL's processed copies of the Planetoid files,
+                              and the default data folder (default ``$XDG_CACHE_HOME/dgl_grappa``,
+                              else ``~/.cache/dgl_grappa``)
+``DGL_GRAPPA_PLANETOID``      a folder that already holds the Planetoid files, read when ``data.root``
+                              has none of them (no download then)
 ``DGL_GRAPPA_PLANETOID_URL``  where those files are downloaded from when no local copy has them (default:
                               the Planetoid authors' repository on GitHub, the URLs PyG uses)
+``DGL_GRAPPA_OGB_URL``        where the OGB archives (``arxiv.zip``, ...) are downloaded from (default:
+                              OGB's own server, the URLs the ``ogb`` package uses)
 ``DGL_GRAPPA_JOB``            the tag every process of one job carries; the guard's last resort
                               kills by it (``python -m dgl_grappa.cluster.guard --kill-job``)
 ``DGL_GRAPPA_NETNS``          ``1`` inside the private network namespace a job was re-run in
@@ -31,6 +37,8 @@ user sets them only to reproduce what a launcher does).
 ENV_PLANETOID = "DGL_GRAPPA_PLANETOID"
 ENV_CACHE = "DGL_GRAPPA_CACHE"
 ENV_PLANETOID_URL = "DGL_GRAPPA_PLANETOID_URL"
+ENV_DATA = "DGL_GRAPPA_DATA"
+ENV_OGB_URL = "DGL_GRAPPA_OGB_URL"
 ENV_JOB = "DGL_GRAPPA_JOB"
 ENV_NETNS = "DGL_GRAPPA_NETNS"
 ENV_WIRE = "DGL_GRAPPA_WIRE"

@@ -22,6 +22,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[bootstrap] installing dgl_grappa and its tested dependencies (first time: a few minutes)" >&2
   "$VENV/bin/python" -m pip install --disable-pip-version-check -q -c "$ROOT/scripts/constraints.txt" -e "$ROOT[test]"
   echo "$WANT" > "$STAMP"
+  echo "[bootstrap] installed into $VENV: a new shell reaches it as $VENV/bin/dgl-grappa (or after" \
+       "source $VENV/bin/activate); the system's python does not have it" >&2
 fi
 export DGLBACKEND=pytorch
 export PATH="$VENV/bin:$PATH"

@@ -1,13 +1,76 @@
 import json
 import os
+import shutil
+import tempfile
 import uuid
+from pathlib import Path
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 # No test reaches the web: a dataset download that a test did not arrange meets a closed loopback port
 # (connection refused at once) instead of waiting on a network these machines do not have.
 os.environ.setdefault("DGL_GRAPPA_PLANETOID_URL", "http://127.0.0.1:9/planetoid")
+os.environ.setdefault("DGL_GRAPPA_OGB_URL", "http://127.0.0.1:9/ogb")
 
 import pytest  # noqa: E402
+
+from datafiles import SUFFIXES, real_planetoid  # noqa: E402
+
+_DATA_ROOT: list[Path] = []
+
+
+def pytest_configure(config):
+    """``data.root``'s default, for this session and every process it starts: a folder of its own (no test
+    reads or downloads into the user's cache), whose ``planetoid/raw`` links the real Cora and CiteSeer
+    files where they are found (:func:`datafiles.real_planetoid`: beside the checkout, as on CI)."""
+    root = Path(tempfile.mkdtemp(prefix="dgl_grappa-test-data-"))
+    _DATA_ROOT.append(root)
+    os.environ["DGL_GRAPPA_DATA"] = str(root)
+    real = real_planetoid()
+    if real is not None:
+        raw = root / "planetoid" / "raw"
+        raw.mkdir(parents=True)
+        for name in ("cora", "citeseer"):
+            for s in SUFFIXES:
+                (raw / f"ind.{name}.{s}").symlink_to(real / f"ind.{name}.{s}")
+
+
+def pytest_unconfigure(config):
+    for root in _DATA_ROOT:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def pytest_report_header(config):
+    real = real_planetoid()
+    return (f"real Cora/CiteSeer files: {real}" if real is not None else
+            "real Cora/CiteSeer files: not found (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID): the "
+            "tests marked planetoid are left out (deselected)" + (", and fail under CI=true" if _ci() else ""))
+
+
+def _ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Without the real Planetoid files the tests that read them are deselected (visibly: the summary counts
+    them, the header says why), except under CI=true, where they run and fail."""
+    if real_planetoid() is not None or _ci():
+        return
+    out = [i for i in items if i.get_closest_marker("planetoid") is not None]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [i for i in items if i.get_closest_marker("planetoid") is None]
+        _LEFT_OUT.extend(i.nodeid for i in out)
+
+
+_LEFT_OUT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Said at the end too (``-q`` hides the header): which tests were left out, and why."""
+    if _LEFT_OUT:
+        terminalreporter.write_line(f"{len(_LEFT_OUT)} tests marked planetoid deselected: the real Cora/CiteSeer "
+                                    "files are not here (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID)")
 
 
 @pytest.fixture(scope="session")

@@ -120,7 +120,8 @@ def test_cli_user_error_exits_2_with_one_line_and_touches_nothing(tmp_path):
     assert sorted(x.name for x in out.iterdir()) == ["summary.json"]
 
 
-def test_cli_missing_files(tmp_path):
+def test_cli_missing_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("DGL_GRAPPA_PLANETOID", raising=False)  # a folder with the files would serve them
     p = run_cli("train", "--config", str(tmp_path / "nope.yaml"))
     assert p.returncode == 2 and "does not exist" in p.stderr and "Traceback" not in p.stderr
     p = run_cli("train", "--config", "configs/cora.yaml", f"--data.root={tmp_path}", f"--run.output_dir={tmp_path}/o")

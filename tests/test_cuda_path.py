@@ -33,8 +33,10 @@ def _dgl_has_cuda() -> bool:
 def _train(tmp_path, *extra):
     if not torch.cuda.is_available():
         pytest.fail("no CUDA device visible to torch (scripts/test.sh deselects -m gpu where nvidia-smi finds none)")
+    # the easy preset, so that 3 epochs learn it (on the CPU: val acc 0.90, the majority class 0.075)
     return subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", "configs/default.yaml",
-                           "--data.synthetic.num_nodes=4000", "--train.epochs=2", "--partition.num_parts=2",
+                           "--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.epochs=3",
+                           "--partition.num_parts=2",
                            "--run.device=cuda", f"--run.output_dir={tmp_path}", "--run.progress=false", *extra],
                           cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), capture_output=True, text=True,
                           timeout=600)
@@ -44,7 +46,7 @@ def test_train_on_cuda_with_the_torch_kernels(tmp_path):
     p = _train(tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["device"] == "cuda:0" and s["kernels"] == "torch" and s["val_acc"] > 0.1
+    assert s["device"] == "cuda:0" and s["kernels"] == "torch" and s["val_acc"] > 0.5, s["val_acc"]
 
 
 def test_dgl_kernels_on_cuda_train_or_refuse_in_one_line(tmp_path):
@@ -52,7 +54,7 @@ def test_dgl_kernels_on_cuda_train_or_refuse_in_one_line(tmp_path):
     if _dgl_has_cuda():
         assert p.returncode == 0, p.stderr[-3000:]
         s = json.loads((tmp_path / "summary.json").read_text())
-        assert s["device"] == "cuda:0" and s["kernels"] == "dgl" and s["val_acc"] > 0.1
+        assert s["device"] == "cuda:0" and s["kernels"] == "dgl" and s["val_acc"] > 0.5, s["val_acc"]
     else:
         assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr[-3000:]
         assert "needs a CUDA build of DGL" in p.stderr and "data.dgl.ai/wheels" in p.stderr

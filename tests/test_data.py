@@ -18,10 +18,9 @@ import dgl.data.utils  # noqa: E402
 from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig  # noqa: E402
 from dgl_grappa.data import STANDARD_KEYS, generate_sbm, load_dataset, num_classes, planetoid_cache_dir
 from dgl_grappa.data.planetoid import PLANETOID_SUFFIXES  # noqa: E402
+from datafiles import real_planetoid, write_planetoid  # noqa: E402
 
 pytestmark = pytest.mark.unit
-
-PLANETOID_ROOT = Path(DataConfig().root)
 
 
 class NetworkAttempt(AssertionError):
@@ -42,9 +41,11 @@ def offline(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("DGL_GRAPPA_CACHE", str(cache))
 
 
-def _need_planetoid():
-    if not PLANETOID_ROOT.is_dir():
-        pytest.skip(f"Planetoid folder {PLANETOID_ROOT} does not exist (set DGL_GRAPPA_PLANETOID)")
+@pytest.fixture
+def fixture_cora(tmp_path):
+    """A small graph in the Planetoid format, in a folder of its own: (folder, its figures)."""
+    root = tmp_path / "planetoid"
+    return root, write_planetoid(root, "cora")
 
 
 def _check_standard(g: dgl.DGLGraph) -> None:
@@ -62,13 +63,16 @@ def _check_standard(g: dgl.DGLGraph) -> None:
 # Planetoid
 # ---------------------------------------------------------------------------------------
 
+@pytest.mark.planetoid
 @pytest.mark.parametrize("name,nodes,edges,feats,classes,split", [
     ("cora", 2708, 10556, 1433, 7, (140, 500, 1000)),
     ("citeseer", 3327, 9228, 3703, 6, (120, 500, 1000)),
 ])
-def test_planetoid_statistics(name, nodes, edges, feats, classes, split):
-    _need_planetoid()
-    g = load_dataset(DataConfig(name=name))
+def test_planetoid_statistics(name, nodes, edges, feats, classes, split, tmp_path, monkeypatch):
+    # data.root has none of the files: they come from $DGL_GRAPPA_PLANETOID, not from a download
+    root = real_planetoid()
+    monkeypatch.setenv("DGL_GRAPPA_PLANETOID", str(root))
+    g = load_dataset(DataConfig(name=name, root=str(tmp_path)))
     _check_standard(g)
     assert g.num_nodes() == nodes
     assert g.num_edges() == edges
@@ -79,17 +83,48 @@ def test_planetoid_statistics(name, nodes, edges, feats, classes, split):
     m = g.ndata["train_mask"].int() + g.ndata["val_mask"].int() + g.ndata["test_mask"].int()
     assert int(m.max()) <= 1  # splits are disjoint
     # The second load comes from DGL's processed cache and must be identical.
-    g2 = load_dataset(DataConfig(name=name))
+    g2 = load_dataset(DataConfig(name=name, root=str(tmp_path)))
     assert torch.equal(g.edges()[0], g2.edges()[0]) and torch.equal(g.edges()[1], g2.edges()[1])
     for k in STANDARD_KEYS:
         assert torch.equal(g.ndata[k], g2.ndata[k])
     # Nothing but symlinks to the originals in the raw folder: no copy of the dataset.
-    raw = next(p for p in planetoid_cache_dir(name, PLANETOID_ROOT).iterdir() if p.is_dir())
+    raw = next(p for p in planetoid_cache_dir(name, root).iterdir() if p.is_dir())
     links = [p for p in raw.iterdir() if p.name.startswith("ind.")]
     assert len(links) == len(PLANETOID_SUFFIXES) and all(p.is_symlink() for p in links)
+    assert not (tmp_path / "planetoid").exists()  # nothing was downloaded
 
 
-def test_planetoid_missing_root_names_folder(tmp_path):
+def test_planetoid_fixture_loads_with_dgls_split(fixture_cora):
+    root, fig = fixture_cora
+    g = load_dataset(DataConfig(name="cora", root=str(root)))
+    _check_standard(g)
+    assert (g.num_nodes(), g.num_edges(), g.ndata["feat"].shape[1]) == (fig["nodes"], fig["edges"], fig["width"])
+    assert num_classes(g) == fig["classes"]
+    assert tuple(int(g.ndata[k].sum()) for k in ("train_mask", "val_mask", "test_mask")) == fig["split"]
+
+
+def test_planetoid_found_in_the_roots_download_folder_and_the_env_folder(tmp_path, monkeypatch):
+    fig = write_planetoid(tmp_path / "root" / "planetoid" / "raw", "cora")  # where a download puts them
+    assert load_dataset(DataConfig(name="cora", root=str(tmp_path / "root"))).num_nodes() == fig["nodes"]
+    fig = write_planetoid(tmp_path / "elsewhere", "cora", others=600)
+    monkeypatch.setenv("DGL_GRAPPA_PLANETOID", str(tmp_path / "elsewhere"))
+    assert load_dataset(DataConfig(name="cora", root=str(tmp_path / "empty"))).num_nodes() == fig["nodes"]
+
+
+def test_data_root_defaults_to_the_users_cache_not_the_checkout(monkeypatch, tmp_path):
+    monkeypatch.delenv("DGL_GRAPPA_DATA", raising=False)
+    monkeypatch.setenv("DGL_GRAPPA_CACHE", str(tmp_path / "c"))
+    assert DataConfig().root == str(tmp_path / "c")
+    monkeypatch.delenv("DGL_GRAPPA_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert DataConfig().root == str(tmp_path / "x" / "dgl_grappa")
+    monkeypatch.setenv("DGL_GRAPPA_DATA", str(tmp_path / "d"))
+    assert DataConfig().root == str(tmp_path / "d")
+    assert "shared" not in Path(DataConfig().root).parts
+
+
+def test_planetoid_missing_root_names_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("DGL_GRAPPA_PLANETOID", raising=False)
     missing = tmp_path / "no_such_folder"
     with pytest.raises(ConfigError) as err:
         load_dataset(DataConfig(name="cora", root=str(missing)))
@@ -98,11 +133,11 @@ def test_planetoid_missing_root_names_folder(tmp_path):
 
 
 def test_planetoid_partial_root_lists_missing_files(tmp_path):
-    _need_planetoid()
+    write_planetoid(tmp_path / "full", "citeseer")
     root = tmp_path / "partial"
     root.mkdir()
     for suffix in ("x", "y", "graph"):
-        (root / f"ind.citeseer.{suffix}").symlink_to(PLANETOID_ROOT / f"ind.citeseer.{suffix}")
+        (root / f"ind.citeseer.{suffix}").symlink_to(tmp_path / "full" / f"ind.citeseer.{suffix}")
     with pytest.raises(ConfigError) as err:
         load_dataset(DataConfig(name="citeseer", root=str(root)))
     msg = str(err.value)
@@ -112,25 +147,25 @@ def test_planetoid_partial_root_lists_missing_files(tmp_path):
     assert "missing: ind.citeseer.x," not in msg  # present files are not reported
 
 
-def test_planetoid_cache_keyed_by_root_and_content(tmp_path):
-    _need_planetoid()
+def test_planetoid_cache_keyed_by_root_and_content(fixture_cora, tmp_path):
+    original, fig = fixture_cora
     root = tmp_path / "mycora"
     root.mkdir()
     for suffix in PLANETOID_SUFFIXES:
         if suffix != "test.index":
-            (root / f"ind.cora.{suffix}").symlink_to(PLANETOID_ROOT / f"ind.cora.{suffix}")
-    lines = (PLANETOID_ROOT / "ind.cora.test.index").read_text().split()
+            (root / f"ind.cora.{suffix}").symlink_to(original / f"ind.cora.{suffix}")
+    lines = (original / "ind.cora.test.index").read_text().split()
     (root / "ind.cora.test.index").write_text("\n".join(lines) + "\n")
-    assert planetoid_cache_dir("cora", root) != planetoid_cache_dir("cora", PLANETOID_ROOT)
+    assert planetoid_cache_dir("cora", root) != planetoid_cache_dir("cora", original)
 
     g = load_dataset(DataConfig(name="cora", root=str(root)))
-    assert int(g.ndata["test_mask"].sum()) == 1000
+    assert int(g.ndata["test_mask"].sum()) == fig["split"][2]
     # Change the data under the same root: DGL's processed cache must not be reused.
     (root / "ind.cora.test.index").write_text("\n".join(lines[:-1]) + "\n")
     st = (root / "ind.cora.test.index").stat()
     os.utime(root / "ind.cora.test.index", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     g = load_dataset(DataConfig(name="cora", root=str(root)))
-    assert int(g.ndata["test_mask"].sum()) == 999
+    assert int(g.ndata["test_mask"].sum()) == fig["split"][2] - 1
 
 
 # ---------------------------------------------------------------------------------------

@@ -84,26 +84,38 @@ def test_dropin_refuses_the_node_correction_and_an_unknown_halo(small_parts):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("layer", ["sage", "graphconv-right"])
-def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer):
+@pytest.mark.parametrize("layer", ["sage", "graphconv-right", "graphconv-both"])
+def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer,
+                                                                                      tmp_path):
     """first_hop="block": block 0 (one virtual in-neighbour per destination, its row the aggregate)
-    makes DGL's own SAGEConv('mean') / GraphConv(norm='right') compute the full graph's first layer."""
+    makes DGL's own SAGEConv('mean') / GraphConv(norm='right') compute the full graph's first layer from the
+    mean aggregate, and GraphConv(norm='both') from the gcn aggregate (``prepare --gcn``)."""
+    import shutil
+    from pathlib import Path
+
     import numpy as np
     from dgl.nn import GraphConv, SAGEConv
-    from pathlib import Path
+
+    from dgl_grappa.partition.aggregates import prepare
 
     g, stats = small_parts
     part_config = stats["part_config"]
+    aggregate = "agg"
+    if layer == "graphconv-both":  # the gcn aggregate, added to a copy of the folder (the fixture is shared)
+        shutil.copytree(Path(part_config).parent, tmp_path / "parts")
+        part_config = str(tmp_path / "parts" / Path(part_config).name)
+        prepare(part_config, gcn=True)
+        aggregate = "gcn"
     orig = torch.from_numpy(np.load(Path(part_config).parent / "orig_ids.npy"))  # global (shuffled) id -> original
     pg, node, *_ = dgl.distributed.load_partition(part_config, 1)
-    lp = load_local(part_config, 1, "keep", "exact")
+    lp = load_local(part_config, 1, "keep", "exact", aggregate=aggregate)
     n = g.num_nodes()
     core = PartitionLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
                            torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),
                            dgl.dataloading.NeighborSampler([4, 3]), 64, halo="keep", first_hop="block", num_nodes=n)
     torch.manual_seed(0)
     conv = SAGEConv(g.ndata["feat"].shape[1], 8, "mean") if layer == "sage" else \
-        GraphConv(g.ndata["feat"].shape[1], 8, norm="right", allow_zero_in_degree=True)
+        GraphConv(g.ndata["feat"].shape[1], 8, norm=layer.split("-")[1], allow_zero_in_degree=True)
     row = {int(v): i for i, v in enumerate(lp.global_ids)}
     feats, aggs = lp.feat.full(), lp.agg.full()
     input_nodes, seeds, blocks = next(iter(core))

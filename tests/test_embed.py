@@ -207,10 +207,6 @@ def test_native_embeddings_train_and_move_no_byte(straight):
     assert s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"]  # gloo's ring with 2 workers
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert all(r["embed_bytes"] == 0 and r["local_embed_bytes"] > 0 for r in records)
-    if isolated:  # the measured wire holds the all-reduce and nothing of an embedding's size
-        grad_on_wire = 2 * s["grad_bytes_per_epoch"]
-        assert grad_on_wire <= s["wire_bytes_per_epoch"] <= (1.05 * grad_on_wire
-                                                             + PER_STEP_OVERHEAD * s["steps_per_epoch"])
     # Memory counts the embedding: own rows, SparseAdam's two moments, the frozen halo rows.
     for w in s["workers"]:
         m = w["memory"]
@@ -225,6 +221,14 @@ def test_native_embeddings_train_and_move_no_byte(straight):
     for shard in (r["shard"]["embedding"] for r in final["ranks"]):
         moved = (shard["weight"] != initial_rows(shard["global_ids"], 16, 0)).any(dim=1)
         assert float(moved.float().mean()) > 0.5
+
+
+def test_native_embeddings_put_only_gradients_on_the_wire(straight, namespaces_missing):
+    _, s, isolated = straight
+    if not isolated:  # a skip, said in the summary; under CI=true it fails (conftest)
+        pytest.skip(f"the wire is measured in a private network namespace, unavailable here: {namespaces_missing}")
+    grad_on_wire = 2 * s["grad_bytes_per_epoch"]  # the all-reduce and nothing of an embedding's size
+    assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]
 
 
 def test_a_resumed_run_has_the_same_embedding_rows_bit_for_bit(straight, tmp_path):
@@ -291,7 +295,7 @@ def test_distdgl_pulls_embedding_rows_and_pushes_their_gradients(compared):
         (s["wire_bytes_per_epoch"], s["app_bytes_per_epoch"])
     # Its machines hold their shard of the rows and of DGL's SparseAdam state (a step and two moments).
     assert all(w["resident_bytes"] >= w["own_fp32_bytes"] * 3 for w in s["workers"])
-    assert s["test_acc"] > 0.1
+    assert s["test_acc"] > 0.3, s["test_acc"]  # it learned: the majority class is 0.097 of the test split (0.56 here)
     # Its checkpoint holds every trainer's rows and sparse optimizer state.
     ck = _ck(sorted((out / "distdgl" / "checkpoints").glob("ckpt-e*.pt"))[-1])
     for r in ck["ranks"]:

@@ -563,9 +563,6 @@ def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_gradients_and_sync
     records = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["embed_bytes"] == 0 and all(r["embed_bytes"] > 0 for r in records[1:])
     assert all(r["local_embed_bytes"] > 0 for r in records)
-    if isolated:  # the wire holds the all-reduce, the syncs and nothing of a feature's size
-        expected = 2 * s["grad_bytes_per_epoch"] + s["embed_bytes_per_epoch"]
-        assert expected <= s["wire_bytes_per_epoch"] <= 1.05 * expected + PER_STEP_OVERHEAD * (s["steps_per_epoch"] + 2)
     for w in s["workers"]:  # every table: paper features, the relations' aggregates, author and field rows, moments
         m = w["memory"]
         assert m["feat_inner"] > 0 and m["feat_halo"] > 0 and set(m["embed_by_type"]) == {"author", "field"}
@@ -585,6 +582,14 @@ def test_native_rgcn_trains_the_heterogeneous_graph_and_moves_gradients_and_sync
         assert edges["edges_read"] > 0 and edges["one_time_bytes"] == 16 * edges["edges_read"]
         assert w["one_time_bytes"] == m["feat_halo"] + m["agg_halo"] + edges["one_time_bytes"]
         assert sum(w["hetero"]["inner_by_type"].values()) == w["inner_nodes"]
+
+
+def test_native_rgcn_puts_only_gradients_and_synced_halo_rows_on_the_wire(straight, namespaces_missing):
+    _, s, isolated = straight
+    if not isolated:  # a skip, said in the summary; under CI=true it fails (conftest)
+        pytest.skip(f"the wire is measured in a private network namespace, unavailable here: {namespaces_missing}")
+    expected = 2 * s["grad_bytes_per_epoch"] + s["embed_bytes_per_epoch"]  # the all-reduce and the syncs
+    assert expected <= s["wire_bytes_per_epoch"] <= 1.05 * expected + PER_STEP_OVERHEAD * (s["steps_per_epoch"] + 2)
 
 
 def test_a_resumed_heterogeneous_run_has_the_same_rows_bit_for_bit(straight, tmp_path):

@@ -441,10 +441,6 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(str
     model_bytes = gradient_bytes(build_model(ModelConfig(hidden=32), 64, 32))
     assert s["model_grad_bytes"] == model_bytes and s["grad_bytes_per_epoch"] == s["steps_per_epoch"] * model_bytes
     assert s["feature_bytes_per_epoch"] == 0 and s["app_bytes_per_epoch"] == 2 * s["grad_bytes_per_epoch"]
-    if isolated:
-        grad_on_wire = 2 * s["grad_bytes_per_epoch"]
-        overhead = PER_STEP_OVERHEAD * s["steps_per_epoch"]
-        assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + overhead
     # Cut edges: with the halo kept every edge is some worker's positive; dropped, random parts lose about half.
     assert s["usable_edge_fraction"] == 1.0
     assert 0.3 < s["usable_edge_fraction_halo_drop"] < 0.7
@@ -456,6 +452,15 @@ def test_native_link_prediction_trains_on_local_edges_to_an_mrr_above_chance(str
         assert 0.3 < w["negatives"]["own_share"] < 0.7 and w["one_time_bytes"] > 0
     records = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records if "val_mrr" in r] == [0, 1, 2]
+
+
+def test_native_link_prediction_puts_only_gradients_on_the_wire(straight, namespaces_missing):
+    _, s, isolated = straight
+    if not isolated:  # a skip, said in the summary; under CI=true it fails (conftest)
+        pytest.skip(f"the wire is measured in a private network namespace, unavailable here: {namespaces_missing}")
+    grad_on_wire = 2 * s["grad_bytes_per_epoch"]
+    overhead = PER_STEP_OVERHEAD * s["steps_per_epoch"]
+    assert grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + overhead
 
 
 def _ck(path: Path) -> dict:

@@ -1,8 +1,9 @@
 """Recovery from dead workers, through the real command line (spawned gloo workers, real DistDGL jobs).
 
-Where a worker dies is chosen by the test at random (printed, so a failure can be rerun
-with ``RECOVERY_SEED``) and injected with ``DGL_GRAPPA_FAULT`` (:mod:`dgl_grappa.cluster.faults`):
-the worker SIGKILLs itself at that point, once.
+Where a worker dies is fixed where it matters (the native mid-epoch kill is in the first epoch of the
+second partitioning, so its restart always crosses the switch) and otherwise drawn from a fixed seed
+(``RECOVERY_SEED`` draws others; printed, so a failure can be rerun), and injected with
+``DGL_GRAPPA_FAULT`` (:mod:`dgl_grappa.cluster.faults`): the worker SIGKILLs itself at that point, once.
 
 * Native runtime: a worker killed mid-epoch -> the launcher restarts the group from the
   newest checkpoint -> the run completes with **bitwise** the final parameters of an
@@ -21,7 +22,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.runtime.checkpoint import CheckpointStore
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED = int(os.environ.get("RECOVERY_SEED", time.time_ns() % 100_000))
+SEED = int(os.environ.get("RECOVERY_SEED", 0))  # fixed: every run tests the same points
 RNG = random.Random(SEED)
 
 # 4 epochs, a new (random, exactly reproducible) partitioning every 2: restarts cross a switch.
@@ -75,7 +75,9 @@ def unfaulted(tmp_path_factory):
 
 def test_native_worker_killed_mid_epoch_restarts_from_the_checkpoint_bitwise(unfaulted, tmp_path):
     ref_out, ref, ref_summary = unfaulted
-    rank, epoch, step = RNG.randrange(2), RNG.randrange(1, 4), RNG.randrange(2)
+    # epoch 2 is partitioning 1's first (schedule.k=2): the restart resumes from the checkpoint written at the
+    # switch and loads the new partitioning, the case a restart most easily gets wrong
+    rank, epoch, step = RNG.randrange(2), 2, 1
     print(f"RECOVERY_SEED={SEED}: SIGKILL of worker {rank} before step {step} of epoch {epoch}")
     fault = {"point": "step", "rank": rank, "epoch": epoch, "step": step, "once": str(tmp_path / "fired")}
     out = tmp_path / "run"

@@ -1,7 +1,6 @@
 """End-to-end gradient-only training through the real CLI (spawned gloo workers)."""
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 from clitools import train
@@ -10,9 +9,7 @@ from dgl_grappa.config import ModelConfig
 from dgl_grappa.method.models import build_model, gradient_bytes
 from dgl_grappa.runtime.metrics import read_jsonl
 
-PLANETOID = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "planetoid"
-needs_cora = pytest.mark.skipif(not (PLANETOID / "ind.cora.x").is_file(),
-                                reason=f"the Planetoid files are not at {PLANETOID}")
+needs_cora = pytest.mark.planetoid  # data.root's planetoid/raw links them (conftest); left out where they are not
 
 SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
          "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
@@ -60,14 +57,18 @@ def test_corrections_end_to_end(tmp_path, correction, extra):
     assert all(0 < w["coverage_train"]["mean"] <= 1 for w in s["workers"])
 
 
-@pytest.mark.parametrize("model,mode,halo", [("gat", "fullgraph", "keep"), ("gcn", "minibatch", "keep"),
-                                             ("gin", "minibatch", "drop")])
-def test_models_and_halo(tmp_path, model, mode, halo):
+# fullgraph: one step an epoch, so 20 epochs (20 steps) for GAT to learn; the others take 8 steps an epoch
+@pytest.mark.parametrize("model,mode,halo,epochs", [("gat", "fullgraph", "keep", 20), ("gcn", "minibatch", "keep", 3),
+                                                    ("gin", "minibatch", "drop", 3)])
+def test_models_and_halo(tmp_path, model, mode, halo, epochs):
     s = train(tmp_path, *SMALL, f"--model.name={model}", f"--train.mode={mode}", f"--train.halo={halo}",
-              "--model.num_layers=3", "--train.fanouts=[5,5,5]", "--partition.num_parts=3")
+              "--model.num_layers=3", "--train.fanouts=[5,5,5]", "--partition.num_parts=3",
+              f"--train.epochs={epochs}", f"--train.eval_every={epochs}")
     assert s["num_parts"] == 3 and s["feature_bytes_per_epoch"] == 0
     loaded = [w["halo_bytes_loaded"] for w in s["workers"]]
     assert all(b > 0 for b in loaded) if halo == "keep" else all(b == 0 for b in loaded)
-    assert s["test_acc"] > 0.1
+    # it learned: the majority class is 0.075 of this test split, what a constant guess scores (measured: GAT
+    # 0.83, GCN 0.90, GIN 0.35)
+    assert s["test_acc"] > 0.25, s["test_acc"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["config"]["model"]["name"] == model

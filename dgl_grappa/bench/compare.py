@@ -270,9 +270,9 @@ def compare_table(result: dict, markdown: bool = False) -> str:
         ...        "wire_bytes_per_epoch": 599310.0, "wire_bytes_per_epoch_ratio": 0.0403, "val_acc": 0.9862,
         ...        "test_acc": 0.9833, "time_to_target_s": 1.18, "time_to_target_ratio": 0.441}
         >>> print(compare_table({"rows": [row], "baseline": "distdgl", "target_acc": 0.966}))  # doctest: +ELLIPSIS
-        system  epoch          wire/epoch       one-time  test acc  to val 0.966*  peak RSS
+        system  epoch                wire/epoch      one-time  test acc  to val 0.966*       peak RSS
         ...
-        Grappa  0.110 s 0.48x  599.31 KB 0.04x  -         0.9833    1.18 s 0.44x   -
+        Grappa  0.110 s 2.1x faster  599.31 KB 1/25  -         0.9833    1.18 s 2.3x faster  -
         ...
     """
     if result.get("script"):  # a script of the user's own: its metric, no target
@@ -291,8 +291,8 @@ def compare_table(result: dict, markdown: bool = False) -> str:
             + [f"to {metric} {result['target_acc']:.3f}*"] + ([] if link else ["peak RSS"]))
     lines = []
     for r in result["rows"]:
-        def both(text, ratio_key):
-            ratio = "" if r["system"] == result["baseline"] else _short_ratio(r.get(ratio_key))
+        def both(text, ratio_key, kind="time"):
+            ratio = "" if r["system"] == result["baseline"] else _short_ratio(r.get(ratio_key), kind)
             return f"{text} {ratio}".strip()
 
         wire = r.get(bytes_key)
@@ -301,18 +301,20 @@ def compare_table(result: dict, markdown: bool = False) -> str:
         lines.append([
             system_label(r["system"], short=True),
             both(_seconds(r["epoch_time_s"], 3), "epoch_time_s_ratio"),
-            "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio"),
+            "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio", "bytes"),
             format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
             *("-" if v is None else f"{v:.4f}" for v in figs),
             "not reached" if tta is None else both(_seconds(tta, 2), "time_to_target_ratio"),
         ] + ([] if link else [format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-"]))
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
+    if not link and sum(widths) + 2 * (len(widths) - 1) > TERMINAL_WIDTH:  # many systems: peak RSS in report.md
+        head, lines, widths = head[:-1], [row[:-1] for row in lines], widths[:-1]
     fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()  # noqa: E731
     base = system_label(result["baseline"])
-    notes = [f"ratios (x) are to {base}; " + ("wire/epoch: bytes on the network" if measured else
-                                               "app/epoch: bytes the application sent")
-             + " per training epoch, all workers; "
-             "one-time: read once per partitioning, per epoch; every column: report.md",
+    notes = [f"against {base}: times as faster/slower, bytes as a share (1/25: a 25th); "
+             + ("wire/epoch: bytes on the network" if measured else "app/epoch: bytes the application sent")
+             + " per training epoch, all workers; one-time: what Grappa reads once per partitioning (the halo's "
+             "rows, the aggregates), divided by the epochs it serves; every column: report.md",
              f"* {target_text(result)}; training seconds until the first evaluation at or above it"]
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
                      + [_wrap(n, TERMINAL_WIDTH) for n in notes])
@@ -342,12 +344,12 @@ def _markdown_table(result: dict) -> str:
             figures = [fig("val_acc"), fig("test_acc")]
         lines.append([
             r["system"],
-            f"{r['epoch_time_s']:.3f} s ({_fmt_ratio(r['epoch_time_s_ratio'])})",
-            f"{format_bytes(r['wire_bytes_per_epoch'])} ({_fmt_ratio(r['wire_bytes_per_epoch_ratio'])})",
-            f"{format_bytes(r['app_bytes_per_epoch'])} ({_fmt_ratio(r['app_bytes_per_epoch_ratio'])})",
+            f"{r['epoch_time_s']:.3f} s ({_short_ratio(r['epoch_time_s_ratio']) or '-'})",
+            *(f"{format_bytes(r[k])} ({_short_ratio(r[f'{k}_ratio'], 'bytes') or '-'})"
+              for k in ("wire_bytes_per_epoch", "app_bytes_per_epoch")),
             format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
             *figures,
-            f"{tta} ({_fmt_ratio(r['time_to_target_ratio'])})",
+            f"{tta} ({_short_ratio(r['time_to_target_ratio']) or '-'})",
             (f"{format_bytes(r['resident_bytes_max'])} ({r['resident_ratio_max']:.2f}x)"
              if r.get("resident_bytes_max") is not None and r.get("resident_ratio_max") is not None else "-"),
             format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-",
@@ -439,7 +441,8 @@ def report_markdown(result: dict) -> str:
         _setting(result), "",
         compare_table(result, markdown=True), "",
         f"Systems: {systems_legend([r['system'] for r in result['rows']])}. "
-        f"Ratios in parentheses are to `{result['baseline']}`.", "",
+        f"In parentheses, against `{result['baseline']}`: times as faster or slower, bytes as a share (1/25: a "
+        "25th of its bytes), accuracies as a ratio.", "",
         f"\\* The {target_text(result)}.", "",
         "- **epoch time**: one definition for every system (`dgl_grappa.runtime.metrics.EpochClock`): an epoch is "
         "timed from a barrier at its start to the end of its slowest worker, evaluation excluded; the column is "
@@ -475,7 +478,8 @@ def report_markdown(result: dict) -> str:
         "![bytes per epoch](bytes_per_epoch.png)", "",
         "Bytes on the network per training epoch, all workers, on a linear axis: each system's measured wire "
         "bytes (the application's count where the wire was not measured), with what it read once per "
-        "partitioning spread over the epochs on top; the ratio to the baseline is written on each bar.", "",
+        "partitioning spread over the epochs on top; each bar's text gives its share of the baseline's bytes with "
+        "those one-time reads, and without them (the table's wire column).", "",
     ])
 
 

@@ -19,19 +19,29 @@ def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.3g}x"
 
 
-def short_ratio(r: float | None) -> str:
-    """A ratio to the baseline in at most 6 characters ("0.48x", "0.048x", "25x", "<0.01x"); empty when
-    there is none.
+def short_ratio(r: float | None, kind: str = "time") -> str:
+    """A ratio to the baseline as a reader compares it, in at most 12 characters: a time as a speed-up
+    ("2.1x faster", "1.3x slower"), bytes as a share ("1/25", "3.1x"); empty when there is none.
 
     Example:
-        >>> [short_ratio(r) for r in (0.476, 0.0403, 0.0006, 1.0, 2.345, 25.3, 1234.0, None)]
-        ['0.48x', '0.04x', '<0.01x', '1x', '2.3x', '25x', '1234x', '']
+        >>> [short_ratio(r) for r in (0.476, 1.0, 1.03, 2.345, None)]
+        ['2.1x faster', 'same', '1.0x slower', '2.3x slower', '']
+        >>> [short_ratio(r, "bytes") for r in (0.0403, 0.00006, 1.0, 25.3)]
+        ['1/25', '1/17000', 'same', '25x']
     """
     if r is None:
         return ""
-    if r < 0.01:
-        return "<0.01x"
-    return f"{r:.0f}x" if r >= 10 else f"{r:.2g}x" if r >= 0.1 else f"{r:.1g}x"
+    if 0.995 <= r <= 1.005:
+        return "same"
+    if kind == "time":
+        return f"{_factor(1 / r)}x faster" if r < 1 else f"{_factor(r)}x slower"
+    return f"1/{_factor(1 / r)}" if r < 1 else f"{_factor(r)}x"
+
+
+def _factor(f: float) -> str:
+    """A factor above 1 without an exponent: one decimal below 10, two significant digits above (1.0, 2.3,
+    25, 150, 17000)."""
+    return f"{f:.1f}" if f < 10 else f"{f:.0f}" if f < 100 else f"{float(f'{f:.2g}'):.0f}"
 
 
 def seconds(t: float, decimals: int) -> str:

@@ -76,20 +76,20 @@ def script_table(result: dict, markdown: bool = False) -> str:
     head = ["system", "epoch", "steps", "wire/epoch" if measured else "app/epoch", "one-time", label, "peak RSS"]
     lines = []
     for r in result["rows"]:
-        def both(text, ratio_key):
-            ratio = "" if r["system"] == result["baseline"] else short_ratio(r.get(ratio_key))
+        def both(text, ratio_key, kind="time"):
+            ratio = "" if r["system"] == result["baseline"] else short_ratio(r.get(ratio_key), kind)
             return f"{text} {ratio}".strip()
 
         wire = r.get(bytes_key)
         lines.append([system_label(r["system"], short=True), both(seconds(r["epoch_time_s"], 3), "epoch_time_s_ratio"),
                       "-" if r.get("steps_per_epoch") is None else f"{r['steps_per_epoch']:.0f}",
-                      "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio"),
+                      "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio", "bytes"),
                       format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
                       "-" if r.get("metric") is None else f"{r['metric']:.4f}",
                       format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-"])
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
     fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()  # noqa: E731
-    notes = [f"ratios (x) are to {system_label(result['baseline'])}; epoch: a pass over the script's training "
+    notes = [f"ratios are to {system_label(result['baseline'])}; epoch: a pass over the script's training "
              "loader, its slowest trainer, median over epochs; steps: its batches; "
              + ("wire/epoch: bytes on the network" if measured else "app/epoch: bytes the application sent")
              + ", all machines; one-time: read once, per epoch; peak RSS: a machine's server + trainer; "

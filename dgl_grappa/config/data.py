@@ -11,18 +11,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..env import ENV_PLANETOID
+from ..env import ENV_CACHE, ENV_DATA
 from .errors import ConfigError, require
 
 
-def _default_planetoid_root() -> str:
-    # The shared data folder sits next to the checkout; users point elsewhere with
-    # DGL_GRAPPA_PLANETOID or data.root.
-    env = os.environ.get(ENV_PLANETOID)
+def cache_root() -> Path:
+    """Base cache folder of dgl_grappa (outside the repository).
+
+    Returns:
+        ``$DGL_GRAPPA_CACHE`` if set, else ``$XDG_CACHE_HOME/dgl_grappa``, else ``~/.cache/dgl_grappa``.
+    """
+    env = os.environ.get(ENV_CACHE)
     if env:
-        return env
-    here = Path(__file__).resolve().parents[2]  # the checkout: dgl_grappa/config/data.py
-    return str(here.parent / "shared" / "datasets" / "planetoid")
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "dgl_grappa"
+
+
+def default_data_root() -> str:
+    """The default of ``data.root``: ``$DGL_GRAPPA_DATA``, else :func:`cache_root` (``~/.cache/dgl_grappa``).
+
+    Example:
+        >>> default_data_root() == os.environ.get("DGL_GRAPPA_DATA", str(cache_root()))
+        True
+    """
+    env = os.environ.get(ENV_DATA)
+    return str(Path(env).expanduser()) if env else str(cache_root())
+
+
+OGB_DATASETS = ("ogbn-arxiv", "ogbn-products", "ogbn-mag", "ogbn-papers100M")
+"""The OGB node-property graphs ``data.name`` loads by name (downloaded once into ``data.root``)."""
 
 
 @dataclass
@@ -84,7 +103,15 @@ HETSYNTH_ETYPES = (("author", "writes", "paper"), ("paper", "written_by", "autho
 so that messages flow both ways."""
 HETSYNTH_LABELLED = ("paper",)
 """The node types of ``hetsynth`` with labels and train/val/test masks."""
-HETERO_DATASETS = ("hetsynth",)
+OGBN_MAG_NTYPES = ("author", "field_of_study", "institution", "paper")
+"""The node types of ogbn-mag (only papers have features, labels and splits)."""
+OGBN_MAG_ETYPES = (("author", "affiliated_with", "institution"), ("author", "writes", "paper"),
+                   ("paper", "cites", "paper"), ("paper", "has_topic", "field_of_study"),
+                   ("institution", "rev_affiliated_with", "author"), ("paper", "rev_writes", "author"),
+                   ("paper", "rev_cites", "paper"), ("field_of_study", "rev_has_topic", "paper"))
+"""The relations of ogbn-mag: OGB's four and their reverses (``rev_<name>``, as DGL's RGCN example adds them),
+so that messages reach papers from every type."""
+HETERO_DATASETS = ("hetsynth", "ogbn-mag")
 """The ``data.name`` values whose graph is heterogeneous (several node and edge types)."""
 
 
@@ -168,6 +195,9 @@ def hetero_schema(data) -> dict | None:
         return {"ntypes": list(HETSYNTH_NTYPES), "etypes": [tuple(e) for e in HETSYNTH_ETYPES],
                 "featured": [t for t in HETSYNTH_NTYPES if t in data.hetsynth.feat_types],
                 "labelled": list(HETSYNTH_LABELLED)}
+    if data.name == "ogbn-mag":
+        return {"ntypes": list(OGBN_MAG_NTYPES), "etypes": [tuple(e) for e in OGBN_MAG_ETYPES],
+                "featured": ["paper"], "labelled": ["paper"]}
     return None
 
 
@@ -203,14 +233,21 @@ def select_etypes(names: list[str], canonical: list[tuple]) -> list[tuple]:
 class DataConfig:
     """Which graph to train on."""
 
-    name: Literal["synthetic", "cora", "citeseer", "dgl", "bigsynth", "hetsynth"] = "synthetic"
-    """synthetic (generated, no files), cora / citeseer (Planetoid files under ``root``),
-    dgl (a graph saved with dgl.save_graphs at ``path``), bigsynth (a folder written by
-    dgl_grappa.data.bigsynth.generate_big at ``path``, read in chunks; with
-    ``partition.prebuilt`` only its metadata is read), or hetsynth (a generated heterogeneous
-    graph, ``hetsynth`` below: several node and edge types, trained with ``model.name: rgcn``)."""
-    root: str = field(default_factory=_default_planetoid_root)
-    """Folder that holds the Planetoid ``ind.<name>.*`` files (cora / citeseer)."""
+    name: Literal["synthetic", "cora", "citeseer", "ogbn-arxiv", "ogbn-products", "ogbn-mag", "ogbn-papers100M",
+                  "dgl", "bigsynth", "hetsynth"] = "synthetic"
+    """synthetic (generated, no files), cora / citeseer (the Planetoid files, downloaded once into ``root``),
+    ogbn-arxiv / ogbn-products / ogbn-mag / ogbn-papers100M (the OGB node-property graphs in OGB's own
+    layout, downloaded once into ``root``; ogbn-mag is heterogeneous: ``model.name: rgcn``; ogbn-papers100M
+    is converted once into the memory-mapped big-graph folder), dgl (your own graph, saved with
+    dgl.save_graphs at ``path``), bigsynth (a folder written by dgl_grappa.data.bigsynth.generate_big at
+    ``path``, read in chunks; with ``partition.prebuilt`` only its metadata is read), or hetsynth (a
+    generated heterogeneous graph, ``hetsynth`` below: several node and edge types, trained with
+    ``model.name: rgcn``)."""
+    root: str = field(default_factory=default_data_root)
+    """Folder of the datasets loaded by name: ``$DGL_GRAPPA_DATA``, else the user's cache
+    (``~/.cache/dgl_grappa``). Cora / CiteSeer: the ``ind.<name>.*`` files in it or in its
+    ``planetoid/raw`` (downloaded there when neither, nor ``$DGL_GRAPPA_PLANETOID``, has them); OGB:
+    ``<root>/ogbn_<name>/`` in OGB's layout (what ``ogb``'s ``NodePropPredDataset(root=...)`` writes)."""
     path: str = ""
     """File written by dgl.save_graphs (name: dgl), or the generate_big folder (name: bigsynth)."""
     feat_key: str = "feat"

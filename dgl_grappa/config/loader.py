@@ -25,6 +25,12 @@ _FALSE = {"false", "0", "no", "off"}
 # String settings one of whose words is "off", which YAML 1.1 reads as false when unquoted.
 _OFF_WORDS = {"network.dilation"}
 
+# What to do instead, for a choice the list of allowed values alone does not answer.
+_OTHERWISE = {"data.name": "; any other graph: save it with dgl.save_graphs(path, [g]) and use --data.name=dgl "
+                           "--data.path=path (docs/configuration.md#your-own-graph), or add the aggregates to "
+                           "partitions DGL already wrote with python -m dgl_grappa prepare --part-config PATH "
+                           "(docs/dropin.md)"}
+
 
 def coerce(key: str, value: Any, tp: Any) -> Any:
     """Turn a YAML or CLI value into ``tp``; raise ConfigError naming the key otherwise."""
@@ -33,7 +39,11 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         choices = get_args(tp)
         if isinstance(value, str) and value in choices:
             return value
-        raise ConfigError(f"{key}={value!r} is not allowed; use one of {', '.join(map(str, choices))}")
+        near = [c for c in choices if isinstance(value, str) and str(c).lower() == value.lower()]
+        if near:
+            raise ConfigError(f"{key}={value!r} is not allowed; did you mean {near[0]}? (names are case-sensitive)")
+        raise ConfigError(f"{key}={value!r} is not allowed; use one of {', '.join(map(str, choices))}"
+                          f"{_OTHERWISE.get(key, '')}")
     if origin is list:
         (item_tp,) = get_args(tp)
         if isinstance(value, str):

@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import IO, Callable
 
 from ..config import ConfigError
 from ..env import ENV_PLANETOID_URL
@@ -108,42 +109,77 @@ def fetch_planetoid(name: str, folder: Path, explain: str = "") -> Path:
             put there), or a downloaded file is not the known one (it is deleted).
     """
     files = planetoid_files(name)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = open(folder / ".lock", "w")
-    except OSError as exc:
-        raise ConfigError(f"cannot create the dataset cache '{folder}' ({exc.strerror}); "
-                          f"set env DGL_GRAPPA_CACHE to a writable folder") from None
+    lock, undo = lock_folder(folder, ".lock")
     url = base_url()
     deadline = time.monotonic() + DEADLINE_S
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for fname in files:
-            dest = folder / fname
-            if dest.is_file():
-                continue  # renamed into place only after its checksum matched
-            tmp = folder / f".{fname}.{os.getpid()}.part"
-            try:
-                got = _fetch_one(f"{url}/{fname}", tmp, deadline)
-            except (OSError, urllib.error.URLError, ValueError) as exc:
-                tmp.unlink(missing_ok=True)
-                reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
-                raise ConfigError(
-                    f"{explain}downloading {fname} from {url} failed ({reason}); put {', '.join(files)} into "
-                    f"'{folder}' (or set --data.root / env DGL_GRAPPA_PLANETOID to a folder that has them)"
-                ) from None
-            except BaseException:  # an interrupt: no partial file stays behind
-                tmp.unlink(missing_ok=True)
-                raise
-            if got != SHA256[fname]:
-                tmp.unlink()
-                raise ConfigError(
-                    f"{fname} downloaded from {url} has SHA-256 {got[:16]}..., not the known "
-                    f"{SHA256[fname][:16]}... (it was deleted); the server sent another file: check "
-                    f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'")
-            os.replace(tmp, dest)
+    try:
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _fetch_all(files, folder, url, deadline, explain)
+    except ConfigError:
+        undo()
+        raise
     return folder
 
 
+def lock_folder(folder: Path, lock: str) -> tuple[IO, Callable[[], None]]:
+    """Make ``folder`` (and its parents) and open its lock file ``lock`` for a download into it.
+
+    Returns:
+        (the open lock file, undo): ``undo()`` after a failed download removes the lock file (unless it was
+        there before) and the folders made here, where nothing else is in them: the disk as the download found it.
+
+    Raises:
+        ConfigError: the folder cannot be made or written.
+    """
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    lock_was_there = (folder / lock).exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / lock, "w")
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data folder '{folder}' ({exc.strerror}); set --data.root or env "
+                          "DGL_GRAPPA_DATA to a writable folder") from None
+
+    def undo() -> None:
+        if not lock_was_there:
+            (folder / lock).unlink(missing_ok=True)
+        for p in made:
+            try:
+                p.rmdir()
+            except OSError:
+                break
+
+    return fh, undo
+
+
+def _fetch_all(files: list[str], folder: Path, url: str, deadline: float, explain: str) -> None:
+    """Download the files ``folder`` lacks, each checked before it is renamed into place."""
+    for fname in files:
+        dest = folder / fname
+        if dest.is_file():
+            continue  # renamed into place only after its checksum matched
+        tmp = folder / f".{fname}.{os.getpid()}.part"
+        try:
+            got = _fetch_one(f"{url}/{fname}", tmp, deadline)
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            tmp.unlink(missing_ok=True)
+            reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
+            raise ConfigError(
+                f"{explain}downloading {fname} from {url} failed ({reason}); put {', '.join(files)} into "
+                f"'{folder}' (or set --data.root / env DGL_GRAPPA_PLANETOID to a folder that has them)"
+            ) from None
+        except BaseException:  # an interrupt: no partial file stays behind
+            tmp.unlink(missing_ok=True)
+            raise
+        if got != SHA256[fname]:
+            tmp.unlink()
+            raise ConfigError(
+                f"{fname} downloaded from {url} has SHA-256 {got[:16]}..., not the known "
+                f"{SHA256[fname][:16]}... (it was deleted); the server sent another file: check "
+                f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'")
+        os.replace(tmp, dest)
+
+
 __all__ = ["DEADLINE_S", "PLANETOID_URL", "SHA256", "SUFFIXES", "TIMEOUT_S", "base_url", "fetch_planetoid",
-           "planetoid_files"]
+           "lock_folder", "planetoid_files"]

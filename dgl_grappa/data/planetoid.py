@@ -13,9 +13,10 @@ copy), and hand DGL the parent as ``raw_dir``. The cache folder is keyed by the 
 root path, and a stamp of the source files' sizes and mtimes forces DGL to re-process when
 the files change, so DGL's processed cache can never serve data from another root.
 
-When ``data.root`` holds none of the files (a fresh clone has no shared data folder), they are
-downloaded once into ``<cache>/planetoid/raw`` and checked against known checksums
-(:mod:`dgl_grappa.data.fetch`); DGL itself still never goes online.
+When ``data.root`` (by default the user's cache, ``~/.cache/dgl_grappa``) holds none of the files, nor
+its ``planetoid/raw`` folder, nor ``$DGL_GRAPPA_PLANETOID``, they are downloaded once into
+``<data.root>/planetoid/raw`` and checked against known checksums (:mod:`dgl_grappa.data.fetch`); DGL
+itself still never goes online.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ from dgl.data import CiteseerGraphDataset, CoraGraphDataset
 from dgl.data.citation_graph import CitationGraphDataset
 from dgl.data.utils import _get_dgl_url
 
-from ..config import ConfigError
-from ..env import ENV_CACHE
+from ..config import ConfigError, cache_root, default_data_root
+from ..env import ENV_PLANETOID
 from .common import make_graph
 from .fetch import SUFFIXES as PLANETOID_SUFFIXES
 from .fetch import fetch_planetoid
@@ -43,24 +44,23 @@ _DGL_CLASSES = {
 }
 
 
-def cache_root() -> Path:
-    """Base cache folder of dgl_grappa (outside the repository).
+def download_dir(root: str | os.PathLike | None = None) -> Path:
+    """Where the Planetoid files are downloaded when no folder has them: ``<root>/planetoid/raw``.
 
-    Returns:
-        ``$DGL_GRAPPA_CACHE`` if set, else ``$XDG_CACHE_HOME/dgl_grappa``, else
-        ``~/.cache/dgl_grappa``.
+    Args:
+        root: ``data.root``; None for its default (:func:`~dgl_grappa.config.default_data_root`).
     """
-    env = os.environ.get(ENV_CACHE)
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "dgl_grappa"
+    return Path(root if root is not None else default_data_root()).expanduser() / "planetoid" / "raw"
 
 
-def download_dir() -> Path:
-    """Where the Planetoid files are downloaded when ``data.root`` has none: ``<cache_root>/planetoid/raw``."""
-    return cache_root() / "planetoid" / "raw"
+def _find_root(name: str, root: Path) -> Path | None:
+    """The first folder holding any of the dataset's files: ``root``, its ``planetoid/raw``, then
+    ``$DGL_GRAPPA_PLANETOID``; None when none does."""
+    env = os.environ.get(ENV_PLANETOID)
+    for folder in (root, download_dir(root), Path(env).expanduser() if env else None):
+        if folder is not None and _has_any(name, folder):
+            return folder
+    return None
 
 
 def _has_any(name: str, root: Path) -> bool:
@@ -170,17 +170,19 @@ def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
         The standard homogeneous graph (ndata feat, label, train_mask, val_mask,
         test_mask) with DGL's public split (Cora 140/500/1000, CiteSeer 120/500/1000).
 
-    When ``root`` holds none of the files, they are downloaded into :func:`download_dir` first (once).
+    The files are read from the first of ``root``, ``<root>/planetoid/raw`` and ``$DGL_GRAPPA_PLANETOID``
+    that holds any of them; when none does, they are downloaded into ``<root>/planetoid/raw`` first (once).
 
     Raises:
         ConfigError: ``root`` lacks some of the files, or holds none and the download failed.
     """
     if name not in _DGL_CLASSES:
         raise ConfigError(f"data.name={name!r} is not a Planetoid dataset; use cora or citeseer")
-    root_path = Path(root).expanduser()
-    if not _has_any(name, root_path):  # not the user's copy (an incomplete one is reported, not replaced)
-        root_path = fetch_planetoid(name, download_dir(), f"{name}: data.root='{root_path}' holds no Planetoid "
-                                                          f"files and ")
+    given = Path(root).expanduser()
+    root_path = _find_root(name, given)  # a user's incomplete copy is reported, not replaced
+    if root_path is None:
+        root_path = fetch_planetoid(name, download_dir(given), f"{name}: data.root='{given}' holds no Planetoid "
+                                                                f"files and ")
     files = _source_files(name, root_path)  # raises before DGL is ever called
 
     raw_dir = planetoid_cache_dir(name, root_path)

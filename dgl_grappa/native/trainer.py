@@ -20,7 +20,6 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -189,8 +188,11 @@ class Trainer:
             self._holding(lp)
             self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
                           if cfg.run.floor else None)
-            if ident.is_main:
-                log.info("config: %s", asdict(cfg))
+            if ident.is_main:  # the whole tree is config.resolved.yaml's (and summary.json's): one short line here
+                resolved = self.out_dir / "config.resolved.yaml"
+                log.info("config %s: %s, %s x%d, %d parts, %d epochs; every key: %s", cfg.name, cfg.data.name,
+                         cfg.model.name, cfg.model.num_layers, cfg.partition.num_parts, cfg.train.epochs,
+                         resolved if resolved.is_file() else "summary.json")
             log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
                      "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
                      "%.2f x its own fp32 feature rows (%d one-time bytes)", ident.part, lp.num_inner,
@@ -201,9 +203,12 @@ class Trainer:
                 log.info("%s", line)
             if self.embedding is not None:
                 m = self.embedding.memory()
+                sync = getattr(self.embedding, "sync_every", 0)
                 log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
-                         "(frozen initial rows): %.2f MB with the optimizer's moments, 0 bytes on the network",
-                         ident.part, self.embedding.num_inner, self.embedding.num_halo, m["embed"] / 1e6)
+                         "(%s): %.2f MB with the optimizer's moments", ident.part, self.embedding.num_inner,
+                         self.embedding.num_halo, f"copies trained here, synced with their owners every {sync} "
+                         f"epoch{'s' if sync > 1 else ''} (model.embed_halo_sync)" if sync else
+                         "their initial rows, not trained here: 0 bytes on the network", m["embed"] / 1e6)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -431,8 +436,12 @@ class Trainer:
         self.meter.record(rec)
         self._at, self._partial = (epoch + 1, 0, self.step), ([], [])
         if ident.is_main:
+            # the last evaluation's figure (accuracy, or link prediction's MRR), kept between evaluations
+            key = next((k for k in ("val_acc", "val_mrr") if k in rec), None)
+            if key is not None:
+                self._bar_val = {"val" if key == "val_acc" else "val_mrr": f"{rec[key]:.3f}"}
             self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
-                                 val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
+                                 **getattr(self, "_bar_val", {"val": "-"}))
             self.bar.update(1)
         saved = checkpoint_due(cfg, epoch)
         if saved:
@@ -554,9 +563,13 @@ class Trainer:
         path = save_on_rank0(self.store, lambda ranks: dict(state, ranks=ranks), self.meter.records,
                              self.epoch, self.fingerprint, self.step + within, self.evaluator.wait_for_rank0,
                              shard=shard)
-        if self.ident.is_main:
+        if self.ident.is_main:  # the first one and a stop's are news; one a line every epoch is noise
             where = f"{within} steps into epoch {self.epoch}" if within else f"after epoch {self.epoch - 1}"
-            log.info("checkpoint %s (step %d): %s", where, self.step + within, path)
+            first = not getattr(self, "_checkpointed", False)
+            self._checkpointed = True
+            (log.info if first or within else log.debug)(
+                "checkpoint %s (step %d): %s%s", where, self.step + within, path,
+                "; the later ones go to the same folder without a line" if first and not within else "")
         return path
 
     def state_dict(self) -> dict:

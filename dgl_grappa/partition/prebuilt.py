@@ -89,7 +89,7 @@ def prebuilt_num_classes(cfg: Config, stats: dict) -> int:
     statistics (``num_classes``), else the largest label in the parts' node data + 1 (read
     one part at a time).
     """
-    n = dataset_num_classes(cfg.data) if cfg.data.name == "bigsynth" else None
+    n = dataset_num_classes(cfg.data) if cfg.data.name in ("bigsynth", "ogbn-papers100M") else None
     if n is None:
         n = stats.get("num_classes")
     if n is None:
