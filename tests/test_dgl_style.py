@@ -93,6 +93,13 @@ def test_the_docs_show_each_diff_whole(kind):
     assert diff_of(kind).read_text() in blocks
 
 
+@pytest.mark.unit
+def test_the_readme_shows_the_node_diffs_loader_call():
+    """The README's drop-in diff makes the same loader call as the node-classification diff the test applies."""
+    calls = re.findall(r"^\+\s*(dataloader = GrappaLoader\(.*\))$", (ROOT / "README.md").read_text(), re.M)
+    assert calls and all(f"+    {c}" in diff_of("node").read_text() for c in calls), calls
+
+
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_dgl_style_script_converted_by_the_docs_diff_keeps_distdgls_accuracy(tmp_path, partitions, kind):
