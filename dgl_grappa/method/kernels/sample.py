@@ -1,0 +1,203 @@
+"""Neighbour sampling in PyTorch operations: DGL's ``NeighborSampler`` semantics on any torch device.
+
+:class:`TorchNeighborSampler` draws, for every seed of a layer, ``min(in-degree, fan-out)`` of its in-edges
+uniformly without replacement (every in-edge when the fan-out is -1), layer by layer from the output
+layer inwards, and relabels each layer's nodes as DGL's ``to_block`` does: a block's destinations are its
+first source rows. It reads the local graph's CSC index tensors once, on the sampler's device, and from
+then on every draw is a handful of tensor operations there (gathers, one sort of random keys per layer
+for the seeds whose in-degree exceeds the fan-out, one ``unique`` for the new source nodes), so a GPU
+trainer samples on its GPU with the CPU-only DGL that ``pip`` installs.
+
+Its randomness is its own ``torch.Generator`` on the sampler's device, reseeded at every epoch
+(:meth:`~TorchNeighborSampler.reseed`) the way :class:`~dgl_grappa.method.sampler.LocalBatches` reseeds
+DGL's: a run's batches depend on the seed and the epoch only, also in a helper thread.
+
+Blocks come out in one of two layouts: ``dgl`` (DGL blocks made with ``dgl.create_block`` from the sampled
+index tensors, on the CPU, with ``dgl.NID`` set as DGL's sampler sets it) for DGL's layers, or ``plain``
+(:class:`~.plain.PlainGraph`, what the torch kernels read), which never leaves the device.
+
+Example:
+    >>> import dgl, torch
+    >>> g = dgl.graph((torch.tensor([1, 2, 3, 0, 0]), torch.tensor([0, 0, 0, 1, 2])))
+    >>> sampler = TorchNeighborSampler([2], layout="plain")
+    >>> sampler.reseed(0)
+    >>> input_nodes, output_nodes, blocks = sampler.sample(g, torch.tensor([0, 1]))
+    >>> blocks[0].in_degrees().tolist()   # min(in-degree, fan-out): 2 of node 0's 3, node 1's one
+    [2, 1]
+    >>> input_nodes[:2].tolist()          # the destinations are the first source rows
+    [0, 1]
+"""
+from __future__ import annotations
+
+import dgl
+import torch
+from torch import Tensor
+
+from .plain import PlainGraph
+
+__all__ = ["TorchNeighborSampler", "LAYOUTS"]
+
+LAYOUTS = ("dgl", "plain")
+"""How the sampled blocks come out: DGL blocks (DGL's layers, CPU) or plain index tensors (the torch kernels)."""
+
+
+def _exclusive_cumsum(x: Tensor) -> Tensor:
+    """``[0, x0, x0 + x1, ...]`` without the total: where each segment starts."""
+    out = torch.zeros_like(x)
+    if x.numel() > 1:
+        torch.cumsum(x[:-1], 0, out=out[1:])
+    return out
+
+
+def _segment_ranks(lengths: Tensor, total: int) -> tuple[Tensor, Tensor]:
+    """For segments of ``lengths`` (summing to ``total``): each element's segment and its rank in it."""
+    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths,
+                                  output_size=total)
+    rank = torch.arange(total, device=lengths.device) - _exclusive_cumsum(lengths).index_select(0, seg)
+    return seg, rank
+
+
+class TorchNeighborSampler:
+    """Uniform neighbour sampling without replacement over a graph's in-edges, in PyTorch operations.
+
+    Args:
+        fanouts: in-edges drawn per destination and layer, input layer first (-1: all of them; 0: none), as
+            ``dgl.dataloading.NeighborSampler(fanouts)``.
+        device: where the graph's structure is held and the draws run (the trainer's device).
+        layout: ``dgl`` (DGL blocks: DGL's layers; the CPU only) or ``plain`` (index tensors: the torch kernels).
+        seed: the generator's first seed (:meth:`reseed` sets it again).
+
+    It answers ``sample(graph, seeds)`` as DGL's samplers do, so :class:`~dgl_grappa.method.sampler.LocalBatches`
+    and ``dgl.dataloading.as_edge_prediction_sampler`` take it as they take DGL's. ``graph``'s CSC structure is
+    copied to ``device`` at its first draw and kept (one graph at a time: a new graph replaces it).
+    """
+
+    output_device = None  # what dgl.dataloading.as_edge_prediction_sampler reads of a node-wise sampler
+
+    def __init__(self, fanouts: list[int], device="cpu", layout: str = "dgl", seed: int = 0):
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
+        self.device = torch.device(device)
+        if layout == "dgl" and self.device.type != "cpu":
+            raise ValueError("layout='dgl' builds DGL blocks, which the CPU-only DGL cannot hold on "
+                             f"{self.device}; use layout='plain' (the torch kernels) there")
+        if any(f < -1 for f in fanouts):
+            raise ValueError(f"fanouts={list(fanouts)} has an entry below -1 (-1 = every in-edge)")
+        self.fanouts = list(fanouts)
+        self.layout = layout
+        self._graph = None
+        self.reseed(seed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the draws from ``seed`` (every epoch: the batches depend on the seed and the epoch only)."""
+        self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
+
+    def bind(self, graph: dgl.DGLGraph) -> "TorchNeighborSampler":
+        """Hold ``graph``'s in-edges as CSC index tensors on the sampler's device (done once per graph)."""
+        if self._graph is not graph:
+            indptr, indices, eids = graph.adj_tensors("csc")
+            dev = self.device
+            self.indptr = indptr.to(dev, torch.int64)
+            self.indices = indices.to(dev, torch.int64)
+            # DGL blocks carry each edge's id in the graph (dgl.EID), as DGL's sampler sets it
+            self.eids = eids.to(torch.int64) if self.layout == "dgl" else None
+            self.num_nodes = graph.num_nodes()
+            # node -> row of the layer being built (-1: none): kept between draws, cleared after each
+            self._slot = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=dev)
+            self._graph = graph
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the structure held on the device (0 before the first draw)."""
+        if self._graph is None:
+            return 0
+        held = (self.indptr, self.indices, self._slot, self.eids)
+        return sum(t.numel() * t.element_size() for t in held if t is not None)
+
+    def sample(self, graph: dgl.DGLGraph, seeds: Tensor, exclude_eids=None) -> tuple[Tensor, Tensor, list]:
+        """``(input_nodes, output_nodes, blocks)`` around ``seeds`` (local ids), as DGL's ``NeighborSampler``.
+
+        ``input_nodes`` and the blocks' structure are on the sampler's device; ``output_nodes`` are the seeds.
+        """
+        if exclude_eids is not None:
+            raise ValueError("TorchNeighborSampler excludes no edges; sample without exclude")
+        if isinstance(seeds, dict):
+            raise TypeError("TorchNeighborSampler samples homogeneous graphs; use DGL's NeighborSampler for a "
+                            "heterogeneous one (train.sampler: dgl)")
+        self.bind(graph)
+        dtype = seeds.dtype
+        output_nodes = seeds
+        nodes = seeds.to(self.device, torch.int64)
+        blocks = []
+        for fanout in reversed(self.fanouts):
+            src_nodes, src, dst, edge = self._layer(nodes, fanout)
+            blocks.insert(0, self._block(src, dst, src_nodes, nodes, edge))
+            nodes = src_nodes
+        return nodes.to(dtype), output_nodes, blocks
+
+    def _layer(self, seeds: Tensor, fanout: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """One layer: (source nodes, destinations first; each drawn edge's source row, destination row, and
+        position in the CSC arrays)."""
+        start = self.indptr.index_select(0, seeds)
+        deg = self.indptr.index_select(0, seeds + 1) - start
+        if fanout == -1:
+            heavy = torch.zeros_like(deg, dtype=torch.bool)
+        else:
+            heavy = deg > fanout
+        light = ~heavy
+        # every in-edge of the seeds whose in-degree is within the fan-out (all of them with -1)
+        l_idx = light.nonzero().squeeze(1)
+        l_deg = deg.index_select(0, l_idx)
+        seg, rank = _segment_ranks(l_deg, int(l_deg.sum()))
+        edges = [start.index_select(0, l_idx).index_select(0, seg) + rank]
+        dst = [l_idx.index_select(0, seg)]
+        h_idx = heavy.nonzero().squeeze(1)
+        if h_idx.numel():
+            edges_h, dst_h = self._draw(h_idx, start.index_select(0, h_idx), deg.index_select(0, h_idx), fanout)
+            edges.append(edges_h)
+            dst.append(dst_h)
+        edge = torch.cat(edges)
+        dst_rows = torch.cat(dst)
+        nbr = self.indices.index_select(0, edge)
+        src_nodes, src_rows = self._relabel(seeds, nbr)
+        return src_nodes, src_rows, dst_rows, edge
+
+    def _draw(self, rows: Tensor, start: Tensor, deg: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
+        """``fanout`` of each row's ``deg`` in-edges, uniformly without replacement: every candidate edge gets a
+        random key, and each row keeps the ``fanout`` smallest (a uniform ``fanout``-subset: every order of the
+        keys is equally likely). The key is ``row << bits | random``, so one sort groups rows and ranks keys."""
+        total = int(deg.sum())
+        seg, rank = _segment_ranks(deg, total)
+        bits = 62 - max(1, int(rows.numel()).bit_length())
+        noise = torch.randint(0, 1 << bits, (total,), generator=self.generator, device=self.device)
+        order = torch.argsort((seg << bits) | noise)
+        # Sorted by row first, row i's candidates fill the same span of the order as of the input, so an
+        # element's rank in its row is its key's rank too: the first ``fanout`` of each row are chosen.
+        chosen = order[rank < fanout]
+        picked_seg = seg.index_select(0, chosen)
+        return start.index_select(0, picked_seg) + rank.index_select(0, chosen), rows.index_select(0, picked_seg)
+
+    def _relabel(self, seeds: Tensor, nbr: Tensor) -> tuple[Tensor, Tensor]:
+        """DGL's ``to_block`` numbering: the seeds are rows 0..n-1, then the other sources (ascending ids)."""
+        slot = self._slot
+        n = seeds.numel()
+        slot.index_put_((seeds,), torch.arange(n, device=self.device))
+        fresh = nbr[slot.index_select(0, nbr) < 0]
+        new = torch.unique(fresh)
+        slot.index_put_((new,), torch.arange(n, n + new.numel(), device=self.device))
+        rows = slot.index_select(0, nbr)
+        slot.index_fill_(0, seeds, -1)
+        slot.index_fill_(0, new, -1)
+        return torch.cat([seeds, new]), rows
+
+    def _block(self, src: Tensor, dst: Tensor, src_nodes: Tensor, dst_nodes: Tensor, edge: Tensor):
+        if self.layout == "plain":
+            return PlainGraph(src, dst, int(src_nodes.numel()), int(dst_nodes.numel()), True)
+        idtype = self._graph.idtype
+        block = dgl.create_block((src.to(idtype), dst.to(idtype)), num_src_nodes=int(src_nodes.numel()),
+                                 num_dst_nodes=int(dst_nodes.numel()), idtype=idtype)
+        block.srcdata[dgl.NID] = src_nodes.to(idtype)
+        block.dstdata[dgl.NID] = dst_nodes.to(idtype)
+        block.edata[dgl.EID] = self.eids.index_select(0, edge).to(idtype)
+        return block
