@@ -63,8 +63,10 @@ def _statistic(graph, seeds, counts, expected_from, fanout: int, rounds: int, sc
     return q, dof
 
 
-def _torch_draw(graph, seeds, fanout):
+def _torch_draw(graph, seeds, fanout, hub_ratio=None):
     s = TorchNeighborSampler([fanout], layout="dgl")
+    if hub_ratio is not None:
+        s.hub_ratio = hub_ratio
 
     def draw(r):
         s.reseed(1000 + r)
@@ -117,13 +119,14 @@ def test_neighbour_frequencies_are_uniform_and_match_dgls_sampler(part):
     g = part.graph
     seeds = _heavy_seeds(g, FANOUT)
     assert seeds.numel() >= 500, "the partition has too few nodes above the fan-out for the test"
-    ours = _edge_counts(g, seeds, _torch_draw(g, seeds, FANOUT), ROUNDS)
+    ours = _edge_counts(g, seeds, _torch_draw(g, seeds, FANOUT), ROUNDS)  # sorted random keys
+    floyd = _edge_counts(g, seeds, _torch_draw(g, seeds, FANOUT, hub_ratio=0.0), ROUNDS)  # Floyd's algorithm
     dgls = _edge_counts(g, seeds, _dgl_draw(g, seeds, FANOUT), ROUNDS)
 
     def exact(e, p):
         return ROUNDS * p
 
-    for name, counts in (("torch", ours), ("dgl", dgls)):
+    for name, counts in (("torch", ours), ("torch, Floyd", floyd), ("dgl", dgls)):
         q, dof = _statistic(g, seeds, counts, exact, FANOUT, ROUNDS)
         assert chi2.sf(q, dof) >= ALPHA, f"{name}: chi2={q:.0f} on {dof} dof"
     # the two samplers against each other: the difference of two independent counts, variance doubled

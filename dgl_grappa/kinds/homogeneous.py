@@ -79,7 +79,7 @@ class HomogeneousRuntime(LocalRuntime):
         agg = lp.agg if cfg.first_hop == "exact" else None
         self.sampler_kind = resolve_sampler(cfg.train.sampler, cfg.run.device)
         # the torch sampler's structure: CSC offsets and sources, and its node -> row scratch
-        structure = 8 * (2 * (lp.graph.num_nodes() + 1) + lp.graph.num_edges()) if self.sampler_kind == "torch" else 0
+        structure = 8 * (3 * lp.graph.num_nodes() + 1 + lp.graph.num_edges()) if self.sampler_kind == "torch" else 0
         need = nbytes(lp.feat, agg, lp.in_degree, lp.label, weights) + structure
         # learnable rows are looked up in host memory (the trainer's LocalEmbedding), so their ids stay there
         self.where = "host" if self.embed else residence(cfg.train.resident, trainer_device(cfg), need)

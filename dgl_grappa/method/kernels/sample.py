@@ -4,8 +4,8 @@
 uniformly without replacement (every in-edge when the fan-out is -1), layer by layer from the output
 layer inwards, and relabels each layer's nodes as DGL's ``to_block`` does: a block's destinations are its
 first source rows. It reads the local graph's CSC index tensors once, on the sampler's device, and from
-then on every draw is a handful of tensor operations there (gathers, one sort of random keys per layer
-for the seeds whose in-degree exceeds the fan-out, one ``unique`` for the new source nodes), so a GPU
+then on every draw is a handful of tensor operations there (gathers, a fan-out's worth of vectorised
+random draws for the seeds whose in-degree exceeds it, one scatter that numbers the new source nodes), so a GPU
 trainer samples on its GPU with the CPU-only DGL that ``pip`` installs.
 
 Its randomness is its own ``torch.Generator`` on the sampler's device, reseeded at every epoch
@@ -36,6 +36,8 @@ from torch import Tensor
 from .plain import PlainGraph
 
 __all__ = ["TorchNeighborSampler", "LAYOUTS"]
+
+_NONE = torch.iinfo(torch.int64).max  # no position yet (the scatter keeps the smallest)
 
 LAYOUTS = ("dgl", "plain")
 """How the sampled blocks come out: DGL blocks (DGL's layers, CPU) or plain index tensors (the torch kernels)."""
@@ -74,6 +76,10 @@ class TorchNeighborSampler:
 
     output_device = None  # what dgl.dataloading.as_edge_prediction_sampler reads of a node-wise sampler
 
+    hub_ratio: float = 32.0
+    """Seeds above their fan-out are drawn by sorting random keys of their in-edges, or, where their mean
+    in-degree exceeds this many fan-outs (hubs), by Floyd's algorithm, whose work does not grow with the degree."""
+
     def __init__(self, fanouts: list[int], device="cpu", layout: str = "dgl", seed: int = 0):
         if layout not in LAYOUTS:
             raise ValueError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
@@ -102,8 +108,10 @@ class TorchNeighborSampler:
             # DGL blocks carry each edge's id in the graph (dgl.EID), as DGL's sampler sets it
             self.eids = eids.to(torch.int64) if self.layout == "dgl" else None
             self.num_nodes = graph.num_nodes()
-            # node -> row of the layer being built (-1: none): kept between draws, cleared after each
+            # node -> row of the layer being built (-1: none), and node -> its first position among a layer's
+            # new sources: scratch kept between draws, cleared after each
             self._slot = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=dev)
+            self._first = torch.full((self.num_nodes,), _NONE, dtype=torch.int64, device=dev)
             self._graph = graph
         return self
 
@@ -112,7 +120,7 @@ class TorchNeighborSampler:
         """Bytes of the structure held on the device (0 before the first draw)."""
         if self._graph is None:
             return 0
-        held = (self.indptr, self.indices, self._slot, self.eids)
+        held = (self.indptr, self.indices, self._slot, self._first, self.eids)
         return sum(t.numel() * t.element_size() for t in held if t is not None)
 
     def sample(self, graph: dgl.DGLGraph, seeds: Tensor, exclude_eids=None) -> tuple[Tensor, Tensor, list]:
@@ -154,7 +162,10 @@ class TorchNeighborSampler:
         dst = [l_idx.index_select(0, seg)]
         h_idx = heavy.nonzero().squeeze(1)
         if h_idx.numel():
-            edges_h, dst_h = self._draw(h_idx, start.index_select(0, h_idx), deg.index_select(0, h_idx), fanout)
+            h_deg = deg.index_select(0, h_idx)
+            total = int(h_deg.sum())
+            draw = self._floyd if total > self.hub_ratio * fanout * h_idx.numel() else self._sorted
+            edges_h, dst_h = draw(h_idx, start.index_select(0, h_idx), h_deg, fanout, total)
             edges.append(edges_h)
             dst.append(dst_h)
         edge = torch.cat(edges)
@@ -163,11 +174,11 @@ class TorchNeighborSampler:
         src_nodes, src_rows = self._relabel(seeds, nbr)
         return src_nodes, src_rows, dst_rows, edge
 
-    def _draw(self, rows: Tensor, start: Tensor, deg: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
+    def _sorted(self, rows: Tensor, start: Tensor, deg: Tensor, fanout: int, total: int) -> tuple[Tensor, Tensor]:
         """``fanout`` of each row's ``deg`` in-edges, uniformly without replacement: every candidate edge gets a
-        random key, and each row keeps the ``fanout`` smallest (a uniform ``fanout``-subset: every order of the
-        keys is equally likely). The key is ``row << bits | random``, so one sort groups rows and ranks keys."""
-        total = int(deg.sum())
+        random key and each row keeps the ``fanout`` smallest (every order of the keys is equally likely, so
+        every ``fanout``-subset is). The key is ``row << bits | random``: one sort groups the rows and ranks
+        the keys. The work is a sort of the rows' in-edges."""
         seg, rank = _segment_ranks(deg, total)
         bits = 62 - max(1, int(rows.numel()).bit_length())
         noise = torch.randint(0, 1 << bits, (total,), generator=self.generator, device=self.device)
@@ -175,20 +186,43 @@ class TorchNeighborSampler:
         # Sorted by row first, row i's candidates fill the same span of the order as of the input, so an
         # element's rank in its row is its key's rank too: the first ``fanout`` of each row are chosen.
         chosen = order[rank < fanout]
-        picked_seg = seg.index_select(0, chosen)
-        return start.index_select(0, picked_seg) + rank.index_select(0, chosen), rows.index_select(0, picked_seg)
+        picked = seg.index_select(0, chosen)
+        return start.index_select(0, picked) + rank.index_select(0, chosen), rows.index_select(0, picked)
+
+    def _floyd(self, rows: Tensor, start: Tensor, deg: Tensor, fanout: int, total: int) -> tuple[Tensor, Tensor]:
+        """``fanout`` of each row's ``deg`` in-edges, uniformly without replacement: Floyd's algorithm, all rows
+        at once. Step i draws t uniformly from [0, deg - fanout + i] and takes t, or that upper end when t was
+        taken already; after ``fanout`` steps every ``fanout``-subset is equally likely. The work is
+        rows x fanout^2 comparisons, whatever the degrees (no pass over a hub's in-edges)."""
+        n = rows.numel()
+        # every step's draw at once: column i is uniform in [0, top_i], top_i = deg - fanout + i
+        top = (deg - fanout).unsqueeze(1) + torch.arange(fanout, device=self.device)
+        u = torch.rand((n, fanout), dtype=torch.float64, generator=self.generator, device=self.device)
+        draws = torch.minimum((u * (top + 1)).to(torch.int64), top)
+        picked = torch.empty((n, fanout), dtype=torch.int64, device=self.device)
+        for i in range(fanout):
+            t = draws[:, i]
+            taken = (picked[:, :i] == t.unsqueeze(1)).any(1)
+            picked[:, i] = torch.where(taken, top[:, i], t)
+        edges = (start.unsqueeze(1) + picked).reshape(-1)
+        return edges, rows.repeat_interleave(fanout)
 
     def _relabel(self, seeds: Tensor, nbr: Tensor) -> tuple[Tensor, Tensor]:
-        """DGL's ``to_block`` numbering: the seeds are rows 0..n-1, then the other sources (ascending ids)."""
-        slot = self._slot
+        """DGL's ``to_block`` numbering: the seeds are rows 0..n-1, then the other sources in the order they
+        first appear among the drawn edges. The first appearance of each is found by a scatter of positions
+        (the smallest wins) rather than a sort, so the cost is linear in the edges."""
+        slot, first = self._slot, self._first
         n = seeds.numel()
         slot.index_put_((seeds,), torch.arange(n, device=self.device))
-        fresh = nbr[slot.index_select(0, nbr) < 0]
-        new = torch.unique(fresh)
+        pos = torch.arange(nbr.numel(), device=self.device)
+        first.scatter_reduce_(0, nbr, pos, reduce="amin")
+        is_new = (first.index_select(0, nbr) == pos) & (slot.index_select(0, nbr) < 0)
+        new = nbr.index_select(0, is_new.nonzero().squeeze(1))
         slot.index_put_((new,), torch.arange(n, n + new.numel(), device=self.device))
         rows = slot.index_select(0, nbr)
         slot.index_fill_(0, seeds, -1)
         slot.index_fill_(0, new, -1)
+        first.index_fill_(0, nbr, _NONE)
         return torch.cat([seeds, new]), rows
 
     def _block(self, src: Tensor, dst: Tensor, src_nodes: Tensor, dst_nodes: Tensor, edge: Tensor):
