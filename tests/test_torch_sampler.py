@@ -179,6 +179,9 @@ def test_the_sampler_setting_resolves_and_refuses_what_it_cannot_serve():
     assert resolve_sampler("auto", "cuda") == "torch"
     assert resolve_sampler("torch", "cpu") == "torch"
     assert resolve_sampler("auto", "cuda", heterogeneous=True) == "dgl"
+    assert resolve_sampler("auto", "cuda", kernels="dgl") == "dgl"  # DGL's layers read DGL's blocks
+    with pytest.raises(ConfigError, match="train.sampler=torch on a GPU.*--train.kernels=torch"):
+        resolve_sampler("torch", "cuda", kernels="dgl")
     with pytest.raises(ConfigError, match="train.sampler=torch.*heterogeneous"):
         resolve_sampler("torch", "cpu", heterogeneous=True)
     with pytest.raises(ConfigError, match="train.sampler='fast'"):

@@ -77,7 +77,8 @@ class HomogeneousRuntime(LocalRuntime):
             raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
                              "load_local(..., first_hop='exact')")
         agg = lp.agg if cfg.first_hop == "exact" else None
-        self.sampler_kind = resolve_sampler(cfg.train.sampler, cfg.run.device)
+        self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
+        self.sampler_kind = resolve_sampler(cfg.train.sampler, cfg.run.device, kernels=self.kernels)
         # the torch sampler's structure: CSC offsets and sources, and its node -> row scratch
         structure = 8 * (3 * lp.graph.num_nodes() + 1 + lp.graph.num_edges()) if self.sampler_kind == "torch" else 0
         need = nbytes(lp.feat, agg, lp.in_degree, lp.label, weights) + structure
@@ -94,7 +95,7 @@ class HomogeneousRuntime(LocalRuntime):
     def layer_sampler(self, cfg: Config):
         """The run's sampler of the sampled layers (``train.sampler``), drawing where the tables are, its blocks
         in the layout the layers read (``train.kernels``: DGL blocks or plain index tensors)."""
-        layout = "plain" if resolve_kernels(cfg.train.kernels, cfg.run.device) == "torch" else "dgl"
+        layout = "plain" if self.kernels == "torch" else "dgl"
         return layer_sampler(cfg.train.fanouts, cfg.first_hop, self.sampler_kind, self.device, layout)
 
     def rows(self, input_nodes: Tensor) -> Tensor:
@@ -110,6 +111,11 @@ class HomogeneousRuntime(LocalRuntime):
 
     def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
         return node_losses(out, batch.target, batch.rows, self.label, self.weights, device)
+
+    def summary(self) -> dict:
+        """Which sampler drew the batches, where the tables were held and their bytes on the device."""
+        return {"sampler": self.sampler_kind, "resident": self.where,
+                "resident_device_bytes": self.resident_device_bytes}
 
     def describe(self) -> list[str]:
         if self.where != "device":

@@ -92,7 +92,7 @@ class EdgeRuntime(HomogeneousRuntime):
 
     def summary(self) -> dict:
         pool = self.negatives.pool
-        return {"link_edges": self.edges,
+        return {**super().summary(), "link_edges": self.edges,
                 "negatives": {"pool": 0 if pool is None else int(pool.pool.numel()),
                               "own_share": self.negatives.own_share if pool is not None else None}}
 

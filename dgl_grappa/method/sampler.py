@@ -42,16 +42,18 @@ class SeedsOnly:
         return seeds, seeds, []
 
 
-def resolve_sampler(sampler: str, device: str, heterogeneous: bool = False) -> str:
+def resolve_sampler(sampler: str, device: str, heterogeneous: bool = False, kernels: str = "torch") -> str:
     """The sampler a run uses: ``dgl`` or ``torch``.
 
     Args:
         sampler: ``train.sampler`` (auto, dgl or torch).
         device: ``run.device`` (cpu or cuda).
         heterogeneous: the graph has several node or edge types (DGL's sampler draws those).
+        kernels: the layers' kernels (resolved ``train.kernels``): DGL's layers on a GPU read DGL blocks, which
+            DGL's sampler makes on the CPU (auto takes it there).
 
     Raises:
-        ConfigError: an unknown value, or torch on a heterogeneous graph.
+        ConfigError: an unknown value, torch on a heterogeneous graph, or torch for DGL's layers on a GPU.
 
     Example:
         >>> resolve_sampler("auto", "cuda"), resolve_sampler("auto", "cuda", heterogeneous=True)
@@ -64,8 +66,12 @@ def resolve_sampler(sampler: str, device: str, heterogeneous: bool = False) -> s
             raise ConfigError("train.sampler=torch samples homogeneous graphs only; use --train.sampler=dgl (or "
                               "auto) on a heterogeneous graph")
         return "dgl"
+    gpu = device == "cuda"
+    if sampler == "torch" and gpu and kernels == "dgl":
+        raise ConfigError("train.sampler=torch on a GPU builds the torch kernels' blocks, not DGL's; use "
+                          "--train.kernels=torch (or auto), or --train.sampler=dgl for DGL's layers")
     if sampler == "auto":
-        return "torch" if device == "cuda" else AUTO_CPU_SAMPLER
+        return "torch" if gpu and kernels == "torch" else AUTO_CPU_SAMPLER
     return sampler
 
 

@@ -92,6 +92,7 @@ class TorchNeighborSampler:
         self.fanouts = list(fanouts)
         self.layout = layout
         self._graph = None
+        self._stream = None  # the draws' CUDA stream (on a GPU)
         self.reseed(seed)
 
     def reseed(self, seed: int) -> None:
@@ -126,17 +127,35 @@ class TorchNeighborSampler:
     def sample(self, graph: dgl.DGLGraph, seeds: Tensor, exclude_eids=None) -> tuple[Tensor, Tensor, list]:
         """``(input_nodes, output_nodes, blocks)`` around ``seeds`` (local ids), as DGL's ``NeighborSampler``.
 
-        ``input_nodes`` and the blocks' structure are on the sampler's device; ``output_nodes`` are the seeds.
+        All three are on the sampler's device (``output_nodes``: the seeds).
         """
         if exclude_eids is not None:
             raise ValueError("TorchNeighborSampler excludes no edges; sample without exclude")
         if isinstance(seeds, dict):
             raise TypeError("TorchNeighborSampler samples homogeneous graphs; use DGL's NeighborSampler for a "
                             "heterogeneous one (train.sampler: dgl)")
+        if self.device.type != "cuda":
+            return self._sample(graph, seeds)
+        # On a GPU the draws run on a stream of their own: their host reads (the sizes of what was drawn) wait
+        # for the draws alone, not for the training step queued on the trainer's stream (train.prefetch draws
+        # the next batch while the step's backward pass runs). The trainer's stream then waits for the draws,
+        # and the allocator is told that it uses their tensors.
+        consumer = torch.cuda.current_stream(self.device)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(self._stream):
+            out = self._sample(graph, seeds)
+        consumer.wait_stream(self._stream)
+        input_nodes, output_nodes, blocks = out
+        for t in [input_nodes, output_nodes] + [x for b in blocks for x in (b.src, b.dst)]:
+            t.record_stream(consumer)
+        return out
+
+    def _sample(self, graph: dgl.DGLGraph, seeds: Tensor) -> tuple[Tensor, Tensor, list]:
         self.bind(graph)
         dtype = seeds.dtype
-        output_nodes = seeds
-        nodes = seeds.to(self.device, torch.int64)
+        output_nodes = seeds.to(self.device)  # the loss reads the seeds' labels where the tables are
+        nodes = output_nodes.to(torch.int64)
         blocks = []
         for fanout in reversed(self.fanouts):
             src_nodes, src, dst, edge = self._layer(nodes, fanout)
