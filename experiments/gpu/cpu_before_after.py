@@ -39,8 +39,9 @@ def main() -> None:
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for name, tree, over in order:
             d = out / f"{name}-{r}"
+            parts = out / ("partition-before" if tree != ROOT else "partition")  # data.root differs per tree
             cmd = [sys.executable, "-m", "dgl_grappa", "train", "--config", str(tree / args.config),
-                   f"--run.output_dir={d}", f"--partition.out_dir={out / ('partition-before' if tree != ROOT else 'partition')}", "--run.progress=false",
+                   f"--run.output_dir={d}", f"--partition.out_dir={parts}", "--run.progress=false",
                    *over]
             env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(tree))
             p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
