@@ -102,7 +102,7 @@ def device_floor(args, layers: int, steps: int, reps: int = 20) -> float | None:
     ``reps`` after warm-up): the model and batch of the run, each worker's compute alone."""
     import torch
 
-    from dgl_grappa.cluster.launch import Identity
+    from dgl_grappa.cluster.launch import Identity, set_threads, threads_per_worker
     from dgl_grappa.config import load_config
     from dgl_grappa.data import load_dataset
     from dgl_grappa.data.common import num_classes
@@ -115,6 +115,7 @@ def device_floor(args, layers: int, steps: int, reps: int = 20) -> float | None:
                                     f"--model.num_layers={layers}", f"--train.fanouts={FANOUTS[layers]}",
                                     f"--run.device={args.device}", f"--run.output_dir={args.out / 'floor'}",
                                     *[e for e in args.extra if e.startswith(("--model.", "--data.", "--train."))]])
+    set_threads(threads_per_worker(args.parts))  # a worker's share of the cores, as in the runs
     dev = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     if dev.type == "cuda":

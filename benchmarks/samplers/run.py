@@ -45,7 +45,7 @@ def draws(args) -> list[dict]:
     from dgl_grappa.partition.store import partition
 
     torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, [])
+    cfg = load_config(args.config, args.extra)
     parts = args.out / "partition"
     part_config = next(iter(sorted(parts.glob("*.json"))), None) if parts.exists() else None
     if part_config is None:
@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--train-config", default="configs/default.yaml", help="the training runs' config")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per training run (default: 900)")
     ap.add_argument("--out", type=Path, default=Path("runs/samplers"), help="output folder (default: %(default)s)")
-    ap.add_argument("extra", nargs="*", help="further --a.b=v overrides of the training runs (after --)")
+    ap.add_argument("extra", nargs="*", help="further --a.b=v overrides of every config (after --)")
     args = ap.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
