@@ -8,11 +8,11 @@ link. Three steps on one METIS partitioning of the 100k synthetic graph:
 2. **The comparison** (``python -m dgl_grappa compare``) per depth: DistDGL with that setting; Grappa with
    its local pipeline on the GPU (``train.sampler: auto`` = the torch sampler there, ``train.resident:
    auto`` = its tables on the device, ``train.prefetch``: the next batch drawn during the backward pass)
-   and ``run.floor`` (the all-reduce alone on the same links, every epoch); and at the deepest model a
-   Grappa run with 16-bit gradients (``--grad-dtype``).
-3. **The floor**: the forward and backward of one batch of part 0 on the device (synchronised, median of
-   repeats) times the steps of an epoch, plus the all-reduce alone of Grappa's run: what an epoch cannot
-   beat. The phase table shows each system's seconds per epoch beside it.
+   and ``run.floor`` (the all-reduce alone on the same links, every epoch). Then **the floor**: the
+   forward and backward of one batch of part 0 on the device (synchronised, median of repeats) times the
+   steps of an epoch, plus the all-reduce alone of Grappa's run: what an epoch cannot beat; the depth's
+   phase table (each system's seconds per epoch beside the floor) is printed at once.
+3. At the deepest model a Grappa run with 16-bit gradients (``--grad-dtype``).
 
 Every part is an emulated host of its own (``launch.remote: netns``, 1 Gbit per host) where root, ip and
 tc allow; else the workers share the loopback, shaped to 1 Gbit where tc can, and the table says which.
@@ -197,7 +197,7 @@ def main() -> None:
         best, probe = args.samplers[0], {}
     result["distdgl_num_samplers"] = {"best": best, "epoch_s": probe}
     save()
-    print(f"[2/3] the comparisons, DistDGL with num_samplers={best}", flush=True)
+    print(f"[2/3] the comparisons, DistDGL with num_samplers={best}, each with its floor", flush=True)
     for layers in args.layers:
         name = f"sage{layers}"
         res, wall = compare(args, name, layers, net + args.extra + grappa + [f"--distdgl.num_samplers={best}"],
@@ -237,8 +237,19 @@ def main() -> None:
                                    for w in summary(args, name, r["system"]).get("workers") or []],
                 "peak_rss_bytes_max": r.get("peak_rss_bytes_max")})
         save()
+        # the floor at once, and this depth's phases: a check cut short still shows them
+        steps = g.get("steps_per_epoch") or 0
+        fb = device_floor(args, layers, steps)
+        allreduce = result["runs"][name]["grappa_floor"].get("allreduce_only_s")
+        floor = steps * fb + (allreduce or 0.0) if fb is not None else None
+        result["runs"][name]["floor"] = {"forward_backward_s_per_step": fb, "steps": steps,
+                                         "allreduce_only_s": allreduce, "floor_s": floor}
+        result["phases"][name] = phase_rows(args, name, res, floor)
+        save()
+        print_phases(result, name)
     deepest = max(args.layers)
     if args.grad_dtype:
+        print(f"[3/3] Grappa with {args.grad_dtype} gradients, GraphSAGE-{deepest}", flush=True)
         name = f"sage{deepest}-{args.grad_dtype}"
         res, _ = compare(args, name, deepest, net + args.extra + grappa + ["--compare.distdgl=false",
                                                                           f"--grappa.grad_dtype={args.grad_dtype}"],
@@ -251,21 +262,24 @@ def main() -> None:
                                 "allreduce_s": ((r.get("phases") or {}).get("allreduce_s") or 0) / dil,
                                 "grad_bytes_per_epoch": r.get("grad_bytes_per_epoch"), "test_acc": r["test_acc"]}
         save()
-    print("[3/3] the floor: one batch's forward and backward on the device", flush=True)
-    for layers in args.layers:
-        name = f"sage{layers}"
-        fl = result["runs"][name]["grappa_floor"]
-        steps = next((r.get("steps_per_epoch") for r in [summary(args, name, "grappa-none")]), None) or 0
-        fb = device_floor(args, layers, steps)
-        floor = steps * fb + (fl.get("allreduce_only_s") or 0.0) if fb is not None else None
-        result["runs"][name]["floor"] = {"forward_backward_s_per_step": fb, "steps": steps,
-                                         "allreduce_only_s": fl.get("allreduce_only_s"), "floor_s": floor}
-        res = {"rows": result["runs"][name]["rows"], "network_dilation": result["runs"][name]["network_dilation"]}
-        result["phases"][name] = phase_rows(args, name, res, floor)
-        save()
     report(args, result)
     save()
     print(f"wrote {args.out / 'gpu.json'}")
+
+
+def print_phases(result: dict, name: str) -> None:
+    """One depth's phase table: each system's seconds per epoch by phase, its epoch and the epoch over the floor."""
+    fl = result["runs"][name]["floor"]
+    fb = fl["forward_backward_s_per_step"]
+    print(f"\n{name}: seconds per epoch; floor = {fl['steps']} steps x {fb * 1e3:.2f} ms (one batch's forward and "
+          f"backward on the device) + {fl['allreduce_only_s'] or 0:.3f} s (the all-reduce alone on the links) = "
+          f"{fl['floor_s']:.3f} s\n" if fb is not None else f"\n{name}: no floor measured\n")
+    print("| system | " + " | ".join(PHASES) + " | overlap | epoch | epoch / floor |")
+    print("|---|" + "---|" * (len(PHASES) + 3))
+    for r in result["phases"][name]:
+        figs = ["-" if r[p] is None else f"{r[p]:.3f}" for p in PHASES + ("overlap",)]
+        over = "-" if r["over_floor"] is None else f"{r['over_floor']:.2f}"
+        print(f"| {r['system']} | " + " | ".join(figs) + f" | {r['epoch_s']:.3f} | {over} |", flush=True)
 
 
 def report(args, result: dict) -> None:
@@ -296,18 +310,8 @@ def report(args, result: dict) -> None:
         tried = ", ".join(f"{k}: {v:.3f} s" for k, v in ns["epoch_s"].items())
         print(f"\nDistDGL's sampler processes (distdgl.num_samplers, epoch of GraphSAGE-{max(args.layers)}): {tried}; "
               f"the fastest, {ns['best']}, is the baseline above")
-    for name, rows in result["phases"].items():
-        fl = result["runs"][name]["floor"]
-        fb = fl["forward_backward_s_per_step"]
-        print(f"\n{name}: seconds per epoch; floor = {fl['steps']} steps x {fb * 1e3:.2f} ms (one batch's forward and "
-              f"backward on the device) + {fl['allreduce_only_s'] or 0:.3f} s (the all-reduce alone on the links) = "
-              f"{fl['floor_s']:.3f} s\n" if fb is not None else f"\n{name}: no floor measured\n")
-        print("| system | " + " | ".join(PHASES) + " | overlap | epoch | epoch / floor |")
-        print("|---|" + "---|" * (len(PHASES) + 3))
-        for r in rows:
-            figs = ["-" if r[p] is None else f"{r[p]:.3f}" for p in PHASES + ("overlap",)]
-            over = "-" if r["over_floor"] is None else f"{r['over_floor']:.2f}"
-            print(f"| {r['system']} | " + " | ".join(figs) + f" | {r['epoch_s']:.3f} | {over} |")
+    for name in result["phases"]:
+        print_phases(result, name)
     print("\ngoals (the paper's widths): Grappa's epoch <= 1.5x its floor; DistDGL's epoch / Grappa's >= 10 at 2 "
           "layers, >= 25 at 3")
     for name, rows in result["phases"].items():
