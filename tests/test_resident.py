@@ -25,8 +25,15 @@ SMALL = ["--data.synthetic.num_nodes=1500", "--partition.num_parts=2", "--train.
          "--train.fanouts=[5,5]", "--model.hidden=16", "--run.progress=false", "--train.sampler=torch"]
 
 
-def _runtime(tmp_path, *extra):
-    cfg = load_config(None, SMALL + list(extra) + [f"--run.output_dir={tmp_path}"])
+@pytest.fixture(scope="module")
+def parts_dirs(tmp_path_factory):
+    """A partitioning folder per task, shared by the tests of this module (link prediction's differs)."""
+    return {task: tmp_path_factory.mktemp(f"parts-{task}") for task in ("node", "link")}
+
+
+def _runtime(tmp_path, parts_dirs, task, *extra):
+    cfg = load_config(None, SMALL + [f"--train.task={task}", *extra, f"--run.output_dir={tmp_path}",
+                                     f"--partition.out_dir={parts_dirs[task]}"])
     kind = resolve(cfg)
     stats, _ = ensure_partitions(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 0)
@@ -60,8 +67,9 @@ def test_a_gather_reads_no_host_memory(storage):
 
 @pytest.mark.unit
 @pytest.mark.parametrize("task,kernels", [("node", "torch"), ("node", "dgl"), ("link", "torch")])
-def test_a_kind_steps_on_the_torch_samplers_batches_with_every_tensor_on_its_device(tmp_path, task, kernels):
-    cfg, kind, lp, rt = _runtime(tmp_path, f"--train.task={task}", f"--train.kernels={kernels}")
+def test_a_kind_steps_on_the_torch_samplers_batches_with_every_tensor_on_its_device(tmp_path, parts_dirs, task,
+                                                                                   kernels):
+    cfg, kind, lp, rt = _runtime(tmp_path, parts_dirs, task, f"--train.kernels={kernels}")
     assert rt.sampler_kind == "torch" and rt.where == "host" and rt.device == torch.device("cpu")
     assert isinstance(rt.batches.sampler, TorchNeighborSampler)
     assert rt.summary()["sampler"] == "torch"
