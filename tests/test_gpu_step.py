@@ -14,8 +14,13 @@ import dgl
 import pytest
 import torch
 
+from dgl_grappa.cluster.launch import Identity
+from dgl_grappa.config import load_config
+from dgl_grappa.kinds import resolve
+from dgl_grappa.method.kernels import PlainGraph
 from dgl_grappa.method.kernels.sample import TorchNeighborSampler
 from dgl_grappa.method.local_part import load_local
+from dgl_grappa.partition.store import ensure_partitions
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +54,26 @@ def test_the_torch_sampler_on_the_gpu_caps_degrees_and_keeps_dgls_layout(small_p
     s.reseed(4)
     again = s.sample(g, seeds)[0]
     assert torch.equal(again, input_nodes)  # the same seed, the same draw
+
+
+@pytest.mark.parametrize("resident", ["device", "host"])
+def test_a_batch_is_on_the_device_or_in_pinned_host_memory(tmp_path, resident):
+    dev = _cuda()
+    torch.cuda.set_device(dev)
+    cfg = load_config(None, ["--data.synthetic.num_nodes=1500", "--partition.num_parts=2", "--train.batch_size=200",
+                             "--train.fanouts=[5,5]", "--run.device=cuda", f"--train.resident={resident}",
+                             f"--run.output_dir={tmp_path}"])
+    kind = resolve(cfg)
+    stats, _ = ensure_partitions(cfg)
+    rt = kind.make_runtime(cfg, Identity(0, 1, 0), kind.load_part(cfg, stats["part_config"], 0))
+    assert rt.where == resident and rt.sampler_kind == "torch"
+    batch = next(rt.epoch_inputs(0))
+    tensors = [batch.inputs, *batch.extra.values()]
+    assert all(isinstance(b, PlainGraph) for b in batch.graph)
+    if resident == "device":
+        assert all(t.device == dev for t in tensors + [batch.target] + [b.src for b in batch.graph])
+    else:  # the rows in pinned host memory, copied to the device at the step without a host wait
+        assert all(t.device.type == "cpu" and t.is_pinned() for t in tensors)
 
 
 def test_train_on_cuda_with_the_tables_and_the_sampler_on_the_gpu(tmp_path):

@@ -210,8 +210,9 @@ class TrainConfig:
     """Where a worker's tables are held (the local graph's structure, features, first-hop
     aggregates, the kept halo, labels, degrees): auto: on the trainer's device when they fit in
     its free memory (shared by the workers on it), else in the host's pinned memory; device:
-    on the device or an error naming the bytes; host: in host memory, each batch's rows copied
-    to the device at its step (the CPU: the same either way)."""
+    on the device or an error naming the bytes; host: in host memory, each batch's rows gathered
+    there into pinned memory and copied to the device at its step without holding the host up
+    (the CPU: the same either way)."""
     prefetch: bool = False
     """Sample (and gather the features of) the next mini-batch while the current step's
     backward pass and gradient all-reduce run (in a helper thread); the same batches and

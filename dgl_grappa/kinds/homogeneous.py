@@ -85,6 +85,9 @@ class HomogeneousRuntime(LocalRuntime):
         # learnable rows are looked up in host memory (the trainer's LocalEmbedding), so their ids stay there
         self.where = "host" if self.embed else residence(cfg.train.resident, trainer_device(cfg), need)
         self.device = trainer_device(cfg) if self.where == "device" else torch.device("cpu")
+        # a GPU trainer whose tables stay on the host: each batch's rows in pinned memory, so that their copy to
+        # the device (non-blocking, at the step) does not hold the host up
+        self.pin = self.where == "host" and not self.embed and trainer_device(cfg).type == "cuda"
         self.resident_device_bytes = need if self.where == "device" else 0
         self.weights = on(self.device, weights)
         self.label = on(self.device, lp.label)
@@ -100,14 +103,17 @@ class HomogeneousRuntime(LocalRuntime):
 
     def rows(self, input_nodes: Tensor) -> Tensor:
         """The input rows of ``input_nodes`` (local ids), or with learnable rows the ids themselves."""
-        return input_nodes.to("cpu", torch.int64) if self.embed else self.features.gather(input_nodes)
+        if self.embed:
+            return input_nodes.to("cpu", torch.int64)
+        x = self.features.gather(input_nodes)
+        return x.pin_memory() if self.pin else x
 
     def extra(self, input_nodes: Tensor) -> dict:
         """The model's keyword inputs: ``deg`` (full-graph in-degrees) and, under first-hop completion, ``agg``."""
         extra = {"deg": self.in_degree.index_select(0, input_nodes.to(self.device, torch.int64))}
         if self.aggregates is not None:
             extra["agg"] = self.aggregates.gather(input_nodes)
-        return extra
+        return {k: v.pin_memory() for k, v in extra.items()} if self.pin else extra
 
     def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
         return node_losses(out, batch.target, batch.rows, self.label, self.weights, device)
