@@ -198,6 +198,21 @@ class TrainConfig:
     edges as plain tensors: any device torch runs on, same parameters, so checkpoints move between the
     two) or auto: torch on a GPU (``run.device: cuda``), and on the CPU the faster of the two in
     ``benchmarks/kernels/``."""
+    sampler: Literal["auto", "dgl", "torch"] = "auto"
+    """Grappa's neighbour sampling on the local graph. dgl: DGL's ``NeighborSampler`` (on the CPU);
+    torch: the same draw (uniform without replacement, up to each layer's fan-out, seeded per
+    epoch) in PyTorch operations on the trainer's device, its blocks built for the layers
+    (``train.kernels``) without a pass through the host; auto: torch on a GPU (``run.device:
+    cuda``), and on the CPU the faster of the two in ``benchmarks/samplers/``. A heterogeneous
+    graph is always sampled by DGL (torch is refused there). DistDGL and the drop-in loader
+    sample with DGL as the script says."""
+    resident: Literal["auto", "host", "device"] = "auto"
+    """Where a worker's tables are held (the local graph's structure, features, first-hop
+    aggregates, the kept halo, labels, degrees): auto: on the trainer's device when they fit in
+    its free memory (shared by the workers on it), else in the host's pinned memory; device:
+    on the device or an error naming the bytes; host: in host memory, each batch's rows gathered
+    there into pinned memory and copied to the device at its step without holding the host up
+    (the CPU: the same either way)."""
     prefetch: bool = False
     """Sample (and gather the features of) the next mini-batch while the current step's
     backward pass and gradient all-reduce run (in a helper thread); the same batches and

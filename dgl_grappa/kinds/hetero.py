@@ -123,6 +123,7 @@ class HeteroKind(JobKind):
             (not cfg.partition.prebuilt and t.eval_mode != "layerwise", "layer-wise evaluation "
              "(train.eval_mode=layerwise, partition.prebuilt)", "--train.eval_mode=whole without partition.prebuilt"),
             (not cfg.run.floor, "run.floor=true", "--run.floor=false"),
+            (t.sampler != "torch", "train.sampler=torch", "--train.sampler=dgl (or auto: DGL samples it)"),
         ]
         for ok, what, fix in refused:
             require(ok, f"data.name={d.name} (a heterogeneous graph) is not trained with {what}: the heterogeneous "

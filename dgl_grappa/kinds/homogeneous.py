@@ -23,8 +23,9 @@ from ..method import coverage as cov
 from ..method.embedding import LocalEmbedding
 from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.kernels import build_model_for, place_blocks, resolve_kernels
-from ..method.sampler import LocalFeatures
-from .base import DistJob, JobKind, LocalRuntime
+from ..method.resident import nbytes, on, residence
+from ..method.sampler import LocalFeatures, layer_sampler, resolve_sampler
+from .base import Batch, DistJob, JobKind, LocalRuntime, node_losses
 from .embeddings import HOMOGENEOUS, common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes
 from .embeddings import load_shard as kv_load_shard
 from .embeddings import shard_state as kv_shard_state
@@ -42,8 +43,20 @@ def budget_keep(cfg: Config, reach: int | None) -> Keep:
     return Keep(reach=reach, storage=cfg.train.storage, budget=mult, budget_bytes=size, seed=cfg.train.seed)
 
 
+def trainer_device(cfg: Config) -> torch.device:
+    """The trainer's device: the CPU, or the GPU the worker made current (``select_device``)."""
+    if cfg.run.device == "cuda" and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 class HomogeneousRuntime(LocalRuntime):
     """The input side of a homogeneous part: coverage and node weights, feature rows, first-hop aggregates.
+
+    The tables a step reads (the features, aggregates, full-graph in-degrees, labels and weights, and the
+    torch sampler's copy of the local graph's structure) are held where ``train.resident`` puts them
+    (:mod:`~dgl_grappa.method.resident`): on a GPU trainer's device when they fit, so a step's sampling and
+    gathers run there; ``where`` says which (``device`` or ``host``), ``device`` is where they are.
 
     Args:
         cfg: the run's config.
@@ -52,9 +65,9 @@ class HomogeneousRuntime(LocalRuntime):
 
     def __init__(self, cfg: Config, lp):
         super().__init__(cfg, lp)
-        self.coverage, self.weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
-                                                            cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
-        self.features = LocalFeatures(lp.feat)
+        coverage, weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
+                                                  cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
+        self.coverage = coverage
         # model.embed: the input rows are learnable (the trainer's LocalEmbedding); a batch yields the
         # input nodes' local ids, looked up at the step itself, after the previous step's update (so
         # train.prefetch, which draws the next batch during the backward pass, reads no stale row).
@@ -63,18 +76,58 @@ class HomogeneousRuntime(LocalRuntime):
         if cfg.first_hop == "exact" and lp.agg is None:
             raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
                              "load_local(..., first_hop='exact')")
-        self.aggregates = LocalFeatures(lp.agg) if cfg.first_hop == "exact" else None
+        agg = lp.agg if cfg.first_hop == "exact" else None
+        self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
+        self.sampler_kind = resolve_sampler(cfg.train.sampler, cfg.run.device, kernels=self.kernels)
+        # the torch sampler's structure: CSC offsets and sources, and its node -> row scratch
+        structure = 8 * (3 * lp.graph.num_nodes() + 1 + lp.graph.num_edges()) if self.sampler_kind == "torch" else 0
+        need = nbytes(lp.feat, agg, lp.in_degree, lp.label, weights) + structure
+        # learnable rows are looked up in host memory (the trainer's LocalEmbedding), so their ids stay there
+        self.where = "host" if self.embed else residence(cfg.train.resident, trainer_device(cfg), need)
+        self.device = trainer_device(cfg) if self.where == "device" else torch.device("cpu")
+        # a GPU trainer whose tables stay on the host: each batch's rows in pinned memory, so that their copy to
+        # the device (non-blocking, at the step) does not hold the host up
+        self.pin = self.where == "host" and not self.embed and trainer_device(cfg).type == "cuda"
+        self.resident_device_bytes = need if self.where == "device" else 0
+        self.weights = on(self.device, weights)
+        self.label = on(self.device, lp.label)
+        self.in_degree = on(self.device, lp.in_degree)
+        self.features = LocalFeatures(on(self.device, lp.feat))
+        self.aggregates = LocalFeatures(on(self.device, agg)) if agg is not None else None
+
+    def layer_sampler(self, cfg: Config):
+        """The run's sampler of the sampled layers (``train.sampler``), drawing where the tables are, its blocks
+        in the layout the layers read (``train.kernels``: DGL blocks or plain index tensors)."""
+        layout = "plain" if self.kernels == "torch" else "dgl"
+        return layer_sampler(cfg.train.fanouts, cfg.first_hop, self.sampler_kind, self.device, layout)
 
     def rows(self, input_nodes: Tensor) -> Tensor:
         """The input rows of ``input_nodes`` (local ids), or with learnable rows the ids themselves."""
-        return input_nodes.to(torch.int64) if self.embed else self.features.gather(input_nodes)
+        if self.embed:
+            return input_nodes.to("cpu", torch.int64)
+        x = self.features.gather(input_nodes)
+        return x.pin_memory() if self.pin else x
 
     def extra(self, input_nodes: Tensor) -> dict:
         """The model's keyword inputs: ``deg`` (full-graph in-degrees) and, under first-hop completion, ``agg``."""
-        extra = {"deg": self.lp.in_degree[input_nodes]}
+        extra = {"deg": self.in_degree.index_select(0, input_nodes.to(self.device, torch.int64))}
         if self.aggregates is not None:
             extra["agg"] = self.aggregates.gather(input_nodes)
-        return extra
+        return {k: v.pin_memory() for k, v in extra.items()} if self.pin else extra
+
+    def losses(self, out: Tensor, batch: Batch, device: torch.device) -> tuple[Tensor, Tensor]:
+        return node_losses(out, batch.target, batch.rows, self.label, self.weights, device)
+
+    def summary(self) -> dict:
+        """Which sampler drew the batches, where the tables were held and their bytes on the device."""
+        return {"sampler": self.sampler_kind, "resident": self.where,
+                "resident_device_bytes": self.resident_device_bytes}
+
+    def describe(self) -> list[str]:
+        if self.where != "device":
+            return []
+        return [f"part {self.lp.part_id}: its tables ({self.resident_device_bytes / 2**20:.1f} MiB) are held on "
+                f"{self.device}, sampled there by the {self.sampler_kind} sampler"]
 
 
 class HomogeneousKind(JobKind):

@@ -39,7 +39,6 @@ from ..method.link import (
 )
 from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.reducers import make_correction
-from ..method.sampler import layer_sampler
 from .base import RANKING, Batch
 from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime
 
@@ -71,8 +70,8 @@ class EdgeRuntime(HomogeneousRuntime):
         if lp.pool is not None and lp.pool.numel():  # the global draw: own nodes, and the pool for the others
             pool = NegativePool(own=lp.num_inner, pool=lp.pool, remote=lp.num_nodes_total - lp.part_inner)
         self.negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist, degree, pool=pool)
-        self.batches = LocalEdgeBatches(lp.graph, self.positives, layer_sampler(cfg.train.fanouts, cfg.first_hop),
-                                        self.negatives, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
+        self.batches = LocalEdgeBatches(lp.graph, self.positives, self.layer_sampler(cfg), self.negatives, full,
+                                        seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
         self.warn_idle(n_pos, ident.world_size, "holds no positive edge", "edges")
 
     def assemble(self, sample) -> Batch:
@@ -93,7 +92,7 @@ class EdgeRuntime(HomogeneousRuntime):
 
     def summary(self) -> dict:
         pool = self.negatives.pool
-        return {"link_edges": self.edges,
+        return {**super().summary(), "link_edges": self.edges,
                 "negatives": {"pool": 0 if pool is None else int(pool.pool.numel()),
                               "own_share": self.negatives.own_share if pool is not None else None}}
 
@@ -102,9 +101,10 @@ class EdgeRuntime(HomogeneousRuntime):
         where = (f"its {lp.num_inner} own nodes (p = {neg.own_share:.3f}) and a pool of {neg.pool.pool.numel()} "
                  f"other parts' nodes, as a global draw" if neg.pool is not None
                  else f"its {lp.graph.num_nodes()} local nodes")
-        return [f"part {lp.part_id}: link prediction on {e['positives']} of the {e['owned']} edges it owns "
-                f"({100 * e['usable_fraction']:.1f} %; {100 * e['usable_fraction_halo_drop']:.1f} % with the halo "
-                f"dropped), {neg.k} negative(s) each from {where} ({neg.distribution})"]
+        return super().describe() + [
+            f"part {lp.part_id}: link prediction on {e['positives']} of the {e['owned']} edges it owns "
+            f"({100 * e['usable_fraction']:.1f} %; {100 * e['usable_fraction_halo_drop']:.1f} % with the halo "
+            f"dropped), {neg.k} negative(s) each from {where} ({neg.distribution})"]
 
 
 class LinkKind(HomogeneousKind):

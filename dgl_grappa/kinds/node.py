@@ -25,7 +25,7 @@ from ..config import Config, ConfigError
 from ..method import coverage as cov
 from ..method.dropin import GrappaLoader
 from ..method.reducers import make_correction
-from ..method.sampler import LocalBatches, layer_sampler, seeded_workers
+from ..method.sampler import LocalBatches, seeded_workers
 from .base import Batch
 from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime, sampled_layers
 
@@ -51,8 +51,8 @@ class NodeRuntime(HomogeneousRuntime):
         if cfg.train.mode == "minibatch":
             # Workers without training seeds take every agreed step with weight 0 (see LocalBatches).
             full = self.agree_steps(cfg, n_seeds, nothing)
-            self.batches = LocalBatches(lp.graph, lp.train_ids, layer_sampler(cfg.train.fanouts, cfg.first_hop),
-                                        full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
+            self.batches = LocalBatches(lp.graph, lp.train_ids, self.layer_sampler(cfg), full,
+                                        seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
         else:
             self.contributors = seeded_workers(n_seeds)
             if self.contributors == 0:

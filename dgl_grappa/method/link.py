@@ -55,6 +55,7 @@ from dgl.dataloading.negative_sampler import _BaseNegativeSampler
 from torch import Tensor
 
 from ..config import ConfigError
+from .sampler import seed_sampling
 
 log = logging.getLogger("dgl_grappa")
 
@@ -253,7 +254,7 @@ class LocalEdgeBatches:
         The pair graphs are compact: their nodes are the blocks' output rows in order, and
         ``ndata[dgl.NID]`` holds the nodes' local ids.
         """
-        dgl.seed(self.seed * 7919 + epoch)  # DGL's sampling draws from its global RNG
+        seed_sampling(self.sampler, self.seed * 7919 + epoch)  # DGL's global RNG, or the torch sampler's own
         if hasattr(self.negatives, "reseed"):
             self.negatives.reseed(self.seed * 7919 + epoch)
         if self.positives.numel() == 0:

@@ -1,6 +1,7 @@
 """Local-only sampling: seeds are the worker's own train nodes, neighbours come from its part.
 
-Sampling itself is DGL's ``NeighborSampler`` on the local graph. What DGL's DataLoader
+Sampling itself is DGL's ``NeighborSampler`` on the local graph, or the same draw in PyTorch operations on
+the trainer's device (:class:`~.kernels.sample.TorchNeighborSampler`, ``train.sampler``). What DGL's DataLoader
 cannot do is give every worker the *same number* of batches when parts hold different
 numbers of train nodes; collectives would then wait on a worker that has finished. So
 ``LocalBatches`` splits each epoch's shuffled seeds into exactly ``steps`` near-equal
@@ -19,7 +20,15 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from ..config import ConfigError
+from .kernels.sample import TorchNeighborSampler
 from .storage import NodeTable
+
+SAMPLERS = ("auto", "dgl", "torch")
+"""``train.sampler``'s values."""
+
+AUTO_CPU_SAMPLER = "dgl"
+"""``train.sampler: auto`` on the CPU: the sampler whose draws were faster in benchmarks/samplers/."""
 
 
 class SeedsOnly:
@@ -33,21 +42,77 @@ class SeedsOnly:
         return seeds, seeds, []
 
 
-def layer_sampler(fanouts: list[int], first_hop: str = "sampled"):
-    """DGL's ``NeighborSampler`` for the layers that are sampled.
+def resolve_sampler(sampler: str, device: str, heterogeneous: bool = False, kernels: str = "torch") -> str:
+    """The sampler a run uses: ``dgl`` or ``torch``.
+
+    Args:
+        sampler: ``train.sampler`` (auto, dgl or torch).
+        device: ``run.device`` (cpu or cuda).
+        heterogeneous: the graph has several node or edge types (DGL's sampler draws those).
+        kernels: the layers' kernels (resolved ``train.kernels``): DGL's layers on a GPU read DGL blocks, which
+            DGL's sampler makes on the CPU (auto takes it there).
+
+    Raises:
+        ConfigError: an unknown value, torch on a heterogeneous graph, or torch for DGL's layers on a GPU.
+
+    Example:
+        >>> resolve_sampler("auto", "cuda"), resolve_sampler("auto", "cuda", heterogeneous=True)
+        ('torch', 'dgl')
+    """
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"train.sampler={sampler!r} is not allowed; use one of {', '.join(SAMPLERS)}")
+    if heterogeneous:
+        if sampler == "torch":
+            raise ConfigError("train.sampler=torch samples homogeneous graphs only; use --train.sampler=dgl (or "
+                              "auto) on a heterogeneous graph")
+        return "dgl"
+    gpu = device == "cuda"
+    if sampler == "torch" and gpu and kernels == "dgl":
+        raise ConfigError("train.sampler=torch on a GPU builds the torch kernels' blocks, not DGL's; use "
+                          "--train.kernels=torch (or auto), or --train.sampler=dgl for DGL's layers")
+    if sampler == "auto":
+        return "torch" if gpu and kernels == "torch" else AUTO_CPU_SAMPLER
+    return sampler
+
+
+def layer_sampler(fanouts: list[int], first_hop: str = "sampled", sampler: str = "dgl", device="cpu",
+                  layout: str = "dgl"):
+    """The sampler of the layers that are sampled: DGL's ``NeighborSampler`` or the same draw in PyTorch operations.
 
     Args:
         fanouts: ``train.fanouts`` (input layer first).
         first_hop: "sampled" (every layer) or "exact" (first-hop completion: layer 0 comes
             from precomputed aggregates, so only layers 1..L-1 are sampled and ``fanouts[0]``
             is not used).
+        sampler: ``dgl`` or ``torch`` (:func:`resolve_sampler`).
+        device: where the torch sampler holds the graph's structure and draws (the trainer's device).
+        layout: the torch sampler's blocks: ``dgl`` (DGL blocks, DGL's layers) or ``plain`` (the torch kernels).
 
     Returns:
-        ``NeighborSampler(fanouts)``, ``NeighborSampler(fanouts[1:])``, or :class:`SeedsOnly`
+        ``NeighborSampler(fanouts)``, ``NeighborSampler(fanouts[1:])`` (or a
+        :class:`~.kernels.sample.TorchNeighborSampler` of them), or :class:`SeedsOnly`
         for a 1-layer model with ``exact``.
+
+    Example:
+        >>> type(layer_sampler([10, 25], "exact", "torch", layout="plain")).__name__
+        'TorchNeighborSampler'
     """
     fan = list(fanouts[1:]) if first_hop == "exact" else list(fanouts)
-    return dgl.dataloading.NeighborSampler(fan) if fan else SeedsOnly()
+    if not fan:
+        return SeedsOnly()
+    if sampler == "torch":
+        return TorchNeighborSampler(fan, device=device, layout=layout)
+    return dgl.dataloading.NeighborSampler(fan)
+
+
+def seed_sampling(sampler, seed: int) -> None:
+    """Seed the draws of ``sampler`` (at every epoch): its own generator where it has one
+    (:class:`~.kernels.sample.TorchNeighborSampler`), else DGL's global RNG, which DGL's samplers draw from."""
+    reseed = getattr(sampler, "reseed", None)
+    if reseed is not None:
+        reseed(seed)
+    else:
+        dgl.seed(seed)
 
 
 def skip_first_layer(sampler):
@@ -136,8 +201,8 @@ class LocalBatches:
         if perm.numel() < self.steps:
             # Fewer seeds than steps: repeat them so that no batch is empty.
             perm = perm.repeat(math.ceil(self.steps / perm.numel()))[: self.steps]
-        # DGL's sampling uses its own global RNG; seed it so a run is reproducible.
-        dgl.seed(self.seed * 7919 + epoch)
+        # seeded by (seed, epoch) only, so a run (and a resumed one) is reproducible
+        seed_sampling(self.sampler, self.seed * 7919 + epoch)
         for chunk in torch.tensor_split(perm, self.steps)[: self.limit]:
             input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
             yield input_nodes, output_nodes, blocks
@@ -147,7 +212,7 @@ class LocalBatches:
         return self.seed * 1_000_003 + epoch
 
     def _placeholder_epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor, list]]:
-        dgl.seed(self.seed * 7919 + epoch)
+        seed_sampling(self.sampler, self.seed * 7919 + epoch)
         chunk = torch.zeros(1, dtype=self.graph.idtype)
         for _ in range(self.limit):  # as many steps as the other workers take
             input_nodes, output_nodes, blocks = self.sampler.sample(self.graph, chunk)
@@ -187,7 +252,9 @@ class LocalFeatures:
         ``index_select`` rather than ``table[ids]``: the same rows, bit for bit, about 5x
         faster on CPU (advanced indexing goes element by element, index_select copies rows).
         """
-        if ids.numel() and int(ids.max()) >= self.table.shape[0]:
+        ids = ids.to(self.table.device)
+        # on the CPU a clear error; a GPU's index_select checks the bounds itself, without a host sync
+        if ids.device.type == "cpu" and ids.numel() and int(ids.max()) >= self.table.shape[0]:
             raise RuntimeError("a step asked for a node outside this worker's local graph")
         if self.resident is None:
             self.local_bytes += ids.numel() * self.row_bytes

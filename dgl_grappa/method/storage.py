@@ -115,6 +115,18 @@ class NodeTable:
         scale = torch.cat([t.scale for t in tables]) if tables[0].scale is not None else None
         return cls(torch.cat([t.values for t in tables]), precision, scale, width=tables[0].width)
 
+    def to(self, device) -> "NodeTable":
+        """The same rows held on ``device`` (the table itself where it is there already)."""
+        device = torch.device(device)
+        if self.values.device == device:
+            return self
+        scale = self.scale.to(device) if self.scale is not None else None
+        return NodeTable(self.values.to(device), self.precision, scale, width=self.width)
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
+
     @property
     def shape(self) -> torch.Size:
         return torch.Size((self.values.shape[0], self.width))

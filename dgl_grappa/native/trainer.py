@@ -67,6 +67,11 @@ STOP_CHECK_STEPS = 16
 """Within an epoch the workers ask each other whether one was asked to stop every this many steps (one
 8-byte all-reduce): a stop waits for at most this many steps, not for the end of a long epoch."""
 
+LOSS_SYNC_STEPS = STOP_CHECK_STEPS
+"""On a GPU the steps' losses stay on the device and are read by the host every this many steps (and at the
+epoch's end): reading one waits for the step's kernels, which would stall the queue of the next one. On the
+CPU every step's loss is read at once (it costs nothing there)."""
+
 
 class _StopWithin(Exception):
     """Every rank agreed to stop (on signal ``signum``) inside the epoch after its first ``steps`` steps."""
@@ -246,7 +251,8 @@ class Trainer:
                 needs, and the step's arithmetic is the same.
 
         Returns:
-            (mean loss of the batch, its batch weight).
+            (mean loss of the batch as a 0-d tensor on the device, detached: reading it waits for the step;
+            its batch weight).
         """
         graph, x, extra = batch.graph, batch.inputs, batch.extra or {}
         clock = time.perf_counter
@@ -296,7 +302,7 @@ class Trainer:
             times.add("optimizer", t3 - t2)
             if during_backward is not None:  # both threads' busy time beyond the wall time
                 times.overlap += max(0.0, (t_bwd - t1) + (t_main - t1) - (t2 - t1))
-        return float(per_item.mean()), self.correction.last_weight
+        return per_item.detach().mean(), self.correction.last_weight
 
     def _backward_pool(self):
         if self._pool is None:
@@ -343,14 +349,19 @@ class Trainer:
             rt.epoch_start(epoch, self.embedding)  # the kind's own work at an epoch's start (a hetero halo's sync)
         inputs = rt.epoch_inputs(epoch, times, start)
         self.prefetched = next(inputs) if prefetch else None
+        sync_every = 1 if self.device.type == "cpu" else LOSS_SYNC_STEPS
+        pending: list[Tensor] = []  # losses still on the device
         for step in range(start, rt.steps):
             faults.hit("step", rank=self.ident.rank, epoch=epoch, step=step)  # tests: a worker dies here
             # sampling and the feature gather, timed inside epoch_inputs
             batch = self.prefetched if prefetch else next(inputs)
             during = (lambda: next(inputs)) if prefetch and step + 1 < rt.steps else None
             loss, weight = self.train_step(batch, times, during)
-            losses.append(loss)
+            pending.append(loss)
             weights.append(weight)
+            if (step + 1) % sync_every == 0 or step + 1 == rt.steps:
+                losses.extend(torch.stack(pending).tolist())  # one host read for the pending steps
+                pending.clear()
             self._at = (epoch, step + 1, self._at[2])
             signum = self._stops_within() if (step + 1) % STOP_CHECK_STEPS == 0 and step + 1 < rt.steps else 0
             if signum:
