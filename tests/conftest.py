@@ -10,6 +10,13 @@ os.environ.setdefault("DGL_GRAPPA_PLANETOID_URL", "http://127.0.0.1:9/planetoid"
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kinds_installed():
+    """The kinds of job's registry, imported as every entry point imports it: it installs what a run holds out,
+    which the partitioning and checkpoint fingerprints below it ask (a test may call those first)."""
+    import dgl_grappa.kinds  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def small_graph():
     """A 3k-node hard synthetic graph (standard ndata), shared by the partition/sampler tests."""

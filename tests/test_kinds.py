@@ -31,7 +31,8 @@ CONFIGS = {
 
 @pytest.mark.unit
 def test_every_kind_is_registered_once_under_its_name_and_selectable():
-    assert sorted(KINDS) == sorted(CONFIGS), "give every registered kind a config in CONFIGS"
+    package = [name for name, k in KINDS.items() if type(k).__module__.startswith("dgl_grappa.")]
+    assert sorted(package) == sorted(CONFIGS), "give every kind of the package a config in CONFIGS"
     assert all(isinstance(k, JobKind) and k.name == name for name, k in KINDS.items())
     # a config selects one kind: no two kinds share a task on the same kind of graph
     keys = [(k.task, k.heterogeneous) for k in KINDS.values()]

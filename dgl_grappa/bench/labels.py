@@ -7,6 +7,7 @@ for Grappa which gradient correction when it is not the package's default.
 from __future__ import annotations
 
 from ..config import GrappaConfig
+from ..kinds import metric_of
 
 CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correction",
                "node": "node-level correction", "shrinkage": "shrinkage correction"}
@@ -75,3 +76,9 @@ def target_text(result: dict) -> str:
     """
     rule = result.get("target_rule") or f"{TARGET_FRACTION * 100:.0f} % of the baseline's best validation figure"
     return f"target {result['target_acc']:.3f}: {rule}"
+
+
+def result_metric(result: dict) -> dict:
+    """How a compare.json's runs are graded (:meth:`Metric.describe <dgl_grappa.runtime.grading.Metric.describe>`:
+    names, direction, figures with their labels): as it recorded it, else its task's registered metric."""
+    return result.get("metric") or metric_of(result.get("task")).describe(result)

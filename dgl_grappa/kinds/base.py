@@ -10,7 +10,11 @@ says once, for every runtime, what it is:
 * what a worker holds in memory (:meth:`JobKind.holding`) and what summary.json says of it
   (:meth:`JobKind.worker_summary`, :meth:`JobKind.run_summary`);
 * its config rules (:meth:`JobKind.check`), checked before anything runs;
-* its evaluation (:attr:`JobKind.task`: which metric, :mod:`dgl_grappa.runtime.evaluation`);
+* its evaluation: what it is scored on and the held-out data that needs (:meth:`JobKind.scorer`, a
+  :class:`~dgl_grappa.runtime.evaluation.Scorer`), what it keeps out of the graph it trains on
+  (:meth:`JobKind.hold_out`), and how it is graded (:attr:`JobKind.metric`, a
+  :class:`~dgl_grappa.runtime.grading.Metric`: the summary's figures, which way is better, their names in the
+  terminal lines, compare's tables and the reports);
 * its DistDGL job, the baseline and the drop-in (:meth:`JobKind.dist_job`, a :class:`DistJob`).
 
 The native trainer, the DistDGL trainer and the bench ask the kind; none of them branches on it.
@@ -28,7 +32,6 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
 import torch
@@ -36,83 +39,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config, ConfigError
+from ..data.common import HoldOut
 from ..method.kernels import resolve_kernels
 from ..method.sampler import equal_steps, seeded_workers
+from ..runtime.evaluation import AccuracyScorer, Scorer
+from ..runtime.grading import ACCURACY, Metric
 
 log = logging.getLogger("dgl_grappa")
-
-
-@dataclass(frozen=True)
-class Metric:
-    """How a kind of job is graded: the figures it is evaluated on, and how close is close.
-
-    Kinds share one when they are graded alike (node classification on any graph: :data:`ACCURACY`;
-    link prediction: :data:`RANKING`); the reports (``dgl_grappa.bench.report``) ask a cell's kind for it.
-
-    Attributes:
-        name: the metric family's name (a kind's ``task``), as a report row's ``task``.
-        val_key: the validation figure that convergence and the time to target race on.
-        test_key: the test figure the reports compare (its window mean).
-        pair_points: a pair row ("A vs B") is within when its mean difference is >= -this.
-        loss_points: the speed report marks a row that loses more than this.
-        goal_points: a matrix row meets the goal when its mean difference to DistDGL is
-            >= -this, at 1-2 layers ...
-        deep_goal_points: ... and >= -this at 3 or more layers.
-        scale: a shown test figure is the figure x this (an accuracy in %, an MRR as itself).
-        spec: the format of a shown test figure.
-        ranking: the figures rank held-out edges: the runs have test hits@k and a share of the
-            edges trained on, which report rows and tables carry.
-        heading: the title of its tables where another metric's come first.
-
-    Example:
-        >>> RANKING.test_key, RANKING.show(0.41234), ACCURACY.show(0.8123)
-        ('test_mrr', '0.4123', '81.23')
-    """
-
-    name: str
-    val_key: str
-    test_key: str
-    pair_points: float
-    loss_points: float
-    goal_points: float
-    deep_goal_points: float
-    scale: float
-    spec: str
-    ranking: bool
-    heading: str
-
-    def met(self, mean_diff_points: float | None, layers: int) -> bool | None:
-        """Whether a row's mean difference to the reference (in points) meets the goal; None unmeasured."""
-        if mean_diff_points is None:
-            return None
-        return mean_diff_points >= -(self.deep_goal_points if layers >= 3 else self.goal_points)
-
-    def show(self, x: float | None) -> str:
-        """A test figure as a table shows it ("-" for none)."""
-        return "-" if x is None else format(x * self.scale if self.scale != 1 else x, self.spec)
-
-
-LOSS_POINTS = 1.0
-"""Speed report: a speedup whose mean accuracy is more than this many points below DistDGL's is marked."""
-
-PAIR_POINTS = 0.5
-"""System against system (``bench.pairs``): a row of "A vs B" is within when the mean per-seed
-difference A - B is at least minus this many points (A better than B by any margin is within)."""
-
-LINK_POINTS = 2.0
-"""Link prediction: a row's test MRR is within the goal when its mean per-seed difference to the
-reference is at least minus this many MRR points (0.02 absolute MRR); also the tolerance of a
-pair's link rows and of the speed report's "loses accuracy" mark on link rows."""
-
-ACCURACY = Metric(name="node", val_key="val_acc", test_key="test_acc", pair_points=PAIR_POINTS,
-                  loss_points=LOSS_POINTS, goal_points=1.0, deep_goal_points=0.0, scale=100.0, spec=".2f",
-                  ranking=False, heading="Node classification")
-"""Node classification: accuracy of the val and test nodes, within 1 point at 1-2 layers, at or above at 3+."""
-
-RANKING = Metric(name="link", val_key="val_mrr", test_key="test_mrr", pair_points=LINK_POINTS,
-                 loss_points=LINK_POINTS, goal_points=LINK_POINTS, deep_goal_points=LINK_POINTS, scale=1.0,
-                 spec=".4f", ranking=True, heading="Link prediction")
-"""Link prediction: MRR of held-out edges against sampled negatives, within 2 MRR points."""
 
 
 class Batch(NamedTuple):
@@ -318,7 +251,9 @@ class JobKind(ABC):
         name: the registry key (``node``, ``link``, ``hetero``).
         task: ``train.task``: what the kind trains (``node`` classification, ``link`` prediction).
         heterogeneous: whether the kind trains on a graph of several node and edge types.
-        metric: how it is graded (:data:`ACCURACY` or :data:`RANKING`, or a :class:`Metric` of its own).
+        metric: how it is graded (:data:`~dgl_grappa.runtime.grading.ACCURACY` or
+            :data:`~dgl_grappa.runtime.grading.RANKING`, or a :class:`Metric` of its own); its ``name`` is the
+            kind's ``task``.
     """
 
     name: str = ""
@@ -332,6 +267,17 @@ class JobKind(ABC):
 
     def check(self, cfg: Config) -> None:
         """The kind's config rules (a one-line ConfigError on the first problem); none by default."""
+
+    def scorer(self, cfg: Config) -> Scorer:
+        """What rank 0's evaluation scores, on the whole graph (and the held-out data it reads): by default the
+        accuracy of the val and test nodes (of ``data.target`` on a heterogeneous graph). Its figures are keyed as
+        :attr:`metric` names them."""
+        return AccuracyScorer(cfg.data.target)
+
+    def hold_out(self, cfg: Config) -> HoldOut | None:
+        """What a run keeps out of the graph it partitions and trains on (link prediction: its held-out edges), or
+        None (by default: nothing)."""
+        return None
 
     @abstractmethod
     def load_part(self, cfg: Config, part_config: str, part: int):
@@ -366,6 +312,10 @@ class JobKind(ABC):
     def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
         """The run's own summary.json fields from every worker's (None: the DistDGL baseline's); none by default."""
         return {}
+
+    def summary_lines(self, summary: dict) -> list[str]:
+        """Lines the ``train`` command prints of the run's summary.json beyond the common ones (none by default)."""
+        return []
 
     @abstractmethod
     def dist_job(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str) -> DistJob:

@@ -136,7 +136,8 @@ class Trainer:
         self.fingerprint = fingerprint(cfg)
         try:
             # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
-            self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir)
+            self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir,
+                                            self.kind.scorer(cfg))
             # a new member of a running group takes the survivors' state (_sync_state), not a checkpoint
             agreed = None if join is not None else agree_resume(
                 cfg, cfg.checkpoint.resume if resume is None else resume, out_dir, self.fingerprint,
@@ -431,8 +432,9 @@ class Trainer:
         self.meter.record(rec)
         self._at, self._partial = (epoch + 1, 0, self.step), ([], [])
         if ident.is_main:
+            val = rec.get(self.kind.metric.val_key)
             self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
-                                 val=f"{rec['val_acc']:.3f}" if "val_acc" in rec else "-")
+                                 val="-" if val is None else f"{val:.3f}")
             self.bar.update(1)
         saved = checkpoint_due(cfg, epoch)
         if saved:

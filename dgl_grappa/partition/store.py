@@ -20,7 +20,7 @@ import torch
 from ..cluster.output import library_output_to
 from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
-from ..data.links import training_graph
+from ..data.common import hold_out_of
 from .aggregates import prepare
 from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
 from .hetero import partition_hetero
@@ -270,11 +270,11 @@ def partition_fingerprint(cfg: Config) -> dict:
         part.pop("ldg_passes", None)
         part.pop("ldg_slack", None)
     fp = {"data": data, "partition": part, "layout": LAYOUT_VERSION}
-    if cfg.train.task == "link":
-        # Link prediction cuts the graph without its held-out edges: which ones is part of what was cut.
-        # Only then, so that every node-task fingerprint (and a benchmark's folder named after it) stays as it was.
-        lk = cfg.link
-        fp["held_out"] = {"val_frac": lk.val_frac, "test_frac": lk.test_frac, "seed": lk.seed}
+    held = hold_out_of(cfg)
+    if held is not None:
+        # A kind that holds data out (link prediction: edges) cuts the graph without it: which is part of what was
+        # cut. Only then, so that every other fingerprint (and a benchmark's folder named after it) stays as it was.
+        fp["held_out"] = dict(held.settings)
     return fp
 
 
@@ -283,8 +283,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
 
     The partitioning is reused when its recorded fingerprint (the data and partition
     settings) equals this config's; otherwise the graph is loaded (unless given) and cut.
-    With ``train.task: link`` the graph cut is the given one without its held-out edges
-    (:func:`dgl_grappa.data.links.training_graph`), and the split is part of the fingerprint.
+    A kind of job that holds data out (link prediction: edges, :func:`~dgl_grappa.data.common.hold_out_of`) has
+    the graph cut without it, and the split is part of the fingerprint.
 
     Args:
         cfg: the run's config (``data``, ``partition``, ``run.output_dir``).
@@ -300,8 +300,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     # settings added to the code after the folder was written count at their default
     old_fp = (stats or {}).get("fingerprint") or {}
     changes = config_changes(old_fp, fp, json.loads(json.dumps(partition_fingerprint(Config()))))
-    if "held_out" in old_fp and "held_out" not in fp:  # a link task's graph lacks edges a node task needs
-        changes.append("train.task: 'link' -> 'node'")
+    if "held_out" in old_fp and "held_out" not in fp:  # a graph cut without held-out data lacks what this run needs
+        changes.append(f"train.task: held out {old_fp['held_out']} -> nothing held out ({cfg.train.task})")
     if stats is not None and not changes:
         why = folder_problem(out, stats)
         if why is None and "aggregates" not in stats.get("hetero", {"aggregates": []}):
@@ -324,7 +324,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     if g is None:
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
-    cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    held = hold_out_of(cfg)
+    cut = g if held is None else held.cut(g)  # link prediction: without the held-out edges (g stays whole)
     if cut.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
         raise ConfigError(f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
                           "nothing to partition; give a graph with edges between its nodes")
