@@ -32,20 +32,82 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Protocol, runtime_checkable
 
+import dgl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config, ConfigError
 from ..data.common import HoldOut
+from ..method import coverage as cov
+from ..method.embedding import LearnableRows, NoEmbedding, NoOptimizer
 from ..method.kernels import resolve_kernels
 from ..method.sampler import equal_steps, seeded_workers
+from ..runtime.checkpoint import CheckpointError
 from ..runtime.evaluation import AccuracyScorer, Scorer
 from ..runtime.grading import ACCURACY, Metric
 
 log = logging.getLogger("dgl_grappa")
+
+
+@runtime_checkable
+class LoadedPart(Protocol):
+    """What :meth:`JobKind.load_part` returns and the runtimes read of it: one worker's part as a run keeps it.
+
+    The package's parts are :class:`~dgl_grappa.method.local_part.LocalPartition` (a homogeneous graph) and
+    :class:`~dgl_grappa.method.hetero.HeteroLocalPartition`; a kind's own part needs these fields (and whatever its
+    own runtime reads besides).
+
+    Attributes:
+        part_id: which part of the partitioning.
+        graph: the local graph (inner nodes first, then the kept halo): a ``DGLGraph`` (or heterograph).
+        num_inner, part_inner: its inner nodes kept, and the part's inner nodes in all.
+        train_ids: local ids of the training seeds.
+        label: the inner nodes' labels (of the target type on a heterogeneous graph).
+        global_ids: every local node's id in the partitioning.
+        keep: what the memory budget kept (``halo_kept``, ``halo_reach``, ``precision``, ...).
+        memory, resident_bytes, resident_other_bytes, own_fp32_bytes, rows_held: what it holds
+            (summary.json's memory figures).
+        one_time_bytes, halo_bytes_loaded, load_seconds: what loading it read and took.
+    """
+
+    part_id: int
+    graph: Any
+    num_inner: int
+    part_inner: int
+    train_ids: Tensor
+    label: Tensor
+    global_ids: Any
+    keep: dict
+    memory: dict
+    resident_bytes: int
+    resident_other_bytes: int
+    own_fp32_bytes: int
+    rows_held: int
+    one_time_bytes: int
+    halo_bytes_loaded: int
+    load_seconds: float
+
+
+@runtime_checkable
+class RowSource(Protocol):
+    """The drop-in loader's rows as a DistDGL job's inputs read them (:class:`~dgl_grappa.method.dropin.GrappaLoader`,
+    :class:`~dgl_grappa.method.dropin.GrappaEdgeLoader`): every row from this machine's memory, by the ids of a
+    batch's input nodes."""
+
+    def features(self, ids: Tensor) -> Tensor:
+        """The input nodes' feature rows."""
+
+    def degrees(self, ids: Tensor) -> Tensor:
+        """Their full-graph in-degrees (the model's ``deg``)."""
+
+    def aggregates(self, ids: Tensor) -> Tensor:
+        """Their precomputed first-hop aggregates (the model's ``agg``, ``train.first_hop: exact``)."""
+
+    def embedding(self, dim: int, seed: int = 0):
+        """This machine's learnable rows (``model.embed``), made once."""
 
 
 class Batch(NamedTuple):
@@ -61,11 +123,11 @@ class Batch(NamedTuple):
         extra: more keyword inputs of the model (``deg``, ``agg``).
     """
 
-    graph: Any
-    target: Any
-    inputs: Any
+    graph: list[dgl.DGLGraph] | dgl.DGLGraph
+    target: Tensor | tuple[dgl.DGLGraph, dgl.DGLGraph]
+    inputs: Tensor | dict[str, Tensor]
     rows: Tensor | None
-    extra: dict
+    extra: dict[str, Tensor | dict]
 
 
 def node_losses(out: Tensor, seeds: Tensor, rows: Tensor | None, label: Tensor, weights: Tensor,
@@ -95,14 +157,14 @@ class LocalRuntime(ABC):
         weights: per node of the local graph, the weight the corrections read.
     """
 
-    lp: Any
+    lp: LoadedPart
     steps: int
     contributors: int
     features: Any
     weights: Tensor
     batches: Any = None
 
-    def __init__(self, cfg: Config, lp):
+    def __init__(self, cfg: Config, lp: LoadedPart):
         self.lp = lp
         self.prefetch = cfg.train.prefetch
 
@@ -164,7 +226,7 @@ class LocalRuntime(ABC):
     def epoch_start(self, epoch: int, embedding) -> None:
         """What the kind does on every worker at the start of epoch ``epoch``, inside the epoch's measured window and
         before its first batch is drawn (every worker calls it at the same point, so it may be a collective);
-        ``embedding`` is the trainer's learnable rows (:meth:`JobKind.make_embedding`) or None. Nothing by default."""
+        ``embedding`` is the trainer's learnable rows (:meth:`JobKind.make_embedding`). Nothing by default."""
 
     @abstractmethod
     def assemble(self, sample) -> Batch:
@@ -177,8 +239,12 @@ class LocalRuntime(ABC):
         return node_losses(out, batch.target, batch.rows, self.lp.label, self.weights, device)
 
     @abstractmethod
+    def train_coverage(self) -> Tensor:
+        """The coverage of what this worker trains on (its seeds; link prediction: its inner nodes), one value each."""
+
     def coverage_stats(self) -> dict[str, float]:
         """Coverage summary of what this worker trains on (summary.json's ``coverage_train``)."""
+        return cov.summarize(self.train_coverage())
 
     def summary(self) -> dict:
         """This worker's own summary.json fields of the kind (none by default)."""
@@ -201,7 +267,8 @@ class DistJob(ABC):
     Attributes:
         loader: the batches (``DistNodeDataLoader``/``DistEdgeDataLoader``, or the drop-in loader).
         model: the model before DDP.
-        embedding, emb_optimizer: learnable input rows and their sparse optimizer, or None.
+        embedding, emb_optimizer: learnable input rows and their sparse optimizer (None and a no-op optimizer where
+            there are none).
         correction: the drop-in's reducer (None for the baseline).
         read_once: bytes the baseline reads before training (the drop-in: its loader's one-time bytes).
         common_steps: a cap on the steps per epoch every trainer must share (0: none).
@@ -210,7 +277,7 @@ class DistJob(ABC):
     loader: Any
     model: nn.Module
     embedding: Any = None
-    emb_optimizer: Any = None
+    emb_optimizer: Any = NoOptimizer()
     correction: Any = None
     read_once: int = 0
     common_steps: int = 0
@@ -237,6 +304,20 @@ class DistJob(ABC):
 
     def load_shard(self, shard: dict) -> None:
         """Restore what :meth:`shard_state` returned (a collective for DGL's embeddings)."""
+
+    def restore(self, shard: dict | None, checkpoint: str) -> None:
+        """Restore this trainer's learnable rows from its shard of ``checkpoint`` (:meth:`shard_state`'s; nothing
+        to do without learnable rows).
+
+        Raises:
+            CheckpointError: the job has learnable rows and the shard none.
+        """
+        if self.embedding is None:
+            return
+        if shard is None:
+            raise CheckpointError(f"checkpoint {checkpoint} holds no embedding rows for this trainer; resume from a "
+                                  "checkpoint of this run, or start afresh")
+        self.load_shard(shard)
 
     def take_bytes(self) -> int:
         """Bytes this trainer received since the last call in exchanges of the job's own, besides DistDGL's pulls
@@ -280,23 +361,24 @@ class JobKind(ABC):
         return None
 
     @abstractmethod
-    def load_part(self, cfg: Config, part_config: str, part: int):
+    def load_part(self, cfg: Config, part_config: str, part: int) -> LoadedPart:
         """Worker ``part``'s part as a run of ``cfg`` keeps it (halo, first hop, memory budget)."""
 
     @abstractmethod
-    def make_runtime(self, cfg: Config, ident, lp) -> LocalRuntime:
+    def make_runtime(self, cfg: Config, ident, lp: LoadedPart) -> LocalRuntime:
         """The data side of the loaded part."""
 
-    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
-        """The worker's learnable input rows (own rows trained here; the halo's as the kind keeps them), or None."""
-        return None
+    def make_embedding(self, cfg: Config, lp: LoadedPart) -> LearnableRows | NoEmbedding:
+        """The worker's learnable input rows (own rows trained here; the halo's as the kind keeps them); a
+        :class:`~dgl_grappa.method.embedding.NoEmbedding` (by default) where it has none."""
+        return NoEmbedding()
 
     @abstractmethod
-    def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
+    def build_model(self, cfg: Config, lp: LoadedPart, num_classes: int) -> nn.Module:
         """The model of ``cfg`` for the loaded part's inputs."""
 
     @abstractmethod
-    def holding(self, cfg: Config, lp, embedding) -> dict:
+    def holding(self, cfg: Config, lp: LoadedPart, embedding: LearnableRows | NoEmbedding) -> dict:
         """Keyword arguments of :meth:`EpochMeter.holding <dgl_grappa.runtime.meter.EpochMeter.holding>`:
         what the worker holds of its part (and of its learnable rows)."""
 
@@ -305,7 +387,7 @@ class JobKind(ABC):
         """What a DistDGL machine holds of trainer's DistGraph ``g`` (``resident_bytes``, ``resident_other_bytes``,
         ``own_fp32_bytes``), with ``held`` the drop-in loader's own tables (None: the baseline)."""
 
-    def worker_summary(self, lp) -> dict:
+    def worker_summary(self, lp: LoadedPart) -> dict:
         """This worker's own summary.json fields (beyond the runtime's); none by default."""
         return {}
 

@@ -28,7 +28,6 @@ from torch import Tensor
 from ..config import Config, require
 from ..data.common import HoldOut
 from ..data.links import edge_hold_out
-from ..method import coverage as cov
 from ..method.dropin import GrappaEdgeLoader
 from ..method.link import (
     LocalEdgeBatches,
@@ -91,9 +90,9 @@ class EdgeRuntime(HomogeneousRuntime):
         per_pair = link_losses(out, *batch.target)
         return per_pair, torch.ones_like(per_pair)
 
-    def coverage_stats(self) -> dict[str, float]:
+    def train_coverage(self) -> Tensor:
         """Coverage of the inner nodes (the ends of the edges a worker owns)."""
-        return cov.summarize(self.coverage[: self.lp.num_inner])
+        return self.coverage[: self.lp.num_inner]
 
     def summary(self) -> dict:
         pool = self.negatives.pool
