@@ -204,7 +204,7 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     key = quality_key(cfg)  # the kind's validation figure; a script: its own metric
     best = base.get(f"best_{key}") or 0.0
     # a script's metric may be a loss, printed when the script chooses: no target to reach
-    target = None if script else cfg.compare.target_acc or metric.target(best, TARGET_FRACTION)
+    target = None if script else cfg.compare.target_acc or round(metric.target(best, TARGET_FRACTION), 4)
     figure = f"validation {metric.words}"
     rule = None if script else ("set by compare.target_acc" if cfg.compare.target_acc else
                                 f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, "

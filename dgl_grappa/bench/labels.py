@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..config import GrappaConfig
 from ..kinds import metric_of
+from ..runtime.grading import TARGET_FRACTION
 
 CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correction",
                "node": "node-level correction", "shrinkage": "shrinkage correction"}
@@ -15,8 +16,6 @@ CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correct
 
 DEFAULT_CORRECTION = GrappaConfig().correction
 
-TARGET_FRACTION = 0.98
-"""compare's automatic target of "time to target": this share of the baseline's best validation figure."""
 
 
 def system_label(name: str, short: bool = False) -> str:

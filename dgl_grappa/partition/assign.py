@@ -7,13 +7,19 @@ the repartition schedule) is written through DGL's own code by :func:`forced_ass
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import math
 
+import dgl
 import dgl.distributed.partition as dgl_part
 import numpy as np
 import torch
 
 from ..config import ConfigError
+from .layout import GRAPH_NAME
+
+log = logging.getLogger("dgl_grappa")
 
 METHODS = ("metis", "random", "ldg")
 """partition.method values: DGL's METIS and random, and the restreaming LDG of :func:`ldg_assignment`."""
@@ -252,3 +258,29 @@ def forced_assignment(assignment: np.ndarray, num_parts: int):
         yield calls
     finally:
         dgl_part.metis_partition_assignment = original
+
+
+def partition_graph(g, num_parts: int, out_dir: str, *, method: str, balance_ntypes=None,
+                    balance_edges: bool = False, forced=None, quiet: bool = False):
+    """``dgl.distributed.partition_graph`` of ``g`` into ``num_parts`` parts in ``out_dir`` (the 1-hop halo kept),
+    under ``forced`` (:func:`forced_assignment`, or none), its prints swallowed when ``quiet``; its mapping of
+    new ids to original ones (a tensor, or a dict per node type).
+
+    Raises:
+        ConfigError: DGL could not cut the graph into that many parts (it fails when a part comes out empty).
+        dgl.DGLError: a write failed (disk full): the caller's to report, with where it writes.
+    """
+    try:
+        with forced or contextlib.nullcontext(), (contextlib.redirect_stdout(io.StringIO()) if quiet
+                                                   else contextlib.nullcontext()):
+            orig_nids, _ = dgl.distributed.partition_graph(
+                g, GRAPH_NAME, num_parts, str(out_dir), num_hops=1, part_method=method,
+                balance_ntypes=balance_ntypes, balance_edges=balance_edges, return_mapping=True)
+    except dgl.DGLError as exc:
+        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
+            raise
+        log.debug("partition_graph failed: %s", exc)
+        raise ConfigError(f"partition.num_parts={num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
+                          f"into {num_parts} parts (it fails when a part comes out empty); use fewer parts, "
+                          f"e.g. --partition.num_parts={max(1, num_parts // 2)}") from None
+    return orig_nids

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import logging
 import time
@@ -22,10 +21,17 @@ from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
 from ..data.common import hold_out_of
 from .aggregates import prepare
-from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
+from .assign import (
+    METHODS,
+    balance_stats,
+    edge_cut_stats,
+    forced_assignment,
+    ldg_assignment,
+    partition_graph,
+    undirected_csr,
+)
 from .hetero import partition_hetero
 from .layout import (
-    GRAPH_NAME,
     LAYOUT_VERSION,
     NODE_KEYS,
     STATS_FILE,
@@ -99,18 +105,8 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         dgl_method = "random"  # one part: nothing to assign
     dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
     # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
-    try:
-        with forced, (contextlib.redirect_stdout(io.StringIO()) if cfg.method == "ldg" else contextlib.nullcontext()):
-            orig_nids, _ = dgl.distributed.partition_graph(
-                g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
-                balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
-    except dgl.DGLError as exc:
-        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
-            raise
-        log.debug("partition_graph failed: %s", exc)
-        raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
-                          f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
-                          f"e.g. --partition.num_parts={max(1, cfg.num_parts // 2)}") from None
+    orig_nids = partition_graph(g, cfg.num_parts, out, method=dgl_method, balance_ntypes=balance_ntypes,
+                                balance_edges=cfg.balance_edges, forced=forced, quiet=cfg.method == "ldg")
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     # New (shuffled) ids are contiguous per part; map them back to the original nodes.

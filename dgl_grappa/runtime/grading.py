@@ -10,7 +10,7 @@ fields (:meth:`Metric.summary`), the terminal lines (:meth:`Metric.line`), the t
 Example:
     >>> rmse = Metric(name="regression", val_key="val_rmse", test_key="test_rmse", words="RMSE",
     ...               higher_is_better=False)
-    >>> rmse.best([0.9, 0.4, 0.6]), rmse.target(0.4, 0.98), rmse.reached(0.405, 0.4082)
+    >>> rmse.best([0.9, 0.4, 0.6]), round(rmse.target(0.4, 0.98), 4), rmse.reached(0.405, 0.4082)
     (0.4, 0.4082, True)
     >>> rmse.line({"val_rmse": 0.5, "test_rmse": 0.52})
     'val RMSE 0.5000  test RMSE 0.5200'
@@ -58,6 +58,10 @@ class _Blank(dict):
 def _plain(f: Figure, context: dict) -> dict:
     return {"key": f.key, "label": f.name(context), "spec": f.spec, "paren": f.paren}
 
+
+TARGET_FRACTION = 0.98
+"""The time to target's target: this share of the baseline's best validation figure (compare: of its best
+evaluation; the benchmark reports: of its plateau), as far past it for an error (:meth:`Metric.target`)."""
 
 LOSS_POINTS = 1.0
 """Speed report: a speedup whose mean accuracy is more than this many points below DistDGL's is marked."""
@@ -178,7 +182,7 @@ class Metric:
     def target(self, best: float, fraction: float) -> float:
         """The time-to-target's target from the baseline's best validation figure: ``fraction`` of it (an error:
         the best over ``fraction``, as far above it as the share is below)."""
-        return round(fraction * best if self.higher_is_better else best / fraction, 4)
+        return fraction * best if self.higher_is_better else best / fraction
 
     def reached(self, value: float | None, target: float) -> bool:
         """Whether a validation figure ``value`` is at or past ``target``."""
