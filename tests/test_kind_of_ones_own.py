@@ -87,18 +87,10 @@ class RegressionKind(NodeKind):
 register(RegressionKind())
 
 
-COMPARE = """
-name: regress-small
-data:
-  name: synthetic
-  synthetic: {{num_nodes: 1500, avg_degree: 8}}
-partition: {{num_parts: 2, method: random, out_dir: {parts}}}
-model: {{name: sage, num_layers: 2, hidden: 16}}
-train: {{task: regress, kind_module: {module}, epochs: 2, batch_size: 300, fanouts: [5, 5], lr: 0.01,
-        eval_every: 1}}
-compare: {{variants: [none], dropin: false}}
-run: {{output_dir: {out}, timeout_s: 300, progress: false}}
-"""
+SMALL = ["--data.synthetic.num_nodes=1500", "--data.synthetic.avg_degree=8", "--partition.num_parts=2",
+         "--partition.method=random", "--model.hidden=16", "--train.epochs=2", "--train.batch_size=300",
+         "--train.fanouts=[5,5]", "--train.eval_every=1", "--compare.variants=[none]", "--compare.dropin=false",
+         "--run.timeout_s=300", "--run.progress=false"]
 
 
 def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, namespaces_missing):
@@ -109,14 +101,13 @@ def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, n
     from dgl_grappa.cluster.procs import ENV_JOB
     from dgl_grappa.distdgl.cli import summary_line
 
-    cfg = tmp_path / "regress.yaml"
-    cfg.write_text(COMPARE.format(parts=tmp_path / "parts", out=tmp_path / "cmp", module=Path(__file__).resolve()))
+    out = tmp_path / "cmp"
     os.environ[ENV_JOB] = uuid.uuid4().hex
-    try:
-        assert cli.main(["compare", "--config", str(cfg)]) == 0
+    try:  # the kind by its task, and the file that registers it in every process of the job
+        assert cli.main(["compare", *SMALL, "--train.task=regress", f"--train.kind_module={Path(__file__).resolve()}",
+                         f"--partition.out_dir={tmp_path / 'parts'}", f"--run.output_dir={out}"]) == 0
     finally:
         del os.environ[ENV_JOB]
-    out = tmp_path / "cmp"
     result = json.loads((out / "compare.json").read_text())
     for system in ("distdgl", "grappa-none"):  # the DistDGL trainer, the native runtime
         s = json.loads((out / system / "summary.json").read_text())

@@ -4,7 +4,6 @@ files match, else cut again).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -21,15 +20,7 @@ from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
 from ..data.common import hold_out_of
 from .aggregates import prepare
-from .assign import (
-    METHODS,
-    balance_stats,
-    edge_cut_stats,
-    forced_assignment,
-    ldg_assignment,
-    partition_graph,
-    undirected_csr,
-)
+from .assign import METHODS, balance_stats, cut, edge_cut_stats
 from .hetero import partition_hetero
 from .layout import (
     LAYOUT_VERSION,
@@ -90,23 +81,12 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
     check_partitionable(g.num_nodes(), cfg.num_parts)
+    src, dst = (t.numpy() for t in g.edges())
+    train = g.ndata["train_mask"].numpy().astype(bool)
     t0 = time.perf_counter()
-    assign_s = 0.0
-    forced = contextlib.nullcontext()
-    dgl_method = cfg.method
-    if cfg.method == "ldg" and cfg.num_parts > 1:
-        indptr, indices = undirected_csr(*(t.numpy() for t in g.edges()), g.num_nodes())
-        assignment = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
-                                    seed=cfg.seed, train_mask=g.ndata["train_mask"].numpy().astype(bool))
-        assign_s = time.perf_counter() - t0
-        forced, dgl_method = forced_assignment(assignment, cfg.num_parts), "metis"
-        forced_parts = assignment
-    elif cfg.method == "ldg":
-        dgl_method = "random"  # one part: nothing to assign
-    dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
-    # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
-    orig_nids = partition_graph(g, cfg.num_parts, out, method=dgl_method, balance_ntypes=balance_ntypes,
-                                balance_edges=cfg.balance_edges, forced=forced, quiet=cfg.method == "ldg")
+    # the 1-hop halo kept in every part: halo "keep" and DistDGL both use it
+    orig_nids, forced_parts, assign_s = cut(g, cfg, out, src=src, dst=dst, train_mask=train,
+                                            balance_ntypes=balance_ntypes, quiet=cfg.method == "ldg")
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     # New (shuffled) ids are contiguous per part; map them back to the original nodes.
@@ -115,9 +95,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         new_part[lo:hi] = p
     assignment = np.empty(g.num_nodes(), dtype=np.int64)
     assignment[orig_nids.numpy()] = new_part
-    src, dst = (t.numpy() for t in g.edges())
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
-    train = g.ndata["train_mask"].numpy().astype(bool)
     stats.update(balance_stats(assignment, cfg.num_parts, train))
     stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
                   "assign_seconds": assign_s, "layout": LAYOUT_VERSION,
