@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import dgl
 import torch
 
+
 @dataclass(frozen=True)
 class HoldOut:
     """What a kind of job keeps out of the graph it trains on (link prediction: its held-out edges), decided
