@@ -39,11 +39,20 @@ METRICS: dict[str, Metric] = {}
 def register(kind: JobKind) -> JobKind:
     """Add a kind of job to the registry (:data:`KINDS`, its metric to :data:`METRICS`); returns it.
 
-    The package's kinds are registered here; a kind of one's own is registered by this one call, before
-    the config that asks for it is loaded (its ``train.task`` is then accepted).
+    The package's kinds are registered here; a kind of one's own is registered by this one call in its module,
+    which ``train.kind_module`` names so that every process of a job imports it (``tests/test_kind_of_ones_own.py``
+    is one: node regression, graded by RMSE).
 
     Raises:
-        ValueError: another kind has its name, or its task is graded by another metric of the same name.
+        ValueError: another kind has its name, its metric is not named after its task, or its task is graded by
+            another metric already.
+
+    Example:
+        >>> class EdgeRegression(LinkKind):                               # doctest: +SKIP
+        ...     name = task = "edge_regress"
+        ...     metric = Metric(name="edge_regress", val_key="val_rmse", test_key="test_rmse", words="RMSE",
+        ...                     higher_is_better=False)
+        >>> register(EdgeRegression())                                     # doctest: +SKIP
     """
     if kind.name in KINDS and KINDS[kind.name] is not kind:
         raise ValueError(f"a kind of job named {kind.name!r} is registered already; give yours another name")

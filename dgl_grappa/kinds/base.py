@@ -17,9 +17,14 @@ says once, for every runtime, what it is:
   terminal lines, compare's tables and the reports);
 * its DistDGL job, the baseline and the drop-in (:meth:`JobKind.dist_job`, a :class:`DistJob`).
 
-The native trainer, the DistDGL trainer and the bench ask the kind; none of them branches on it.
+The contracts between them are typed here: the part a kind loads (:class:`LoadedPart`), a training step's
+inputs (:class:`Batch`), the drop-in loader's rows a DistDGL job reads (:class:`RowSource`), and the learnable
+rows (a :class:`~dgl_grappa.method.embedding.LearnableRows`, or a no-op
+:class:`~dgl_grappa.method.embedding.NoEmbedding` where there are none).
+
+The native trainer, the DistDGL trainer, compare and the bench ask the kind; none of them branches on it.
 Adding a kind is one module that subclasses :class:`JobKind` (and :class:`LocalRuntime`,
-:class:`DistJob`) and one line in :mod:`dgl_grappa.kinds`' registry (``CONTRIBUTING.md``).
+:class:`DistJob`) and one :func:`~dgl_grappa.kinds.register` call (``CONTRIBUTING.md``).
 
 Example:
     >>> from dgl_grappa.kinds import kind_of
