@@ -123,5 +123,7 @@ def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, n
     assert "test RMSE" in compare_table(result) and "below it" in compare_table(result)
     # compare targets a validation RMSE: the baseline's best over 0.98, reached from above
     assert result["target_acc"] == round(distdgl["best_val_rmse"] / 0.98, 4)
+    best = distdgl["best_val_rmse"]
+    assert result["target_rule"] == f"0.98 x the target is DistDGL's best validation RMSE, {best:.4f}"
     report = (out / "report.md").read_text()
     assert "| val RMSE | test RMSE |" in report and "Validation RMSE of the whole graph" in report

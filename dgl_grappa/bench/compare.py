@@ -206,9 +206,10 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     # a script's metric may be a loss, printed when the script chooses: no target to reach
     target = None if script else cfg.compare.target_acc or round(metric.target(best, TARGET_FRACTION), 4)
     figure = f"validation {metric.words}"
+    share = (f"{TARGET_FRACTION * 100:.0f} % of" if metric.higher_is_better  # an error: as far above its best
+             else f"{TARGET_FRACTION:g} x the target is")
     rule = None if script else ("set by compare.target_acc" if cfg.compare.target_acc else
-                                f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, "
-                                f"{best:.4f}")
+                                f"{share} {system_label(base_name)}'s best {figure}, {best:.4f}")
     rows = []
     for name, r in runs.items():
         s = r["summary"]
