@@ -75,14 +75,12 @@ def cmd_train(cfg: Config) -> int:
 
 def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
     """The terminal summary of a ``train`` run (and where its files are)."""
+    from .kinds import kind_of
     from .runtime.metrics import format_bytes
 
     summary_path = out / "summary.json"
-    if summary.get("task") == "link":
-        quality = (f"val MRR {summary['val_mrr']:.4f}  test MRR {summary['test_mrr']:.4f}  test hits@"
-                   f"{summary['hits_k']} {summary['test_hits']:.4f}")
-    else:
-        quality = f"val acc {summary['val_acc']:.4f}  test acc {summary['test_acc']:.4f}"
+    kind = kind_of(cfg)
+    quality = kind.metric.line(summary)  # the kind's figures: accuracies, MRR and hits@k, ...
     print(f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
           f"{summary['num_parts']} workers, {summary['mode']}, correction={summary['correction']}\n"
           f"  {quality}  "
@@ -90,9 +88,8 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
           f"  per worker per epoch: gradients {format_bytes(summary['grad_bytes_per_epoch'])}, "
           f"remote features {format_bytes(summary['feature_bytes_per_epoch'])}\n"
           f"  wrote {out / 'metrics.jsonl'} and {summary_path}")
-    if summary.get("task") == "link":
-        print(f"  edges trained on: {summary['usable_edge_fraction']:.1%} of the training graph's "
-              f"(halo {summary['halo']}; {summary['usable_edge_fraction_halo_drop']:.1%} with the halo dropped)")
+    for line in kind.summary_lines(summary):
+        print(f"  {line}")
     for r in summary.get("restarts", []):
         print(f"  restart {r['restart']}: {r['reason']}; resumed from "
               f"{r['resumed_from'] or 'the beginning'} (epoch {r['epoch']})")

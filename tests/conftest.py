@@ -73,6 +73,13 @@ def pytest_terminal_summary(terminalreporter):
                                     "files are not here (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kinds_installed():
+    """The kinds of job's registry, imported as every entry point imports it: it installs what a run holds out,
+    which the partitioning and checkpoint fingerprints below it ask (a test may call those first)."""
+    import dgl_grappa.kinds  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def small_graph():
     """A 3k-node hard synthetic graph (standard ndata), shared by the partition/sampler tests."""

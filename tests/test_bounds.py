@@ -25,7 +25,7 @@ def _eval_worker(rank, port, eval_timeout_s, sleep_s):
     init_distributed(rank, 2, port, timeout_s=2.0)  # collectives: 2 s
     cfg = load_config(None, ["--data.synthetic.num_nodes=200", "--data.synthetic.num_communities=16",
                              f"--run.eval_timeout_s={eval_timeout_s}"])
-    evaluator = ev.GlobalEvaluator(cfg, rank == 0)
+    evaluator = ev.GlobalEvaluator(cfg, rank == 0, ev.AccuracyScorer())
 
     def slow_evaluate(model, g, *rest):  # the evaluation's signature, whatever rows it is given
         time.sleep(sleep_s)

@@ -16,6 +16,8 @@ from dgl_grappa.config import Config, ConfigError, load_config
 from dgl_grappa.data import load_dataset
 from dgl_grappa.data.common import num_classes
 from dgl_grappa.kinds import KINDS, JobKind, LocalRuntime, kind_of, resolve
+from dgl_grappa.kinds.base import LoadedPart, RowSource
+from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaLoader
 from dgl_grappa.partition.store import ensure_partitions
 
 SMALL = ["--partition.num_parts=2", "--train.batch_size=200", "--train.fanouts=[5,5]", "--model.hidden=16",
@@ -31,11 +33,17 @@ CONFIGS = {
 
 @pytest.mark.unit
 def test_every_kind_is_registered_once_under_its_name_and_selectable():
-    assert sorted(KINDS) == sorted(CONFIGS), "give every registered kind a config in CONFIGS"
+    package = [name for name, k in KINDS.items() if type(k).__module__.startswith("dgl_grappa.")]
+    assert sorted(package) == sorted(CONFIGS), "give every kind of the package a config in CONFIGS"
     assert all(isinstance(k, JobKind) and k.name == name for name, k in KINDS.items())
     # a config selects one kind: no two kinds share a task on the same kind of graph
     keys = [(k.task, k.heterogeneous) for k in KINDS.values()]
     assert len(keys) == len(set(keys))
+
+
+@pytest.mark.unit
+def test_the_drop_in_loaders_are_the_row_source_a_distdgl_job_reads():
+    assert issubclass(GrappaLoader, RowSource) and issubclass(GrappaEdgeLoader, RowSource)
 
 
 @pytest.mark.unit
@@ -58,15 +66,16 @@ def test_a_kind_trains_one_step_on_a_real_part(name, tmp_path):
     g = load_dataset(cfg.data)
     torch.manual_seed(0)
     lp = kind.load_part(cfg, stats["part_config"], 0)
+    assert isinstance(lp, LoadedPart)  # the fields the runtimes read of a part
     rt = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
     assert isinstance(rt, LocalRuntime) and rt.steps >= 1 and rt.contributors == 1
     embedding = kind.make_embedding(cfg, lp)
-    assert (embedding is not None) == (cfg.model.embed or name == "hetero")
+    assert embedding.learnable == (cfg.model.embed or name == "hetero")  # none: a no-op (NoEmbedding)
     model = kind.build_model(cfg, lp, num_classes(g))
     rt.epoch_start(1, embedding)  # the trainer's call at every epoch's start: one worker holds no halo to sync
-    assert embedding is None or embedding.take_bytes()[0] == 0
+    assert embedding.record_bytes().get("embed_bytes", 0) == 0
     batch = next(rt.epoch_inputs(0))
-    x = embedding(batch.inputs) if embedding is not None else batch.inputs
+    x = embedding(batch.inputs)  # learnable rows of the input ids, or the input rows themselves
     out = model(batch.graph, x, **batch.extra)
     per_item, weights = rt.losses(out, batch, torch.device("cpu"))
     assert per_item.shape == weights.shape and per_item.numel() > 0 and torch.isfinite(per_item).all()

@@ -31,6 +31,7 @@ from ..cluster.procs import JobFailed
 from ..distdgl import run_distdgl, trainer_command
 from ..distdgl.job import check_script_args
 from ..distdgl.prepare_check import check_job
+from ..kinds import kind_of
 from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
 from ..runtime.folders import FolderLock, check_output_dir, replacing
@@ -39,7 +40,7 @@ from .compare_plots import PLOTS, plot
 from .figures import TERMINAL_WIDTH, fmt_ratio as _fmt_ratio, ratio as _ratio, seconds as _seconds
 from .figures import short_ratio as _short_ratio, wrap as _wrap
 from .script_report import script_report, script_row, script_setting, script_table, setting_text
-from .labels import TARGET_FRACTION, system_label, systems_legend, target_text
+from .labels import TARGET_FRACTION, result_metric, system_label, systems_legend, target_text
 
 log = logging.getLogger("dgl_grappa")
 
@@ -55,8 +56,8 @@ def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]
 
 
 def quality_key(cfg_or_result) -> str:
-    """The validation figure the comparison targets (of a config or a compare.json): ``val_acc``, or
-    ``val_mrr`` for link prediction; a script's own metric (``metric``) when compare runs a script.
+    """The validation figure the comparison targets (of a config or a compare.json): the kind of job's
+    (``val_acc``; ``val_mrr`` for link prediction); a script's own metric (``metric``) when compare runs a script.
 
     Example:
         >>> quality_key({"task": "link"}), quality_key({"task": "node"}), quality_key({"script": {}})
@@ -65,12 +66,10 @@ def quality_key(cfg_or_result) -> str:
     if isinstance(cfg_or_result, dict):
         if cfg_or_result.get("script") is not None:
             return "metric"
-        task = cfg_or_result.get("task")
-    else:
-        if script_mode(cfg_or_result):
-            return "metric"
-        task = cfg_or_result.train.task
-    return "val_mrr" if task == "link" else "val_acc"
+        return result_metric(cfg_or_result)["val_key"]
+    if script_mode(cfg_or_result):
+        return "metric"
+    return kind_of(cfg_or_result).metric.val_key
 
 
 def script_mode(cfg) -> bool:
@@ -199,40 +198,42 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     """The comparison table and targets from the runs' summaries and records."""
     base_name = "distdgl" if "distdgl" in runs else next(iter(runs))
     base = runs[base_name]["summary"]
-    link = cfg.train.task == "link"
+    kind = kind_of(cfg)
+    metric = kind.metric  # the kind's figures: accuracies; link prediction's MRR and hits@k; ...
     script = script_mode(cfg)
-    key = quality_key(cfg)  # link prediction: the target is a validation MRR; a script: its own metric
+    key = quality_key(cfg)  # the kind's validation figure; a script: its own metric
     best = base.get(f"best_{key}") or 0.0
     # a script's metric may be a loss, printed when the script chooses: no target to reach
-    target = None if script else cfg.compare.target_acc or round(TARGET_FRACTION * best, 4)
-    figure = "validation MRR" if link else "validation accuracy"
+    target = None if script else cfg.compare.target_acc or round(metric.target(best, TARGET_FRACTION), 4)
+    figure = f"validation {metric.words}"
+    share = (f"{TARGET_FRACTION * 100:.0f} % of" if metric.higher_is_better  # an error: as far above its best
+             else f"{TARGET_FRACTION:g} x the target is")
     rule = None if script else ("set by compare.target_acc" if cfg.compare.target_acc else
-                                f"{TARGET_FRACTION * 100:.0f} % of {system_label(base_name)}'s best {figure}, "
-                                f"{best:.4f}")
+                                f"{share} {system_label(base_name)}'s best {figure}, {best:.4f}")
     rows = []
     for name, r in runs.items():
         s = r["summary"]
-        tta = None if script else time_to_target(r["records"], target, key)
-        b_tta = None if script else time_to_target(runs[base_name]["records"], target, key)
+        tta = None if script else time_to_target(r["records"], target, key, metric=metric)
+        b_tta = None if script else time_to_target(runs[base_name]["records"], target, key, metric=metric)
         row = {"system": name, "epoch_time_s": s["epoch_time_s"],
                "wire_bytes_per_epoch": s.get("wire_bytes_per_epoch"),
                "app_bytes_per_epoch": s.get("app_bytes_per_epoch"),
                "one_time_bytes_per_epoch": s.get("one_time_bytes_per_epoch"),
                "grad_bytes_per_epoch": s.get("grad_bytes_per_epoch"),
                "feature_bytes_per_epoch": s.get("feature_bytes_per_epoch"),
-               "val_acc": s["val_acc"], "test_acc": s["test_acc"], "best_val_acc": s["best_val_acc"],
                "time_to_target_s": tta, "eval_time_s": s.get("eval_time_s"), "wire_hosts": s.get("wire_hosts"),
                "phases": s.get("phases"),
                # what the largest worker (DistDGL: machine, its server's shard) holds, and its peak RSS
                "resident_bytes_max": s.get("resident_bytes_max"), "resident_ratio_max": s.get("resident_ratio_max"),
                "peak_rss_bytes_max": s.get("machine_peak_rss_bytes_max") or s.get("peak_rss_bytes_max")}
-        if link:  # MRR and hits@k of the same held-out edges, and the share of edges a worker could train on
-            for k in ("val_mrr", "test_mrr", "val_hits", "test_hits", "usable_edge_fraction",
-                      "usable_edge_fraction_halo_drop"):
-                row[k] = s.get(k)
+        # the kind's figures (link prediction: MRR and hits@k of the same held-out edges, and the share of edges a
+        # worker could train on)
+        for f in (*metric.figures, *metric.extra):
+            row.update({k: s.get(k) for k in (f.key, f.paren) if k is not None})
+        row.update({k: s.get(k) for k in (*metric.summary_keys, metric.best_key)})
         if script:  # the script's own figure, and what each machine did
             row.update(script_row(s))
-        quality = ("metric",) if script else ("val_mrr", "test_mrr", "test_hits") if link else ("val_acc", "test_acc")
+        quality = ("metric",) if script else tuple(f.key for f in metric.figures)
         for k in ("epoch_time_s", "wire_bytes_per_epoch", "app_bytes_per_epoch") + quality:
             row[f"{k}_ratio"] = _ratio(row[k], base.get(k))
         row["time_to_target_ratio"] = _ratio(tta, b_tta)
@@ -240,7 +241,8 @@ def compare_summary(cfg, runs: dict[str, dict], stats: dict, isolated: bool) -> 
     c = cfg
 
     return {"name": c.name, "baseline": base_name, "target_acc": target, "target_rule": rule, "isolated": isolated,
-            "task": c.train.task, "hits_k": c.link.hits_k if link else None,
+            # the figures' names (their labels filled from the run's own summary fields: link prediction's hits@k)
+            "task": c.train.task, "metric": metric.describe(kind.run_summary(c, None)),
             "script": script_setting(c, runs) if script else None,
             "network_bandwidth": c.network.bandwidth or None, "remote": c.launch.remote,
             "num_hosts": next((len(r["summary"]["cluster"]["hosts"]) for r in runs.values()
@@ -279,16 +281,17 @@ def compare_table(result: dict, markdown: bool = False) -> str:
         return script_table(result, markdown)
     if markdown:
         return _markdown_table(result)
-    link = result.get("task") == "link"
-    metric = "val MRR" if link else "val"
-    # the test figure (val figures, app bytes and memory held are in report.md); link: its hits@k instead of
-    # the peak RSS
-    quality = ["test MRR", f"hits@{result.get('hits_k')}"] if link else ["test acc"]
+    m = result_metric(result)
+    # the test figures (val figures, app bytes and memory held are in report.md); with more than one (link
+    # prediction: its hits@k) they take the place of the peak RSS
+    tests = [f for f in m["figures"] if f["key"] != m["val_key"]]
+    rss = len(tests) == 1
+    quality = [f["label"] for f in tests]
     # not measured (no private namespace): the application's count for every row, said in the header
     measured = all(r.get("wire_bytes_per_epoch") is not None for r in result["rows"])
     bytes_key = "wire_bytes_per_epoch" if measured else "app_bytes_per_epoch"
     head = (["system", "epoch", "wire/epoch" if measured else "app/epoch", "one-time"] + quality
-            + [f"to {metric} {result['target_acc']:.3f}*"] + ([] if link else ["peak RSS"]))
+            + [f"to val {result['target_acc']:.3f}*"] + (["peak RSS"] if rss else []))  # the footnote names it
     lines = []
     for r in result["rows"]:
         def both(text, ratio_key, kind="time"):
@@ -296,18 +299,17 @@ def compare_table(result: dict, markdown: bool = False) -> str:
             return f"{text} {ratio}".strip()
 
         wire = r.get(bytes_key)
-        figs = [r.get("test_mrr"), r.get("test_hits")] if link else [r.get("test_acc")]
         tta = r.get("time_to_target_s")
         lines.append([
             system_label(r["system"], short=True),
             both(_seconds(r["epoch_time_s"], 3), "epoch_time_s_ratio"),
             "-" if wire is None else both(format_bytes(wire), f"{bytes_key}_ratio", "bytes"),
             format_bytes(r["one_time_bytes_per_epoch"]) if r.get("one_time_bytes_per_epoch") else "-",
-            *("-" if v is None else f"{v:.4f}" for v in figs),
+            *("-" if r.get(f["key"]) is None else format(r[f["key"]], f["spec"]) for f in tests),
             "not reached" if tta is None else both(_seconds(tta, 2), "time_to_target_ratio"),
-        ] + ([] if link else [format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-"]))
+        ] + ([format_bytes(r.get("peak_rss_bytes_max")) if r.get("peak_rss_bytes_max") else "-"] if rss else []))
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(head)]
-    if not link and sum(widths) + 2 * (len(widths) - 1) > TERMINAL_WIDTH:  # many systems: peak RSS in report.md
+    if rss and sum(widths) + 2 * (len(widths) - 1) > TERMINAL_WIDTH:  # many systems: peak RSS in report.md
         head, lines, widths = head[:-1], [row[:-1] for row in lines], widths[:-1]
     fmt = lambda row: "  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip()  # noqa: E731
     base = system_label(result["baseline"])
@@ -315,33 +317,33 @@ def compare_table(result: dict, markdown: bool = False) -> str:
              + ("wire/epoch: bytes on the network" if measured else "app/epoch: bytes the application sent")
              + " per training epoch, all workers; one-time: what Grappa reads once per partitioning (the halo's "
              "rows, the aggregates), divided by the epochs it serves; every column: report.md",
-             f"* {target_text(result)}; training seconds until the first evaluation at or above it"]
+             f"* {target_text(result)}; training seconds until the first evaluation at or "
+             f"{'above' if m['higher_is_better'] else 'below'} it"]
     return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in lines]
                      + [_wrap(n, TERMINAL_WIDTH) for n in notes])
 
 
 def _markdown_table(result: dict) -> str:
     """report.md's table: every column, systems by key, each figure with its ratio to the baseline."""
-    link = result.get("task") == "link"
-    quality = (["val MRR", "test MRR", f"test hits@{result['hits_k']}", "edges trained on (halo dropped)"] if link
-               else ["val acc", "test acc"])
-    metric = "val MRR" if link else "val"
+    m = result_metric(result)
+    val = next(f["label"] for f in m["figures"] if f["key"] == m["val_key"])
+    quality = [f["label"] for f in m["figures"] + m["extra"]]
     head = (["system", "epoch time", "wire bytes/epoch", "app bytes/epoch", "one-time bytes/epoch"] + quality
-            + [f"time to {metric} {result['target_acc']:.3f}*", "node tables held (x own fp32)", "peak RSS"])
+            + [f"time to {val} {result['target_acc']:.3f}*", "node tables held (x own fp32)", "peak RSS"])
     lines = []
     for r in result["rows"]:
         tta = "not reached" if r["time_to_target_s"] is None else f"{r['time_to_target_s']:.2f} s"
 
-        def fig(k):
-            return "-" if r.get(k) is None else f"{r[k]:.4f} ({_fmt_ratio(r.get(f'{k}_ratio'))})"
+        def fig(f):  # a figure with its ratio to the baseline
+            k = f["key"]
+            return "-" if r.get(k) is None else f"{format(r[k], f['spec'])} ({_fmt_ratio(r.get(f'{k}_ratio'))})"
 
-        if link:
-            drop = r.get("usable_edge_fraction_halo_drop")
-            figures = [fig("val_mrr"), fig("test_mrr"), fig("test_hits"),
-                       "-" if r.get("usable_edge_fraction") is None else
-                       f"{r['usable_edge_fraction']:.1%}" + ("" if drop is None else f" ({drop:.1%})")]
-        else:
-            figures = [fig("val_acc"), fig("test_acc")]
+        def extra(f):  # a figure without one, and its second key in parentheses
+            k, p = f["key"], f["paren"]
+            return "-" if r.get(k) is None else (format(r[k], f["spec"]) + (
+                "" if p is None or r.get(p) is None else f" ({format(r[p], f['spec'])})"))
+
+        figures = [fig(f) for f in m["figures"]] + [extra(f) for f in m["extra"]]
         lines.append([
             r["system"],
             f"{r['epoch_time_s']:.3f} s ({_short_ratio(r['epoch_time_s_ratio']) or '-'})",
@@ -399,23 +401,14 @@ def _network(result: dict) -> str:
 
 
 def _quality_notes(result: dict) -> list[str]:
-    """How report.md's accuracy (or, for link prediction, MRR and hits@k) columns are measured."""
-    if result.get("task") != "link":
-        return ["- **val / test acc**: one global evaluation of rank 0's model on the whole graph after the last "
-                "epoch.",
-                f"- **time to val {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
-                f"above the target (evaluation time excluded); the {target_text(result)}."]
-    k = result["hits_k"]
-    return ["- **val / test MRR, test hits@" + str(k) + "**: one global evaluation of rank 0's encoder on the whole "
-            "training graph after the last epoch (`dgl_grappa.runtime.evaluation.evaluate_link`, the same function "
-            "for every system): each held-out edge (u, v) scored h_u . h_v against its sampled negatives (u, v'), the "
-            "same edges and negatives for every system; MRR is the mean reciprocal rank, hits@" + str(k) + " the share "
-            "ranked in the top " + str(k) + ".",
-            "- **edges trained on**: the share of the training graph's edges that are a worker's positive: Grappa's "
-            "workers train on the edges into their own nodes whose source they hold (in parentheses: with the halo "
-            "dropped, only both ends owned); DistDGL trains on every edge.",
-            f"- **time to val MRR {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
-            f"above the target (evaluation time excluded); the {target_text(result)}."]
+    """How report.md's figure columns (the kind of job's: accuracies; link prediction's MRR and hits@k) are
+    measured."""
+    m = result_metric(result)
+    val = next(f["label"] for f in m["figures"] if f["key"] == m["val_key"])
+    side = "above" if m["higher_is_better"] else "below"
+    return [*m["notes"],
+            f"- **time to {val} {result['target_acc']:.3f}**: training seconds until the first evaluation at or "
+            f"{side} the target (evaluation time excluded); the {target_text(result)}."]
 
 
 def report_markdown(result: dict) -> str:
@@ -472,7 +465,7 @@ def report_markdown(result: dict) -> str:
         "the rest of rank 0's time; wait: rank 0's wait for the epoch's slowest worker. They add up to the "
         "epoch time (minus any overlap of prefetching).", "",
         "![validation accuracy against training time](accuracy_vs_time.png)", "",
-        f"Validation {'MRR' if result.get('task') == 'link' else 'accuracy'} of the whole graph at each "
+        f"Validation {result_metric(result)['words']} of the whole graph at each "
         f"evaluation against the training seconds before it (evaluation excluded); the dashed line is the "
         f"{target_text(result)}.", "",
         "![bytes per epoch](bytes_per_epoch.png)", "",

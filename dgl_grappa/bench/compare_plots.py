@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..runtime.metrics import format_bytes
-from .labels import system_label, target_text
+from .labels import result_metric, system_label, target_text
 
 PLOTS = ("accuracy_vs_time.png", "bytes_per_epoch.png")
 
@@ -56,9 +56,8 @@ def plot(result: dict, out: Path) -> list[Path]:
 
 
 def _accuracy(plt, result: dict, path: Path) -> Path:
-    link = result.get("task") == "link"
     script = result.get("script")  # a script's own metric, as it printed it: no target
-    figure = script["metric_label"] if script else "validation MRR" if link else "validation accuracy"
+    figure = script["metric_label"] if script else f"validation {result_metric(result)['words']}"
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     reached = {r["system"]: r.get("time_to_target_s") for r in result["rows"]}
     for name, r in result["runs"].items():

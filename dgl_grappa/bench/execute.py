@@ -16,6 +16,7 @@ from pathlib import Path
 from ..cluster.procs import isolation_plan
 from ..config import Config
 from ..distdgl import run_distdgl
+from ..kinds import kind_of
 from ..partition.layout import read_stats
 from ..partition.store import ensure_partitions
 from ..runtime.metrics import format_bytes, read_jsonl
@@ -227,8 +228,7 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
             prog.add(n, wall)
             if entry["status"] == "ok":
                 m = entry["metrics"]
-                # link prediction: the test MRR stands where the test accuracy would
-                q = "test_mrr" if cell.cfg.train.task == "link" else "test_acc"
+                q = kind_of(cell.cfg).metric.test_key  # the kind's test figure: accuracy, MRR, ...
                 what = (f"ok in {wall:.0f} s: {q.replace('_', ' ')} {m.get(q) or float('nan'):.4f}, epoch "
                         f"{m.get('epoch_time_s') or float('nan'):.3f} s, "
                         f"{format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch")

@@ -7,6 +7,8 @@ for Grappa which gradient correction when it is not the package's default.
 from __future__ import annotations
 
 from ..config import GrappaConfig
+from ..kinds import metric_of
+from ..runtime.grading import TARGET_FRACTION
 
 CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correction",
                "node": "node-level correction", "shrinkage": "shrinkage correction"}
@@ -14,8 +16,6 @@ CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correct
 
 DEFAULT_CORRECTION = GrappaConfig().correction
 
-TARGET_FRACTION = 0.98
-"""compare's automatic target of "time to target": this share of the baseline's best validation figure."""
 
 
 def system_label(name: str, short: bool = False) -> str:
@@ -75,3 +75,9 @@ def target_text(result: dict) -> str:
     """
     rule = result.get("target_rule") or f"{TARGET_FRACTION * 100:.0f} % of the baseline's best validation figure"
     return f"target {result['target_acc']:.3f}: {rule}"
+
+
+def result_metric(result: dict) -> dict:
+    """How a compare.json's runs are graded (:meth:`Metric.describe <dgl_grappa.runtime.grading.Metric.describe>`:
+    names, direction, figures with their labels): as it recorded it, else its task's registered metric."""
+    return result.get("metric") or metric_of(result.get("task")).describe(result)

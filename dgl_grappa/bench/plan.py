@@ -42,16 +42,16 @@ from ..partition.store import partition_fingerprint
 
 SELECT_KEYS = ("datasets", "partitions", "parts", "models", "layers", "bandwidths", "seeds", "systems")
 """bench keys whose command-line override selects a subset to run (the report keeps the file's matrix)."""
-KINDS = {"distdgl": "distdgl", "distdgl-grappa": "distdgl-grappa"}
+DISTDGL_SYSTEMS = {"distdgl": "distdgl", "distdgl-grappa": "distdgl-grappa"}
 """System names with a DistDGL job (and names that start with them plus '-', e.g.
 ``distdgl-grappa-script: --compare.script=...``); every other name is a Grappa ``train`` run."""
 
 
 def system_kind(name: str) -> str:
-    """The kind of a bench system, from its name (see :data:`KINDS`)."""
+    """The kind of a bench system, from its name (see :data:`DISTDGL_SYSTEMS`)."""
     for prefix in ("distdgl-grappa", "distdgl"):
         if name == prefix or name.startswith(prefix + "-"):
-            return KINDS[prefix]
+            return DISTDGL_SYSTEMS[prefix]
     return "grappa"
 
 

@@ -114,8 +114,9 @@ class ModelConfig:
 class TrainConfig:
     """The training loop."""
 
-    task: Literal["node", "link"] = "node"
-    """node: node classification (cross-entropy on the training nodes' labels, accuracy).
+    task: str = "node"
+    """The kind of job (``dgl_grappa.kinds``): node, link, or the task of a kind registered of one's own.
+    node: node classification (cross-entropy on the training nodes' labels, accuracy).
     link: link prediction, as DGL's ``train_dist_unsupervised.py``: the model is an encoder
     whose output rows (``model.hidden`` wide) score a pair by their dot product, trained with
     binary cross-entropy on positive edges against sampled negatives, and evaluated by MRR and
@@ -126,6 +127,11 @@ class TrainConfig:
     parts' nodes read once (``link.negative_pool``). ``train.batch_size``
     counts positive edges. Needs ``grappa.correction: none`` and ``train.mode: minibatch``; not
     with ``model.embed``, ``schedule.k > 0`` or layer-wise evaluation."""
+    kind_module: str = ""
+    """Where a kind of job of one's own is defined, when ``task`` names one the package does not have: a module
+    name (``my_project.edge_regression``) or a ``.py`` file's path (absolute for jobs across hosts) that registers
+    it (``dgl_grappa.kinds.register``) when imported; every process of the job imports it before it asks for its
+    kind. Empty: the package's kinds only."""
     mode: Literal["minibatch", "fullgraph"] = "minibatch"
     """minibatch: neighbour-sampled batches; fullgraph: one step over the whole local part."""
     epochs: int = 10

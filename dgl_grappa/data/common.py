@@ -5,8 +5,59 @@ keys below, with fixed dtypes, so the rest of the package never has to guess.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import dgl
 import torch
+
+
+@dataclass(frozen=True)
+class HoldOut:
+    """What a kind of job keeps out of the graph it trains on (link prediction: its held-out edges), decided
+    before partitioning so that every system cuts and trains on the same graph.
+
+    A kind that holds nothing out has none (``JobKind.hold_out`` returns None); the partitioning
+    (``partition.store.ensure_partitions``) cuts :attr:`cut`'s graph, and the partitioning's and checkpoints'
+    fingerprints name :attr:`settings`, so that another split never reuses them.
+
+    Attributes:
+        section: the config section the settings come from (a checkpoint names them ``<section>.<key>``).
+        settings: what decides the split (fractions, seed).
+        cut: the training graph from the whole one.
+
+    Example:
+        >>> h = HoldOut("link", {"seed": 0}, cut=lambda g: g)
+        >>> h.settings, h.cut("the graph")
+        ({'seed': 0}, 'the graph')
+    """
+
+    section: str
+    settings: dict
+    cut: Callable[[dgl.DGLGraph], dgl.DGLGraph]
+
+
+_hold_out_of: Callable | None = None
+
+
+def install_hold_outs(resolve: Callable) -> None:
+    """Install ``resolve(cfg) -> HoldOut | None``, what a run of a config holds out (the kinds of job's registry
+    installs it when it is imported: the kinds decide, the layers below them ask :func:`hold_out_of`)."""
+    global _hold_out_of
+    _hold_out_of = resolve
+
+
+def hold_out_of(cfg) -> HoldOut | None:
+    """What a run of ``cfg`` keeps out of the graph it trains on (its kind of job's :class:`HoldOut`), or None.
+
+    Raises:
+        RuntimeError: no kinds of job are installed (:mod:`dgl_grappa.kinds` was not imported).
+    """
+    if _hold_out_of is None:
+        raise RuntimeError("what a run holds out is its kind of job's, and no kind is installed: import "
+                           "dgl_grappa.kinds before partitioning, evaluating or checkpointing a run")
+    return _hold_out_of(cfg)
+
 
 #: The ndata keys every loaded graph carries (and only these; a featureless graph,
 #: ``data.synthetic.featureless``, has no ``feat``).

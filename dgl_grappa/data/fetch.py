@@ -71,14 +71,6 @@ def base_url() -> str:
     return (os.environ.get(ENV_PLANETOID_URL) or PLANETOID_URL).rstrip("/")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _fetch_one(url: str, dest: Path, deadline: float) -> str:
     """Write ``url`` to ``dest`` (a temporary name); its SHA-256."""
     h = hashlib.sha256()

@@ -32,7 +32,8 @@ import dgl
 import torch
 from torch import Tensor
 
-from ..config import Config, ConfigError, LinkConfig
+from ..config import ConfigError, LinkConfig
+from .common import HoldOut
 
 
 @dataclass
@@ -127,9 +128,14 @@ def link_split(g: dgl.DGLGraph, cfg: LinkConfig) -> LinkSplit:
                      test_neg=eval_negatives(n, test[0].numel(), cfg.eval_negatives, cfg.seed, 1))
 
 
-def training_graph(cfg: Config, g: dgl.DGLGraph) -> dgl.DGLGraph:
-    """The graph a run of ``cfg`` partitions and trains on: ``g`` itself, or without its held-out
-    edges (``train.task: link``)."""
-    if cfg.train.task != "link":
-        return g
-    return hold_out_edges(g, cfg.link.val_frac, cfg.link.test_frac, cfg.link.seed)[0]
+def edge_hold_out(cfg: LinkConfig) -> HoldOut:
+    """Link prediction's :class:`~.common.HoldOut`: the graph is cut and trained on without its held-out edges
+    (:func:`hold_out_edges` with the ``link`` section's fractions and seed).
+
+    Example:
+        >>> from dgl_grappa.config import LinkConfig
+        >>> edge_hold_out(LinkConfig()).settings
+        {'val_frac': 0.05, 'test_frac': 0.1, 'seed': 0}
+    """
+    return HoldOut("link", {"val_frac": cfg.val_frac, "test_frac": cfg.test_frac, "seed": cfg.seed},
+                   cut=lambda g: hold_out_edges(g, cfg.val_frac, cfg.test_frac, cfg.seed)[0])

@@ -10,6 +10,7 @@ from ..cluster.launch import setup_logging
 from ..cluster.netns import IsolationError
 from ..cluster.procs import EXIT_USER_ERROR, JobFailed
 from ..config import ConfigError, load_config
+from ..kinds import metric_of
 from ..runtime.metrics import format_bytes
 from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
 from .run import run_distdgl
@@ -106,8 +107,8 @@ def script_line(s: dict, out: Path) -> str:
 
 
 def summary_line(s: dict, out: Path) -> str:
-    """The terminal line of a DistDGL job's ``summary.json`` ``s``: its quality (accuracies, or a link prediction
-    job's MRR), epoch time, bytes per epoch and restarts.
+    """The terminal line of a DistDGL job's ``summary.json`` ``s``: its quality (its kind of job's figures:
+    accuracies, or a link prediction job's MRR), epoch time, bytes per epoch and restarts.
 
     Example:
         >>> s = {"system": "distdgl", "task": "link", "val_mrr": 0.52, "test_mrr": 0.5, "epoch_time_s": 3.5,
@@ -115,10 +116,7 @@ def summary_line(s: dict, out: Path) -> str:
         >>> summary_line(s, Path("out")).split(";")[0]
         'distdgl: val MRR 0.5200 test MRR 0.5000 epoch 3.500 s'
     """
-    if s.get("task") == "link":  # ranked, not classified: the accuracies are None
-        quality = f"val MRR {s['val_mrr']:.4f} test MRR {s['test_mrr']:.4f}"
-    else:
-        quality = f"val acc {s['val_acc']:.4f} test acc {s['test_acc']:.4f}"
+    quality = metric_of(s.get("task")).line(s, sep=" ")  # the job's kind's figures (accuracies, MRR, ...)
     return (f"{s['system']}: {quality} epoch {s['epoch_time_s']:.3f} s; "
             f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
             f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker "

@@ -166,12 +166,12 @@ class TrainerMeter:
         self.traffic = TrafficCounter.install()
         self._cur: dict = {}
         self._losses: list[float] = []
-        self.evaluator = GlobalEvaluator(cfg, self.rank == 0)
+        self.kind = resolve(cfg)
+        self.evaluator = GlobalEvaluator(cfg, self.rank == 0, self.kind.scorer(cfg))
         # Across hosts (DGL_GRAPPA_WIRE=nic) its host's interface bytes are read by the host's local rank 0.
         who = worker_identity(os.environ)
         self.epoch_meter = EpochMeter(self.rank == 0, who.host_index, who.local_rank, self.out, cfg.run.tensorboard)
         # what this machine holds: its KVStore shard, its partition and (the drop-in) the loader's own tables
-        self.kind = resolve(cfg)
         self.epoch_meter.holding(**self.kind.machine_holding(cfg, g, held))
         self.one_time_bytes = int(one_time_bytes)
         self.held = held  # the drop-in's loader (link prediction: its usable-edge counts)
@@ -267,9 +267,8 @@ class TrainerMeter:
         rec.update(self.evaluator.after_epoch(model, epoch, inputs))
         self.epoch_meter.record(rec)
         if self.rank == 0:
-            acc = f" val {rec['val_acc']:.4f}" if "val_acc" in rec else ""
-            if rec.get("val_mrr") is not None:
-                acc = f" val MRR {rec['val_mrr']:.4f} hits@{self.cfg.link.hits_k} {rec['val_hits']:.4f}"
+            figures = self.kind.metric.line(rec, sep=" ", context=self.kind.run_summary(self.cfg, None))
+            acc = f" {figures}" if figures else ""
             emb = f", embedding rows {format_bytes(rec['embed_bytes_all'])}" if self.cfg.model.embed else ""
             print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
                   f"{format_bytes(rec['feature_bytes_all'])}{emb}, wire {format_bytes(rec['wire_bytes'])}{acc}",
@@ -307,7 +306,7 @@ class TrainerMeter:
                               halo=self.halo,
                               correction=c.grappa.correction if self.correction is not None else "none (DDP)",
                               steps_per_epoch=max(w["steps_per_epoch"] for w in per_worker),
-                              model_grad_bytes=gradient_bytes(model), own=own)
+                              model_grad_bytes=gradient_bytes(model), own=own, metric=self.kind.metric)
         write_json(self.out / "summary.json", summary)
         self.epoch_meter.close()
         return summary

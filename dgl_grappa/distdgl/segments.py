@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..cluster.procs import JobFailed
 from ..data import load_dataset
+from ..kinds import Metric, kind_of
 from ..partition.schedule import (
     num_partitionings,
     partition_root,
@@ -130,7 +131,7 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
             "overlap_prev": st.get("overlap_prev"), "edge_cut": st["edge_cut"],
             "checksum_saved": ra["checksum_saved"], "checksum_loaded": rb["checksum_loaded"],
         })
-    summary = _merge_segment_summaries(segs)
+    summary = _merge_segment_summaries(segs, kind_of(cfg).metric)
     train_s = summary["train_time_s"]
     total = sum(s["restart_s"] for s in switches)
     summary.update({"edge_cut": sum(s["edge_cut"] for s in stats) / len(stats),
@@ -147,8 +148,8 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
     return summary
 
 
-def _merge_segment_summaries(segs: list[dict]) -> dict:
-    """One summary for a run made of segments.
+def _merge_segment_summaries(segs: list[dict], metric: Metric) -> dict:
+    """One summary for a run made of segments (``metric``: how its kind of job is graded).
 
     Epoch times, accuracies and wire bytes follow the rule of every single run
     (:func:`dgl_grappa.runtime.metrics.epoch_summary` over the concatenated epoch records: the
@@ -163,7 +164,7 @@ def _merge_segment_summaries(segs: list[dict]) -> dict:
     for key in ("remote_rows_total", "pull_rows_total"):
         merged[key] = sum(s[key] for s in sums)
     merged["steps_per_epoch"] = max(s["steps_per_epoch"] for s in sums)
-    merged.update(epoch_summary(recs))
+    merged.update(epoch_summary(recs, metric))
     merged["app_bytes_per_epoch"] = wire_per_epoch(recs, "app_bytes")
     if (wh := hosts_wire_summary(recs)) is not None:  # across hosts: every segment's epochs
         addresses = {h["host"]: h.get("address") for h in sums[-1].get("wire_hosts") or []}

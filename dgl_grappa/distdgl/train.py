@@ -75,7 +75,6 @@ from dgl_grappa.partition.layout import GRAPH_NAME
 from dgl_grappa.partition.schedule import partitioning_index
 from dgl_grappa.runtime.agreement import load_everywhere, save_on_rank0
 from dgl_grappa.runtime.checkpoint import (
-    CheckpointError,
     CheckpointStore,
     checkpoint_due,
     fingerprint,
@@ -182,12 +181,7 @@ def train():
     if args.resume:
         t = time.perf_counter()
         ck = resume_trainer(args.resume, cfg, model.module, optimizer)
-        if job.embedding is not None:
-            state = ck["my_shard"].get("embedding")
-            if state is None:
-                raise CheckpointError(f"checkpoint {args.resume} holds no embedding rows for this trainer; resume "
-                                      "from a checkpoint of this run, or start afresh")
-            job.load_shard(state)
+        job.restore(ck["my_shard"].get("embedding"), args.resume)  # its learnable rows, if any
         restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
                        checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"],
                        resumed_from=args.resume)
@@ -218,12 +212,10 @@ def train():
                 # DistDGL pulls the input rows through the KVStore; Grappa reads them from this machine's memory
                 blocks, x, extra, target = job.step_inputs(batch)
                 loss = job.loss(model(blocks, x, **extra), target)
-                if emb_optimizer is not None:
-                    emb_optimizer.zero_grad()
+                emb_optimizer.zero_grad()  # learnable rows' (none: a no-op)
                 optimizer.zero_grad()
                 loss.backward()
-                if emb_optimizer is not None:
-                    emb_optimizer.step()  # DistDGL: the rows' gradients go to their owners; Grappa: local
+                emb_optimizer.step()  # DistDGL: the rows' gradients go to their owners; Grappa: local
                 optimizer.step()
                 meter.step(loss)
                 steps += 1

@@ -10,12 +10,21 @@ says once, for every runtime, what it is:
 * what a worker holds in memory (:meth:`JobKind.holding`) and what summary.json says of it
   (:meth:`JobKind.worker_summary`, :meth:`JobKind.run_summary`);
 * its config rules (:meth:`JobKind.check`), checked before anything runs;
-* its evaluation (:attr:`JobKind.task`: which metric, :mod:`dgl_grappa.runtime.evaluation`);
+* its evaluation: what it is scored on and the held-out data that needs (:meth:`JobKind.scorer`, a
+  :class:`~dgl_grappa.runtime.evaluation.Scorer`), what it keeps out of the graph it trains on
+  (:meth:`JobKind.hold_out`), and how it is graded (:attr:`JobKind.metric`, a
+  :class:`~dgl_grappa.runtime.grading.Metric`: the summary's figures, which way is better, their names in the
+  terminal lines, compare's tables and the reports);
 * its DistDGL job, the baseline and the drop-in (:meth:`JobKind.dist_job`, a :class:`DistJob`).
 
-The native trainer, the DistDGL trainer and the bench ask the kind; none of them branches on it.
+The contracts between them are typed here: the part a kind loads (:class:`LoadedPart`), a training step's
+inputs (:class:`Batch`), the drop-in loader's rows a DistDGL job reads (:class:`RowSource`), and the learnable
+rows (a :class:`~dgl_grappa.method.embedding.LearnableRows`, or a no-op
+:class:`~dgl_grappa.method.embedding.NoEmbedding` where there are none).
+
+The native trainer, the DistDGL trainer, compare and the bench ask the kind; none of them branches on it.
 Adding a kind is one module that subclasses :class:`JobKind` (and :class:`LocalRuntime`,
-:class:`DistJob`) and one line in :mod:`dgl_grappa.kinds`' registry (``CONTRIBUTING.md``).
+:class:`DistJob`) and one :func:`~dgl_grappa.kinds.register` call (``CONTRIBUTING.md``).
 
 Example:
     >>> from dgl_grappa.kinds import kind_of
@@ -28,91 +37,82 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple, Protocol, runtime_checkable
 
+import dgl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config, ConfigError
+from ..data.common import HoldOut
+from ..method import coverage as cov
+from ..method.embedding import LearnableRows, NoEmbedding, NoOptimizer
 from ..method.kernels import resolve_kernels
 from ..method.sampler import equal_steps, seeded_workers
+from ..runtime.checkpoint import CheckpointError
+from ..runtime.evaluation import AccuracyScorer, Scorer
+from ..runtime.grading import ACCURACY, Metric
 
 log = logging.getLogger("dgl_grappa")
 
 
-@dataclass(frozen=True)
-class Metric:
-    """How a kind of job is graded: the figures it is evaluated on, and how close is close.
+@runtime_checkable
+class LoadedPart(Protocol):
+    """What :meth:`JobKind.load_part` returns and the runtimes read of it: one worker's part as a run keeps it.
 
-    Kinds share one when they are graded alike (node classification on any graph: :data:`ACCURACY`;
-    link prediction: :data:`RANKING`); the reports (``dgl_grappa.bench.report``) ask a cell's kind for it.
+    The package's parts are :class:`~dgl_grappa.method.local_part.LocalPartition` (a homogeneous graph) and
+    :class:`~dgl_grappa.method.hetero.HeteroLocalPartition`; a kind's own part needs these fields (and whatever its
+    own runtime reads besides).
 
     Attributes:
-        name: the metric family's name (a kind's ``task``), as a report row's ``task``.
-        val_key: the validation figure that convergence and the time to target race on.
-        test_key: the test figure the reports compare (its window mean).
-        pair_points: a pair row ("A vs B") is within when its mean difference is >= -this.
-        loss_points: the speed report marks a row that loses more than this.
-        goal_points: a matrix row meets the goal when its mean difference to DistDGL is
-            >= -this, at 1-2 layers ...
-        deep_goal_points: ... and >= -this at 3 or more layers.
-        scale: a shown test figure is the figure x this (an accuracy in %, an MRR as itself).
-        spec: the format of a shown test figure.
-        ranking: the figures rank held-out edges: the runs have test hits@k and a share of the
-            edges trained on, which report rows and tables carry.
-        heading: the title of its tables where another metric's come first.
-
-    Example:
-        >>> RANKING.test_key, RANKING.show(0.41234), ACCURACY.show(0.8123)
-        ('test_mrr', '0.4123', '81.23')
+        part_id: which part of the partitioning.
+        graph: the local graph (inner nodes first, then the kept halo): a ``DGLGraph`` (or heterograph).
+        num_inner, part_inner: its inner nodes kept, and the part's inner nodes in all.
+        train_ids: local ids of the training seeds.
+        label: the inner nodes' labels (of the target type on a heterogeneous graph).
+        global_ids: every local node's id in the partitioning.
+        keep: what the memory budget kept (``halo_kept``, ``halo_reach``, ``precision``, ...).
+        memory, resident_bytes, resident_other_bytes, own_fp32_bytes, rows_held: what it holds
+            (summary.json's memory figures).
+        one_time_bytes, halo_bytes_loaded, load_seconds: what loading it read and took.
     """
 
-    name: str
-    val_key: str
-    test_key: str
-    pair_points: float
-    loss_points: float
-    goal_points: float
-    deep_goal_points: float
-    scale: float
-    spec: str
-    ranking: bool
-    heading: str
-
-    def met(self, mean_diff_points: float | None, layers: int) -> bool | None:
-        """Whether a row's mean difference to the reference (in points) meets the goal; None unmeasured."""
-        if mean_diff_points is None:
-            return None
-        return mean_diff_points >= -(self.deep_goal_points if layers >= 3 else self.goal_points)
-
-    def show(self, x: float | None) -> str:
-        """A test figure as a table shows it ("-" for none)."""
-        return "-" if x is None else format(x * self.scale if self.scale != 1 else x, self.spec)
+    part_id: int
+    graph: Any
+    num_inner: int
+    part_inner: int
+    train_ids: Tensor
+    label: Tensor
+    global_ids: Any
+    keep: dict
+    memory: dict
+    resident_bytes: int
+    resident_other_bytes: int
+    own_fp32_bytes: int
+    rows_held: int
+    one_time_bytes: int
+    halo_bytes_loaded: int
+    load_seconds: float
 
 
-LOSS_POINTS = 1.0
-"""Speed report: a speedup whose mean accuracy is more than this many points below DistDGL's is marked."""
+@runtime_checkable
+class RowSource(Protocol):
+    """The drop-in loader's rows as a DistDGL job's inputs read them (:class:`~dgl_grappa.method.dropin.GrappaLoader`,
+    :class:`~dgl_grappa.method.dropin.GrappaEdgeLoader`): every row from this machine's memory, by the ids of a
+    batch's input nodes."""
 
-PAIR_POINTS = 0.5
-"""System against system (``bench.pairs``): a row of "A vs B" is within when the mean per-seed
-difference A - B is at least minus this many points (A better than B by any margin is within)."""
+    def features(self, ids: Tensor) -> Tensor:
+        """The input nodes' feature rows."""
 
-LINK_POINTS = 2.0
-"""Link prediction: a row's test MRR is within the goal when its mean per-seed difference to the
-reference is at least minus this many MRR points (0.02 absolute MRR); also the tolerance of a
-pair's link rows and of the speed report's "loses accuracy" mark on link rows."""
+    def degrees(self, ids: Tensor) -> Tensor:
+        """Their full-graph in-degrees (the model's ``deg``)."""
 
-ACCURACY = Metric(name="node", val_key="val_acc", test_key="test_acc", pair_points=PAIR_POINTS,
-                  loss_points=LOSS_POINTS, goal_points=1.0, deep_goal_points=0.0, scale=100.0, spec=".2f",
-                  ranking=False, heading="Node classification")
-"""Node classification: accuracy of the val and test nodes, within 1 point at 1-2 layers, at or above at 3+."""
+    def aggregates(self, ids: Tensor) -> Tensor:
+        """Their precomputed first-hop aggregates (the model's ``agg``, ``train.first_hop: exact``)."""
 
-RANKING = Metric(name="link", val_key="val_mrr", test_key="test_mrr", pair_points=LINK_POINTS,
-                 loss_points=LINK_POINTS, goal_points=LINK_POINTS, deep_goal_points=LINK_POINTS, scale=1.0,
-                 spec=".4f", ranking=True, heading="Link prediction")
-"""Link prediction: MRR of held-out edges against sampled negatives, within 2 MRR points."""
+    def embedding(self, dim: int, seed: int = 0):
+        """This machine's learnable rows (``model.embed``), made once."""
 
 
 class Batch(NamedTuple):
@@ -128,11 +128,11 @@ class Batch(NamedTuple):
         extra: more keyword inputs of the model (``deg``, ``agg``).
     """
 
-    graph: Any
-    target: Any
-    inputs: Any
+    graph: list[dgl.DGLGraph] | dgl.DGLGraph
+    target: Tensor | tuple[dgl.DGLGraph, dgl.DGLGraph]
+    inputs: Tensor | dict[str, Tensor]
     rows: Tensor | None
-    extra: dict
+    extra: dict[str, Tensor | dict]
 
 
 def node_losses(out: Tensor, seeds: Tensor, rows: Tensor | None, label: Tensor, weights: Tensor,
@@ -162,14 +162,14 @@ class LocalRuntime(ABC):
         weights: per node of the local graph, the weight the corrections read.
     """
 
-    lp: Any
+    lp: LoadedPart
     steps: int
     contributors: int
     features: Any
     weights: Tensor
     batches: Any = None
 
-    def __init__(self, cfg: Config, lp):
+    def __init__(self, cfg: Config, lp: LoadedPart):
         self.lp = lp
         self.prefetch = cfg.train.prefetch
 
@@ -231,7 +231,7 @@ class LocalRuntime(ABC):
     def epoch_start(self, epoch: int, embedding) -> None:
         """What the kind does on every worker at the start of epoch ``epoch``, inside the epoch's measured window and
         before its first batch is drawn (every worker calls it at the same point, so it may be a collective);
-        ``embedding`` is the trainer's learnable rows (:meth:`JobKind.make_embedding`) or None. Nothing by default."""
+        ``embedding`` is the trainer's learnable rows (:meth:`JobKind.make_embedding`). Nothing by default."""
 
     @abstractmethod
     def assemble(self, sample) -> Batch:
@@ -244,8 +244,12 @@ class LocalRuntime(ABC):
         return node_losses(out, batch.target, batch.rows, self.lp.label, self.weights, device)
 
     @abstractmethod
+    def train_coverage(self) -> Tensor:
+        """The coverage of what this worker trains on (its seeds; link prediction: its inner nodes), one value each."""
+
     def coverage_stats(self) -> dict[str, float]:
         """Coverage summary of what this worker trains on (summary.json's ``coverage_train``)."""
+        return cov.summarize(self.train_coverage())
 
     def summary(self) -> dict:
         """This worker's own summary.json fields of the kind (none by default)."""
@@ -268,7 +272,8 @@ class DistJob(ABC):
     Attributes:
         loader: the batches (``DistNodeDataLoader``/``DistEdgeDataLoader``, or the drop-in loader).
         model: the model before DDP.
-        embedding, emb_optimizer: learnable input rows and their sparse optimizer, or None.
+        embedding, emb_optimizer: learnable input rows and their sparse optimizer (None and a no-op optimizer where
+            there are none).
         correction: the drop-in's reducer (None for the baseline).
         read_once: bytes the baseline reads before training (the drop-in: its loader's one-time bytes).
         common_steps: a cap on the steps per epoch every trainer must share (0: none).
@@ -277,7 +282,7 @@ class DistJob(ABC):
     loader: Any
     model: nn.Module
     embedding: Any = None
-    emb_optimizer: Any = None
+    emb_optimizer: Any = NoOptimizer()
     correction: Any = None
     read_once: int = 0
     common_steps: int = 0
@@ -305,6 +310,20 @@ class DistJob(ABC):
     def load_shard(self, shard: dict) -> None:
         """Restore what :meth:`shard_state` returned (a collective for DGL's embeddings)."""
 
+    def restore(self, shard: dict | None, checkpoint: str) -> None:
+        """Restore this trainer's learnable rows from its shard of ``checkpoint`` (:meth:`shard_state`'s; nothing
+        to do without learnable rows).
+
+        Raises:
+            CheckpointError: the job has learnable rows and the shard none.
+        """
+        if self.embedding is None:
+            return
+        if shard is None:
+            raise CheckpointError(f"checkpoint {checkpoint} holds no embedding rows for this trainer; resume from a "
+                                  "checkpoint of this run, or start afresh")
+        self.load_shard(shard)
+
     def take_bytes(self) -> int:
         """Bytes this trainer received since the last call in exchanges of the job's own, besides DistDGL's pulls
         and the gradients' all-reduce (the heterogeneous drop-in's sync of learnable rows): ``embed_bytes``."""
@@ -318,7 +337,9 @@ class JobKind(ABC):
         name: the registry key (``node``, ``link``, ``hetero``).
         task: ``train.task``: what the kind trains (``node`` classification, ``link`` prediction).
         heterogeneous: whether the kind trains on a graph of several node and edge types.
-        metric: how it is graded (:data:`ACCURACY` or :data:`RANKING`, or a :class:`Metric` of its own).
+        metric: how it is graded (:data:`~dgl_grappa.runtime.grading.ACCURACY` or
+            :data:`~dgl_grappa.runtime.grading.RANKING`, or a :class:`Metric` of its own); its ``name`` is the
+            kind's ``task``.
     """
 
     name: str = ""
@@ -333,24 +354,36 @@ class JobKind(ABC):
     def check(self, cfg: Config) -> None:
         """The kind's config rules (a one-line ConfigError on the first problem); none by default."""
 
-    @abstractmethod
-    def load_part(self, cfg: Config, part_config: str, part: int):
-        """Worker ``part``'s part as a run of ``cfg`` keeps it (halo, first hop, memory budget)."""
+    def scorer(self, cfg: Config) -> Scorer:
+        """What rank 0's evaluation scores, on the whole graph (and the held-out data it reads): by default the
+        accuracy of the val and test nodes (of ``data.target`` on a heterogeneous graph). Its figures are keyed as
+        :attr:`metric` names them."""
+        return AccuracyScorer(cfg.data.target)
 
-    @abstractmethod
-    def make_runtime(self, cfg: Config, ident, lp) -> LocalRuntime:
-        """The data side of the loaded part."""
-
-    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
-        """The worker's learnable input rows (own rows trained here; the halo's as the kind keeps them), or None."""
+    def hold_out(self, cfg: Config) -> HoldOut | None:
+        """What a run keeps out of the graph it partitions and trains on (link prediction: its held-out edges), or
+        None (by default: nothing)."""
         return None
 
     @abstractmethod
-    def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
+    def load_part(self, cfg: Config, part_config: str, part: int) -> LoadedPart:
+        """Worker ``part``'s part as a run of ``cfg`` keeps it (halo, first hop, memory budget)."""
+
+    @abstractmethod
+    def make_runtime(self, cfg: Config, ident, lp: LoadedPart) -> LocalRuntime:
+        """The data side of the loaded part."""
+
+    def make_embedding(self, cfg: Config, lp: LoadedPart) -> LearnableRows | NoEmbedding:
+        """The worker's learnable input rows (own rows trained here; the halo's as the kind keeps them); a
+        :class:`~dgl_grappa.method.embedding.NoEmbedding` (by default) where it has none."""
+        return NoEmbedding()
+
+    @abstractmethod
+    def build_model(self, cfg: Config, lp: LoadedPart, num_classes: int) -> nn.Module:
         """The model of ``cfg`` for the loaded part's inputs."""
 
     @abstractmethod
-    def holding(self, cfg: Config, lp, embedding) -> dict:
+    def holding(self, cfg: Config, lp: LoadedPart, embedding: LearnableRows | NoEmbedding) -> dict:
         """Keyword arguments of :meth:`EpochMeter.holding <dgl_grappa.runtime.meter.EpochMeter.holding>`:
         what the worker holds of its part (and of its learnable rows)."""
 
@@ -359,13 +392,17 @@ class JobKind(ABC):
         """What a DistDGL machine holds of trainer's DistGraph ``g`` (``resident_bytes``, ``resident_other_bytes``,
         ``own_fp32_bytes``), with ``held`` the drop-in loader's own tables (None: the baseline)."""
 
-    def worker_summary(self, lp) -> dict:
+    def worker_summary(self, lp: LoadedPart) -> dict:
         """This worker's own summary.json fields (beyond the runtime's); none by default."""
         return {}
 
     def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
         """The run's own summary.json fields from every worker's (None: the DistDGL baseline's); none by default."""
         return {}
+
+    def summary_lines(self, summary: dict) -> list[str]:
+        """Lines the ``train`` command prints of the run's summary.json beyond the common ones (none by default)."""
+        return []
 
     @abstractmethod
     def dist_job(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str) -> DistJob:

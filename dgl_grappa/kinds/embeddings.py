@@ -35,14 +35,13 @@ from ..config import ConfigError
 from ..method.embedding import initial_rows
 from ..method.hetero import type_seed
 from ..partition.hetero import to_original_order_typed
-from ..partition.layout import to_original_order
+from ..partition.layout import HOMOGENEOUS, to_original_order
 from ..runtime.checkpoint import CheckpointError
 
 EMBED_NAME = "grappa_embed"
 """Prefix of the DistEmbeddings' names (their KVStore tensors, and their optimizer's, start with it)."""
 
-HOMOGENEOUS = "_N"
-"""The node type of a homogeneous graph (DGL's name); its embedding keeps the untyped seed and name."""
+# HOMOGENEOUS: the node type of a homogeneous graph (DGL's name); its embedding keeps the untyped seed and name
 
 
 def own_nodes(g, ntype: str = HOMOGENEOUS) -> torch.Tensor:

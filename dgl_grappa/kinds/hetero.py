@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..config import Config, hetero_schema, require, select_etypes
-from ..method import coverage as cov
 from ..method.dropin import GrappaHeteroLoader
+from ..method.embedding import NoEmbedding
 from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartition, TargetSeeds, load_local_hetero
 from ..method.hetero_halo import aggregate_rows
 from ..method.reducers import make_correction
@@ -84,12 +84,11 @@ class HeteroRuntime(LocalRuntime):
         """``model.embed_halo_sync``: when a sync is due, the featureless types' rows that several workers hold are
         averaged (:meth:`HeteroEmbedding.sync_halo <dgl_grappa.method.hetero.HeteroEmbedding.sync_halo>`, a
         collective; its bytes are the epoch's ``embed_bytes``)."""
-        if embedding is not None:
-            embedding.sync_halo(epoch)
+        embedding.sync_halo(epoch)
 
-    def coverage_stats(self) -> dict[str, float]:
+    def train_coverage(self) -> Tensor:
         """Coverage is not computed on a heterogeneous graph (no correction reads it): every seed counts 1."""
-        return cov.summarize(self.weights[self.lp.train_ids])
+        return self.weights[self.lp.train_ids]
 
 
 class HeteroKind(JobKind):
@@ -137,11 +136,11 @@ class HeteroKind(JobKind):
     def make_runtime(self, cfg: Config, ident, lp) -> HeteroRuntime:
         return HeteroRuntime(cfg, ident, lp)
 
-    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
+    def make_embedding(self, cfg: Config, lp) -> HeteroEmbedding | NoEmbedding:
         # the featureless types' rows, per type: own rows trained here; the halo's copies trained here too and
         # synced every model.embed_halo_sync epochs (0: frozen, no byte moves)
         return (HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed, sync_every=cfg.model.embed_halo_sync)
-                if lp.bare_types else None)
+                if lp.bare_types else NoEmbedding())
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         # a GraphConv per relation, each type's input at its own width
@@ -156,7 +155,7 @@ class HeteroKind(JobKind):
         # rows of every type in fp32
         resident, own = lp.resident_bytes, lp.own_fp32_bytes
         memory = {**lp.memory, "budgeted_bytes": int(lp.resident_bytes), "budget_unit_bytes": int(own)}
-        if embedding is not None:
+        if embedding.learnable:
             m = embedding.memory()
             resident += m["embed"]
             memory = {**memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ..config import Config, parse_budget, require
 from ..method import coverage as cov
-from ..method.embedding import LocalEmbedding
+from ..method.embedding import LocalEmbedding, NoEmbedding
 from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.kernels import build_model_for, place_blocks, resolve_kernels
 from ..method.resident import nbytes, on, residence
@@ -153,10 +153,10 @@ class HomogeneousKind(JobKind):
         return load_local(part_config, part, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
                           keep=self.keep(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)
 
-    def make_embedding(self, cfg: Config, lp) -> nn.Module | None:
+    def make_embedding(self, cfg: Config, lp) -> LocalEmbedding | NoEmbedding:
         # own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves
         if not cfg.model.embed:
-            return None
+            return NoEmbedding()
         return LocalEmbedding(lp.global_ids, lp.num_inner, cfg.model.embed_dim, seed=cfg.train.seed)
 
     def out_dim(self, cfg: Config, num_classes: int) -> int:
@@ -172,7 +172,7 @@ class HomogeneousKind(JobKind):
         # With learnable rows the node tables are the embedding's (own rows, their SparseAdam moments,
         # frozen halo rows), and the unit of the ratio is the own rows in fp32.
         resident, memory, own = lp.resident_bytes, lp.memory, lp.own_fp32_bytes
-        if embedding is not None:
+        if embedding.learnable:
             m = embedding.memory()
             resident += m["embed"]
             memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}

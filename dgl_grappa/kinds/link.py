@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 from ..config import Config, require
-from ..method import coverage as cov
+from ..data.common import HoldOut
+from ..data.links import edge_hold_out
 from ..method.dropin import GrappaEdgeLoader
 from ..method.link import (
     LocalEdgeBatches,
@@ -39,7 +40,9 @@ from ..method.link import (
 )
 from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.reducers import make_correction
-from .base import RANKING, Batch
+from ..runtime.evaluation import RankingScorer, Scorer
+from ..runtime.grading import RANKING
+from .base import Batch
 from .homogeneous import HomogeneousDistJob, HomogeneousKind, HomogeneousRuntime
 
 
@@ -86,9 +89,9 @@ class EdgeRuntime(HomogeneousRuntime):
         per_pair = link_losses(out, *batch.target)
         return per_pair, torch.ones_like(per_pair)
 
-    def coverage_stats(self) -> dict[str, float]:
+    def train_coverage(self) -> Tensor:
         """Coverage of the inner nodes (the ends of the edges a worker owns)."""
-        return cov.summarize(self.coverage[: self.lp.num_inner])
+        return self.coverage[: self.lp.num_inner]
 
     def summary(self) -> dict:
         pool = self.negatives.pool
@@ -149,6 +152,15 @@ class LinkKind(HomogeneousKind):
                 "(train.eval_mode=layerwise, partition.prebuilt) is not available with it: use "
                 "--train.eval_mode=whole without partition.prebuilt")
 
+    def scorer(self, cfg: Config) -> Scorer:
+        """MRR and hits@k of the held-out edges against sampled negatives, on the graph without them."""
+        return RankingScorer(cfg.link)
+
+    def hold_out(self, cfg: Config) -> HoldOut:
+        """The held-out edges (``link.val_frac``, ``link.test_frac``, ``link.seed``): every system cuts and trains
+        on the graph without them."""
+        return edge_hold_out(cfg.link)
+
     def reach(self, cfg: Config) -> int | None:
         return None  # any node a worker holds can be the end of a positive or negative pair
 
@@ -190,6 +202,11 @@ class LinkKind(HomogeneousKind):
                 "usable_edge_fraction_halo_drop": sum(e["positives_halo_drop"] for e in edges) / max(owned, 1),
                 "usable_edge_fraction_min": min(e["usable_fraction"] for e in edges),
                 "usable_edge_fraction_halo_drop_min": min(e["usable_fraction_halo_drop"] for e in edges)}
+
+    def summary_lines(self, summary: dict) -> list[str]:
+        """The share of the training graph's edges some worker trained on."""
+        return [f"edges trained on: {summary['usable_edge_fraction']:.1%} of the training graph's (halo "
+                f"{summary['halo']}; {summary['usable_edge_fraction_halo_drop']:.1%} with the halo dropped)"]
 
     def dist_job(self, cfg: Config, g, grappa: bool, device: torch.device, part_config: str) -> "LinkDistJob":
         return LinkDistJob(cfg, g, grappa, device, part_config)

@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..config import Config, ConfigError
-from ..method import coverage as cov
 from ..method.dropin import GrappaLoader
 from ..method.reducers import make_correction
 from ..method.sampler import LocalBatches, seeded_workers
@@ -85,8 +84,8 @@ class NodeRuntime(HomogeneousRuntime):
         input_nodes, seeds, blocks = sample
         return Batch(blocks, seeds, self.rows(input_nodes), None, self.extra(input_nodes))
 
-    def coverage_stats(self) -> dict[str, float]:
-        return cov.summarize(self.coverage[self.lp.train_ids])
+    def train_coverage(self) -> Tensor:
+        return self.coverage[self.lp.train_ids]
 
 
 class NodeKind(HomogeneousKind):

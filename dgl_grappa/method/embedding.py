@@ -90,7 +90,86 @@ def initial_rows(global_ids: Tensor, dim: int, seed: int = 0) -> Tensor:
     return (bits.to(torch.float32) * (2.0 / (1 << 24)) - 1.0).contiguous()
 
 
-class LocalEmbedding(nn.Module):
+class NoOptimizer:
+    """The optimizer of learnable rows where there are none: every call does nothing."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
+
+    def step(self) -> None:
+        pass
+
+
+class LearnableRows:
+    """What the trainers ask of a worker's learnable input rows, beside the model (a mixin of
+    :class:`LocalEmbedding` and the heterogeneous graph's per-type rows; :class:`NoEmbedding` where there are
+    none). A subclass has ``take_bytes()``, ``gather_rows(part_config)``, ``memory()``, ``num_inner`` and
+    ``num_halo``."""
+
+    learnable = True
+    """Whether there are rows at all (:class:`NoEmbedding`: False)."""
+
+    def record_bytes(self) -> dict:
+        """An epoch record's fields of the rows served since the last call: ``embed_bytes`` (received over the
+        network: a halo's syncs, else 0) and ``local_embed_bytes`` (served from this worker's memory)."""
+        remote, local = self.take_bytes()
+        return {"embed_bytes": remote, "local_embed_bytes": local}
+
+    def eval_inputs(self, part_config):
+        """The evaluation's input rows: a callable every rank calls when an evaluation is due (a collective) that
+        returns every worker's own rows on rank 0, in the graph's node order."""
+        return lambda: self.gather_rows(part_config)
+
+    def describe(self, part: int) -> list[str]:
+        """Log lines about the rows this worker holds."""
+        sync = getattr(self, "sync_every", 0)
+        halo = (f"copies trained here, synced with their owners every {sync} epoch{'s' if sync > 1 else ''} "
+                "(model.embed_halo_sync)" if sync else "their initial rows, not trained here: 0 bytes on the network")
+        return [f"part {part}: embedding rows of {self.num_inner} own nodes (trained here, sparse Adam) and "
+                f"{self.num_halo} halo nodes ({halo}): {self.memory()['embed'] / 1e6:.2f} MB with the optimizer's "
+                "moments"]
+
+
+class NoEmbedding:
+    """A worker's learnable input rows where it has none: the input rows pass through as they are, and nothing is
+    trained, counted, synced, checkpointed or gathered, so that the trainers call it as any other.
+
+    Example:
+        >>> rows = NoEmbedding()
+        >>> x = torch.ones(2, 3)
+        >>> rows(x) is x, rows.record_bytes(), rows.eval_inputs("part.json"), rows.shard_state(None)
+        (True, {}, None, None)
+    """
+
+    learnable = False
+    num_inner = num_halo = 0
+
+    def __call__(self, x):
+        return x
+
+    def optimizer(self, lr: float) -> NoOptimizer:
+        return NoOptimizer()
+
+    def sync_halo(self, epoch: int) -> int:
+        return 0
+
+    def record_bytes(self) -> dict:
+        return {}
+
+    def eval_inputs(self, part_config):
+        return None
+
+    def describe(self, part: int) -> list[str]:
+        return []
+
+    def shard_state(self, optimizer) -> dict | None:
+        return None
+
+    def load_shard(self, state: dict, optimizer) -> None:
+        pass
+
+
+class LocalEmbedding(LearnableRows, nn.Module):
     """One worker's learnable input rows: its own nodes' (trained) and its halo's (frozen initial rows, or with
     ``train_halo`` copies trained here too).
 

@@ -52,7 +52,7 @@ from torch import Tensor, nn
 from ..config import ConfigError
 from ..partition.hetero import relation_agg_path, to_original_order_typed
 from ..partition.layout import part_edges, part_paths, read_node_tensors
-from .embedding import HaloSync, LocalEmbedding, gather_rows
+from .embedding import HaloSync, LearnableRows, LocalEmbedding, gather_rows
 from .hetero_halo import complete_halo_in_edges, per_type_ids
 from .local_part import Keep, budget_error, check_modes, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
@@ -518,7 +518,7 @@ class HeteroFeatures:
         return 0, local
 
 
-class HeteroEmbedding(nn.Module):
+class HeteroEmbedding(LearnableRows, nn.Module):
     """The learnable rows of a worker's featureless node types: one :class:`~.embedding.LocalEmbedding` per type.
 
     Called with a batch's inputs (a dict: rows for featured types, local ids for featureless ones) it puts the

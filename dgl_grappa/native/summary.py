@@ -94,4 +94,4 @@ def build_summary(cfg: Config, kind, records: list[dict], per_worker: list[dict]
     own.update(kind.run_summary(cfg, per_worker))
     return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
                        mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
-                       steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own)
+                       steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own, metric=kind.metric)

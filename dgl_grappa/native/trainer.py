@@ -42,9 +42,11 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..config import Config, ConfigError
-from ..kinds import Batch, resolve
+from ..kinds import Batch, JobKind, LocalRuntime, resolve
+from ..kinds.base import LoadedPart
+from ..method.embedding import LearnableRows, NoEmbedding, NoOptimizer
 from ..method.kernels import place_blocks, resolve_kernels
-from ..method.reducers import TimedComm, make_correction
+from ..method.reducers import Correction, TimedComm, make_correction
 from ..runtime.agreement import agree_resume, save_on_rank0
 from ..runtime.checkpoint import (
     CheckpointError,
@@ -54,11 +56,12 @@ from ..runtime.checkpoint import (
     fingerprint,
     set_rng_state,
 )
-from ..runtime.evaluation import make_evaluator
+from ..runtime.evaluation import GlobalEvaluator, LayerwiseEvaluator, make_evaluator
 from ..runtime.meter import EpochMeter
 from ..runtime.metrics import ANON_PEAK, PhaseTimes, memory_stats
 from ..runtime.repartition import RepartitionDriver
 from .floor import FloorProbe
+from .position import EpochPosition, PartialEpoch
 from .summary import write_summary
 
 log = logging.getLogger("dgl_grappa")
@@ -114,106 +117,63 @@ class Trainer:
         ...     trainer.close()
     """
 
+    # What a trainer holds, set by __init__ and its stages in this order (the class-level values are the ones
+    # close() may meet in a trainer whose set-up failed half way).
+    ident: Identity
+    cfg: Config
+    out_dir: Path
+    hooks: object | None  # epoch_start / epoch_end callbacks (tests)
+    kind: JobKind  # what this job trains on, its model, loss and what it holds
+    part_config: str
+    store: CheckpointStore
+    fingerprint: dict  # the settings a checkpoint must agree with
+    gen: int  # launch.on_failure: continue: the group's generation ...
+    gen_joined: bool  # ... whether this worker joined a running group (until it took the state) ...
+    membership: list[dict]  # ... and the changes of membership so far
+    _at: EpochPosition  # where a stop, a resume and a new group go on from
+    _partial: PartialEpoch  # the epoch in progress's losses and batch weights so far
+    stopped: tuple[int, str] | None = None  # (signal, where the job stopped) once the ranks agreed to stop
+    epoch: int = 0  # the next epoch to train
+    step: int = 0  # training steps taken so far
+    resumed_from: str | None = None  # the checkpoint this run started from
+    evaluator: GlobalEvaluator | LayerwiseEvaluator  # its group bounds every wait on rank 0's own work
+    driver: RepartitionDriver | None = None  # schedule.k > 0: the partitionings' schedule
+    _backend: str  # the process group's backend
+    kernels: str  # the layers' kernels: dgl or torch
+    device: torch.device
+    one_time_bytes: int  # summed over every partitioning this worker loads
+    rt: LocalRuntime  # the data side of the current partitioning
+    embedding: LearnableRows | NoEmbedding  # learnable input rows (a no-op without them) ...
+    emb_optimizer: torch.optim.Optimizer | NoOptimizer  # ... and their sparse optimizer
+    setup: dict  # set-up stages of this worker (summary.json workers[].setup)
+    model: torch.nn.Module
+    correction: Correction  # the reducer's state
+    comm: TimedComm  # the correction's hook, timed (and a no-op for the floor)
+    ddp: DDP
+    optimizer: torch.optim.Optimizer
+    meter: EpochMeter | None = None
+    floor: FloorProbe | None = None  # run.floor
+    bar: tqdm | None = None  # rank 0's progress bar
+    _pool: ThreadPoolExecutor | None = None  # helper thread of train.prefetch (the backward pass)
+    prefetched: Batch | None = None  # train.prefetch: the next step's batch
+
     def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
                  hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
                  join: Generation | None = None):
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
-        # launch.on_failure: continue: the group's generation, and the changes of membership so far
         self.gen = join.gen if join is not None else 0
-        self.gen_joined = join is not None  # this worker joined a running group (until it took the state)
-        self.membership: list[dict] = []
-        self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
-        self._partial: tuple[list, list] = ([], [])  # the epoch in progress's losses and batch weights so far
-        self.stopped: tuple[int, str] | None = None  # (signal, where the job stopped) once the ranks agreed to stop
-        self.driver = None
-        self.bar = None
-        self._pool = None  # helper thread of train.prefetch (the backward pass)
-        self.prefetched = None
-        self.meter = None
-        self.epoch = 0  # the next epoch to train
-        self.step = 0   # training steps taken so far
-        self.resumed_from: str | None = None
-        self.embedding = self.emb_optimizer = None  # learnable input rows (model.embed) and their optimizer
-        self.kind = resolve(cfg)  # what this job trains on, its model, loss and what it holds
+        self.gen_joined = join is not None
+        self.membership = []
+        self._at, self._partial = EpochPosition(), PartialEpoch()
+        self.kind = resolve(cfg)
         self.part_config = part_config
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last)
         self.fingerprint = fingerprint(cfg)
         try:
-            # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
-            self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, out_dir)
-            # a new member of a running group takes the survivors' state (_sync_state), not a checkpoint
-            agreed = None if join is not None else agree_resume(
-                cfg, cfg.checkpoint.resume if resume is None else resume, out_dir, self.fingerprint,
-                self.evaluator.wait_for_rank0)
-            ck, self.resumed_from = agreed if agreed is not None else (None, None)
-            start = int(ck["epoch"]) if ck is not None else 0
-            if cfg.schedule.k > 0:
-                # first, so that a builder starts while this worker loads its part
-                self.driver = RepartitionDriver(cfg, ident, out_dir, builder_channel, start_epoch=start)
-                if ck is not None and "schedule" in ck:
-                    self.driver.load_state_dict(ck["schedule"])
-                if start > 0:
-                    part_config = self.driver.resumed_part_config(self.evaluator.wait_for_rank0)
-            self._backend = dist.get_backend() if dist.is_initialized() else "gloo"
-            torch.manual_seed(cfg.train.seed)
-            # the layers' kernels: with torch's, DGL only samples (on the CPU), so a GPU needs no CUDA build of it
-            self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
-            self.device = select_device(cfg.run.device, ident.gpu_index, check_dgl=self.kernels == "dgl")
-            if cfg.train.first_hop != cfg.first_hop and ident.is_main:
-                log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
-                         "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
-                         "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
-                         "depends on learned projections)")
-            lp = self.kind.load_part(cfg, part_config, ident.part)
-            self.one_time_bytes = lp.one_time_bytes  # summed over every partitioning this worker loads
-            t_rt = time.perf_counter()
-            self.rt = self.kind.make_runtime(cfg, ident, lp)
-            # Own rows trained here by a sparse optimizer; the halo's rows as the kind keeps them (frozen initial
-            # rows, or on a heterogeneous graph copies trained here and synced: the runtime's epoch_start).
-            self.embedding = self.kind.make_embedding(cfg, lp)
-            if self.embedding is not None:
-                if cfg.launch.on_failure == "continue":
-                    raise ConfigError("launch.on_failure=continue: this job has learnable input rows (featureless "
-                                      "node types), held by their worker alone; use --launch.on_failure=restart")
-                self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
-            # set-up stages of this worker (summary.json workers[].setup)
-            self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
-                          "memory_after_setup": memory_stats()}
-            ANON_PEAK.sample()
-            self.model = self.kind.build_model(cfg, lp, num_classes).to(self.device)
-            self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            # the correction's hook, timed (and a no-op for the floor)
-            self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)
-            if join is None:  # a new member wraps after taking the survivors' state (DDP broadcasts rank 0's)
-                self._wrap()
-            opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
-            self.optimizer = opt_cls(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-            self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir,
-                                    cfg.run.tensorboard, keep_log=join is not None)
-            self._holding(lp)
-            self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
-                          if cfg.run.floor else None)
-            if ident.is_main:  # the whole tree is config.resolved.yaml's (and summary.json's): one short line here
-                resolved = self.out_dir / "config.resolved.yaml"
-                log.info("config %s: %s, %s x%d, %d parts, %d epochs; every key: %s", cfg.name, cfg.data.name,
-                         cfg.model.name, cfg.model.num_layers, cfg.partition.num_parts, cfg.train.epochs,
-                         resolved if resolved.is_file() else "summary.json")
-            log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-                     "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
-                     "%.2f x its own fp32 feature rows (%d one-time bytes)", ident.part, lp.num_inner,
-                     lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
-                     cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
-                     lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
-            for line in self.rt.describe():
-                log.info("%s", line)
-            if self.embedding is not None:
-                m = self.embedding.memory()
-                sync = getattr(self.embedding, "sync_every", 0)
-                log.info("part %d: embedding rows of %d own nodes (trained here, sparse Adam) and %d halo nodes "
-                         "(%s): %.2f MB with the optimizer's moments", ident.part, self.embedding.num_inner,
-                         self.embedding.num_halo, f"copies trained here, synced with their owners every {sync} "
-                         f"epoch{'s' if sync > 1 else ''} (model.embed_halo_sync)" if sync else
-                         "their initial rows, not trained here: 0 bytes on the network", m["embed"] / 1e6)
+            ck, part_config = self._agree_start(resume, join, builder_channel, part_config)
+            lp = self._load_part(part_config)
+            self._build(lp, num_classes, join)
+            self._describe(lp)
             if self.driver is not None:
                 self.driver.record(self.rt, 0.0, lp.load_seconds)  # the first partitioning; asks for the next
             if ck is not None:
@@ -224,6 +184,90 @@ class Trainer:
         except BaseException:
             self.close()
             raise
+
+    def _agree_start(self, resume: str | None, join: Generation | None, builder_channel: tuple | None,
+                     part_config: str) -> tuple[dict | None, str]:
+        """The evaluator, where every worker starts (the agreed checkpoint, or none) and, with repartitioning, the
+        schedule's driver; the checkpoint and the partitioning to load."""
+        cfg, ident = self.cfg, self.ident
+        # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
+        self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, self.out_dir,
+                                        self.kind.scorer(cfg))
+        # a new member of a running group takes the survivors' state (_sync_state), not a checkpoint
+        agreed = None if join is not None else agree_resume(
+            cfg, cfg.checkpoint.resume if resume is None else resume, self.out_dir, self.fingerprint,
+            self.evaluator.wait_for_rank0)
+        ck, self.resumed_from = agreed if agreed is not None else (None, None)
+        start = int(ck["epoch"]) if ck is not None else 0
+        if cfg.schedule.k > 0:
+            # first, so that a builder starts while this worker loads its part
+            self.driver = RepartitionDriver(cfg, ident, self.out_dir, builder_channel, start_epoch=start)
+            if ck is not None and "schedule" in ck:
+                self.driver.load_state_dict(ck["schedule"])
+            if start > 0:
+                part_config = self.driver.resumed_part_config(self.evaluator.wait_for_rank0)
+        return ck, part_config
+
+    def _load_part(self, part_config: str) -> LoadedPart:
+        """The device, this worker's part, its data side and its learnable rows; the part."""
+        cfg, ident = self.cfg, self.ident
+        self._backend = dist.get_backend() if dist.is_initialized() else "gloo"
+        torch.manual_seed(cfg.train.seed)
+        # the layers' kernels: with torch's, DGL only samples (on the CPU), so a GPU needs no CUDA build of it
+        self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
+        self.device = select_device(cfg.run.device, ident.gpu_index, check_dgl=self.kernels == "dgl")
+        if cfg.train.first_hop != cfg.first_hop and ident.is_main:
+            log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
+                     "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
+                     "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
+                     "depends on learned projections)")
+        lp = self.kind.load_part(cfg, part_config, ident.part)
+        self.one_time_bytes = lp.one_time_bytes
+        t_rt = time.perf_counter()
+        self.rt = self.kind.make_runtime(cfg, ident, lp)
+        # Own rows trained here by a sparse optimizer; the halo's rows as the kind keeps them (frozen initial
+        # rows, or on a heterogeneous graph copies trained here and synced: the runtime's epoch_start).
+        # (launch.on_failure=continue refuses them: config/rules.py; none: a NoEmbedding, a no-op)
+        self.embedding = self.kind.make_embedding(cfg, lp)
+        self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
+        self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
+                      "memory_after_setup": memory_stats()}
+        ANON_PEAK.sample()
+        return lp
+
+    def _build(self, lp: LoadedPart, num_classes: int, join: Generation | None) -> None:
+        """The model, the reducer and its hook (DDP: a new member wraps after taking the survivors' state), the
+        optimizer, the epoch meter (what this worker holds) and the floor probe."""
+        cfg, ident = self.cfg, self.ident
+        self.model = self.kind.build_model(cfg, lp, num_classes).to(self.device)
+        self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
+        self.comm = TimedComm(self.correction, cfg.grappa.grad_dtype)
+        if join is None:  # a new member wraps after taking the survivors' state (DDP broadcasts rank 0's)
+            self._wrap()
+        opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
+        self.optimizer = opt_cls(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir,
+                                cfg.run.tensorboard, keep_log=join is not None)
+        self._holding(lp)
+        self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
+                      if cfg.run.floor else None)
+
+    def _describe(self, lp: LoadedPart) -> None:
+        """The set-up's log lines: the config (rank 0), this worker's part, data side and learnable rows."""
+        cfg, ident = self.cfg, self.ident
+        if ident.is_main:  # the whole tree is config.resolved.yaml's (and summary.json's): one short line here
+            resolved = self.out_dir / "config.resolved.yaml"
+            log.info("config %s: %s, %s x%d, %d parts, %d epochs; every key: %s", cfg.name, cfg.data.name,
+                     cfg.model.name, cfg.model.num_layers, cfg.partition.num_parts, cfg.train.epochs,
+                     resolved if resolved.is_file() else "summary.json")
+        log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
+                 "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
+                 "%.2f x its own fp32 feature rows (%d one-time bytes)", ident.part, lp.num_inner,
+                 lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
+                 cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
+                 lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
+        for line in self.rt.describe() + self.embedding.describe(ident.part):
+            log.info("%s", line)
 
     def _wrap(self) -> None:
         """The model in DDP with the correction's hook (again in each new process group).
@@ -256,7 +300,7 @@ class Trainer:
         """
         graph, x, extra = batch.graph, batch.inputs, batch.extra or {}
         clock = time.perf_counter
-        if self.embedding is not None:
+        if self.embedding.learnable:  # the rows of the input ids, looked up after the previous step's update
             t_emb = clock()
             x = self.embedding(x)
             if times is not None:
@@ -277,8 +321,7 @@ class Trainer:
         t1 = clock()
         self.comm.start_step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.emb_optimizer is not None:
-            self.emb_optimizer.zero_grad(set_to_none=True)
+        self.emb_optimizer.zero_grad(set_to_none=True)
         if during_backward is None:
             loss.backward()
             t2 = t_bwd = clock()
@@ -291,8 +334,7 @@ class Trainer:
                 t_bwd = job.result()  # the backward's end; re-raises its exception
             t2 = clock()
         self.optimizer.step()
-        if self.emb_optimizer is not None:
-            self.emb_optimizer.step()  # this worker's own rows, locally
+        self.emb_optimizer.step()  # this worker's own rows, locally (none: a no-op)
         t3 = clock()
         if times is not None:
             ready = self.comm.last_ready if self.comm.last_ready > t1 else t_bwd  # no bucket: all backward
@@ -339,8 +381,9 @@ class Trainer:
         """The steps ``start``.. of one epoch under the epoch meter; its record (time, phases, bytes, loss)."""
         self.ddp.train()
         rt = self.rt
-        losses, weights = self._partial if start else ([], [])  # a resumed epoch keeps the losses it had
-        self._partial = (losses, weights)
+        if not start:  # a resumed epoch keeps the losses it had
+            self._partial = PartialEpoch()
+        losses, weights = self._partial.losses, self._partial.weights
         # train.prefetch: the next batch is sampled while this step's backward and all-reduce run.
         prefetch = rt.prefetch and rt.steps - start > 1
         self.comm.take_inflight()
@@ -362,7 +405,7 @@ class Trainer:
             if (step + 1) % sync_every == 0 or step + 1 == rt.steps:
                 losses.extend(torch.stack(pending).tolist())  # one host read for the pending steps
                 pending.clear()
-            self._at = (epoch, step + 1, self._at[2])
+            self._at = EpochPosition(epoch, step + 1, self._at.before)
             signum = self._stops_within() if (step + 1) % STOP_CHECK_STEPS == 0 and step + 1 < rt.steps else 0
             if signum:
                 self.prefetched = None
@@ -378,22 +421,18 @@ class Trainer:
                "mean_batch_weight": sum(weights) / len(weights) if weights else 0.0,
                "grad_bytes": self.correction.take_bytes(),
                "feature_bytes": remote, "local_feature_bytes": local}
-        if self.embedding is not None:
-            # the embedding's rows served locally, and the rows that crossed the network (a heterogeneous halo's
-            # syncs; 0 otherwise: there is no remote path)
-            rec["embed_bytes"], rec["local_embed_bytes"] = self.embedding.take_bytes()
+        # the embedding's rows served locally, and the rows that crossed the network (a heterogeneous halo's
+        # syncs; 0 otherwise: there is no remote path); no fields without learnable rows
+        rec.update(self.embedding.record_bytes())
         if start:
             rec["resumed_at_step"] = start  # a new group took the epoch over here; the time is of the rest
         return rec
 
     def evaluate(self, epoch: int) -> dict:
         """The global evaluation after ``epoch`` when due (a collective; rank 0 evaluates), else {}."""
-        return self.evaluator.after_epoch(self.model, epoch, self._eval_inputs if self.embedding is not None else None)
-
-    def _eval_inputs(self):
-        """Learnable rows: every worker's own rows, on rank 0 in the graph's node order (a collective, outside
-        the epoch's window: evaluation bytes, like DistDGL's evaluation pulls); None on the other ranks."""
-        return self.embedding.gather_rows(self.part_config)
+        # learnable rows: every worker's own rows, on rank 0 in the graph's node order (a collective, outside the
+        # epoch's window: evaluation bytes, like DistDGL's evaluation pulls); without them the graph's features
+        return self.evaluator.after_epoch(self.model, epoch, self.embedding.eval_inputs(self.part_config))
 
     def fit(self) -> dict | None:
         """Train every remaining epoch, log each, checkpoint when due, and write the summary.
@@ -415,8 +454,8 @@ class Trainer:
                         disable=not (ident.is_main and cfg.run.progress))
         t_loop = time.perf_counter()
         restored = len(self.meter.records)
-        while self._at[0] < cfg.train.epochs:
-            epoch, start, _ = self._at
+        while self._at.epoch < cfg.train.epochs:
+            epoch, start = self._at.epoch, self._at.done
             try:
                 stopped = self._epoch(epoch, start)
             except Exception as exc:  # noqa: BLE001 - a lost peer's collective error takes any RuntimeError's shape
@@ -445,12 +484,12 @@ class Trainer:
                               "lower --train.lr, or look for extreme values in the features")
         rec.update(self.evaluate(epoch))
         self.meter.record(rec)
-        self._at, self._partial = (epoch + 1, 0, self.step), ([], [])
+        self._at, self._partial = self._at.next_epoch(self.step), PartialEpoch()
         if ident.is_main:
             # the last evaluation's figure (accuracy, or link prediction's MRR), kept between evaluations
-            key = next((k for k in ("val_acc", "val_mrr") if k in rec), None)
-            if key is not None:
-                self._bar_val = {"val" if key == "val_acc" else "val_mrr": f"{rec[key]:.3f}"}
+            key = self.kind.metric.val_key
+            if rec.get(key) is not None:
+                self._bar_val = {"val" if key == "val_acc" else key: f"{rec[key]:.3f}"}
             self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
                                  **getattr(self, "_bar_val", {"val": "-"}))
             self.bar.update(1)
@@ -517,7 +556,7 @@ class Trainer:
         survivors = [r for r, (joined, _) in enumerate(everyone) if not joined]
         if not survivors:
             raise RuntimeError(f"generation {g.gen} has no surviving worker to take the state from")
-        source = max(survivors, key=lambda r: (everyone[r][1][0], everyone[r][1][1], -r))
+        source = max(survivors, key=lambda r: everyone[r][1].furthest_key(r))
         box: list = [None]
         if rank == source:
             box = [{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "at": self._at,
@@ -528,13 +567,13 @@ class Trainer:
         if rank != source:
             self.model.load_state_dict(st["model"])
             self.optimizer.load_state_dict(st["optimizer"])
-            self._at, self._partial = tuple(st["at"]), (list(st["partial"][0]), list(st["partial"][1]))
+            self._at, self._partial = st["at"], st["partial"].copy()
             if self.gen_joined:
                 self.meter.take_over(st["records"])
             else:
                 for rec in st["records"][len(self.meter.records):]:
                     self.meter.record(dict(rec))
-        epoch, done, before = self._at
+        epoch, done, before = self._at.epoch, self._at.done, self._at.before
         self.epoch, self.step, self.gen_joined = epoch, before, False
         change = {"gen": g.gen, "epoch": epoch, "step": before + done, "step_in_epoch": done, "lost": g.lost,
                   "joined": g.joined, "reason": g.reason, "seconds": round(st["seconds"], 3),
@@ -566,11 +605,12 @@ class Trainer:
             CheckpointError: on every rank, when rank 0 could not write it (disk full, ...).
         """
         # model.embed: each worker's rows and their sparse optimizer's state are its own shard of the checkpoint
-        shard = ({"embedding": self.embedding.shard_state(self.emb_optimizer)} if self.embedding is not None
-                 else None)
+        rows = self.embedding.shard_state(self.emb_optimizer)
+        shard = {"embedding": rows} if rows is not None else None
         state = self.state_dict()
         if within:  # the epoch's position: its steps taken and their losses (its record's mean loss at the end)
-            state["within"] = {"steps": within, "losses": list(self._partial[0]), "weights": list(self._partial[1])}
+            state["within"] = {"steps": within, "losses": list(self._partial.losses),
+                               "weights": list(self._partial.weights)}
         path = save_on_rank0(self.store, lambda ranks: dict(state, ranks=ranks), self.meter.records,
                              self.epoch, self.fingerprint, self.step + within, self.evaluator.wait_for_rank0,
                              shard=shard)
@@ -606,16 +646,15 @@ class Trainer:
         within = ck.get("within") or {}  # a checkpoint taken inside an epoch (a stop) goes on from its step
         done = int(within.get("steps", 0))
         self.epoch, self.step = int(ck["epoch"]), int(ck.get("step", 0)) - done
-        self._at = (self.epoch, done, self.step)
-        self._partial = (list(within.get("losses", [])), list(within.get("weights", [])))
+        self._at = EpochPosition(self.epoch, done, self.step)
+        self._partial = PartialEpoch(list(within.get("losses", [])), list(within.get("weights", [])))
         ranks = ck.get("ranks") or []
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
-        if self.embedding is not None:
-            shard = (mine or {}).get("shard") or {}
-            if "embedding" not in shard:
-                raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank "
-                                      f"{self.ident.rank}; resume from a checkpoint of this run, or start afresh")
-            self.embedding.load_shard(shard["embedding"], self.emb_optimizer)
+        rows = ((mine or {}).get("shard") or {}).get("embedding")
+        if rows is None and self.embedding.learnable:
+            raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank "
+                                  f"{self.ident.rank}; resume from a checkpoint of this run, or start afresh")
+        self.embedding.load_shard(rows, self.emb_optimizer)
         if mine is not None:
             # metrics.jsonl restarts with the epochs the checkpoint covers
             self.meter.preload(r for r in mine["records"] if r["epoch"] < self.epoch)

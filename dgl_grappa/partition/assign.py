@@ -7,13 +7,20 @@ the repartition schedule) is written through DGL's own code by :func:`forced_ass
 from __future__ import annotations
 
 import contextlib
+import io
+import logging
 import math
+import time
 
+import dgl
 import dgl.distributed.partition as dgl_part
 import numpy as np
 import torch
 
-from ..config import ConfigError
+from ..config import ConfigError, PartitionConfig
+from .layout import GRAPH_NAME
+
+log = logging.getLogger("dgl_grappa")
 
 METHODS = ("metis", "random", "ldg")
 """partition.method values: DGL's METIS and random, and the restreaming LDG of :func:`ldg_assignment`."""
@@ -252,3 +259,54 @@ def forced_assignment(assignment: np.ndarray, num_parts: int):
         yield calls
     finally:
         dgl_part.metis_partition_assignment = original
+
+
+def partition_graph(g, num_parts: int, out_dir: str, *, method: str, balance_ntypes=None,
+                    balance_edges: bool = False, forced=None, quiet: bool = False):
+    """``dgl.distributed.partition_graph`` of ``g`` into ``num_parts`` parts in ``out_dir`` (the 1-hop halo kept),
+    under ``forced`` (:func:`forced_assignment`, or none), its prints swallowed when ``quiet``; its mapping of
+    new ids to original ones (a tensor, or a dict per node type).
+
+    Raises:
+        ConfigError: DGL could not cut the graph into that many parts (it fails when a part comes out empty).
+        dgl.DGLError: a write failed (disk full): the caller's to report, with where it writes.
+    """
+    try:
+        with forced or contextlib.nullcontext(), (contextlib.redirect_stdout(io.StringIO()) if quiet
+                                                   else contextlib.nullcontext()):
+            orig_nids, _ = dgl.distributed.partition_graph(
+                g, GRAPH_NAME, num_parts, str(out_dir), num_hops=1, part_method=method,
+                balance_ntypes=balance_ntypes, balance_edges=balance_edges, return_mapping=True)
+    except dgl.DGLError as exc:
+        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
+            raise
+        log.debug("partition_graph failed: %s", exc)
+        raise ConfigError(f"partition.num_parts={num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
+                          f"into {num_parts} parts (it fails when a part comes out empty); use fewer parts, "
+                          f"e.g. --partition.num_parts={max(1, num_parts // 2)}") from None
+    return orig_nids
+
+
+def cut(g, cfg: PartitionConfig, out_dir: str, *, src: np.ndarray, dst: np.ndarray, train_mask: np.ndarray,
+        balance_ntypes=None, quiet: bool = False):
+    """``g`` cut by ``partition.method`` into DGL's layout in ``out_dir``: LDG's assignment (of the graph's
+    homogeneous ids, edges ``src`` -> ``dst``) forced through DGL's METIS slot, or DGL's own METIS or random draw
+    (seeded by ``partition.seed``), by :func:`partition_graph`.
+
+    Returns:
+        (DGL's mapping of new ids to original ones, LDG's assignment or None, the seconds LDG took).
+    """
+    t0 = time.perf_counter()
+    forced, method, parts, assign_s = contextlib.nullcontext(), cfg.method, None, 0.0
+    if cfg.method == "ldg" and cfg.num_parts > 1:
+        indptr, indices = undirected_csr(src, dst, train_mask.shape[0])
+        parts = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
+                               seed=cfg.seed, train_mask=train_mask)
+        assign_s = time.perf_counter() - t0
+        forced, method = forced_assignment(parts, cfg.num_parts), "metis"
+    elif cfg.method == "ldg":
+        method = "random"  # one part: nothing to assign
+    dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
+    orig_nids = partition_graph(g, cfg.num_parts, out_dir, method=method, balance_ntypes=balance_ntypes,
+                                balance_edges=cfg.balance_edges, forced=forced, quiet=quiet)
+    return orig_nids, parts, assign_s

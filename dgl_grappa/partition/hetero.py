@@ -27,8 +27,6 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
 import time
@@ -41,8 +39,8 @@ from torch import Tensor
 
 from ..config import ConfigError, PartitionConfig
 from ..data.common import target_type
-from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
-from .layout import GRAPH_NAME, LAYOUT_VERSION, part_config_path, part_paths, reorder
+from .assign import METHODS, balance_stats, cut, edge_cut_stats
+from .layout import LAYOUT_VERSION, part_config_path, part_paths, reorder
 
 log = logging.getLogger("dgl_grappa")
 
@@ -143,29 +141,9 @@ def partition_hetero(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path,
     train[offsets[ti]:offsets[ti + 1]] = g.nodes[target].data["train_mask"].numpy().astype(bool)
     balance = {target: g.nodes[target].data["train_mask"].to(torch.int64)} if cfg.balance_train else None
     t0 = time.perf_counter()
-    assign_s = 0.0
-    forced = contextlib.nullcontext()
-    dgl_method = cfg.method
-    if cfg.method == "ldg" and cfg.num_parts > 1:
-        indptr, indices = undirected_csr(src, dst, n_total)
-        forced_parts = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
-                                      seed=cfg.seed, train_mask=train)
-        assign_s = time.perf_counter() - t0
-        forced, dgl_method = forced_assignment(forced_parts, cfg.num_parts), "metis"
-    elif cfg.method == "ldg":
-        dgl_method = "random"
-    dgl.seed(cfg.seed)  # DGL's random partitioning draws from its own RNG
-    try:
-        # partition_graph prints a line per part and type; the statistics below say it once
-        with forced, contextlib.redirect_stdout(io.StringIO()):
-            orig_nids, _ = dgl.distributed.partition_graph(
-                g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
-                balance_ntypes=balance, balance_edges=cfg.balance_edges, return_mapping=True)
-    except dgl.DGLError as exc:
-        log.debug("partition_graph failed: %s", exc)
-        raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {n_total}-node graph "
-                          f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
-                          f"e.g. --partition.num_parts={max(1, cfg.num_parts // 2)}") from None
+    # partition_graph prints a line per part and type; the statistics below say it once
+    orig_nids, forced_parts, assign_s = cut(g, cfg, out, src=src, dst=dst, train_mask=train, balance_ntypes=balance,
+                                            quiet=True)
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     if not isinstance(orig_nids, dict):  # DGL returns a tensor when the graph has one node type

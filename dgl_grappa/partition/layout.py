@@ -25,6 +25,7 @@ log = logging.getLogger("dgl_grappa")
 
 
 GRAPH_NAME = "grappa"
+HOMOGENEOUS = "_N"  # the node type of a homogeneous graph in DGL's layout (node_map's key, a DistGraph's node data)
 STATS_FILE = "grappa_partition.json"
 # Node data written into every partition; "in_degree" is the full-graph in-degree, which a
 # worker cannot count from its own edges for halo nodes.

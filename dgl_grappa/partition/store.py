@@ -4,10 +4,8 @@ files match, else cut again).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import logging
 import time
@@ -20,12 +18,11 @@ import torch
 from ..cluster.output import library_output_to
 from ..config import Config, ConfigError, PartitionConfig, config_changes
 from ..data import load_dataset
-from ..data.links import training_graph
+from ..data.common import hold_out_of
 from .aggregates import prepare
-from .assign import METHODS, balance_stats, edge_cut_stats, forced_assignment, ldg_assignment, undirected_csr
+from .assign import METHODS, balance_stats, cut, edge_cut_stats
 from .hetero import partition_hetero
 from .layout import (
-    GRAPH_NAME,
     LAYOUT_VERSION,
     NODE_KEYS,
     STATS_FILE,
@@ -84,33 +81,12 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
             del g.ndata[k]
     balance_ntypes = g.ndata["train_mask"].to(torch.int64) if cfg.balance_train else None
     check_partitionable(g.num_nodes(), cfg.num_parts)
+    src, dst = (t.numpy() for t in g.edges())
+    train = g.ndata["train_mask"].numpy().astype(bool)
     t0 = time.perf_counter()
-    assign_s = 0.0
-    forced = contextlib.nullcontext()
-    dgl_method = cfg.method
-    if cfg.method == "ldg" and cfg.num_parts > 1:
-        indptr, indices = undirected_csr(*(t.numpy() for t in g.edges()), g.num_nodes())
-        assignment = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
-                                    seed=cfg.seed, train_mask=g.ndata["train_mask"].numpy().astype(bool))
-        assign_s = time.perf_counter() - t0
-        forced, dgl_method = forced_assignment(assignment, cfg.num_parts), "metis"
-        forced_parts = assignment
-    elif cfg.method == "ldg":
-        dgl_method = "random"  # one part: nothing to assign
-    dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
-    # num_hops=1 keeps the 1-hop halo in every part: halo "keep" and DistDGL both use it.
-    try:
-        with forced, (contextlib.redirect_stdout(io.StringIO()) if cfg.method == "ldg" else contextlib.nullcontext()):
-            orig_nids, _ = dgl.distributed.partition_graph(
-                g, GRAPH_NAME, cfg.num_parts, str(out), num_hops=1, part_method=dgl_method,
-                balance_ntypes=balance_ntypes, balance_edges=cfg.balance_edges, return_mapping=True)
-    except dgl.DGLError as exc:
-        if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
-            raise
-        log.debug("partition_graph failed: %s", exc)
-        raise ConfigError(f"partition.num_parts={cfg.num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
-                          f"into {cfg.num_parts} parts (it fails when a part comes out empty); use fewer parts, "
-                          f"e.g. --partition.num_parts={max(1, cfg.num_parts // 2)}") from None
+    # the 1-hop halo kept in every part: halo "keep" and DistDGL both use it
+    orig_nids, forced_parts, assign_s = cut(g, cfg, out, src=src, dst=dst, train_mask=train,
+                                            balance_ntypes=balance_ntypes, quiet=cfg.method == "ldg")
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     # New (shuffled) ids are contiguous per part; map them back to the original nodes.
@@ -119,9 +95,7 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
         new_part[lo:hi] = p
     assignment = np.empty(g.num_nodes(), dtype=np.int64)
     assignment[orig_nids.numpy()] = new_part
-    src, dst = (t.numpy() for t in g.edges())
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
-    train = g.ndata["train_mask"].numpy().astype(bool)
     stats.update(balance_stats(assignment, cfg.num_parts, train))
     stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
                   "assign_seconds": assign_s, "layout": LAYOUT_VERSION,
@@ -270,11 +244,11 @@ def partition_fingerprint(cfg: Config) -> dict:
         part.pop("ldg_passes", None)
         part.pop("ldg_slack", None)
     fp = {"data": data, "partition": part, "layout": LAYOUT_VERSION}
-    if cfg.train.task == "link":
-        # Link prediction cuts the graph without its held-out edges: which ones is part of what was cut.
-        # Only then, so that every node-task fingerprint (and a benchmark's folder named after it) stays as it was.
-        lk = cfg.link
-        fp["held_out"] = {"val_frac": lk.val_frac, "test_frac": lk.test_frac, "seed": lk.seed}
+    held = hold_out_of(cfg)
+    if held is not None:
+        # A kind that holds data out (link prediction: edges) cuts the graph without it: which is part of what was
+        # cut. Only then, so that every other fingerprint (and a benchmark's folder named after it) stays as it was.
+        fp["held_out"] = dict(held.settings)
     return fp
 
 
@@ -283,8 +257,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
 
     The partitioning is reused when its recorded fingerprint (the data and partition
     settings) equals this config's; otherwise the graph is loaded (unless given) and cut.
-    With ``train.task: link`` the graph cut is the given one without its held-out edges
-    (:func:`dgl_grappa.data.links.training_graph`), and the split is part of the fingerprint.
+    A kind of job that holds data out (link prediction: edges, :func:`~dgl_grappa.data.common.hold_out_of`) has
+    the graph cut without it, and the split is part of the fingerprint.
 
     Args:
         cfg: the run's config (``data``, ``partition``, ``run.output_dir``).
@@ -300,8 +274,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     # settings added to the code after the folder was written count at their default
     old_fp = (stats or {}).get("fingerprint") or {}
     changes = config_changes(old_fp, fp, json.loads(json.dumps(partition_fingerprint(Config()))))
-    if "held_out" in old_fp and "held_out" not in fp:  # a link task's graph lacks edges a node task needs
-        changes.append("train.task: 'link' -> 'node'")
+    if "held_out" in old_fp and "held_out" not in fp:  # a graph cut without held-out data lacks what this run needs
+        changes.append(f"train.task: held out {old_fp['held_out']} -> nothing held out ({cfg.train.task})")
     if stats is not None and not changes:
         why = folder_problem(out, stats)
         if why is None and "aggregates" not in stats.get("hetero", {"aggregates": []}):
@@ -324,7 +298,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
     if g is None:
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
-    cut = training_graph(cfg, g)  # train.task=link: without the held-out edges (g itself is returned, whole)
+    held = hold_out_of(cfg)
+    cut = g if held is None else held.cut(g)  # link prediction: without the held-out edges (g stays whole)
     if cut.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
         raise ConfigError(f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
                           "nothing to partition; give a graph with edges between its nodes")

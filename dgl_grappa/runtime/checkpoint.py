@@ -46,6 +46,7 @@ import torch
 
 from ..cluster import faults
 from ..config import Config, ConfigError, config_changes
+from ..data.common import hold_out_of
 
 log = logging.getLogger("dgl_grappa")
 
@@ -88,10 +89,11 @@ def fingerprint(cfg: Config) -> dict[str, Any]:
     fp["train.mode"] = cfg.train.mode
     fp["train.halo"] = cfg.train.halo
     fp["train.task"] = cfg.train.task
-    if cfg.train.task == "link":
-        # the held-out split decides which edges a run trains on: another split would train on test edges
-        for key in ("val_frac", "test_frac", "seed"):
-            fp[f"link.{key}"] = getattr(cfg.link, key)
+    held = hold_out_of(cfg)
+    if held is not None:
+        # the held-out split decides what a run trains on (link prediction: edges): another would train on test data
+        for key, value in held.settings.items():
+            fp[f"{held.section}.{key}"] = value
     fp["schedule.k"] = cfg.schedule.k
     if cfg.schedule.k > 0:
         fp["schedule.method"] = cfg.schedule.method

@@ -18,6 +18,7 @@ import datetime
 import logging
 import time
 import warnings
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import dgl
@@ -26,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ..config import Config
+from ..config import Config, ConfigError, LinkConfig
 from ..data import load_dataset
 from ..data.common import target_type
 from ..data.links import link_split
@@ -228,29 +229,82 @@ def wait_for_rank0(group, obj=None):
     return box[0]
 
 
+class Scorer(ABC):
+    """What a kind of job is evaluated on: the held-out data it reads from the whole graph, and its figures.
+
+    A kind of job names its scorer (``JobKind.scorer``); :class:`GlobalEvaluator` loads the whole graph on
+    rank 0, asks :meth:`held_out` once for what the scorer reads, and calls :meth:`score` when an
+    evaluation is due. The figures it returns are keyed as the kind's metric names them
+    (:class:`~dgl_grappa.runtime.grading.Metric`: ``val_acc``, ``test_mrr``, ...).
+
+    Attributes:
+        layerwise: the figures can also be computed layer by layer over the parts (:class:`LayerwiseEvaluator`:
+            accuracy only).
+    """
+
+    layerwise: bool = False
+
+    def held_out(self, g):
+        """What :meth:`score` reads, from the whole graph ``g`` (rank 0, once): the graph itself by default."""
+        return g
+
+    @abstractmethod
+    def score(self, model: torch.nn.Module, data, x=None) -> dict[str, float]:
+        """The figures of ``model`` on ``data`` (:meth:`held_out`'s); ``x``: the input rows when they are learnable
+        (see :func:`evaluate`), else None."""
+
+
+class AccuracyScorer(Scorer):
+    """Node classification: accuracy of the val and test nodes of the whole graph (:func:`evaluate`), as
+    ``val_acc`` and ``test_acc``; ``target``: the node type on a heterogeneous graph."""
+
+    layerwise = True
+
+    def __init__(self, target: str = ""):
+        self.target = target
+
+    def score(self, model, data, x=None) -> dict[str, float]:
+        return {f"{k}_acc": v for k, v in evaluate(model, data, x, self.target).items()}
+
+
+class RankingScorer(Scorer):
+    """Link prediction: MRR and hits@k of the held-out edges (:func:`evaluate_link`), on the graph without them.
+
+    Args:
+        cfg: the ``link`` section (the split's fractions and seed, the negatives, ``hits_k``).
+    """
+
+    def __init__(self, cfg: LinkConfig):
+        self.cfg = cfg
+
+    def held_out(self, g):
+        # the same split the partitioning was cut from: a pure function of the graph and link.seed
+        return link_split(g, self.cfg)
+
+    def score(self, model, data, x=None) -> dict[str, float]:
+        return evaluate_link(model, data, self.cfg.hits_k)
+
+
 class GlobalEvaluator:
     """Rank 0 evaluates on the whole graph when an evaluation is due; the others wait for it.
 
     Args:
         cfg: the run's config (``data`` says which graph, ``train.eval_every`` when).
         is_main: this process is rank 0 (the only one that loads the whole graph).
+        scorer: what the run's kind of job is evaluated on (:class:`Scorer`).
 
     Example:
-        >>> ev = GlobalEvaluator(cfg, rank == 0)           # doctest: +SKIP
-        >>> rec.update(ev.after_epoch(model, epoch))       # doctest: +SKIP
+        >>> ev = GlobalEvaluator(cfg, rank == 0, kind.scorer(cfg))    # doctest: +SKIP
+        >>> rec.update(ev.after_epoch(model, epoch))                  # doctest: +SKIP
     """
 
-    def __init__(self, cfg: Config, is_main: bool):
+    def __init__(self, cfg: Config, is_main: bool, scorer: Scorer):
         self.cfg = cfg
-        self.graph = None
-        self.link = None  # train.task=link: the held-out edges and their negatives
+        self.scorer = scorer
+        self.data = None  # rank 0: what the scorer reads (the whole graph, or its held-out split)
         self.group = rank0_wait_group(cfg)
         if is_main:
-            self.graph = load_dataset(cfg.data)
-            if cfg.train.task == "link":
-                # the same split the partitioning was cut from: a pure function of the graph and link.seed
-                self.link = link_split(self.graph, cfg.link)
-                self.graph = self.link.graph
+            self.data = scorer.held_out(load_dataset(cfg.data))
 
     def wait_for_rank0(self, obj=None):
         """Every rank: wait for rank 0's own work (see :func:`wait_for_rank0`); rank 0's ``obj``."""
@@ -272,19 +326,17 @@ class GlobalEvaluator:
                 the graph's node order (None elsewhere); None = the graph's features.
 
         Returns:
-            ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0,
-            ``val_acc`` and ``test_acc``; with link prediction ``val_mrr``, ``val_hits``,
-            ``test_mrr`` and ``test_hits`` instead (:func:`evaluate_link`).
+            ``{}`` when not due; else ``eval_time_s`` (all ranks) and, on rank 0, the scorer's figures
+            (``val_acc`` and ``test_acc``; with link prediction ``val_mrr``, ``val_hits``, ``test_mrr`` and
+            ``test_hits``: :func:`evaluate_link`).
         """
         if not eval_due(self.cfg, epoch):
             return {}
         t0 = time.perf_counter()
         out = {}
         x = inputs() if inputs is not None else None
-        if self.link is not None:
-            out = evaluate_link(model, self.link, self.cfg.link.hits_k)
-        elif self.graph is not None:
-            out = {f"{k}_acc": v for k, v in evaluate(model, self.graph, x, self.cfg.data.target).items()}
+        if self.data is not None:
+            out = self.scorer.score(model, self.data, x)
         if self.group is not None:
             dist.barrier(group=self.group)  # the others wait (bounded by run.eval_timeout_s) while rank 0 evaluates
         out["eval_time_s"] = time.perf_counter() - t0
@@ -537,8 +589,16 @@ class LayerwiseEvaluator:
                 f.unlink(missing_ok=True)
 
 
-def make_evaluator(cfg: Config, rank: int, world_size: int, part_config: str, out_dir: str | Path):
-    """The evaluator ``train.eval_mode`` asks for (see :func:`eval_mode`); same interface either way."""
+def make_evaluator(cfg: Config, rank: int, world_size: int, part_config: str, out_dir: str | Path, scorer: Scorer):
+    """The evaluator ``train.eval_mode`` asks for (see :func:`eval_mode`); same interface either way.
+
+    Raises:
+        ConfigError: layer-wise evaluation of a kind whose figures it cannot compute (``scorer.layerwise``).
+    """
     if eval_mode(cfg) == "layerwise":
+        if not scorer.layerwise:
+            raise ConfigError(f"train.eval_mode=layerwise computes accuracies, not the figures train.task="
+                              f"{cfg.train.task} is evaluated on; use --train.eval_mode=whole without "
+                              "partition.prebuilt")
         return LayerwiseEvaluator(cfg, rank, world_size, part_config, Path(out_dir) / "eval")
-    return GlobalEvaluator(cfg, rank == 0)
+    return GlobalEvaluator(cfg, rank == 0, scorer)

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from ..config import Config
+from .grading import ACCURACY, Metric
 from .metrics import (
     ANON_PEAK,
     EpochClock,
@@ -209,7 +210,7 @@ def memory_summary(per_worker: list[dict]) -> dict:
 
 def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, system: str, num_parts: int,
                 mode: str, halo: str, correction: str, steps_per_epoch: int, model_grad_bytes: int,
-                own: dict | None = None) -> dict:
+                own: dict | None = None, metric: Metric = ACCURACY) -> dict:
     """summary.json: the fields every system writes, then the system's ``own``, then workers and config.
 
     Args:
@@ -221,6 +222,7 @@ def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, sys
             names it.
         model_grad_bytes: the model's gradient bytes (one all-reduce of every parameter).
         own: the system's own fields.
+        metric: how the run's kind of job is graded (its figures in the summary, :func:`epoch_summary`).
 
     Example:
         >>> run_summary(cfg, meter.records, all_workers(mine), system="grappa", num_parts=2,   # doctest: +SKIP
@@ -228,13 +230,13 @@ def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, sys
         ...             model_grad_bytes=63_488, own={"device": "cpu"})
     """
     out = {
-        "system": system, "name": cfg.name, "dataset": cfg.data.name, "model": cfg.model.name,
+        "system": system, "task": cfg.train.task, "name": cfg.name, "dataset": cfg.data.name, "model": cfg.model.name,
         "num_layers": cfg.model.num_layers, "num_parts": num_parts, "partition_method": cfg.partition.method,
         "mode": mode, "halo": halo, "correction": correction, "hops": cfg.hops, "steps_per_epoch": steps_per_epoch,
         # epochs, epoch/train/eval time (one clock and one rule for every system: the median
         # over epochs of each epoch's slowest worker), accuracies (None when a restart segment
         # ended before any evaluation was due) and wire bytes
-        **epoch_summary(records),
+        **epoch_summary(records, metric),
         "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in per_worker),
         "model_grad_bytes": model_grad_bytes,
         "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in per_worker),

@@ -36,6 +36,7 @@ import torch.distributed as dist
 
 from ..cluster.netns import in_private_netns
 from ..env import ENV_WIRE
+from .grading import ACCURACY, Metric
 
 
 class JsonlLog:
@@ -342,32 +343,26 @@ class EpochClock:
         return tuple(float(v) for v in t) if others else float(t[0])
 
 
-def epoch_summary(records: list[dict]) -> dict:
+def epoch_summary(records: list[dict], metric: Metric = ACCURACY) -> dict:
     """The summary fields every system derives from its epoch records, by one rule.
 
     Args:
         records: one per epoch, in order, each with ``epoch_time_s`` (the epoch's slowest
             worker, :class:`EpochClock`), ``worker_epoch_time_s`` (rank 0's own), and
-            after an evaluation ``val_acc`` / ``test_acc`` / ``eval_time_s``. Records of
+            after an evaluation its figures (``val_acc`` / ``test_acc``) and ``eval_time_s``. Records of
             several jobs (restart segments) are simply concatenated.
+        metric: how the run's kind of job is graded (:class:`~dgl_grappa.runtime.grading.Metric`: which
+            figures of the last evaluation the summary keeps, which way the best is).
 
     Returns:
         ``epochs``; ``epoch_time_s`` (median over epochs of the per-epoch maxima);
         ``epoch_time_s_rank0`` (median of rank 0's own); ``cpu_time_s_rank0`` (median of the
         CPU seconds rank 0's process used in its epochs, None where not recorded); ``train_time_s`` (sum of the
-        per-epoch maxima); ``eval_time_s`` (sum); ``val_acc`` / ``test_acc`` of the last
-        evaluation and ``best_val_acc`` (None when no epoch was evaluated);
-        ``wire_bytes_per_epoch`` (median of the measured epochs, or None); with link prediction
-        (records with ``val_mrr``) also ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits`` of
-        the last evaluation and ``best_val_mrr``.
+        per-epoch maxima); ``eval_time_s`` (sum); the metric's figures of the last evaluation (``val_acc`` /
+        ``test_acc``; link prediction: ``val_mrr``, ``val_hits``, ``test_mrr``, ``test_hits``) and its best
+        validation figure (``best_val_acc``, ``best_val_mrr``; None each when no epoch was evaluated);
+        ``wire_bytes_per_epoch`` (median of the measured epochs, or None).
     """
-    evals = [r for r in records if r.get("val_acc") is not None]
-    final = evals[-1] if evals else {}
-    ranked = [r for r in records if r.get("val_mrr") is not None]
-    link = {}
-    if ranked:  # train.task=link: MRR and hits@k instead of accuracies
-        link = {k: ranked[-1].get(k) for k in ("val_mrr", "val_hits", "test_mrr", "test_hits")}
-        link["best_val_mrr"] = max(r["val_mrr"] for r in ranked)
     return {
         "epochs": len(records),
         "epoch_time_s": median([r["epoch_time_s"] for r in records]),
@@ -376,17 +371,14 @@ def epoch_summary(records: list[dict]) -> dict:
                                                     if r.get("worker_cpu_s") is not None]) else None,
         "train_time_s": sum(r["epoch_time_s"] for r in records),
         "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in records),
-        "val_acc": final.get("val_acc"),
-        "test_acc": final.get("test_acc"),
-        "best_val_acc": max((r["val_acc"] for r in evals), default=None),
-        **link,
+        **metric.summary(records),
         "wire_bytes_per_epoch": wire_per_epoch(records),
         "phases": phase_summary(records),
     }
 
 
 def time_to_target(records: list[dict] | None, target: float, key: str = "val_acc",
-                   setup_s: float = 0.0) -> float | None:
+                   setup_s: float = 0.0, metric: Metric = ACCURACY) -> float | None:
     """Training seconds (evaluation excluded) until ``key`` first reached ``target``, plus ``setup_s``; or None.
 
     Args:
@@ -395,6 +387,7 @@ def time_to_target(records: list[dict] | None, target: float, key: str = "val_ac
         key: the validation figure (``val_mrr`` for link prediction).
         setup_s: one-time seconds counted before the first epoch (Grappa: the slowest worker's partition
             and halo load, which a DistDGL trainer does not have).
+        metric: which way is better (an error reaches its target from above).
 
     Returns:
         None when no evaluation reaches the target.
@@ -408,7 +401,7 @@ def time_to_target(records: list[dict] | None, target: float, key: str = "val_ac
     elapsed = setup_s
     for r in records or []:
         elapsed += r["epoch_time_s"]
-        if r.get(key) is not None and r[key] >= target:
+        if metric.reached(r.get(key), target):
             return elapsed
     return None
 

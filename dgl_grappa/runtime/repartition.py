@@ -344,7 +344,7 @@ class RepartitionDriver:
         """After this worker loaded the current partitioning: gather, log, clean up, build ahead.
 
         Args:
-            rt: the new LocalRuntime (its coverage is summarised over the train nodes).
+            rt: the new LocalRuntime (the coverage of what it trains on is summarised).
             stall_s: this worker's wait at the boundary (0 for partitioning 0).
             load_s: this worker's load + rebuild time.
             epoch: first epoch on the partitioning (None for partitioning 0).
@@ -352,7 +352,7 @@ class RepartitionDriver:
         Returns:
             On rank 0 the switch record (also kept in ``self.switches``), else None.
         """
-        train_cov = rt.coverage[rt.lp.train_ids]
+        train_cov = rt.train_coverage()
         mine = cov.summarize(train_cov)
         log.info("partitioning %d: part %d loaded in %.2f s after a %.2f s wait; %d train seeds, "
                  "%d steps/epoch, train coverage mean %.3f p10 %.3f", self.current, self.ident.part, load_s,

@@ -31,7 +31,7 @@ on; the goal is :data:`LINK_POINTS` (see :func:`link_goals`).
 """
 from __future__ import annotations
 
-from ...kinds.base import LINK_POINTS, LOSS_POINTS, PAIR_POINTS
+from ...runtime.grading import LINK_POINTS, LOSS_POINTS, PAIR_POINTS
 from ...runtime.metrics import time_to_target
 from .coverage import coverage, coverage_text
 from .goals import (

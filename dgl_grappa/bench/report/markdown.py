@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ...kinds.base import LINK_POINTS
+from ...runtime.grading import LINK_POINTS
 from ...runtime.metrics import PHASE_KEYS, format_bytes
 from .goals import pair_summary
 from .notes import PAIR_NOTES

@@ -1,7 +1,7 @@
 """The fixed text of the reports: what each column and figure means, under its tables."""
 from __future__ import annotations
 
-from ...kinds.base import LINK_POINTS, PAIR_POINTS
+from ...runtime.grading import LINK_POINTS, PAIR_POINTS
 
 ACCURACY_NOTES = """\
 - **test acc**: global evaluations (whole graph, full neighbourhoods) of rank 0's model; per run the mean of

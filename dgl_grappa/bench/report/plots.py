@@ -11,7 +11,7 @@ from ...runtime.metrics import format_bytes
 from ..compare_plots import ratio_text
 from ..labels import system_label
 from .results import BASELINE, baseline_first, network, sort_key
-from .tasks import quality_axis
+from .tasks import quality_axis, quality_words
 
 PLOT_PREFIXES = ("acc_vs_layers_", "acc_vs_bytes_", "speedup", "acc_vs_time", "bytes_per_epoch")
 """The names our plot files start with (a report removes its old ones before it writes new ones)."""
@@ -67,7 +67,7 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
                 if j == 0:
                     ax.set_ylabel(quality_axis(rs))
         legend_rows = _figure_legend(fig, axs, systems)  # every system of the figure, also one a panel lacks
-        fig.suptitle(f"{ds}, {parts} parts: {_figure(rs)} against depth (mean ± std over seeds)", fontsize=10)
+        fig.suptitle(f"{ds}, {parts} parts: {quality_words(rs)} against depth (mean ± std over seeds)", fontsize=10)
         height = fig.get_size_inches()[1]
         f = _save(fig, out / f"acc_vs_layers_{ds}_p{parts}.png", top=1 - (0.3 + 0.2 * legend_rows) / height)
         files.append(f)
@@ -85,8 +85,8 @@ def plot_accuracy(rows: list[dict], out: Path) -> list[Path]:
         log = _bytes_axis(ax, [r["bytes"] for r in rs])
         ax.set_xlabel("bytes per epoch, one-time reads spread over the epochs" + (" (log axis)" if log else ""))
         ax.set_ylabel(quality_axis(rs))
-        ax.set_title(f"{ds}: {_figure(rs)} against bytes per epoch\n(each point: one partitioner, parts, model and "
-                     "depth; mean ± std over seeds)", fontsize=9)
+        ax.set_title(f"{ds}: {quality_words(rs)} against bytes per epoch\n(each point: one partitioner, parts, model "
+                     "and depth; mean ± std over seeds)", fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # off the points
         f = _save(fig, out / f"acc_vs_bytes_{ds}.png")
@@ -128,12 +128,6 @@ def _bytes_axis(ax, values: list[float]) -> bool:
     ax.xaxis.set_minor_formatter(mticker.FuncFormatter(lambda v, _: label(v) if f"{v:g}"[0] in "25" else "")
                                  if log else mticker.NullFormatter())
     return log
-
-
-def _figure(rows: list[dict]) -> str:
-    """The rows' test figure in words: "test accuracy", "test MRR" (link prediction only), or both."""
-    tasks = {r.get("task") for r in rows}
-    return "test MRR" if tasks == {"link"} else "test accuracy / MRR" if "link" in tasks else "test accuracy"
 
 
 def _plain_log_ticks(axis) -> None:
@@ -200,8 +194,8 @@ def plot_speed(rows: list[dict], out: Path) -> list[Path]:
         _plain_log_ticks(ax.xaxis)
         ax.set_xlabel("training time (s, all epochs, evaluation excluded; log axis)")
         ax.set_ylabel(quality_axis(pts))
-        ax.set_title(f"{_figure(pts)} against training time, each cell\n(grey: a system joined to DistDGL in the same "
-                     "cell)", fontsize=10)
+        ax.set_title(f"{quality_words(pts)} against training time, each cell\n(grey: a system joined to DistDGL in the "
+                     "same cell)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
         f = _save(fig, out / "acc_vs_time.png")

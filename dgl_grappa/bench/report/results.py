@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ...kinds import Metric
+from ...runtime.grading import TARGET_FRACTION
 from ...runtime.metrics import time_to_target
 from .stats import window_test_acc, windows
 from .tasks import TASKS, cell_task
@@ -31,10 +32,9 @@ points from one evaluation to the next, for DistDGL and Grappa alike (measured: 
 five evaluations of one run span 0.729-0.808); the window's mean is the same statistic for every
 system and far less noisy."""
 
-TARGET_FRACTION = 0.98
-"""Time to a target: the target of a cell is this fraction of DistDGL's validation accuracy
-plateau in that cell (the mean of its last window of evaluations), so both systems of a cell
-race to the same number, one DistDGL reaches by construction."""
+# Time to a target: the target of a cell is TARGET_FRACTION of DistDGL's validation plateau in that cell (the mean
+# of its last window of evaluations), so both systems of a cell race to the same number, one DistDGL reaches by
+# construction.
 
 GROUP_AXES = ("dataset", "partition", "parts", "model", "layers", "bandwidth")
 """A row of either report: one value of each of these axes, over seeds."""
@@ -94,7 +94,7 @@ def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
     out = {}
     base = systems.get(BASELINE) or {}
     base_last, _ = windows(base.get("records"), task.val_key) if base.get("status") == "ok" else ([], [])
-    target = TARGET_FRACTION * statistics.fmean(base_last) if base_last else None
+    target = task.target(statistics.fmean(base_last), TARGET_FRACTION) if base_last else None
     for n, s in systems.items():
         if s.get("status") != "ok":
             continue
@@ -111,7 +111,8 @@ def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
         if task.ranking:
             hits = window_test_acc(s.get("records"), key="test_hits")
             m["hits_window"] = hits if hits is not None else m.get("test_hits")
-        m["time_to_target_s"] = (time_to_target(s.get("records"), target, task.val_key, setup_s=_setup_s(s))
+        m["time_to_target_s"] = (time_to_target(s.get("records"), target, task.val_key, setup_s=_setup_s(s),
+                                                metric=task)
                                  if target else None)
         out[n] = m
     return out

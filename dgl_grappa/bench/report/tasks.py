@@ -11,19 +11,21 @@ as ``task``.
 """
 from __future__ import annotations
 
+from ...config.data import HETERO_DATASETS
 from ...kinds import METRICS, Metric
-from ...kinds.base import LINK_POINTS, PAIR_POINTS
-
-DEFAULT_TASK = "node"
-"""The task of a cell or row that does not say."""
+from ...runtime.grading import LINK_POINTS
 
 TASKS: dict[str, Metric] = METRICS
 """Task name -> how its kinds of job are graded (:class:`~dgl_grappa.kinds.Metric`, declared by each kind;
-the registry's :data:`~dgl_grappa.kinds.METRICS`), in the order a report shows them."""
+the registry's :data:`~dgl_grappa.kinds.METRICS`, kinds registered later included), in the order a report shows
+them."""
+
+DEFAULT_TASK = next(iter(TASKS))
+"""The task of a cell or row that does not say (the registry's first: node classification)."""
 
 QUALITY_KEYS = {name: (t.val_key, t.test_key) for name, t in TASKS.items()}
-"""Per task: (the validation figure that convergence and the time to target race on, the test
-figure the reports compare)."""
+"""Per task of the package's kinds: (the validation figure that convergence and the time to target race on, the
+test figure the reports compare); :func:`quality_keys` asks the registry as it is."""
 
 
 def task_of(name: str | None) -> Metric:
@@ -50,7 +52,8 @@ def cell_task(cell: dict) -> str:
 
 def quality_keys(cell: dict) -> tuple[str, str]:
     """(validation key, test key) the reports read for a cell: accuracies, or MRRs for link prediction."""
-    return QUALITY_KEYS[cell_task(cell)]
+    m = TASKS[cell_task(cell)]
+    return m.val_key, m.test_key
 
 
 def accuracy_goal(mean_diff_points: float | None, layers: int) -> bool | None:
@@ -60,7 +63,7 @@ def accuracy_goal(mean_diff_points: float | None, layers: int) -> bool | None:
         >>> accuracy_goal(-0.5, 2), accuracy_goal(-0.5, 3)
         (True, False)
     """
-    return TASKS["node"].met(mean_diff_points, layers)
+    return TASKS[DEFAULT_TASK].met(mean_diff_points, layers)
 
 
 def link_met(mean_diff_points: float | None, points: float = LINK_POINTS) -> bool | None:
@@ -91,35 +94,40 @@ def rows_by_task(rows: list[dict]) -> dict[str, list[dict]]:
     return out or {DEFAULT_TASK: []}
 
 
-def _tasks(rows: list[dict]) -> set[str]:
-    return {r.get("task", DEFAULT_TASK) for r in rows}
+def _metrics(rows: list[dict]) -> list[Metric]:
+    """The metrics of these rows' tasks, in :data:`TASKS` order (the first is the one the text names first)."""
+    tasks = {r.get("task", DEFAULT_TASK) for r in rows}
+    return [m for name, m in TASKS.items() if name in tasks] or [TASKS[DEFAULT_TASK]]
 
 
 def tolerance_text(rows: list[dict]) -> str:
     """The pair tolerance in words for these rows: accuracy points, MRR points, or both."""
-    tasks = _tasks(rows)
-    if tasks == {"link"}:
-        return f"{LINK_POINTS:g} MRR points"
-    if "link" in tasks:
-        return f"{PAIR_POINTS:g} points ({LINK_POINTS:g} MRR points on link rows)"
-    return f"{PAIR_POINTS:g} points"
+    first, *rest = _metrics(rows)
+    text = f"{first.pair_points:g} {first.points}"
+    if rest:
+        text += " (" + "; ".join(f"{m.pair_points:g} {m.points} on {m.name} rows" for m in rest) + ")"
+    return text
 
 
 def pair_columns(rows: list[dict]) -> tuple[str, str]:
     """A pair table's (figure name, tolerance) for these rows: accuracy in %, MRR, or both."""
-    tasks = _tasks(rows)
-    what = "test MRR" if tasks == {"link"} else ("test acc % / MRR" if "link" in tasks else "test acc %")
-    tol = f"{LINK_POINTS:g}" if tasks == {"link"} else (
-        f"{PAIR_POINTS:g} ({LINK_POINTS:g} on MRR)" if "link" in tasks else f"{PAIR_POINTS:g}")
+    first, *rest = _metrics(rows)
+    what = " / ".join([first.column] + [m.words for m in rest])
+    tol = f"{first.pair_points:g}" + (" (" + "; ".join(f"{m.pair_points:g} on {m.words}" for m in rest) + ")"
+                                      if rest else "")
     return what, tol
 
 
 def quality_axis(rows: list[dict]) -> str:
     """The y label of a plot of these rows' test figure (plotted x 100: accuracy in %, MRR in points)."""
-    tasks = _tasks(rows)
-    if tasks == {"link"}:
-        return "test MRR x 100"
-    return "test accuracy (%) / MRR x 100" if "link" in tasks else "test accuracy (%)"
+    first, *rest = _metrics(rows)
+    return " / ".join([first.axis] + [m.axis.removeprefix("test ") for m in rest])
+
+
+def quality_words(rows: list[dict]) -> str:
+    """These rows' test figure in words: "test accuracy", "test MRR", or both ("test accuracy / MRR")."""
+    first, *rest = _metrics(rows)
+    return " / ".join([f"test {first.words}"] + [m.words for m in rest])
 
 
 def task_text(cfg: dict, task: str) -> str:
@@ -133,6 +141,6 @@ def task_text(cfg: dict, task: str) -> str:
     out = task
     if (cfg.get("model") or {}).get("embed"):
         out += ", learnable embeddings"
-    if (cfg.get("data") or {}).get("name") == "hetsynth":
+    if (cfg.get("data") or {}).get("name") in HETERO_DATASETS:
         out += f", heterogeneous (target {(cfg.get('data') or {}).get('target', '?')})"
     return out

@@ -25,7 +25,8 @@ from .rows import accuracy_rows, attach_data_name, speed_rows
 from .tasks import TASKS, rows_by_task
 
 ACCURACY_TABLES: dict[str, Callable[[list[dict]], str]] = {"node": accuracy_table, "link": link_table}
-"""Task name -> the accuracy report's matrix table of its rows."""
+"""Task name -> the accuracy report's matrix table of its rows (a task of another kind: :func:`accuracy_table`, its
+figures shown as its metric shows them)."""
 
 
 def _speed_table(rows: list[dict], task: str) -> str:
@@ -90,7 +91,7 @@ def _render(kind: str, cov: dict, shown: list[CellResult], rows: list[dict] | No
         notes = [TASK_NOTES[n] for n in rows_by_task(rows) if n in TASK_NOTES]
         parts += ["## Accuracy goals", "", goals_table(accuracy_goals(rows)), "",
                   tta_summary(rows), ""] + pairs_section(shown, pairs or []) + _matrix(
-                  rows, lambda rs, name: ACCURACY_TABLES[name](rs)) + [ACCURACY_NOTES] + notes
+                  rows, lambda rs, name: ACCURACY_TABLES.get(name, accuracy_table)(rs)) + [ACCURACY_NOTES] + notes
     else:
         rows = speed_rows(shown) if rows is None else rows
         notes = [TASK_NOTES[n] for n in rows_by_task(rows) if n in TASK_NOTES]

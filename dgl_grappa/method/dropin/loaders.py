@@ -11,6 +11,7 @@ import logging
 from torch import Tensor
 
 from ...partition.aggregates import AUTO_KEY
+from ...partition.layout import HOMOGENEOUS
 from ..reducers.correction import Correction
 from .core import PartitionEdgeLoader, PartitionLoader, _refuse, _refuse_link
 from .machine import GlobalIdEmbedding, MachineTables
@@ -18,7 +19,6 @@ from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
 
-HOMOGENEOUS = "_N"
 
 
 class _OnMachine:
