@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .membership import Entered, fenced_by, newest_generation
+from .membership import Entered, fenced_by, newest_generation, read_pending
 
 log = logging.getLogger("dgl_grappa")
 
@@ -135,20 +135,31 @@ class Beacon:
         if g is not None:
             fence_exit(self.rank, g)
 
+    def _newer(self) -> tuple[int, str] | None:
+        """(number, reason) of a generation newer than any this worker entered, written or being formed."""
+        g = newest_generation(self.folder, Entered.gen)
+        if g is not None:
+            return g.gen, g.reason
+        pending = read_pending(self.folder)
+        if pending is not None and pending["gen"] > Entered.gen:
+            return pending["gen"], f"ranks {pending['lost']} lost"
+        return None
+
     def _cut(self) -> None:
         """A newer generation than any this worker entered: its group is over (a member was lost, maybe behind
         a link that went down, where no reset ever comes), so every connection it holds is cut and whatever
-        collective waits on them fails now; the worker then joins the new generation."""
-        if newest_generation(self.folder, Entered.gen) is None:
+        collective waits on them fails now; the worker then joins the new generation. Done as soon as the
+        launcher starts forming it: a lost host that comes back must not find the old group still going."""
+        if self._newer() is None:
             return
         with Entered.lock:
-            g = newest_generation(self.folder, Entered.gen)
-            if g is None:
+            newer = self._newer()
+            if newer is None:
                 return
             n = cut_connections()
-            Entered.gen = g.gen
-        log.warning("generation %d replaces this worker's group (%s): %d connection(s) of the old one cut", g.gen,
-                    g.reason, n)
+            Entered.gen = newer[0]
+        log.warning("generation %d replaces this worker's group (%s): %d connection(s) of the old one cut",
+                    newer[0], newer[1], n)
 
 
 def _die_with_parent() -> None:
@@ -355,15 +366,20 @@ class Watch:
                 s.raw, s.changed = raw, now
 
     def judge(self, alive: list[bool], host_of: list[int], addresses: list[str]) -> list[Verdict]:
-        """Verdicts about the live workers (``alive[r]``: rank r's process is running), host by host."""
+        """Verdicts about the live workers (``alive[r]``: rank r's process is running), host by host.
+
+        A host that no fresh witness on another host reached for the bound is cut off when its own reports
+        stopped too (it is gone), when its own workers found their network gone and reached nobody, or when
+        the witnesses still reach some other host (the network works elsewhere). Where hosts merely cannot
+        reach each other and no side can be told apart, the verdict is a partition.
+        """
         now = time.monotonic()
         self._refresh(now)
         t = self.timeout_s
         live = [r for r, a in enumerate(alive) if a and self.seen[r].report is not None]
         fresh = {r for r in live if now - self.seen[r].changed <= t}
         hosts = sorted({host_of[r] for r in live})
-        net_down = {h for h in hosts if any(self.seen[r].report.get("net_down") and r in fresh
-                                            for r in live if host_of[r] == h)}
+        on = {h: [r for r in live if host_of[r] == h] for h in hosts}
 
         def reached(w: int, r: int) -> bool | None:
             """Whether witness w reached rank r's current worker within the bound (None: it cannot tell yet)."""
@@ -372,35 +388,36 @@ class Watch:
                 return None
             return entry[1] <= t
 
-        def unreached(h: int, witnesses: list[int]) -> bool:
-            votes = [reached(w, r) for w in witnesses for r in live if host_of[r] == h]
-            votes = [v for v in votes if v is not None]
+        def none_reached(witnesses, targets) -> bool:
+            votes = [v for v in (reached(w, r) for w in witnesses for r in targets) if v is not None]
             return bool(votes) and not any(votes)
 
-        cut: list[int] = list(net_down)
-        rest = [h for h in hosts if h not in net_down]
-        for h in rest:
-            witnesses = [w for w in fresh if host_of[w] != h and host_of[w] in rest]
-            if not unreached(h, witnesses):
+        cut: dict[int, str] = {}
+        tied: list[int] = []
+        for h in hosts:
+            witnesses = [w for w in fresh if host_of[w] != h]
+            if not none_reached(witnesses, on[h]):
                 continue
-            # the witnesses reach some other host: the network works, and h is the one cut off
-            others = [g for g in rest if g != h]
-            if any(not unreached(g, [w for w in witnesses if host_of[w] != g]) for g in others if
-                   any(host_of[w] != g for w in witnesses)):
-                cut.append(h)
-        if len(rest) > 1 and all(unreached(h, [w for w in fresh if host_of[w] != h and host_of[w] in rest])
-                                 for h in rest) and not net_down:
-            names = ", ".join(f"{h} ({addresses[h]})" for h in rest)
-            return [Verdict("partition", [r for r in live], -1,
+            mine = [r for r in on[h] if r in fresh]
+            elsewhere = [r for r in live if host_of[r] != h]
+            if not mine:
+                cut[h] = "no worker on another host reached it and its own workers stopped reporting"
+            elif (any(self.seen[r].report.get("net_down") for r in mine) and none_reached(mine, elsewhere)):
+                cut[h] = "its own network is down"
+            elif any(not none_reached([w for w in witnesses if host_of[w] != g], on[g])
+                     for g in hosts if g != h and any(host_of[w] != g for w in witnesses)):
+                cut[h] = "no worker on another host reached it"
+            else:
+                tied.append(h)
+        if len(tied) > 1 and not cut:
+            names = ", ".join(f"{h} ({addresses[h]})" for h in tied)
+            return [Verdict("partition", [r for h in tied for r in on[h]], -1,
                             f"hosts {names} cannot reach each other for {t:g} s (run.peer_timeout_s): the network "
                             "between them is down and no side can be told from the other", "network partition")]
-        out = []
-        for h in sorted(set(cut)):
-            ranks = [r for r in live if host_of[r] == h]
-            how = "its own network is down" if h in net_down else "no worker on another host reached it"
-            out.append(Verdict("unreachable", ranks, h,
-                               f"host {h} ({addresses[h]}) is unreachable: {how} for {t:g} s (run.peer_timeout_s); "
-                               f"worker(s) {', '.join(map(str, ranks))} on it", f"host {h} unreachable"))
+        out = [Verdict("unreachable", on[h], h,
+                       f"host {h} ({addresses[h]}) is unreachable: {how} for {t:g} s (run.peer_timeout_s); "
+                       f"worker(s) {', '.join(map(str, on[h]))} on it", f"host {h} unreachable")
+               for h, how in sorted(cut.items())]
         for r in live:
             age = now - self.seen[r].changed
             if r not in fresh and host_of[r] not in cut:

@@ -121,8 +121,38 @@ def clear_generations(folder: str | Path) -> None:
     """Remove an earlier run's generations (a new job starts at generation 0)."""
     folder = Path(folder)
     if folder.is_dir():
-        for p in folder.glob("gen-*.json"):
+        for p in [*folder.glob("gen-*.json"), folder / PENDING]:
             p.unlink(missing_ok=True)
+
+
+PENDING = "pending.json"
+"""The generation the launcher is forming (its losses so far), written at the first loss of a change."""
+
+
+def write_pending(folder: str | Path, gen: int, lost: list[int]) -> None:
+    """Say that generation ``gen`` is coming and which ranks it replaces (before its join window ends).
+
+    The workers act on it at once: the group it replaces is over (they cut its connections), and a
+    worker it names stops (its host was judged lost and may come back before the generation is written).
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{PENDING}.tmp"
+    tmp.write_text(json.dumps({"gen": gen, "lost": sorted(lost)}))
+    os.replace(tmp, folder / PENDING)
+
+
+def read_pending(folder: str | Path) -> dict | None:
+    """``{"gen", "lost"}`` of the generation being formed, or None."""
+    try:
+        return json.loads((Path(folder) / PENDING).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def clear_pending(folder: str | Path) -> None:
+    """The generation was written (or the job restarts): nothing is pending."""
+    (Path(folder) / PENDING).unlink(missing_ok=True)
 
 
 def newer_generations(folder: str | Path, after: int) -> list[Generation]:
@@ -159,11 +189,15 @@ def fenced_by(folder: str | Path, rank: int, since: int) -> Generation | None:
     """The generation after ``since`` that replaced ``rank`` (this worker is stale: it must stop), or None.
 
     ``since`` is the generation the worker was started for (0 for the job's first workers): a
-    generation that names ``rank`` lost after that lost *this* worker.
+    generation that names ``rank`` lost after that lost *this* worker; so does one being formed
+    (:func:`write_pending`), returned as a Generation without a rendezvous.
     """
     for g in newer_generations(folder, since):
         if rank in g.lost:
             return g
+    pending = read_pending(folder)
+    if pending is not None and pending["gen"] > since and rank in pending["lost"]:
+        return Generation(pending["gen"], "", 0, lost=pending["lost"], reason="being formed")
     return None
 
 

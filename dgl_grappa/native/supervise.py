@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..cluster.liveness import Watch, join_window
-from ..cluster.membership import Generation, clear_generations, membership_dir, write_generation
+from ..cluster.membership import (
+    Generation,
+    clear_generations,
+    clear_pending,
+    membership_dir,
+    write_generation,
+    write_pending,
+)
 from ..cluster.procs import JobFailed
 from ..cluster.remote import RemoteProcess
 from ..config import Config
@@ -123,6 +130,7 @@ class Supervisor:
         self.budget = RestartBudget(cfg.launch.max_restarts if self.mode == "restart" else 0, "Grappa job")
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir))
         self.done: dict = {"restarts": self.budget.taken, "takeovers": []}
+        self.joiners: set[int] = set()  # the ranks started for the newest generation
 
     # -- what was lost ----------------------------------------------------------------------------
     def _verdicts(self) -> None:
@@ -189,6 +197,8 @@ class Supervisor:
             self.gen, self.addresses[pl.host_of[0]], at_port, lost=ranks,
             joined=[{"rank": r, "host": h} for r, (h, _) in placed.items()], reason=reason,
             detected_s=round(time.perf_counter() - self.t0, 3), unreachable=unreachable))
+        clear_pending(self.folder)
+        self.joiners = set(placed)
         for r, (h, local) in placed.items():
             self.watch.reset(r)
             self.judged.pop(r, None)
@@ -222,20 +232,39 @@ class Supervisor:
         self.procs[:] = [self.start(r, h, local, 0, _port(self.port, self.attempt, 0)) for r, h, local in self.first]
         self.placement = Placement([h for _, h, _ in self.first])
 
+    def _finished(self) -> bool:
+        """Every worker exited 0; or every one but the newest generation's new workers, which still wait for
+        it to form: the survivors finished the job first (a lost host came back before they left its group).
+        Those are stopped, with a log line."""
+        rcs = [p.poll() for p in self.procs]
+        if all(rc == 0 for rc in rcs):
+            return True
+        waiting = [r for r in self.joiners if rcs[r] is None]
+        if not waiting or any(rc != 0 for r, rc in enumerate(rcs) if r not in self.joiners):
+            return False
+        log.warning("the job finished before generation %d formed; its new worker(s) %s are stopped", self.gen,
+                    ", ".join(map(str, sorted(waiting))))
+        for r in waiting:
+            self.procs[r].stop()
+        return True
+
     def run(self) -> dict:
         deadline = time.monotonic() + self.cfg.run.timeout_s
         window = join_window(self.cfg.run.peer_timeout_s)
         while True:
             lost = self._losses()
-            if not lost and all(p.poll() == 0 for p in self.procs):
+            if not lost and self._finished():
                 return self.done
             if lost:
                 own = [r for r, how in lost.items() if how is None]
                 if self.mode == "continue" and not own:
                     settle = time.monotonic() + window  # losses close in time are one change
+                    write_pending(self.folder, self.gen + 1, list(lost))  # the old group is over from now
                     while time.monotonic() < settle:
                         time.sleep(0.1)
-                        lost = self._losses()
+                        if len(more := self._losses()) > len(lost):
+                            write_pending(self.folder, self.gen + 1, list(more))
+                        lost = more
                     own = [r for r, how in lost.items() if how is None]
                     if not own:
                         self._take_over(lost)
