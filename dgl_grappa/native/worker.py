@@ -70,8 +70,8 @@ from ..partition.layout import has_part, part_files
 from ..partition.schedule import prepare_schedule
 from ..partition.share import share_partition
 from ..partition.store import ensure_partitions, format_stats
-from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
-from ..runtime.folders import lock_job_folders
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint, resolve_resume
+from ..runtime.folders import check_output_dir, lock_job_folders
 from ..runtime.metrics import write_json
 from .supervise import supervise
 from .trainer import JoinFailed, run_worker
@@ -240,6 +240,10 @@ def train_on_hosts(cfg: Config) -> dict:
     out = Path(cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
 
+    check_output_dir(cfg.run.output_dir, "run.output_dir")
+    if cfg.checkpoint.dir:
+        check_output_dir(cfg.checkpoint.dir, "checkpoint.dir")
+    resolve_resume(cfg)  # a checkpoint to resume from that is missing, broken or of another model: one line now
     job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
     cluster = Cluster(cfg, n, job, spares=True)  # validates the hosts before anything is built
     # One job per folder; SIGTERM, SIGHUP, SIGINT stop the job at once: leaving the cluster's block stops
@@ -272,6 +276,11 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
     part_dir = Path(part_config).parent
     if cfg.schedule.k == 0:
         cfg = dataclasses.replace(cfg, partition=dataclasses.replace(cfg.partition, out_dir=str(part_dir)))
+    if not cfg.checkpoint.resume:  # a fresh run: an earlier run's checkpoints must not be resumed by the workers
+        cleared = CheckpointStore(checkpoint_dir(cfg)).clear()
+        if cleared:
+            log.warning("removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
+                        cleared, checkpoint_dir(cfg))
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     logs = out / "logs"
