@@ -346,6 +346,7 @@ class Watch:
     def __init__(self, folder: str | Path, n: int, timeout_s: float):
         self.folder, self.timeout_s = Path(folder), timeout_s
         self.seen = [_Seen() for _ in range(n)]
+        self.polled = time.monotonic()
 
     def reset(self, rank: int) -> None:
         """A new worker for ``rank``: its predecessor's reports no longer count."""
@@ -353,6 +354,10 @@ class Watch:
         _report_path(self.folder, rank).unlink(missing_ok=True)
 
     def _refresh(self, now: float) -> None:
+        if now - self.polled > max(2.0, self.timeout_s / 2):  # the launcher itself was not running: start afresh
+            for s in self.seen:
+                s.changed = now
+        self.polled = now
         for r, s in enumerate(self.seen):
             try:
                 raw = _report_path(self.folder, r).read_text()
