@@ -30,6 +30,7 @@ from dgl_grappa.cluster.membership import (
     write_generation,
     write_pending,
 )
+from dgl_grappa.cluster.procs import rc_text
 from dgl_grappa.cluster.testhosts import check_hosts_possible
 from dgl_grappa.config import ConfigError, load_config
 from dgl_grappa.native.supervise import Placement, lost_signal
@@ -54,6 +55,10 @@ def test_the_exit_status_says_how_a_worker_was_lost():
     assert [lost_signal(rc) for rc in (-9, 137, 247, 143, 255)] == ["SIGKILL", "SIGKILL", "SIGKILL", "SIGTERM",
                                                                     "its host (connection lost)"]
     assert lost_signal(1) is None and lost_signal(2) is None  # a worker's own error is not a loss
+    # the words of every launcher's failure line: a signal is named whichever way it reached the launcher
+    assert [rc_text(rc) for rc in (-9, 137, 247, 1)] == ["was killed by SIGKILL", "exited with status 137 (killed by "
+                                                          "SIGKILL)", "exited with status 247 (killed by SIGKILL)",
+                                                          "exited with status 1"]
 
 
 @pytest.mark.unit
