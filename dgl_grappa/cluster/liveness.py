@@ -65,6 +65,12 @@ def join_window(peer_timeout_s: float) -> float:
     return max(1.0, 1.5 * beat_every(peer_timeout_s))
 
 
+def clear_reports(folder: str | Path) -> None:
+    """Remove an earlier run's reports (a resumed job's folder): they are not the new workers'."""
+    for p in Path(folder).glob("beat-*.json"):
+        p.unlink(missing_ok=True)
+
+
 def _report_path(folder: Path, rank: int) -> Path:
     return folder / f"beat-{rank}.json"
 

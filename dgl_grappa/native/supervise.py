@@ -120,8 +120,6 @@ class Supervisor:
         self.folder = membership_dir(out_dir)
         clear_generations(self.folder)
         self.watch = Watch(self.folder, self.n, cfg.run.peer_timeout_s)
-        for r in range(self.n):  # an earlier run's reports in this folder (a resumed job's) are not these workers'
-            self.watch.reset(r)
         self.judged: dict[int, str] = {}  # ranks the launcher gave up on (stalled, unreachable): why
         self.unreachable: set[str] = set()  # addresses of the hosts judged unreachable
         self.placement = Placement([p.host_index for p in procs])

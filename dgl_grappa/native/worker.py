@@ -52,7 +52,7 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..cluster.procs import ENV_JOB, JobFailed
-from ..cluster.liveness import Beacon, beat_every, fence_exit
+from ..cluster.liveness import Beacon, beat_every, clear_reports, fence_exit
 from ..cluster.membership import (
     fenced_by,
     join_generation,
@@ -317,6 +317,7 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
             if cfg.launch.copy_partitions:  # the take-over host reads the lost part from its own disk
                 cluster.copy_to(host, part_dir, part_files(part_dir, [rank], cfg.train.halo, metadata=True))
 
+        clear_reports(membership_dir(out))  # an earlier run's (a resumed job's) would be judged as these workers'
         procs = [start(s.rank, s.host_index, s.local_rank, 0, port) for s in cluster.slots]
         log.info("%d workers on %d hosts (%s), master %s:%d, logs in %s", n, len(cluster.entries), cluster.kind,
                  cluster.addresses[0], port, logs)
