@@ -121,8 +121,24 @@ def clear_generations(folder: str | Path) -> None:
     """Remove an earlier run's generations (a new job starts at generation 0)."""
     folder = Path(folder)
     if folder.is_dir():
-        for p in [*folder.glob("gen-*.json"), folder / PENDING]:
+        for p in [*folder.glob("gen-*.json"), folder / PENDING, folder / FORMED]:
             p.unlink(missing_ok=True)
+
+
+FORMED = "formed"
+"""Written by rank 0 once the job's first group has formed and its workers are set up: from then on a loss
+is taken over; before it there is no state to hand over, and every worker starts again."""
+
+
+def mark_formed(folder: str | Path) -> None:
+    """The first group formed (rank 0, at the end of its set-up)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / FORMED).touch()
+
+
+def is_formed(folder: str | Path) -> bool:
+    """Whether :func:`mark_formed` was called for this run."""
+    return (Path(folder) / FORMED).exists()
 
 
 PENDING = "pending.json"

@@ -34,6 +34,7 @@ from ..cluster.membership import (
     Generation,
     clear_generations,
     clear_pending,
+    is_formed,
     membership_dir,
     write_generation,
     write_pending,
@@ -50,6 +51,8 @@ SSH_LOST = 255
 """ssh's exit status when the connection (the host) was lost."""
 USER_ERROR = 2
 """A worker's exit status for a user error (one line): never restarted."""
+START_OVERS = 3
+"""How often losses before the first group formed start every worker again (then the job stops)."""
 
 
 def _port(port: int, attempt: int, gen: int) -> int:
@@ -131,6 +134,7 @@ class Supervisor:
         self.store = CheckpointStore(checkpoint_dir(cfg, out_dir))
         self.done: dict = {"restarts": self.budget.taken, "takeovers": []}
         self.joiners: set[int] = set()  # the ranks started for the newest generation
+        self.start_overs = 0  # whole-group starts after a loss before the first group formed
 
     # -- what was lost ----------------------------------------------------------------------------
     def _verdicts(self) -> None:
@@ -232,6 +236,34 @@ class Supervisor:
         self.procs[:] = [self.start(r, h, local, 0, _port(self.port, self.attempt, 0)) for r, h, local in self.first]
         self.placement = Placement([h for _, h, _ in self.first])
 
+    def _start_over(self, lost: dict[int, str]) -> None:
+        """Losses before the first group formed: there is no state to hand over, so every worker starts again,
+        the lost ones on hosts that were not lost as a whole (at most :data:`START_OVERS` times)."""
+        self.start_overs += 1
+        if self.start_overs > START_OVERS:
+            raise JobFailed(f"{self._said(lost)} while the workers started, {START_OVERS} times; the job stopped")
+        pl = self.placement
+        for h in {pl.host_of[r] for r in lost}:
+            (pl.dead_hosts if all(r in lost for r, q in enumerate(pl.host_of) if q == h) else pl.lost_hosts).add(h)
+        for r in sorted(lost):
+            if pl.host_of[r] in pl.dead_hosts:
+                host = pl.take_over_host(r, len(self.addresses))
+                if host is None:
+                    raise JobFailed(f"{self._said(lost)} while the workers started, and no host is left for part "
+                                    f"{r}; the job stopped")
+                pl.host_of[r] = host
+        log.warning("%s before the workers had formed their group: every worker starts again (%d of %d)",
+                    self._said(lost), self.start_overs, START_OVERS)
+        for q in self.procs:
+            q.stop()
+        self.attempt += 1
+        self.judged.clear()
+        clear_generations(self.folder)
+        for r in range(self.n):
+            self.watch.reset(r)
+        self.first = [(r, h, sum(1 for q in pl.host_of[:r] if q == h)) for r, h in enumerate(pl.host_of)]
+        self.procs[:] = [self.start(r, h, local, 0, _port(self.port, self.attempt, 0)) for r, h, local in self.first]
+
     def _finished(self) -> bool:
         """Every worker exited 0; or every one but the newest generation's new workers, which still wait for
         it to form: the survivors finished the job first (a lost host came back before they left its group).
@@ -266,6 +298,9 @@ class Supervisor:
                             write_pending(self.folder, self.gen + 1, list(more))
                         lost = more
                     own = [r for r, how in lost.items() if how is None]
+                    if not own and not is_formed(self.folder):
+                        self._start_over(lost)
+                        continue
                     if not own:
                         self._take_over(lost)
                         continue

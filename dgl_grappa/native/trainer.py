@@ -36,6 +36,7 @@ from ..cluster.membership import (
     fenced_by,
     folded_change,
     join_generation,
+    mark_formed,
     membership_dir,
     newer_generations,
     wait_generation,
@@ -227,6 +228,8 @@ class Trainer:
             if join is not None:
                 self._sync_state(join, time.perf_counter())  # the survivors' model, optimizer and position
                 self._wrap()
+            elif beacon is not None and ident.is_main:  # from now on a lost worker is taken over, not restarted
+                mark_formed(membership_dir(out_dir))
         except BaseException as exc:
             self.close()
             if join is not None and self.gen_joined and isinstance(exc, RuntimeError):
