@@ -245,40 +245,43 @@ def folded_change(gens: list[Generation]) -> dict:
 
 
 def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, timeout_s: float,
-               backend: str = "gloo", poll_s: float = 0.05) -> Generation:
+               backend: str = "gloo", poll_s: float = 0.05, form_s: float | None = None) -> Generation:
     """Join generation ``g``'s process group (the default group) as ``rank`` of ``world_size``, or a newer one.
 
     Every member counts itself in at the generation's store (on rank 0's host); the group is made
     once all ``world_size`` are in. While it waits, a member looks for a newer generation (a further
     loss: one of this generation's members will never come) and moves to it, so no member waits in a
-    generation the others left. Every collective of the group is bounded by ``timeout_s``, and so is
-    the wait for each generation to form.
+    generation the others left. A member that is merely slow (a new worker still loading its part on a
+    busy host) is waited for: one that is lost is the launcher's to judge, and its judgement is a newer
+    generation. Every collective of the group is bounded by ``timeout_s``; the wait for a generation
+    to form by ``form_s`` (default ``timeout_s``; the launcher passes the job's own bound).
 
     Returns:
         The generation whose group this process joined.
 
     Raises:
-        RuntimeError: no generation formed within ``timeout_s``.
+        RuntimeError: no generation formed within ``form_s``.
     """
     import torch.distributed as dist  # deferred: the launcher reads generations without torch.distributed
 
-    deadline = time.monotonic() + timeout_s
+    form_s = timeout_s if form_s is None else form_s
+    deadline = time.monotonic() + form_s
     bound = datetime.timedelta(seconds=timeout_s)
     while True:
         newer = newest_generation(folder, g.gen)
         if newer is not None:  # each generation has the whole bound to form
-            g, deadline = newer, time.monotonic() + timeout_s
+            g, deadline = newer, time.monotonic() + form_s
         left = deadline - time.monotonic()
         if left <= 0:
-            raise RuntimeError(f"generation {g.gen} did not form within {timeout_s:.0f} s "
-                               f"(run.collective_timeout_s): its members did not all arrive")
+            raise RuntimeError(f"generation {g.gen} did not form within {form_s:.0f} s: its members did not all "
+                               "arrive")
         Entered.enter(g.gen)
         if rank != 0 and not _listening(g.master_addr, g.master_port):
             time.sleep(poll_s * 4)  # not up yet (rank 0 still starting) or gone: look again, quietly
             continue
         try:
             store = dist.TCPStore(g.master_addr, g.master_port, is_master=rank == 0, wait_for_workers=False,
-                                  timeout=datetime.timedelta(seconds=min(_CONNECT_S, max(left, 0.1))))
+                                  timeout=datetime.timedelta(seconds=min(_CONNECT_S, timeout_s, max(left, 0.1))))
             key = f"arrived/{g.gen}"
             store.add(key, 1)
             while int(store.add(key, 0)) < world_size:
@@ -307,10 +310,11 @@ def _listening(addr: str, port: int) -> bool:
 
 
 def join_generation(g: Generation, rank: int, world_size: int, timeout_s: float, backend: str = "gloo",
-                    folder: str | Path | None = None) -> Generation:
-    """Join generation ``g`` (or, with ``folder``, a newer one written meanwhile: :func:`rendezvous`)."""
+                    folder: str | Path | None = None, form_s: float | None = None) -> Generation:
+    """Join generation ``g`` (or, with ``folder``, a newer one written meanwhile: :func:`rendezvous`, which waits
+    at most ``form_s`` for it to form)."""
     if folder is not None:
-        return rendezvous(folder, g, rank, world_size, timeout_s, backend)
+        return rendezvous(folder, g, rank, world_size, timeout_s, backend, form_s=form_s)
     import torch.distributed as dist  # deferred: the launcher reads generations without torch.distributed
 
     dist.init_process_group(backend, init_method=f"tcp://{g.master_addr}:{g.master_port}", rank=rank,

@@ -522,7 +522,7 @@ class Trainer:
         gc.collect()  # the old DDP's reducer and its autograd hooks go before the next backward
         shutdown_distributed(clean=False)  # closes its connections: a peer still waiting in it errors out too
         g = join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
-                            self._backend, folder=membership_dir(self.out_dir))
+                            self._backend, folder=membership_dir(self.out_dir), form_s=self.cfg.run.timeout_s)
         if self.beacon is not None:
             self.beacon.joined(g.gen)
         self.evaluator.regroup()
