@@ -577,3 +577,21 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
         assert not (tmp_path / "runs").exists()
     if case in AFTER:
         AFTER[case](tmp_path)
+
+
+@pytest.mark.unit
+def test_lying_inputs_are_refused_by_the_checks_themselves(tmp_path):
+    """The fast subset's share of the table: the checks behind a few rows, without a command."""
+    from dgl_grappa.config import ConfigError, load_config
+    from dgl_grappa.data.user import check_class_ids
+
+    (tmp_path / "dup.yaml").write_text("model:\n  hidden: 8\n  hidden: 16\n")
+    with pytest.raises(ConfigError, match=r"key 'hidden' is given twice in one block \(lines 2 and 3\)"):
+        load_config(str(tmp_path / "dup.yaml"))
+    assert load_config(None, ["--name=run 7"]).name == "run 7"  # a plain name, spaces and all
+    for bad in ("../x", "a/b", ".."):
+        with pytest.raises(ConfigError, match="is not a plain name"):
+            load_config(None, [f"--name={bad}"])
+    check_class_ids(torch.tensor([0, 4, 1, -1]), 5, "labels")  # 5 nodes, 5 classes at most
+    with pytest.raises(ConfigError, match=r"hold class id 5 \(node 1\), but 5 nodes"):
+        check_class_ids(torch.tensor([0, 5, 1]), 5, "labels")
