@@ -105,12 +105,11 @@ class Beacon:
 
     Example:
         >>> b = Beacon(folder, rank=1, address="10.77.0.2", every_s=2.0, since=0).start()   # doctest: +SKIP
-        >>> b.joined(3)     # the worker joined generation 3                               # doctest: +SKIP
     """
 
     def __init__(self, folder: str | Path, rank: int, address: str, every_s: float, since: int = 0):
         self.folder, self.rank, self.address, self.every_s = Path(folder), rank, address, every_s
-        self.since = self.gen = since
+        self.since = since
         Entered.enter(since)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.reporter: subprocess.Popen | None = None
@@ -122,10 +121,6 @@ class Beacon:
              str(self.every_s), str(os.getpid())], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         threading.Thread(target=self._loop, name="dgl_grappa-fence", daemon=True).start()
         return self
-
-    def joined(self, gen: int) -> None:
-        """The worker joined generation ``gen``."""
-        self.gen = max(self.gen, gen)
 
     def _loop(self) -> None:
         while True:

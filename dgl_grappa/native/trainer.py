@@ -132,7 +132,6 @@ class Trainer:
         # launch.on_failure: continue: the group's generation, and the changes of membership so far
         self.gen = join.gen if join is not None else 0
         self.since = since  # the generation this worker was started for: a later one that names its rank lost fences it
-        self.beacon = beacon  # the liveness beacon of a worker on hosts (cluster.liveness), told each joined generation
         self.gen_joined = join is not None  # this worker joined a running group (until it took the state)
         self.membership: list[dict] = []
         self._at = (0, 0, 0)  # (epoch in progress, its steps done, steps taken before it): where a new group goes on
@@ -523,8 +522,6 @@ class Trainer:
         shutdown_distributed(clean=False)  # closes its connections: a peer still waiting in it errors out too
         g = join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
                             self._backend, folder=membership_dir(self.out_dir), form_s=self.cfg.run.timeout_s)
-        if self.beacon is not None:
-            self.beacon.joined(g.gen)
         self.evaluator.regroup()
         self.rt = self.kind.make_runtime(self.cfg, self.ident, self.rt.lp)
         self._sync_state(g, t0)
@@ -703,7 +700,7 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
         (``checkpoint.resume``); ``join``: the generation a new worker joins (it takes a lost part over,
         ``launch.on_failure: continue``; ``since``: the generation it was started for, after which a generation
         naming its rank lost fences it); ``beacon``: its liveness beacon on hosts
-        (:class:`~dgl_grappa.cluster.liveness.Beacon`), told every generation it joins; ``stop_raises``: a stop
+        (:class:`~dgl_grappa.cluster.liveness.Beacon`; rank 0 then marks the group formed); ``stop_raises``: a stop
         the ranks agreed on raises
         :class:`~dgl_grappa.cluster.signals.Stopped` (a worker of an external starter: its exit status says so).
 

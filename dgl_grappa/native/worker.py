@@ -198,8 +198,6 @@ def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, p
     while True:
         g = join_generation(newest_generation(folder, g.gen) or g, who.rank, who.world_size,
                             cfg.run.collective_timeout_s, backend, folder=folder, form_s=cfg.run.timeout_s)
-        if beacon is not None:
-            beacon.joined(g.gen)
         faults.hit("join", rank=who.rank, gen=g.gen)  # tests: a loss while a generation forms
         log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, g.gen,
                  who.host_index, g.reason, who.rank)
