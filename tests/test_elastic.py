@@ -71,6 +71,11 @@ def test_take_overs_go_to_the_least_loaded_host_that_lost_nothing():
     assert Placement([0, 0], {0}).take_over_host(1, 1) == 0  # no other host: the same one
     assert Placement([0, 1, 2, 3]).take_over_host(1, 5) == 4  # a spare (host 4, idle) before any survivor
     assert Placement([0, 1], dead_hosts={0, 1}).take_over_host(1, 2) is None  # every host lost as a whole
+    # a lost worker's place is free: the local ranks of a host's workers stay below the workers it runs
+    q = Placement([0, 0, 2, 2], dead_hosts={0})
+    q.host_of[0] = q.host_of[1] = q.host_of[3] = -1  # ranks 0, 1 (host 0, lost as a whole) and 3 (host 2) lost
+    assert [q.take_over_host(r, 3, origin) for r, origin in ((0, 0), (1, 0), (3, 2))] == [1, 1, 1]
+    assert q.workers_on(2) == 1
 
 
 @pytest.mark.unit

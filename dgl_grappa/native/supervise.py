@@ -101,11 +101,12 @@ class Placement:
     def workers_on(self, host: int) -> int:
         return sum(1 for h in self.host_of if h == host)
 
-    def take_over_host(self, rank: int, n_hosts: int) -> int | None:
-        """The host that takes ``rank``'s part: of the hosts that lost no worker, one with the fewest workers,
-        the next after the lost one first (so several losses spread over the survivors); then a host that
-        lost a worker but not all of them; None when every host was lost as a whole."""
-        lost = self.host_of[rank]
+    def take_over_host(self, rank: int, n_hosts: int, origin: int | None = None) -> int | None:
+        """The host that takes ``rank``'s part (lost on host ``origin``, default its host now): of the hosts that
+        lost no worker, one with the fewest workers, the next after the lost one first (so several losses
+        spread over the survivors); then a host that lost a worker but not all of them; None when every
+        host was lost as a whole."""
+        lost = self.host_of[rank] if origin is None else origin
         order = [(lost + k) % n_hosts for k in range(1, n_hosts + 1)]
         usable = [h for h in order if h not in self.dead_hosts]
         best = [h for h in usable if h not in self.lost_hosts and h != lost] or usable
@@ -181,8 +182,11 @@ class Supervisor:
             raise JobFailed(f"{self._said(lost)}; the job has {self.takeovers_left} take-over(s) left "
                             f"(launch.max_restarts={self.cfg.launch.max_restarts}) and stopped")
         placed = {}
+        origin = {r: pl.host_of[r] for r in ranks}
+        for r in ranks:  # the lost workers' places are free: a host's local ranks count the workers it runs
+            pl.host_of[r] = -1
         for r in ranks:
-            host = pl.take_over_host(r, len(self.addresses))
+            host = pl.take_over_host(r, len(self.addresses), origin[r])
             if host is None:
                 raise JobFailed(f"{self._said(lost)}; no host is left to take part {r} over (host(s) "
                                 f"{', '.join(map(str, sorted(pl.dead_hosts)))} lost as a whole); the job stopped")
