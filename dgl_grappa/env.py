@@ -29,8 +29,11 @@ user sets them only to reproduce what a launcher does).
                               (:mod:`dgl_grappa.cluster.faults`)
 ``DGL_GRAPPA_JOIN``           the generation a worker joins when it takes a lost worker's part over
                               (``launch.on_failure: continue``, :mod:`dgl_grappa.cluster.membership`)
-``DGL_GRAPPA_BEAT``           seconds between a worker's heartbeats, written to the run's output folder
-                              for the multi-host launcher (which sets it)
+``DGL_GRAPPA_BEAT``           seconds between a worker's liveness reports (its probes of its peers over
+                              the network, :mod:`dgl_grappa.cluster.liveness`), written to the run's
+                              output folder for the multi-host launcher (which sets it)
+``DGL_GRAPPA_HOST_ADDR``      the address of a worker's host as its peers reach it (set by the
+                              multi-host launcher; the worker's liveness listener binds it)
 ``DGL_GRAPPA_VENV``           where ``scripts/_bootstrap.sh`` keeps the virtual environment
 ============================  ====================================================================
 """
@@ -47,4 +50,5 @@ ENV_FAULT = "DGL_GRAPPA_FAULT"
 ENV_EPOCHS = "DGL_GRAPPA_EPOCHS"
 ENV_JOIN = "DGL_GRAPPA_JOIN"
 ENV_BEAT = "DGL_GRAPPA_BEAT"
+ENV_HOST_ADDR = "DGL_GRAPPA_HOST_ADDR"
 ENV_VENV = "DGL_GRAPPA_VENV"

@@ -6,7 +6,17 @@ a checkpoint after each) with one fault:
 
 * ``kill``: a worker is SIGKILLed before a random step (``launch.on_failure: continue``): the run must
   complete without a restart, with the change in ``membership``, every epoch recorded;
+* ``kill2``: two workers on two hosts are SIGKILLed at the same step (milliseconds apart): one change
+  of membership with both, never two;
+* ``host2``: two workers per host (and a spare host): both workers of one host are SIGKILLed at the
+  same step, as when the host dies: one change, both parts to the spare;
 * ``stop``: a worker is SIGSTOPped (continue, ``run.peer_timeout_s=10``): named in one line, taken over;
+* ``blip``: a worker's host takes its link down at a step and this script brings it back 4 s later
+  (less than every timeout): the run completes without any change, the stall in that epoch's ``wall_s``;
+* ``netdown``: a host's link goes down for good: named unreachable (not a healthy peer) within
+  ``run.peer_timeout_s``, taken over;
+* ``return``: a host's link goes down and comes back once its part was taken over: taken over, and
+  its stale worker stops without writing;
 * ``sigterm``: the top level gets SIGTERM after the first checkpoint (started as ``cmd &`` from a script
   would be: its own session, no terminal): exit 143, no process of the job left 30 s later, then
   ``--resume`` completes the run;
@@ -30,6 +40,7 @@ import os
 import random
 import shutil
 import signal
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,7 +51,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-KINDS = ("kill", "stop", "sigterm", "second-job", "truncate")
+KINDS = ("kill", "kill2", "host2", "stop", "blip", "netdown", "return", "sigterm", "second-job", "truncate")
+BLIP_S = 4.0
+"""How long a ``blip`` keeps a link down (below run.peer_timeout_s and run.collective_timeout_s)."""
 EPOCHS, STEPS = 6, 3
 JOB = """
 name: host-soak
@@ -88,6 +101,28 @@ def _wait_for(path_glob, root: Path, bound: float) -> bool:
     return False
 
 
+def _link_fault(run: Path, out: Path, p: subprocess.Popen, rank: int, up_when) -> str | None:
+    """Wait for worker ``rank``'s "link down" fault, then bring its host's link back once ``up_when()`` is true
+    (None: never); the host's namespace, or None when the fault did not fire before the job ended."""
+    log = out / "logs" / f"worker{rank}.log"
+    pat = re.compile(r"fault injection: link down at .* \(pid (\d+)\)")
+    deadline = time.monotonic() + BOUND_S
+    ns = None
+    while time.monotonic() < deadline and p.poll() is None:
+        m = pat.search(log.read_text(errors="replace")) if log.exists() else None
+        if m:
+            ns = subprocess.run(["ip", "netns", "identify", m.group(1)], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+            break
+        time.sleep(0.2)
+    if not ns or up_when is None:
+        return ns
+    while time.monotonic() < deadline and p.poll() is None and not up_when():
+        time.sleep(0.2)
+    subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], capture_output=True, timeout=10)
+    return ns
+
+
 def _left(job: str) -> int:
     from dgl_grappa.cluster.procs import processes_of_job
 
@@ -111,7 +146,63 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
     fault = {"point": "step", "rank": rank, "epoch": epoch, "step": step, "once": str(run / "fired")}
     row = {"run": i, "kind": kind, "fault": "-", "hang": False, "left": 0, "lost": 0, "acc_diff": None}
     t0 = time.monotonic()
-    if kind in ("kill", "stop"):
+    if kind in ("kill2", "host2"):
+        if kind == "kill2":
+            ranks = sorted(rng.sample(range(4), 2))
+            extra = []
+        else:  # two workers per host on two hosts, and a spare: host h holds ranks 2h and 2h+1
+            h = rng.randrange(2)
+            ranks, extra = [2 * h, 2 * h + 1], ["--launch.workers_per_host=2", "--launch.spare_hosts=1"]
+        faults = [dict(fault, rank=r, once=str(run / f"fired{r}")) for r in ranks]
+        row["fault"] = f"SIGKILL ranks {ranks[0]},{ranks[1]} e{epoch} s{step}"
+        p = _start(cfg, out, job, faults, *extra)
+        row["hang"] = _wait(p, BOUND_S)
+        s, epochs = _result(out)
+        row["lost"] = EPOCHS - len(set(epochs))
+        ok = (p.returncode == 0 and s is not None and not s["restarts"] and len(s["membership"]) == 1
+              and s["membership"][0]["lost"] == ranks)
+        if kind == "host2" and ok:
+            ok = all(j["host"] == 2 for j in s["membership"][0]["joined"])  # the spare took both
+        if ok and reference is not None:
+            row["acc_diff"] = round(100 * (s["test_acc"] - reference), 2)
+        row["outcome"] = "completed, one change of both" if ok else f"FAILED (rc {p.returncode})"
+    elif kind in ("blip", "netdown", "return"):
+        fault["link"] = "down"
+        row["fault"] = f"link down host of rank {rank} e{epoch} s{step}" + (f" {BLIP_S:.0f} s" if kind == "blip" else
+                                                                            " for good" if kind == "netdown" else
+                                                                            " until taken over")
+        p = _start(cfg, out, job, [fault])
+        t_down = []
+
+        def up_when():
+            if kind == "blip":
+                t_down.append(time.monotonic()) if not t_down else None
+                return time.monotonic() - t_down[0] >= BLIP_S
+            return (out / "membership" / "gen-1.json").exists()
+
+        ns = _link_fault(run, out, p, rank, None if kind == "netdown" else up_when)
+        row["hang"] = _wait(p, BOUND_S)
+        s, epochs = _result(out)
+        row["lost"] = EPOCHS - len(set(epochs))
+        said = (run / "out.log").read_text(errors="replace")
+        ok = ns is not None and p.returncode == 0 and s is not None and not s["restarts"]
+        if kind == "blip":
+            rec = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()][epoch] if ok else {}
+            ok = ok and not s["membership"] and "is unreachable" not in said
+            row["outcome"] = (f"completed, no change; epoch {epoch} wall {rec.get('wall_s', 0):.1f} s vs "
+                              f"{rec.get('epoch_time_s', 0):.1f} s of steps" if ok else f"FAILED (rc {p.returncode})")
+        else:
+            host = rank  # one worker per host
+            ok = (ok and len(s["membership"]) == 1 and s["membership"][0]["lost"] == [rank]
+                  and f"host {host} (10.77.0.{host + 1}) is unreachable" in said and "stopped answering" not in said)
+            if kind == "return":
+                stale = (out / "logs" / f"worker{rank}.log").read_text(errors="replace")
+                ok = ok and "this stale worker stops and writes nothing" in stale
+            row["outcome"] = (("named unreachable, taken over" + (", stale worker fenced" if kind == "return" else ""))
+                              if ok else f"FAILED (rc {p.returncode})")
+        if ok and reference is not None:
+            row["acc_diff"] = round(100 * (s["test_acc"] - reference), 2)
+    elif kind in ("kill", "stop"):
         if kind == "stop":
             fault["signal"] = "SIGSTOP"
         row["fault"] = f"{fault.get('signal', 'SIGKILL')} rank {rank} e{epoch} s{step}"

@@ -13,7 +13,7 @@ import dgl
 import pytest
 
 from dgl_grappa.cluster.netns import check_isolation
-from dgl_grappa.config import load_config
+from dgl_grappa.config import ConfigError, load_config
 from dgl_grappa.data import load_dataset
 from dgl_grappa.distdgl import run_distdgl
 from dgl_grappa.partition.aggregates import prepare
@@ -68,10 +68,11 @@ def test_the_script_says_what_is_missing_when_a_folder_was_not_prepared(tmp_path
     cfg = load_config(str(tmp_path / "c.yaml"))
     g = load_dataset(cfg.data)
     dgl.distributed.partition_graph(g, "grappa", 3, str(tmp_path / "parts"), num_hops=1, part_method="random")
-    from dgl_grappa.cluster.procs import JobFailed
-
-    with pytest.raises(JobFailed, match="python -m dgl_grappa prepare --part-config"):
+    # refused before any server starts: the script's loader call is read from its source
+    with pytest.raises(ConfigError, match="dist_graphsage.py:\\d+ makes GrappaLoader.*python -m dgl_grappa prepare "
+                                          "--part-config"):
         run_distdgl(cfg, grappa=True, quiet=True)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 # ---------------------------------------------------------------------------------------

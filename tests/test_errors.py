@@ -289,8 +289,68 @@ def setup_features_not_finite(tmp):
 
 
 def setup_loss_not_finite(tmp):
-    # an absurd learning rate: the first update blows the weights up, the next epoch's loss is not a number
-    return ["train", *TINY, "--train.lr=1e30", "--train.epochs=4", f"--run.output_dir={tmp / 'run'}"]
+    # an absurd learning rate: the first update blows the weights up, the next epoch's loss is not a number; no
+    # checkpoint was written by then, so the new output folder goes (its lock, its partitions)
+    return ["train", *TINY, "--train.lr=1e30", "--train.epochs=4", "--checkpoint.every=10",
+            f"--run.output_dir={tmp / 'run'}"]
+
+
+def _edit_user_graph(tmp, edit) -> list[str]:
+    """``_user_graph`` changed by ``edit(g)``, and the train command on it."""
+    import dgl
+
+    _user_graph(tmp / "graph.bin")
+    g = dgl.load_graphs(str(tmp / "graph.bin"))[0][0]
+    edit(g)
+    dgl.save_graphs(str(tmp / "graph.bin"), [g])
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}", f"--run.output_dir={tmp / 'run'}"]
+
+
+def setup_label_beyond_classes(tmp):
+    def edit(g):
+        g.ndata["label"][17] = 1 << 40
+
+    return _edit_user_graph(tmp, edit)
+
+
+def setup_features_one_dimensional(tmp):
+    def edit(g):
+        g.ndata["feat"] = g.ndata["feat"][:, 0].contiguous()
+
+    return _edit_user_graph(tmp, edit)
+
+
+def setup_features_huge(tmp):
+    def edit(g):
+        g.ndata["feat"][5] *= 1e20
+
+    return [*_edit_user_graph(tmp, edit), "--train.epochs=1"]  # the warning comes before any work: one epoch
+
+
+def setup_prebuilt_part_missing(tmp):
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    (tmp / "parts" / "part1" / "node_feat.dgl").unlink()
+    return ["train", *TINY, f"--partition.prebuilt={tmp / 'parts'}"]
+
+
+def setup_prebuilt_other_graph(tmp):
+    assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
+    _user_graph(tmp / "graph.bin")
+    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}",
+            f"--partition.prebuilt={tmp / 'parts'}"]
+
+
+def setup_yaml_duplicate_key(tmp):
+    (tmp / "dup.yaml").write_text("train:\n  epochs: 2\nmodel:\n  hidden: 8\ntrain:\n  lr: 0.01\n")
+    return ["train", "--config", str(tmp / "dup.yaml")]
+
+
+def setup_name_is_a_path(tmp):
+    return ["train", "--name=../../../x"]
+
+
+def setup_partition_folder_read_only(tmp):
+    return ["train", *TINY, f"--partition.out_dir={tmp / 'ck' / 'parts'}", f"--run.output_dir={tmp / 'run'}"]
 
 
 def setup_graph_without_edges(tmp):
@@ -403,8 +463,10 @@ def setup_disk_full_prepare(tmp):
     return ["prepare", "--part-config", str(tmp / "ck")]
 
 
-SUBPROCESS = {"disk-full-checkpoint", "disk-full-partition", "disk-full-prepare"}  # a private mount namespace
-TMPFS = {"disk-full-checkpoint": ("400k", ""), "disk-full-partition": ("64k", "")}
+SUBPROCESS = {"disk-full-checkpoint", "disk-full-partition", "disk-full-prepare",  # a private mount namespace
+              "partition-folder-read-only"}
+TMPFS = {"disk-full-checkpoint": ("400k", ""), "disk-full-partition": ("64k", ""),
+         "partition-folder-read-only": ("64k,ro", "")}
 """case -> (the tmpfs' size, what is copied onto it first)."""
 
 
@@ -447,6 +509,10 @@ def check_partition_undone(tmp: Path) -> None:
     assert not list((tmp / "ck-copy").iterdir()), "nothing of the failed partitioning is left"
 
 
+def check_read_only_untouched(tmp: Path) -> None:
+    assert not list((tmp / "ck-copy").iterdir()) and not (tmp / "run").exists(), "nothing was written"
+
+
 def check_prepare_undone(tmp: Path) -> None:
     left = sorted(str(p.relative_to(tmp / "ck-copy")) for p in (tmp / "ck-copy").rglob("*") if p.is_file())
     assert left == sorted(DGL_FILES), f"the folder is as it was, no temporary file left: {left}"
@@ -467,10 +533,11 @@ def check_seedless(tmp: Path) -> None:
 
 
 AFTER = {"disk-full-checkpoint": check_disk_full, "disk-full-partition": check_partition_undone,
+         "partition-folder-read-only": check_read_only_untouched,
          "disk-full-prepare": check_prepare_undone, "truncated-part-file": check_truncated,
          "worker-without-train-nodes": check_seedless}
 WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes",  # handled or mid-run
-          "loss-not-finite", "disk-full-partition", "disk-full-prepare"}
+          "disk-full-partition", "disk-full-prepare", "features-huge", "partition-folder-read-only"}
 ROWS = documented()
 
 
@@ -520,3 +587,21 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
         assert not (tmp_path / "runs").exists()
     if case in AFTER:
         AFTER[case](tmp_path)
+
+
+@pytest.mark.unit
+def test_lying_inputs_are_refused_by_the_checks_themselves(tmp_path):
+    """The fast subset's share of the table: the checks behind a few rows, without a command."""
+    from dgl_grappa.config import ConfigError, load_config
+    from dgl_grappa.data.user import check_class_ids
+
+    (tmp_path / "dup.yaml").write_text("model:\n  hidden: 8\n  hidden: 16\n")
+    with pytest.raises(ConfigError, match=r"key 'hidden' is given twice in one block \(lines 2 and 3\)"):
+        load_config(str(tmp_path / "dup.yaml"))
+    assert load_config(None, ["--name=run 7"]).name == "run 7"  # a plain name, spaces and all
+    for bad in ("../x", "a/b", ".."):
+        with pytest.raises(ConfigError, match="is not a plain name"):
+            load_config(None, [f"--name={bad}"])
+    check_class_ids(torch.tensor([0, 4, 1, -1]), 5, "labels")  # 5 nodes, 5 classes at most
+    with pytest.raises(ConfigError, match=r"hold class id 5 \(node 1\), but 5 nodes"):
+        check_class_ids(torch.tensor([0, 5, 1]), 5, "labels")

@@ -36,7 +36,7 @@ RNG = random.Random(SEED)
 
 # 4 epochs, a new (random, exactly reproducible) partitioning every 2: restarts cross a switch.
 NATIVE = ["--data.synthetic.num_nodes=2000", "--data.synthetic.preset=custom", "--data.synthetic.noise=1.0",
-          "--partition.num_parts=2", "--train.epochs=4", "--train.batch_size=300", "--model.hidden=16",
+          "--partition.num_parts=4", "--train.epochs=4", "--train.batch_size=150", "--model.hidden=64",
           "--train.fanouts=[5,5]", "--train.lr=0.03", "--train.eval_every=2", "--schedule.k=2",
           "--schedule.method=random", "--checkpoint.keep_last=10", "--run.progress=false", "--run.timeout_s=240"]
 

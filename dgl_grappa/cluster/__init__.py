@@ -16,6 +16,10 @@ Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.confi
 * :mod:`.testhosts` - the test-host harness, a package of its own: several emulated hosts on one
   machine, with their links, CPU shares and time dilation, byte counters and teardown
   (``python -m dgl_grappa.cluster.testhosts``); loaded for ``launch.remote: netns`` only;
+* :mod:`.membership` - the generations of a job's process group when machines are lost (one per change,
+  written by the launcher; the rendezvous a member follows to the newest; fencing a replaced worker);
+* :mod:`.liveness` - liveness over the hosts' network: each worker's reporter, and the launcher's
+  judgement (unreachable host, stalled worker, partition);
 * :mod:`.faults` - fault injection for recovery tests;
 * :mod:`.testing` - helpers for multi-process tests.
 

@@ -11,7 +11,13 @@ workers, the DistDGL launcher and its trainers inherit the variable, so a test (
   that starts epoch 2 (native: after every worker agreed, while loading the new part;
   DistDGL: in the restarted segment, after its checkpoint was loaded);
 * ``{"point": "checkpoint", "epoch": 3}``: while rank 0 writes the checkpoint taken after
-  epoch 2 (``epoch`` = the checkpoint's next epoch), half of the file written.
+  epoch 2 (``epoch`` = the checkpoint's next epoch), half of the file written;
+* ``{"point": "join", "rank": 1, "gen": 1}``: a worker taking a lost part over, right after it
+  joined that generation's group and before it has the survivors' state (a loss while a
+  generation forms);
+* ``{"point": "step", ..., "link": "down"}``: instead of a signal, the worker takes its own
+  host's network down (``ip link set eth0 down`` inside a test host: the host is cut off,
+  its processes run on).
 
 Optional keys: ``"signal"`` (default ``"SIGKILL"``) or ``"exit"`` (an exit status
 instead of a signal), ``"target": "parent"`` (the signal goes to the worker's parent, the
@@ -26,6 +32,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import time
 
 from ..env import ENV_FAULT
@@ -33,7 +40,7 @@ from .signals import stop_requested
 
 """Environment variable holding the fault (JSON); unset = no fault."""
 
-POINTS = ("step", "switch", "checkpoint")
+POINTS = ("step", "switch", "checkpoint", "join")
 
 log = logging.getLogger("dgl_grappa")
 
@@ -70,6 +77,12 @@ def _fire(spec: dict, point: str, where: dict) -> None:
             os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         except FileExistsError:
             return
+    if "link" in spec:  # a test host's own interface, from inside it (the worker runs on as if cut off)
+        log.warning("fault injection: link %s at %s %s (pid %d)", spec["link"], point, where, os.getpid())
+        for h in logging.getLogger("dgl_grappa").handlers:
+            h.flush()
+        subprocess.run(["ip", "link", "set", spec.get("dev", "eth0"), spec["link"]], check=True, timeout=10)
+        return
     if "exit" in spec:
         log.warning("fault injection: exit %d at %s %s", spec["exit"], point, where)
         os._exit(int(spec["exit"]))

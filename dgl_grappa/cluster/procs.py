@@ -86,7 +86,12 @@ def rc_text(rc: int) -> str:
             return f"was killed by {signal.Signals(-rc).name}"
         except ValueError:
             return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
+    # a shell reports a signal as 128 + N; the guard on a host, which exits with its child's -N, as 256 - N
+    n = rc - 128 if 128 < rc <= 128 + 64 else 256 - rc if 192 < rc < 255 else 0
+    try:
+        return f"exited with status {rc} (killed by {signal.Signals(n).name})" if n else f"exited with status {rc}"
+    except ValueError:
+        return f"exited with status {rc}"
 
 
 def isolation_plan(cfg, force: bool | None = None) -> bool:

@@ -104,9 +104,10 @@ class RemoteProcess:
             self._log.close()
             self._log = None
 
-    def failure(self, what: str) -> str:
-        """A one-paragraph message: what failed, its exit status, the tail of its log."""
-        return f"{what} {self.name} on host {self.host_index} {rc_text(self.popen.returncode)}\n" \
+    def failure(self, what: str = "") -> str:
+        """A one-paragraph message: what failed (``what`` unless its name says it), its exit status, its log's tail."""
+        label = self.name if not what or self.name.startswith(what) else f"{what} {self.name}"
+        return f"{label} on host {self.host_index} {rc_text(self.popen.returncode)}\n" \
                f"  last lines of {self.log_path}:\n{tail(self.log_path)}"
 
 

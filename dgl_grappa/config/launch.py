@@ -153,7 +153,9 @@ class LaunchConfig:
     max_restarts: int = 0
     """Restart the whole worker group from the last checkpoint this many times after a
     worker dies (torchrun's semantics); 0 = a dead worker ends the job. With
-    ``on_failure: continue``: the take-overs allowed (0 = one per part)."""
+    ``on_failure: continue``: the most parts taken over in all (0 = as many as the hosts can
+    carry: a part goes to a host that was not lost as a whole, and when none is left the job
+    stops in one line)."""
     on_failure: Literal["restart", "stop", "continue"] = "restart"
     """What a worker that dies (killed, its host gone) does to the job: ``restart`` the whole
     group from the newest checkpoint, up to ``max_restarts`` times (with the default 0 the job

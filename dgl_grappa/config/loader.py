@@ -186,6 +186,26 @@ def config_changes(old: dict, new: dict, default: dict, prefix: str = "") -> lis
     return out
 
 
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping of a config file names a key twice (YAML keeps the last one silently)."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (two ``train:`` blocks would
+    otherwise drop the first block's settings without a word)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _DuplicateKey(f"key '{key}' is given twice in one block (lines {seen[key]} and "
+                                    f"{key_node.start_mark.line + 1}), and only the second would count; merge them "
+                                    "into one")
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def load_config(path: str | os.PathLike | None, overrides: list[str] | None = None) -> Config:
     """Build a validated Config from defaults, an optional YAML file and CLI overrides.
 
@@ -210,7 +230,9 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | None = No
             raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file, e.g. "
                               "configs/default.yaml")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader) or {}
+        except _DuplicateKey as exc:
+            raise ConfigError(f"config file '{p}': {exc}") from None
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
             where = f" at line {line + 1}" if line is not None else ""

@@ -104,6 +104,21 @@ def elastic_continuation(cfg: Config) -> None:
                                  "were held by it alone; use --launch.on_failure=restart (from the newest checkpoint)")
 
 
+def plain_name(name: str) -> None:
+    """``name`` names the run's default folder (``runs/<name>``) and its logs: a plain name, never a path.
+
+    Example:
+        >>> plain_name("cora sage-2")
+        >>> plain_name("../../x")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dgl_grappa.config.errors.ConfigError: name='../../x' is not a plain name: it names the run's folder ...
+    """
+    require(name not in ("", ".", "..") and not any(c in name for c in "/\\\0"),
+            f"name={name!r} is not a plain name: it names the run's folder runs/<name>; give a plain one such as "
+            "my-run (a folder elsewhere: --run.output_dir=<folder>)")
+
+
 def validate(cfg: Config) -> None:
     """Check ranges and cross-field rules; raise ConfigError on the first problem.
 
@@ -114,6 +129,7 @@ def validate(cfg: Config) -> None:
     Example:
         >>> validate(Config())
     """
+    plain_name(cfg.name)
     cfg.data.check()
     prebuilt_is_fixed(cfg.partition, cfg.schedule)
     cfg.train.check()

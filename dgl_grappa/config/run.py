@@ -45,10 +45,13 @@ class RunConfig:
     """Bound on every collective (gloo timeout)."""
     peer_timeout_s: float = 30.0
     """A worker that stops answering for this long (stopped, hung, its machine frozen) is named in one
-    line (rank and host) and the job stops: every worker stamps a heartbeat from a thread of its own
-    and the launcher watches them. Keep it below ``collective_timeout_s``, which otherwise ends the
-    job first, without naming anyone; raise it only if a worker's single operations can hold
-    Python's interpreter lock for longer. One machine (``python -m dgl_grappa train``)."""
+    line (rank and host) and the job stops (``launch.on_failure: continue`` across hosts: its part is
+    taken over). On one machine every worker stamps a heartbeat from a thread of its own and the
+    launcher watches them (raise it if a worker's single operations can hold Python's interpreter lock
+    for longer). Across hosts each worker's reporter probes the other hosts over their network every
+    peer_timeout_s / 5 seconds (0.2-2 s): a host no other host reached for this long is named
+    unreachable. Keep it below ``collective_timeout_s``, which otherwise ends the job first, without
+    naming anyone."""
     eval_timeout_s: float = 1800.0
     """Bound on the other workers' wait for rank 0's own work between epochs (the global
     evaluation on the whole graph, writing a checkpoint): a barrier on a group of its own."""

@@ -7,6 +7,7 @@ dropped so that the rest of the package sees one fixed contract.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import dgl
@@ -15,6 +16,8 @@ from dgl import DGLError
 
 from ..config import ConfigError, DataConfig
 from .common import make_graph
+
+log = logging.getLogger("dgl_grappa")
 
 # (standard name, DataConfig field that names the user's key)
 _KEY_FIELDS = (
@@ -71,13 +74,14 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         cfg: data config; uses ``path`` and the ``*_key`` fields naming the ndata keys.
 
     Returns:
-        The standard graph: ndata ``feat`` (float32 [N, F]; a 1-D feature becomes [N, 1]),
+        The standard graph: ndata ``feat`` (float32 [N, F]; a 1-D tensor is refused),
         ``label`` (int64 [N]) and bool ``train_mask`` / ``val_mask`` / ``test_mask``.
 
     Raises:
         ConfigError: missing or unreadable file, several graphs, heterogeneous graph, a
-            missing ndata key (the message lists the keys present), or a value of the wrong
-            shape or type.
+            missing ndata key (the message lists the keys present), a value of the wrong
+            shape or type, or a class id beyond what the nodes can hold. Feature values beyond
+            :data:`FEATURE_WARN` get a warning.
     """
     if not cfg.path:
         raise ConfigError("data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>")
@@ -96,12 +100,21 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         values[std] = g.ndata[key]
 
     feat = values["feat"]
-    if feat.dim() == 1:
-        feat = feat[:, None]
+    if feat.dim() == 1:  # one number per node: the training would run on it and fail far from the cause
+        raise ConfigError(
+            f"ndata['{cfg.feat_key}'] (features) of data.path='{cfg.path}' is 1-D (shape {tuple(feat.shape)}): "
+            f"store a [{n}, F] tensor of feature rows (a single feature per node: feat[:, None]) and save the "
+            "graph again")
     if feat.dim() != 2 or not (feat.is_floating_point() or feat.dtype in _INT_DTYPES):
         raise ConfigError(
             f"ndata['{cfg.feat_key}'] (features) has shape {tuple(feat.shape)} and dtype {feat.dtype}; "
             f"store a numeric [{n}, F] tensor")
+    if feat.is_floating_point() and feat.numel():
+        big = float(feat.abs().max())
+        if big > FEATURE_WARN and bool(torch.isfinite(feat).all()):
+            log.warning("ndata['%s'] (features) of data.path='%s' holds values up to %.3g: a model's first layer "
+                        "multiplies them, and the loss can reach the limits of float32; scale them (e.g. standardise "
+                        "each column) if training misbehaves", cfg.feat_key, cfg.path, big)
     if feat.is_floating_point():
         bad = ~torch.isfinite(feat)
         if bool(bad.any()):
@@ -135,11 +148,37 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         raise ConfigError(
             f"ndata['{cfg.label_key}'] has negative labels on nodes inside a split mask; "
             f"use class ids >= 0 or leave those nodes out of the masks")
+    check_class_ids(label, n, f"ndata['{cfg.label_key}'] (labels) of data.path='{cfg.path}'")
 
     src, dst = g.edges()
     return make_graph(src, dst, n, feat=feat, label=label, **masks)
 
 
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool)
+FEATURE_WARN = 1e6
+"""Feature values beyond this magnitude are trained on, with a warning (float32 overflows at 3.4e38)."""
 
-__all__ = ["load_user_graph"]
+
+def check_class_ids(label: torch.Tensor, n: int, what: str) -> None:
+    """The classes a model is built for are 0 .. max label: refuse a largest label beyond ``n`` nodes' worth.
+
+    A class id far beyond the others (a corrupt label, an id from another numbering) would otherwise
+    size the model's output layer by it: at 2^40 the allocation itself fails.
+
+    Example:
+        >>> check_class_ids(torch.tensor([0, 2, 1]), 3, "labels")
+        >>> check_class_ids(torch.tensor([0, 1 << 40, 1]), 3, "labels")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dgl_grappa.config.errors.ConfigError: labels hold class id 1099511627776 (node 1), but 3 nodes have at most ...
+    """
+    if label.numel() == 0:
+        return
+    top = int(label.max())
+    if top >= max(n, 1):
+        node = int(torch.argmax(label))
+        raise ConfigError(f"{what} hold class id {top} (node {node}), but {n} nodes have at most {n} classes (ids "
+                          f"0..{n - 1}); number the classes 0..C-1 (e.g. torch.unique(label, return_inverse=True)[1]) "
+                          "and save the graph again")
+
+__all__ = ["FEATURE_WARN", "check_class_ids", "load_user_graph"]

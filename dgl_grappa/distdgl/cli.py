@@ -49,9 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             launch(cfg, a.part_config, a.out, trainer, trainer if a.script_servers else None)
         except JobFailed as exc:
-            print(f"dgl_grappa.distdgl: error: {exc}", file=sys.stderr, flush=True)
-            # Its first line, for the caller's restart log (the launcher's output may go to a terminal).
-            (Path(a.out) / FAILURE_FILE).write_text(str(exc).splitlines()[0] + "\n")
+            first, _, detail = str(exc).partition("\n")
+            # The one error line is the caller's (python -m dgl_grappa.distdgl, compare, bench), read from this
+            # file; here only what follows it (the failed process's last log lines), so that a terminal shows
+            # the error once, last.
+            (Path(a.out) / FAILURE_FILE).write_text(first + "\n")
+            if detail:
+                print(detail, file=sys.stderr, flush=True)
             return EXIT_USER_ERROR if exc.user_error else 1
         return 0
     ap = argparse.ArgumentParser(prog="python -m dgl_grappa.distdgl",

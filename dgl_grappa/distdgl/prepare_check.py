@@ -8,7 +8,8 @@ launcher looks first. What it reads:
 * a script: its source, without running it. Every ``GrappaLoader(...)`` / ``GrappaEdgeLoader(...)``
   call whose ``first_hop`` is written as ``"block"`` or ``"exact"`` (with ``aggregate="gcn"``: the
   ``--gcn`` table too). A mode the source computes (``first_hop=args.mode``) is left to the loader,
-  whose own error is then the job's one line (:mod:`.runscript`).
+  whose own error is then the job's one line (:mod:`.runscript`). On a heterogeneous partitioning
+  these loaders cannot run, so a call to one is in a branch the script does not take there.
 * the package's own trainer: the config's first-hop mode (``train.first_hop``).
 
 Example:
@@ -18,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +69,14 @@ def first_hop_calls(source: str) -> list[FirstHopCall]:
     return out
 
 
+def _heterogeneous(part_config: Path) -> bool:
+    """Whether the partitioning has more than one node type (an unreadable json: False, the launcher says why)."""
+    try:
+        return len(json.loads(part_config.read_text()).get("ntypes", {})) > 1
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def missing(part_config: Path, gcn: bool) -> bool:
     """True when ``part_config``'s folder lacks current aggregates (with ``gcn``: the GCN table too)."""
     rec = read_prepared(part_config)
@@ -103,6 +113,8 @@ def check_prepared(part_config: str | Path, script: str | None, *, first_hop: st
                               f"{part_config} has none: run `{prepare_command(part_config, gcn)}` first (once per "
                               "partitioning), or set --train.first_hop=sampled")
         return
+    if _heterogeneous(part_config):
+        return  # the homogeneous loaders cannot run on it (a script's call to one is in a branch not taken here)
     try:
         source = Path(script).read_text()
     except (OSError, UnicodeDecodeError):

@@ -10,6 +10,7 @@ not retried.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -33,6 +34,19 @@ def failure_reason(exc: JobFailed, out: Path | None = None) -> str:
         if "dgl_grappa.distdgl: error: " in ln:
             return ln.split("error: ", 1)[1]
     return lines[0] if lines else "the job failed"
+
+
+def one_line(exc: JobFailed, out: Path | None = None) -> str:
+    r"""A failed job in one line: its reason (:func:`failure_reason`) and where its whole log is.
+
+    Example:
+        >>> one_line(JobFailed("DistDGL job exited with status 1 (full log: /r/job.log):\n"
+        ...                    "    dgl_grappa.distdgl: error: trainer 1 was killed by SIGKILL"))
+        'trainer 1 was killed by SIGKILL (full log: /r/job.log)'
+    """
+    reason = failure_reason(exc, out)
+    m = re.search(r"\(full log: ([^)]+)\)", str(exc))
+    return reason + (f" (full log: {m.group(1)})" if m and m.group(1) not in reason else "")
 
 
 def supports_checkpoints(cfg, script: str | None) -> bool:
@@ -78,9 +92,9 @@ def run_resumable_job(cfg, out: Path, *, grappa: bool, script: str | None, extra
             summary = run_job(cfg, out, grappa=grappa, script=script, extra_args=args, in_ns=in_ns, quiet=quiet)
         except JobFailed as exc:
             if exc.user_error:
-                raise ConfigError(str(exc)) from None
-            if budget.left <= 0:
-                raise
+                raise ConfigError(failure_reason(exc, out)) from None
+            if budget.left <= 0:  # one line: the launcher's own error line, not a second one inside the log's tail
+                raise JobFailed(one_line(exc, out)) from None
             point = store.newest_valid(fp) if store is not None else None  # corrupt newest: falls back
             if point is not None and point.epoch >= segment_start:
                 start, resume = point.epoch, point.path

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ..cluster.launch import WorkerFailed, check_dgl_cuda, check_port_free, free_port, select_device, spawn_workers
+from ..cluster.procs import JobFailed
 from ..cluster.signals import Stopped, StopSignals
 from ..config import Config, ConfigError
 from ..data import load_dataset, num_classes
@@ -49,18 +50,29 @@ log = logging.getLogger("dgl_grappa")
 
 
 @contextlib.contextmanager
-def removed_on_user_error(path: Path):
-    """Remove ``path`` (and the parents created for it) again if a ConfigError leaves the block."""
+def removed_on_user_error(path: Path, failures: tuple = (ConfigError,), keep=None):
+    """Remove ``path`` (and the parents created for it) again if one of ``failures`` leaves the block.
+
+    Args:
+        path: a folder this command may create (nothing happens to one that existed before).
+        failures: the exceptions that undo it (default: a user error).
+        keep: a callable; when it returns True the folder stays (e.g. a checkpoint was written: what
+            ``--resume`` continues from).
+    """
     top = None
     p = Path(path).absolute()
     while not p.exists() and p != p.parent:
         top, p = p, p.parent
     try:
         yield
-    except ConfigError:
-        if top is not None and top.exists():
+    except failures:
+        if top is not None and top.exists() and not (keep is not None and keep()):
             shutil.rmtree(top, ignore_errors=True)
         raise
+
+
+_FAILURES = (ConfigError, WorkerFailed, JobFailed)
+"""What ends a job as failed (a stop by a signal is not a failure: its folder stays, as it says)."""
 
 
 def check_inputs(cfg: Config) -> ResumePoint | None:
@@ -123,16 +135,23 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     out = Path(cfg.run.output_dir)
     point = check_inputs(cfg)
     locks: list = []
+    ck_dir = checkpoint_dir(cfg)
+
+    def checkpointed() -> bool:  # what --resume continues from is kept, with the folder that holds it
+        return CheckpointStore(ck_dir).newest_valid() is not None
+
     # SIGTERM, SIGHUP, SIGINT: before the workers run, the command stops at once; while they run, they
     # stop within a few steps with a checkpoint, then every one of them is gone (bounded).
     with StopSignals() as stop:
         try:
-            with removed_on_user_error(out), removed_on_user_error(checkpoint_dir(cfg)):
+            # A job that fails before its first checkpoint leaves no folder it created (its lock, partitions/).
+            with removed_on_user_error(out, _FAILURES, checkpointed), \
+                    removed_on_user_error(ck_dir, _FAILURES, checkpointed):
                 # One job per folder, before anything in them is read for writing or removed.
-                locks = lock_job_folders(out, checkpoint_dir(cfg))
+                locks = lock_job_folders(out, ck_dir)
                 g, stats, n_classes, builder = _load_and_partition(cfg, point)
-            del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
-            return _train(cfg, point, stats, n_classes, builder, stop)
+                del g  # the workers load their own parts; rank 0 reloads the graph for evaluation
+                return _train(cfg, point, stats, n_classes, builder, stop)
         finally:
             for lock in locks:
                 lock.release()

@@ -29,7 +29,17 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..cluster import faults
-from ..cluster.membership import Generation, join_generation, membership_dir, wait_generation
+from ..cluster.liveness import fence_exit
+from ..cluster.membership import (
+    Generation,
+    fenced_by,
+    folded_change,
+    join_generation,
+    mark_formed,
+    membership_dir,
+    newer_generations,
+    wait_generation,
+)
 from ..cluster.signals import Stopped, stop_requested
 from ..cluster.launch import (
     Identity,
@@ -84,6 +94,11 @@ class _StopWithin(Exception):
         self.steps, self.signum = steps, signum
 
 
+class JoinFailed(RuntimeError):
+    """A worker taking a lost part over lost its new group before it had the survivors' state (a further
+    loss while the group formed): it joins the next generation afresh."""
+
+
 class Trainer:
     """One worker's gradient-only training: model, DDP hook, optimizer and the epoch loop.
 
@@ -128,6 +143,7 @@ class Trainer:
     store: CheckpointStore
     fingerprint: dict  # the settings a checkpoint must agree with
     gen: int  # launch.on_failure: continue: the group's generation ...
+    since: int  # ... the one this worker was started for (a later one naming its rank lost fences it) ...
     gen_joined: bool  # ... whether this worker joined a running group (until it took the state) ...
     membership: list[dict]  # ... and the changes of membership so far
     _at: EpochPosition  # where a stop, a resume and a new group go on from
@@ -154,14 +170,16 @@ class Trainer:
     meter: EpochMeter | None = None
     floor: FloorProbe | None = None  # run.floor
     bar: tqdm | None = None  # rank 0's progress bar
+    _last_record_t: float = 0.0  # when the previous epoch record was made (its wall_s)
     _pool: ThreadPoolExecutor | None = None  # helper thread of train.prefetch (the backward pass)
     prefetched: Batch | None = None  # train.prefetch: the next step's batch
 
     def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
                  hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
-                 join: Generation | None = None):
+                 join: Generation | None = None, beacon=None, since: int = 0):
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
         self.gen = join.gen if join is not None else 0
+        self.since = since  # the generation this worker was started for: a later one that names its rank lost fences it
         self.gen_joined = join is not None
         self.membership = []
         self._at, self._partial = EpochPosition(), PartialEpoch()
@@ -181,8 +199,13 @@ class Trainer:
             if join is not None:
                 self._sync_state(join, time.perf_counter())  # the survivors' model, optimizer and position
                 self._wrap()
-        except BaseException:
+            elif beacon is not None and ident.is_main:  # from now on a lost worker is taken over, not restarted
+                mark_formed(membership_dir(out_dir))
+        except BaseException as exc:
             self.close()
+            if join is not None and self.gen_joined and isinstance(exc, RuntimeError):
+                raise JoinFailed(f"generation {join.gen} broke before this worker had the survivors' state: "
+                                 f"{' '.join(str(exc).split())[-200:]}") from exc
             raise
 
     def _agree_start(self, resume: str | None, join: Generation | None, builder_channel: tuple | None,
@@ -276,6 +299,7 @@ class Trainer:
         buckets are CUDA tensors, so the all-reduce (and the hook's) is NCCL's.
         """
         self.ddp = DDP(self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        _fix_buckets(self.ddp)
         self.comm.register(self.ddp)
         self.correction.set_contributors(self.rt.contributors)
 
@@ -452,7 +476,7 @@ class Trainer:
         tqdm.set_lock(threading.RLock())
         self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
                         disable=not (ident.is_main and cfg.run.progress))
-        t_loop = time.perf_counter()
+        t_loop = self._last_record_t = time.perf_counter()
         restored = len(self.meter.records)
         while self._at.epoch < cfg.train.epochs:
             epoch, start = self._at.epoch, self._at.done
@@ -483,6 +507,10 @@ class Trainer:
             raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
                               "lower --train.lr, or look for extreme values in the features")
         rec.update(self.evaluate(epoch))
+        # wall seconds since the previous record: a stall outside the measured steps (a peer that stopped
+        # answering, a membership change, a slow checkpoint) shows here, not only in the job's total
+        now = time.perf_counter()
+        rec["wall_s"], self._last_record_t = round(now - self._last_record_t, 3), now
         self.meter.record(rec)
         self._at, self._partial = self._at.next_epoch(self.step), PartialEpoch()
         if ident.is_main:
@@ -513,35 +541,48 @@ class Trainer:
     def _continues_after(self, exc: Exception) -> bool:
         """After a failed collective: join the launcher's new group and take the survivors' state (True),
         or not (False: the error stands): the job does not continue on failures, the error is not a
-        collective's, or no new group came within ``run.peer_timeout_s`` + 30 s."""
+        collective's, or no new group came within ``run.peer_timeout_s`` + 30 s. A worker that a new
+        generation replaced (its host was judged lost) is fenced: it stops at once and writes nothing."""
         if (self.cfg.launch.on_failure != "continue" or not isinstance(exc, RuntimeError)
                 or isinstance(exc, (ConfigError, CheckpointError))):
             return False
         t0 = time.perf_counter()
         bound = self.cfg.run.peer_timeout_s + 30.0
-        said = " ".join(str(exc).split()) or type(exc).__name__
-        first = said if len(said) <= 160 else "..." + said[-157:]  # the end names the peer (gloo's own words)
-        log.warning("a collective failed (%s): waiting up to %.0f s for the group without the lost worker", first,
-                    bound)
-        g = wait_generation(membership_dir(self.out_dir), self.gen, bound)
-        if g is None:
-            log.error("no new group came within %.0f s; this worker stops", bound)
-            return False
-        self._reform(g, t0)
-        return True
+        log.warning("a collective failed (%s): waiting up to %.0f s for the group without the lost worker",
+                    _short(exc), bound)
+        folder = membership_dir(self.out_dir)
+        g = wait_generation(folder, self.gen, bound)
+        while g is not None:
+            self._fence(folder)
+            try:
+                self._reform(g, t0)
+                return True
+            except RuntimeError as failed:  # a further loss while it formed: the launcher writes the next one
+                if isinstance(failed, (ConfigError, CheckpointError)):
+                    raise
+                log.warning("generation %d broke while it formed (%s): waiting for the next one", g.gen,
+                            _short(failed))
+                g = wait_generation(folder, g.gen, bound)
+        log.error("no new group came within %.0f s; this worker stops", bound)
+        return False
+
+    def _fence(self, folder: Path) -> None:
+        """Stop this process, writing nothing, if a generation replaced it."""
+        g = fenced_by(folder, self.ident.rank, self.since)
+        if g is not None:
+            fence_exit(self.ident.rank, g)
 
     def _reform(self, g: Generation, t0: float) -> None:
-        """Leave the broken group, join generation ``g`` and make again, in the order a new member makes them
-        in its set-up, everything bound to the group: the evaluator's waiting group, the data side (its
-        agreed steps), the survivors' state (:meth:`_sync_state`), then DDP with the hook (after the state:
-        DDP starts every member from rank 0's parameters, and rank 0 may be the new member)."""
+        """Leave the broken group, join generation ``g`` (or a newer one written meanwhile) and make again, in the
+        order a new member makes them in its set-up, everything bound to the group: the evaluator's waiting
+        group, the data side (its agreed steps), the survivors' state (:meth:`_sync_state`), then DDP with the
+        hook (after the state: DDP starts every member from rank 0's parameters, and rank 0 may be the new member)."""
         self.prefetched = None
         self.ddp = None
         gc.collect()  # the old DDP's reducer and its autograd hooks go before the next backward
         shutdown_distributed(clean=False)  # closes its connections: a peer still waiting in it errors out too
-        join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
-                        self._backend)
-        self.gen = g.gen
+        g = join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
+                            self._backend, folder=membership_dir(self.out_dir), form_s=self.cfg.run.timeout_s)
         self.evaluator.regroup()
         self.rt = self.kind.make_runtime(self.cfg, self.ident, self.rt.lp)
         self._sync_state(g, t0)
@@ -559,9 +600,11 @@ class Trainer:
         source = max(survivors, key=lambda r: everyone[r][1].furthest_key(r))
         box: list = [None]
         if rank == source:
+            # the change since the last generation that formed: generations given up while forming are part of it
+            gens = [x for x in newer_generations(membership_dir(self.out_dir), self.gen) if x.gen <= g.gen] or [g]
             box = [{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "at": self._at,
                     "partial": self._partial, "records": self.meter.records, "membership": self.membership,
-                    "seconds": time.perf_counter() - t0}]
+                    "seconds": time.perf_counter() - t0, "change": folded_change(gens)}]
         dist.broadcast_object_list(box, src=source)
         st = box[0]
         if rank != source:
@@ -574,15 +617,21 @@ class Trainer:
                 for rec in st["records"][len(self.meter.records):]:
                     self.meter.record(dict(rec))
         epoch, done, before = self._at.epoch, self._at.done, self._at.before
-        self.epoch, self.step, self.gen_joined = epoch, before, False
-        change = {"gen": g.gen, "epoch": epoch, "step": before + done, "step_in_epoch": done, "lost": g.lost,
-                  "joined": g.joined, "reason": g.reason, "seconds": round(st["seconds"], 3),
+        self.epoch, self.step, self.gen_joined, self.gen = epoch, before, False, g.gen
+        folded = st["change"]
+        change = {"gen": g.gen, "epoch": epoch, "step": before + done, "step_in_epoch": done, "lost": folded["lost"],
+                  "joined": folded["joined"], "reason": folded["reason"], "seconds": round(st["seconds"], 3),
                   "lost_part": "; ".join(f"part {j['rank']} loaded from its files by a new worker on host {j['host']}, "
-                                         f"trained from epoch {epoch} step {done} on" for j in g.joined)}
+                                         f"trained from epoch {epoch} step {done} on" for j in folded["joined"])}
+        if folded["folded"]:
+            change["folded"] = folded["folded"]  # generations given up while they formed (a further loss came)
+        if folded["unreachable"]:
+            change["unreachable"] = folded["unreachable"]
         self.membership = list(st["membership"]) + [change]
         if self.ident.is_main:
             log.warning("generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
-                        g.gen, g.reason, self.ident.world_size, epoch, done, st["seconds"], change["lost_part"])
+                        g.gen, change["reason"], self.ident.world_size, epoch, done, st["seconds"],
+                        change["lost_part"])
 
     def _stops_within(self) -> int:
         """:meth:`_stop_agreed` inside an epoch (at the same steps on every rank); 0 with repartitioning (a switch
@@ -703,7 +752,7 @@ class Trainer:
 
 def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
                hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
-               join: Generation | None = None, stop_raises: bool = False) -> dict | None:
+               join: Generation | None = None, stop_raises: bool = False, beacon=None, since: int = 0) -> dict | None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
     This is also the entry of a worker that an external starter (torchrun, Slurm) started:
@@ -714,13 +763,17 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
 
     Args: as for :class:`Trainer`; ``resume``: "" (fresh), "auto", a checkpoint file, or None
         (``checkpoint.resume``); ``join``: the generation a new worker joins (it takes a lost part over,
-        ``launch.on_failure: continue``); ``stop_raises``: a stop the ranks agreed on raises
+        ``launch.on_failure: continue``; ``since``: the generation it was started for, after which a generation
+        naming its rank lost fences it); ``beacon``: its liveness beacon on hosts
+        (:class:`~dgl_grappa.cluster.liveness.Beacon`; rank 0 then marks the group formed); ``stop_raises``: a stop
+        the ranks agreed on raises
         :class:`~dgl_grappa.cluster.signals.Stopped` (a worker of an external starter: its exit status says so).
 
     Returns:
         summary.json's content on rank 0, None on the other ranks (and after a stop).
     """
-    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join)
+    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join, beacon,
+                      since)
     try:
         summary = trainer.fit()
     finally:
@@ -730,6 +783,27 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
         raise Stopped(f"stopped by {signal.Signals(signum).name} {where}; a restart of the workers continues from "
                       "it (--resume auto, the default)", signum)
     return summary
+
+
+def _fix_buckets(ddp: DDP) -> None:
+    """Lay DDP's gradient buckets out now, once, in the parameters' order (a collective: rank 0's layout).
+
+    DDP otherwise lays them out again after its first backward pass, in the order the gradients came
+    ready. Gloo's ring all-reduce adds an element's contributions in an order set by where the element
+    sits in its bucket, so with more than two workers the one step a process takes before that second
+    layout rounds differently: a run resumed from a checkpoint (a new process, a new DDP) would drift
+    from the run that never stopped (by about 1e-7 in the loss a few epochs on, at 4 workers). With one
+    layout from the first step, every process of every run adds in the same order. This is what DDP's own
+    ``Join`` does for uneven inputs (the same two calls).
+    """
+    ddp.reducer._push_all_rebuilt_params()
+    ddp.reducer._rebuild_buckets()
+
+
+def _short(exc: BaseException) -> str:
+    """An error in one line of at most 160 characters (its end names the peer: gloo's own words)."""
+    said = " ".join(str(exc).split()) or type(exc).__name__
+    return said if len(said) <= 160 else "..." + said[-157:]
 
 
 def _timed_backward(loss: Tensor) -> float:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import uuid
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from ..cluster import faults
 from ..cluster.hosts import WorkerIdentity, torchrun_env, worker_identity
 from ..cluster.launch import (
     Identity,
@@ -49,21 +52,29 @@ from ..cluster.launch import (
     threads_per_worker,
 )
 from ..cluster.procs import ENV_JOB, JobFailed
-from ..cluster.membership import beat_every, join_generation, membership_dir, read_generation, start_beating
+from ..cluster.liveness import Beacon, beat_every, clear_reports, fence_exit
+from ..cluster.membership import (
+    fenced_by,
+    join_generation,
+    membership_dir,
+    newest_generation,
+    read_generation,
+    wait_generation,
+)
 from ..cluster.remote import DILATION_KEYS, Cluster
 from ..cluster.signals import Stopped, StopSignals, catch_scheduler_stop
 from ..config import Config, ConfigError, write_resolved_config
 from ..data import load_dataset, num_classes
-from ..env import ENV_BEAT, ENV_JOIN, ENV_WIRE
+from ..env import ENV_BEAT, ENV_HOST_ADDR, ENV_JOIN, ENV_WIRE
 from ..partition.layout import has_part, part_files
 from ..partition.schedule import prepare_schedule
 from ..partition.share import share_partition
 from ..partition.store import ensure_partitions, format_stats
-from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint
-from ..runtime.folders import lock_job_folders
+from ..runtime.checkpoint import CheckpointStore, checkpoint_dir, fingerprint, resolve_resume
+from ..runtime.folders import check_output_dir, lock_job_folders
 from ..runtime.metrics import write_json
 from .supervise import supervise
-from .trainer import run_worker
+from .trainer import JoinFailed, run_worker
 
 log = logging.getLogger("dgl_grappa")
 
@@ -133,6 +144,7 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
                           f"worker trains one part; start {cfg.partition.num_parts} workers or set "
                           f"--partition.num_parts={who.world_size}")
     setup_logging(who.rank)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack, to its log
     # torchrun sets OMP_NUM_THREADS (1 with several workers per node); the launcher sets it for test hosts.
     threads = cfg.run.num_threads or int(os.environ.get("OMP_NUM_THREADS") or 0) \
         or threads_per_worker(who.local_world_size)
@@ -142,23 +154,25 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
              who.master_addr, who.master_port, threads, cfg.run.device)
     out = Path(cfg.run.output_dir)
     environ = env if env is not None else os.environ
-    if environ.get(ENV_BEAT):  # the multi-host launcher watches the workers' heartbeats (run.peer_timeout_s)
-        start_beating(membership_dir(out), who.rank, float(environ[ENV_BEAT]))
     joining = environ.get(ENV_JOIN)
+    beacon = None
+    if environ.get(ENV_BEAT):  # the multi-host launcher judges the workers' liveness over the network
+        beacon = Beacon(membership_dir(out), who.rank, environ.get(ENV_HOST_ADDR) or who.master_addr,
+                        float(environ[ENV_BEAT]), since=int(joining or 0)).start()
     # Started by torchrun or srun (the multi-host launcher stops its own workers): a scheduler's SIGTERM or
     # SIGHUP reaches every task; the workers then stop together at the next agreed step, with a checkpoint.
     external = ENV_BEAT not in environ
     if external:
         catch_scheduler_stop()
     if joining:  # a take-over: join the generation the launcher wrote, then take the survivors' state
-        return _join_running_group(cfg, who, int(joining), out, part_config, num_classes)
+        return _join_running_group(cfg, who, int(joining), out, part_config, num_classes, beacon)
     ident = init_distributed_env(who, cfg.run.collective_timeout_s, cfg.run.device, cfg.launch.remote)
     clean = False
     try:
         part_config, n_classes = _prepare(cfg, ident, part_config, num_classes)
         if ident.is_main:
             out.mkdir(parents=True, exist_ok=True)
-        run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume, stop_raises=external)
+        run_worker(ident, cfg, part_config, n_classes, str(out), resume=resume, stop_raises=external, beacon=beacon)
         clean = True
     finally:
         shutdown_distributed(clean)
@@ -166,28 +180,43 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
 
 
 def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, part_config: str | None,
-                        num_classes: int | None) -> int:
+                        num_classes: int | None, beacon: Beacon | None = None) -> int:
     """A worker started to take a lost part over (``launch.on_failure: continue``): it joins generation
-    ``gen`` of the running group as the lost rank and trains that rank's part from the survivors' state."""
-    g = read_generation(membership_dir(out), gen)
+    ``gen`` of the running group (or the newer one a further loss made meanwhile) as the lost rank and
+    trains that rank's part from the survivors' state."""
+    folder = membership_dir(out)
+    g = read_generation(folder, gen)
     if g is None or part_config is None or num_classes is None:
         raise ConfigError(f"{ENV_JOIN}={gen}: the launcher starts take-over workers with the generation written in "
-                          f"{membership_dir(out)} and --part-config/--num-classes; do not set it by hand")
+                          f"{folder} and --part-config/--num-classes; do not set it by hand")
     slot, sharing = gpu_place(who, cfg.launch.remote)
     select_device(cfg.run.device, slot)
-    join_generation(g, who.rank, who.world_size, cfg.run.collective_timeout_s,
-                    backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(sharing)))
+    backend = backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(sharing))
     ident = Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
                      host_index=who.host_index, gpu_slot=slot)
-    log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, gen, who.host_index,
-             g.reason, who.rank)
-    clean = False
-    try:
-        run_worker(ident, cfg, part_config, num_classes, str(out), resume="", join=g)
-        clean = True
-    finally:
-        shutdown_distributed(clean)
-    return 0
+    bound = cfg.run.peer_timeout_s + 30.0
+    while True:
+        g = join_generation(newest_generation(folder, g.gen) or g, who.rank, who.world_size,
+                            cfg.run.collective_timeout_s, backend, folder=folder, form_s=cfg.run.timeout_s)
+        faults.hit("join", rank=who.rank, gen=g.gen)  # tests: a loss while a generation forms
+        log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, g.gen,
+                 who.host_index, g.reason, who.rank)
+        clean = False
+        try:
+            run_worker(ident, cfg, part_config, num_classes, str(out), resume="", join=g, beacon=beacon, since=gen)
+            clean = True
+            return 0
+        except JoinFailed as exc:  # a further loss while the group formed: the launcher writes the next generation
+            log.warning("%s; waiting up to %.0f s for the next generation", exc, bound)
+            nxt = wait_generation(folder, g.gen, bound)
+            if nxt is None:
+                raise
+            fenced = fenced_by(folder, who.rank, gen)
+            if fenced is not None:
+                fence_exit(who.rank, fenced)
+            g = nxt
+        finally:
+            shutdown_distributed(clean)
 
 
 # ---------------------------------------------------------------------------------------
@@ -209,6 +238,10 @@ def train_on_hosts(cfg: Config) -> dict:
     out = Path(cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out), progress=False))
 
+    check_output_dir(cfg.run.output_dir, "run.output_dir")
+    if cfg.checkpoint.dir:
+        check_output_dir(cfg.checkpoint.dir, "checkpoint.dir")
+    resolve_resume(cfg)  # a checkpoint to resume from that is missing, broken or of another model: one line now
     job = os.environ.get(ENV_JOB) or uuid.uuid4().hex  # every process on every host carries it
     cluster = Cluster(cfg, n, job, spares=True)  # validates the hosts before anything is built
     # One job per folder; SIGTERM, SIGHUP, SIGINT stop the job at once: leaving the cluster's block stops
@@ -241,6 +274,11 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
     part_dir = Path(part_config).parent
     if cfg.schedule.k == 0:
         cfg = dataclasses.replace(cfg, partition=dataclasses.replace(cfg.partition, out_dir=str(part_dir)))
+    if not cfg.checkpoint.resume:  # a fresh run: an earlier run's checkpoints must not be resumed by the workers
+        cleared = CheckpointStore(checkpoint_dir(cfg)).clear()
+        if cleared:
+            log.warning("removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
+                        cleared, checkpoint_dir(cfg))
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     logs = out / "logs"
@@ -264,7 +302,7 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
             who = WorkerIdentity(rank, n, local_rank, max(len(cluster.ranks_on(host)), local_rank + 1), host,
                                  cluster.addresses[0], at_port, "torchrun")
             env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"},
-                       **{ENV_BEAT: str(beat_every(cfg.run.peer_timeout_s))})
+                       **{ENV_BEAT: str(beat_every(cfg.run.peer_timeout_s)), ENV_HOST_ADDR: cluster.addresses[host]})
             if gen:
                 env[ENV_JOIN] = str(gen)
             if threads:
@@ -277,6 +315,7 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
             if cfg.launch.copy_partitions:  # the take-over host reads the lost part from its own disk
                 cluster.copy_to(host, part_dir, part_files(part_dir, [rank], cfg.train.halo, metadata=True))
 
+        clear_reports(membership_dir(out))  # an earlier run's (a resumed job's) would be judged as these workers'
         procs = [start(s.rank, s.host_index, s.local_rank, 0, port) for s in cluster.slots]
         log.info("%d workers on %d hosts (%s), master %s:%d, logs in %s", n, len(cluster.entries), cluster.kind,
                  cluster.addresses[0], port, logs)

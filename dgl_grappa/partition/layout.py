@@ -292,7 +292,7 @@ def _write_failure(exc: BaseException, folder: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def undone_on_write_failure(folder: str | Path, what: str, fix: str):
+def undone_on_write_failure(folder: str | Path, what: str, fix: str, other_fix: str = ""):
     """Run a block that writes into ``folder``; if a write fails (disk full, ...) remove what it wrote and raise
     a one-line :class:`WriteFailed` (a ConfigError).
 
@@ -303,7 +303,8 @@ def undone_on_write_failure(folder: str | Path, what: str, fix: str):
     Args:
         folder: where the block writes.
         what: the work, for the message ("partitioning into runs/x/partitions/0").
-        fix: the advice, e.g. "free space or set --partition.out_dir=<a folder with room>".
+        fix: the advice for a full disk, e.g. "free space or set --partition.out_dir=<a folder with room>".
+        other_fix: the advice for any other failed write (read-only, not permitted); default: ``fix``.
 
     Example:
         >>> with undone_on_write_failure(tempfile.mkdtemp(), "writing the parts", "free space"):
@@ -327,4 +328,5 @@ def undone_on_write_failure(folder: str | Path, what: str, fix: str):
                     shutil.rmtree(p, ignore_errors=True)
                 else:
                     p.unlink(missing_ok=True)
-        raise WriteFailed(f"{what} failed: {why}; what it had written was removed; {fix}", why) from None
+        advice = fix if why == "the disk is full" or not other_fix else other_fix
+        raise WriteFailed(f"{what} failed: {why}; what it had written was removed; {advice}", why) from None

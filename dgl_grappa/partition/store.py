@@ -308,7 +308,8 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
              cfg.partition.num_parts, cfg.partition.method, out.resolve())
     key = "partition.out_dir" if chosen else "run.output_dir"
     # DGL's and METIS's own prints (timings, peak memory, their own cut counts) go to the log file
-    with undone_on_write_failure(out, f"partitioning into {out}", f"free space or set --{key}=<a folder with room>"), \
+    with undone_on_write_failure(out, f"partitioning into {out}", f"free space or set --{key}=<a folder with room>",
+                                 f"make the folder writable or set --{key}=<a writable folder>"), \
             library_output_to(lib_log):
         stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:

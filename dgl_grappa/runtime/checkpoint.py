@@ -452,8 +452,11 @@ def resolve_resume(cfg: Config, resume: str | None = None, out_dir: str | Path |
 
     Args:
         cfg: the run's config (its fingerprint is checked against the checkpoint).
-        resume: "" (fresh start), "auto" (the newest intact checkpoint of the run's folder;
-            a fresh start when there is none) or a checkpoint file.
+        resume: "" (fresh start), "auto" (the newest intact checkpoint of the run's folder; when
+            there is none, the file ``checkpoint.resume`` names if it names one, else a fresh start:
+            a worker that torchrun or the multi-host launcher starts resumes "auto", so a job told
+            to resume from a file starts from it and its restarts from the job's own newest) or a
+            checkpoint file.
         out_dir: the run's output folder (default ``run.output_dir``).
 
     Raises:
@@ -465,6 +468,9 @@ def resolve_resume(cfg: Config, resume: str | None = None, out_dir: str | Path |
         return None
     fp = fingerprint(cfg)
     if resume == "auto":
-        return CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last).newest_valid(fp)
+        own = CheckpointStore(checkpoint_dir(cfg, out_dir), cfg.checkpoint.keep_last).newest_valid(fp)
+        if own is not None or cfg.checkpoint.resume in ("", "auto"):
+            return own
+        resume = cfg.checkpoint.resume
     ck = load_checkpoint(resume, fp)
     return ResumePoint(str(Path(resume)), int(ck["epoch"]), int(ck.get("step", 0)))
