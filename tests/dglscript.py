@@ -101,13 +101,13 @@ def seed_process(seed: int) -> None:
 
 def meter_loaders() -> None:
     """In this process, print the traffic of every complete pass over a DGL distributed or drop-in loader."""
-    counter = TrafficCounter.install()
+    counter = TrafficCounter.install().view()
     for cls in (dgl.dataloading.DistNodeDataLoader, dgl.dataloading.DistEdgeDataLoader, GrappaLoader,
                 GrappaEdgeLoader, GrappaHeteroLoader):
         _meter(cls, counter)
 
 
-def _meter(cls, counter: TrafficCounter) -> None:
+def _meter(cls, counter) -> None:
     inner = cls.__iter__
 
     def metered(self):

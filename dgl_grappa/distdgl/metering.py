@@ -25,10 +25,29 @@ from ..runtime.metrics import (
 from .machine_id import ENV_MACHINE_ID
 
 
-class TrafficCounter:
-    """Application-level bytes of one DistDGL client process (installed by patching ``rpc``).
+class TrafficView:
+    """One reader of a :class:`TrafficCounter`: the counts since its own last :meth:`take`."""
 
-    Counts, since the last :meth:`take`:
+    def __init__(self, counter: "TrafficCounter"):
+        self.counter, self._last = counter, counter.totals()
+
+    def take(self) -> dict:
+        """The counts since this reader's last call (or since it was made), as a dict."""
+        now = self.counter.totals()
+        d = {k: now[k] - self._last[k] for k in now}
+        self._last = now
+        return {"pull_rows": d["pull_rows"], "remote_rows": d["remote_rows"], "feature_bytes": d["feature_bytes"],
+                "embed_pull_bytes": d["embed_pull_bytes"], "embed_grad_bytes": d["embed_grad_bytes"],
+                "embed_bytes": d["embed_pull_bytes"] + d["embed_grad_bytes"],
+                "other_pull_bytes": d["other_pull_bytes"], "rpc_bytes": d["rpc_sent"] + d["rpc_recv"],
+                "rpc_sent": d["rpc_sent"], "rpc_recv": d["rpc_recv"], "fetch_s": d["fetch_s"]}
+
+
+class TrafficCounter:
+    """Application-level bytes of one DistDGL client process (installed by patching ``rpc``), read through
+    :meth:`view` (each reader its own differences).
+
+    Counts:
 
     * KVStore pulls through ``rpc.fast_pull``: ids asked for, ids owned by another machine
       (``remote_rows``), and their bytes (row bytes + the 8-byte id), split into the
@@ -45,29 +64,23 @@ class TrafficCounter:
 
     _installed: "TrafficCounter | None" = None
 
-    def __init__(self):
-        self.reset()
+    FIELDS = ("pull_rows", "remote_rows", "feature_bytes", "embed_pull_bytes", "embed_grad_bytes", "other_pull_bytes",
+              "rpc_sent", "rpc_recv", "fetch_s")
+    """The running totals (never reset: each reader takes its own differences, :meth:`view`)."""
 
-    def reset(self) -> None:
-        self.pull_rows = 0
-        self.remote_rows = 0
-        self.feature_bytes = 0
-        self.embed_pull_bytes = 0
-        self.embed_grad_bytes = 0
-        self.other_pull_bytes = 0
-        self.rpc_sent = 0
-        self.rpc_recv = 0
+    def __init__(self):
+        for k in self.FIELDS:
+            setattr(self, k, 0)
         self.fetch_s = 0.0
 
-    def take(self) -> dict:
-        """The counts since the last call, as a dict; resets them."""
-        out = {"pull_rows": self.pull_rows, "remote_rows": self.remote_rows, "feature_bytes": self.feature_bytes,
-               "embed_pull_bytes": self.embed_pull_bytes, "embed_grad_bytes": self.embed_grad_bytes,
-               "embed_bytes": self.embed_pull_bytes + self.embed_grad_bytes,
-               "other_pull_bytes": self.other_pull_bytes, "rpc_bytes": self.rpc_sent + self.rpc_recv,
-               "rpc_sent": self.rpc_sent, "rpc_recv": self.rpc_recv, "fetch_s": self.fetch_s}
-        self.reset()
-        return out
+    def totals(self) -> dict:
+        """The running totals."""
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def view(self) -> "TrafficView":
+        """A reader of its own: its :meth:`TrafficView.take` gives the counts since that reader's last take, whatever
+        other readers (the launcher's loader meter, the package's trainer meter) take meanwhile."""
+        return TrafficView(self)
 
     @classmethod
     def install(cls) -> "TrafficCounter":
@@ -163,7 +176,7 @@ class TrainerMeter:
         self.correction = correction
         self.system, self.mode, self.halo = system, mode, halo
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
-        self.traffic = TrafficCounter.install()
+        self.traffic = TrafficCounter.install().view()
         self._cur: dict = {}
         self._losses: list[float] = []
         self.kind = resolve(cfg)
