@@ -169,13 +169,16 @@ def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes
 
 
 def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2, feat_dim: int = 32,
-                            method: str = "metis") -> Path:
-    """The package's synthetic academic graph (papers with ``feat_dim`` features and 8 classes, featureless authors
-    and fields) partitioned as DGL's RGCN example's partition_graph.py does (``method``: metis or random), under the
-    graph name ``name`` (``feat``, ``labels`` and the masks on ``paper``). Returns the partition json."""
+                            method: str = "metis", num_papers: int = 1500) -> Path:
+    """The package's synthetic academic graph (``num_papers`` papers with ``feat_dim`` features and 8 classes, half
+    as many featureless authors, fields) partitioned as DGL's RGCN example's partition_graph.py does (``method``:
+    metis or random), under the graph name ``name`` (``feat``, ``labels`` and the masks on ``paper``). Returns the
+    partition json."""
     cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
-                             "--data.hetsynth.num_papers=1500", "--data.hetsynth.num_authors=800",
-                             "--data.hetsynth.num_fields=50", f"--data.hetsynth.feat_dim={feat_dim}"])
+                             f"--data.hetsynth.num_papers={num_papers}",
+                             f"--data.hetsynth.num_authors={num_papers // 2 + 50}",
+                             f"--data.hetsynth.num_fields={max(50, num_papers // 40)}",
+                             f"--data.hetsynth.feat_dim={feat_dim}"])
     g = load_dataset(cfg.data)
     paper = g.nodes["paper"].data
     paper["labels"] = paper.pop("label")

@@ -31,8 +31,6 @@ Example (what the launcher runs on host 1)::
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import os
 import select
 import signal
@@ -40,18 +38,15 @@ import subprocess
 import sys
 
 from ..env import ENV_JOB  # import-free, like this module
-from .ptree import kill_job, kill_session  # import-free too
+from .ptree import kill_job, kill_session, kill_with_parent  # import-free too
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 """Exit status of a guard whose launcher hung up (or died) before CMD finished."""
 
-_PR_SET_PDEATHSIG = 1
-
 
 def _die_with_guard() -> None:
     # Runs in the child between fork and exec: SIGKILL it when the guard dies.
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    kill_with_parent()
 
 
 def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:

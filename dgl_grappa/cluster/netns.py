@@ -39,7 +39,6 @@ import ctypes.util
 import fcntl
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -49,6 +48,7 @@ from ..config import TC_RATE, ConfigError
 # ENV_NETNS is "1" inside a private namespace (set by the helper): only then does the wire
 # meter read the counters (in the host namespace they would include everybody's traffic).
 from ..env import ENV_NETNS
+from .ptree import kill_with_parent
 
 EXIT_ISOLATION = 97
 """Exit status of the helper when the namespace cannot be made (not root, no tc, ...)."""
@@ -56,7 +56,6 @@ EXIT_ISOLATION = 97
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
-_PR_SET_PDEATHSIG = 1
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _RATE_UNIT = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
@@ -155,7 +154,7 @@ def _die_with_parent(libc) -> None:
     # If the launcher is killed (even with SIGKILL) the whole job goes with it: the
     # signal is kept across exec, and every process we start sets it again for itself.
     parent = os.getppid()
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    kill_with_parent()
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(1)
 

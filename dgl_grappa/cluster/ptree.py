@@ -10,6 +10,8 @@ imports it on remote hosts before torch or DGL are importable.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -19,6 +21,18 @@ from typing import Iterable
 import psutil
 
 from ..env import ENV_JOB  # import-free, like this module
+
+_PR_SET_PDEATHSIG = 1
+
+
+def kill_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux ``prctl``; kept across exec).
+
+    Safe between fork and exec (a ``preexec_fn``). Check ``os.getppid()`` afterwards where the parent may
+    already be gone.
+    """
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def kill_listed(procs: Iterable, timeout_s: float | None = 10.0) -> int:

@@ -20,13 +20,12 @@ orphans.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import signal
 import threading
 
 from .procs import JobFailed
+from .ptree import kill_with_parent
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 """The signals that stop a job: a scheduler's (SIGTERM), a closed terminal or ssh session's (SIGHUP), Ctrl-C."""
@@ -39,7 +38,6 @@ STOP_WORKER = signal.SIGUSR1
 """The launcher's request to a worker: stop at the next agreed step (its own signal, so that a SIGTERM
 sent to one worker is still that worker's death)."""
 
-_PR_SET_PDEATHSIG = 1
 
 
 class Stopped(JobFailed):
@@ -118,7 +116,6 @@ def die_with_parent(parent_pid: int) -> None:
     Example:
         >>> die_with_parent(os.getppid())   # doctest: +SKIP
     """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    kill_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os._exit(1)
