@@ -63,9 +63,9 @@ WIDE = 512
 tables leave fp32, and at random partitions not every halo node fits)."""
 
 HET_PAPERS = 4000
-"""Papers of the heterogeneous test graph: about 650 training papers a machine (at 1500, about 250 a machine and 2
-steps an epoch, the converted RGCN script ended 4.3 points below DistDGL's over 3 seeds; at 4000 about 1 below:
-benchmarks/dgl_scripts/README.md)."""
+"""Papers of the heterogeneous test graph: half of them train, about 1000 a machine, 7 steps an epoch. (At 1500
+papers, 375 a machine and 3 steps an epoch, the converted RGCN script ended 4.3 points below DistDGL over three
+pairs of runs; at 4000, 1.0 below over two: benchmarks/dgl_scripts/README.md.)"""
 
 
 @pytest.fixture(scope="module")
