@@ -168,16 +168,25 @@ def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes
     return folder / f"{name}.json"
 
 
+def het_sizes(num_papers: int) -> dict[str, int]:
+    """Nodes of each type of :func:`dgl_heterogeneous_parts`'s graph with ``num_papers`` papers.
+
+    Example:
+        >>> het_sizes(1500)
+        {'paper': 1500, 'author': 800, 'field': 50}
+    """
+    return {"paper": num_papers, "author": num_papers // 2 + 50, "field": max(50, num_papers // 40)}
+
+
 def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2, feat_dim: int = 32,
                             method: str = "metis", num_papers: int = 1500) -> Path:
     """The package's synthetic academic graph (``num_papers`` papers with ``feat_dim`` features and 8 classes, half
     as many featureless authors, fields) partitioned as DGL's RGCN example's partition_graph.py does (``method``:
     metis or random), under the graph name ``name`` (``feat``, ``labels`` and the masks on ``paper``). Returns the
     partition json."""
+    sizes = het_sizes(num_papers)
     cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
-                             f"--data.hetsynth.num_papers={num_papers}",
-                             f"--data.hetsynth.num_authors={num_papers // 2 + 50}",
-                             f"--data.hetsynth.num_fields={max(50, num_papers // 40)}",
+                             *(f"--data.hetsynth.num_{t}s={n}" for t, n in sizes.items()),
                              f"--data.hetsynth.feat_dim={feat_dim}"])
     g = load_dataset(cfg.data)
     paper = g.nodes["paper"].data

@@ -22,7 +22,7 @@ from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.config import load_config
 from dgl_grappa.partition.prebuilt import prebuilt_stats
 
-from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, last_float, run_script, traffic
+from dglscript import dgl_heterogeneous_parts, dgl_homogeneous_parts, het_sizes, last_float, run_script, traffic
 
 ROOT = Path(__file__).resolve().parent.parent
 STYLE = ROOT / "examples" / "dgl_style"
@@ -146,5 +146,5 @@ def test_partition_prebuilt_names_a_heterogeneous_partitioning_made_by_dgl(parti
     stats = prebuilt_stats(load_config(None, [f"--partition.prebuilt={part_config}", "--partition.num_parts=2"]))
     owned = [dgl.distributed.load_partition_book(str(part_config), p)[0].metadata()[p]["num_nodes"]
              for p in range(2)]  # DGL's own reading of the same json
-    assert stats["inner_nodes"] == owned and sum(owned) == stats["num_nodes"] == 1500 + 800 + 50
+    assert stats["inner_nodes"] == owned and sum(owned) == stats["num_nodes"] == sum(het_sizes(HET_PAPERS).values())
     assert stats["part_config"] == str(part_config) and stats["method"] == "random"
