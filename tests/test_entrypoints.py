@@ -16,6 +16,7 @@ ENTRIES = {
     "dgl_grappa.cluster.guard": "python -m dgl_grappa.cluster.guard",
     "dgl_grappa.cluster.testhosts": "python -m dgl_grappa.cluster.testhosts",
     "dgl_grappa.cluster.netns": "python -m dgl_grappa.cluster.netns",
+    "dgl_grappa.cluster.liveness": "python -m dgl_grappa.cluster.liveness",  # a worker's reporter, beside it
 }
 
 

@@ -436,8 +436,18 @@ class Watch:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dgl_grappa.cluster.liveness FOLDER RANK ADDRESS EVERY_S WORKER_PID``: a worker's reporter."""
-    folder, rank, address, every_s, pid = (sys.argv[1:] if argv is None else argv)
-    Reporter(folder, int(rank), address, float(every_s), int(pid)).run()
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dgl_grappa.cluster.liveness",
+                                 description="a worker's liveness reporter (the multi-host launcher starts it beside "
+                                             "each worker; not a command for users)")
+    ap.add_argument("folder", help="the job's membership folder")
+    ap.add_argument("rank", type=int, help="the worker's rank")
+    ap.add_argument("address", help="its host's address (the one its collectives use)")
+    ap.add_argument("every_s", type=float, help="seconds between probes")
+    ap.add_argument("pid", type=int, help="the worker's pid (the reporter ends with it)")
+    a = ap.parse_args(argv)
+    Reporter(a.folder, a.rank, a.address, a.every_s, a.pid).run()
     return 0
 
 
