@@ -155,18 +155,20 @@ def _assert_no_worse_than_unfaulted(acc: float, unfaulted: list[float]) -> None:
     reseeded per epoch), so its accuracy is another draw from the seeds' distribution: a
     recovery that lost the trained parameters would fall well below the seeds' range, one
     that worked lands within it or above. Lower bound: the lowest seed less the seeds'
-    spread (at least 2 points); no upper bound (being better than 3 seeds is no fault)."""
+    spread (at least 2 points); no upper bound (being better than the seeds is no fault)."""
     spread = max(unfaulted) - min(unfaulted)
     assert acc >= min(unfaulted) - max(spread, 0.02), (acc, unfaulted)
 
 
 @pytest.fixture(scope="module")
 def distdgl_unfaulted(tmp_path_factory):
-    """Test accuracy of 3 unfaulted seeds. k=0 (one job each): DistDGL samples every neighbour
+    """Test accuracy of 2 unfaulted seeds. k=0 (one job each): DistDGL samples every neighbour
     wherever it lives, so its training does not depend on the partitioning, only the seeds'
-    split over the trainers does; the same run with k=2 is the same training in one more job."""
+    split over the trainers does; the same run with k=2 is the same training in one more job.
+    (Two seeds: the bound below is at least 2 points under the lower one, wider than a third
+    seed would move it.)"""
     tmp = tmp_path_factory.mktemp("distdgl-seeds")
-    return [_distdgl(tmp, f"seed{s}", seed=s, k=0)[1]["test_acc"] for s in range(3)]
+    return [_distdgl(tmp, f"seed{s}", seed=s, k=0)[1]["test_acc"] for s in range(2)]
 
 
 @pytest.fixture(scope="module")

@@ -208,6 +208,10 @@ def rank0_wait_group(cfg: Config):
     ``run.eval_timeout_s``; None outside a process group.
     """
     if dist.is_available() and dist.is_initialized():
+        # First every member, on the default group (bounded by run.collective_timeout_s; a member lost since the
+        # group formed fails it at once): a new gloo group would wait for a lost member up to run.eval_timeout_s,
+        # and a take-over worker waiting there would not move on to the next generation.
+        dist.barrier()
         return dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=cfg.run.eval_timeout_s))
     return None
 
