@@ -256,6 +256,9 @@ def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, ti
     generation. Every collective of the group is bounded by ``timeout_s``; the wait for a generation
     to form by ``form_s`` (default ``timeout_s``; the launcher passes the job's own bound).
 
+    A member lost while the group connects (after every member counted itself in) breaks that generation
+    for the others too: they wait for the launcher's next one.
+
     Returns:
         The generation whose group this process joined.
 
@@ -296,7 +299,18 @@ def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, ti
         if store is None:
             continue
         store.set_timeout(bound)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=bound)
+        try:
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=bound)
+        except RuntimeError as exc:  # a member lost while the group connected: the launcher writes the next one
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            log.warning("generation %d broke while its group connected (%s): waiting for the next one", g.gen,
+                        " ".join(str(exc).split())[-160:])
+            newer = wait_generation(folder, g.gen, max(0.0, deadline - time.monotonic()))
+            if newer is None:
+                raise
+            g, deadline = newer, time.monotonic() + form_s
+            continue
         return g
 
 
