@@ -30,14 +30,11 @@ Example:
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import json
 import logging
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .ptree import kill_with_parent
 from .membership import Entered, fenced_by, newest_generation, read_pending
 
 log = logging.getLogger("dgl_grappa")
@@ -118,7 +116,7 @@ class Beacon:
         """Start the reporter process and the fence thread (both end with this process)."""
         self.reporter = subprocess.Popen(
             [sys.executable, "-m", "dgl_grappa.cluster.liveness", str(self.folder), str(self.rank), self.address,
-             str(self.every_s), str(os.getpid())], stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+             str(self.every_s), str(os.getpid())], stdin=subprocess.DEVNULL, preexec_fn=kill_with_parent)
         threading.Thread(target=self._loop, name="dgl_grappa-fence", daemon=True).start()
         return self
 
@@ -161,12 +159,6 @@ class Beacon:
             Entered.gen = newer[0]
         log.warning("generation %d replaces this worker's group (%s): %d connection(s) of the old one cut",
                     newer[0], newer[1], n)
-
-
-def _die_with_parent() -> None:
-    # In the reporter between fork and exec: SIGKILL it when the worker dies.
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def _stopped(pid: int) -> bool | None:

@@ -150,14 +150,6 @@ def _fail(msg: str) -> None:
     sys.exit(EXIT_ISOLATION)
 
 
-def _die_with_parent(libc) -> None:
-    # If the launcher is killed (even with SIGKILL) the whole job goes with it: the
-    # signal is kept across exec, and every process we start sets it again for itself.
-    parent = os.getppid()
-    kill_with_parent()
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
 
 def _unshare(libc, flags: int) -> None:
     if libc.unshare(flags) != 0:
@@ -231,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     if not cmd and not args.check:
         ap.error("no command after --")
     libc = _libc()
-    _die_with_parent(libc)
+    # If the launcher is killed (even with SIGKILL) the whole job goes with it: the
+    # signal is kept across exec, and every process we start sets it again for itself.
+    kill_with_parent(os.getppid())
     flags = (_CLONE_NEWNET if (args.net or args.bandwidth) else 0) | (_CLONE_NEWNS if args.shm else 0)
     if flags:
         _unshare(libc, flags)

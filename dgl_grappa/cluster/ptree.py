@@ -25,14 +25,16 @@ from ..env import ENV_JOB  # import-free, like this module
 _PR_SET_PDEATHSIG = 1
 
 
-def kill_with_parent() -> None:
+def kill_with_parent(parent_pid: int | None = None) -> None:
     """Ask the kernel to SIGKILL this process when its parent dies (Linux ``prctl``; kept across exec).
 
-    Safe between fork and exec (a ``preexec_fn``). Check ``os.getppid()`` afterwards where the parent may
-    already be gone.
+    Safe between fork and exec (a ``preexec_fn``). With ``parent_pid``: exit now if that parent is already
+    gone (it died before the request took effect).
     """
     libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
 
 
 def kill_listed(procs: Iterable, timeout_s: float | None = 10.0) -> int:

@@ -20,7 +20,6 @@ orphans.
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 
@@ -116,6 +115,4 @@ def die_with_parent(parent_pid: int) -> None:
     Example:
         >>> die_with_parent(os.getppid())   # doctest: +SKIP
     """
-    kill_with_parent()
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        os._exit(1)
+    kill_with_parent(parent_pid)
