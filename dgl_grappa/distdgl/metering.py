@@ -70,8 +70,7 @@ class TrafficCounter:
 
     def __init__(self):
         for k in self.FIELDS:
-            setattr(self, k, 0)
-        self.fetch_s = 0.0
+            setattr(self, k, 0.0 if k == "fetch_s" else 0)
 
     def totals(self) -> dict:
         """The running totals."""
