@@ -1,11 +1,12 @@
 """dgl_grappa: gradient-only communication for distributed GNN training, as a DGL plugin."""
+
 from setuptools import find_packages, setup
 
 setup(
     name="dgl_grappa",
     version="0.1.0",
     description="Grappa (gradient-only communication) for DistDGL: local-only sampling, "
-                "periodic repartitioning and coverage-corrected gradient aggregation",
+    "periodic repartitioning and coverage-corrected gradient aggregation",
     # What is declared is what dgl 2.1.0's wheels and this code allow; what was tested is narrower
     # (README, Install): Python 3.11, torch 2.2.1, dgl 2.1.0, the versions scripts/constraints.txt pins.
     # dgl 2.1.0 has Linux x86_64 wheels for CPython 3.8-3.12; the package needs 3.10 (dataclass kw_only).

@@ -27,6 +27,7 @@ Example:
     >>> cfg.train.memory_budget
     '1.5'
 """
+
 import importlib as _importlib
 import os as _os
 

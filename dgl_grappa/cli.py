@@ -17,6 +17,7 @@ A user error (bad key, bad value, missing file) prints one line naming the probl
 the fix, and exits with status 2; nothing in the output folder is touched before the
 whole config has been validated and the data loaded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,12 +58,10 @@ def cmd_train(cfg: Config) -> int:
     from .native.worker import train_on_hosts
 
     if uses_hosts(cfg):  # workers on ssh machines or test hosts, each host its own link and counters
-
         summary = train_on_hosts(cfg)
         print_train_summary(cfg, summary, Path(cfg.run.output_dir))
         return 0
     if cfg.run.device == "cuda":  # one machine: every worker's GPU is here; say so before anything starts
-
         select_device("cuda")  # a GPU at all (workers beyond the GPU count share them: each worker says so)
     if (cfg.network.bandwidth or cfg.network.isolate) and not in_private_netns():
         check_inputs(cfg)  # one-line errors here, not from inside the namespace
@@ -81,31 +80,45 @@ def print_train_summary(cfg: Config, summary: dict, out: Path) -> None:
     summary_path = out / "summary.json"
     kind = kind_of(cfg)
     quality = kind.metric.line(summary)  # the kind's figures: accuracies, MRR and hits@k, ...
-    print(f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
-          f"{summary['num_parts']} workers, {summary['mode']}, correction={summary['correction']}\n"
-          f"  {quality}  "
-          f"epoch {summary['epoch_time_s']:.3f} s  ({summary['steps_per_epoch']} steps)\n"
-          f"  per worker per epoch: gradients {format_bytes(summary['grad_bytes_per_epoch'])}, "
-          f"remote features {format_bytes(summary['feature_bytes_per_epoch'])}\n"
-          f"  wrote {out / 'metrics.jsonl'} and {summary_path}")
+    print(
+        f"{cfg.name}: {summary['model']} x{summary['num_layers']} on {summary['dataset']}, "
+        f"{summary['num_parts']} workers, {summary['mode']}, correction={summary['correction']}\n"
+        f"  {quality}  "
+        f"epoch {summary['epoch_time_s']:.3f} s  ({summary['steps_per_epoch']} steps)\n"
+        f"  per worker per epoch: gradients {format_bytes(summary['grad_bytes_per_epoch'])}, "
+        f"remote features {format_bytes(summary['feature_bytes_per_epoch'])}\n"
+        f"  wrote {out / 'metrics.jsonl'} and {summary_path}"
+    )
     for line in kind.summary_lines(summary):
         print(f"  {line}")
     for r in summary.get("restarts", []):
-        print(f"  restart {r['restart']}: {r['reason']}; resumed from "
-              f"{r['resumed_from'] or 'the beginning'} (epoch {r['epoch']})")
+        print(
+            f"  restart {r['restart']}: {r['reason']}; resumed from "
+            f"{r['resumed_from'] or 'the beginning'} (epoch {r['epoch']})"
+        )
     if "schedule" in summary:
         sch = summary["schedule"]
-        print(f"  repartitioning ({sch['method']}, k={sch['k']}): {len(summary['switches'])} switches, "
-              f"stall {sch['stall_s_total']:.2f} s = {sch['stall_fraction']:.2%} of training time")
+        print(
+            f"  repartitioning ({sch['method']}, k={sch['k']}): {len(summary['switches'])} switches, "
+            f"stall {sch['stall_s_total']:.2f} s = {sch['stall_fraction']:.2%} of training time"
+        )
     if summary.get("wire_hosts"):
         c = summary.get("cluster", {})
-        print(f"  across {len(summary['wire_hosts'])} hosts ({c.get('remote', '?')}"
-              + (f", link {c['link']['mode']} {c['link']['bandwidth'] or 'unshaped'}" if c.get("link") else "")
-              + ")" + (f", time dilation {c['network_dilation']:.3g} (times are dilated)"
-                       if (c.get("network_dilation") or 1) != 1 else "")
-              + f": wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
-              + ", ".join(f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/"
-                          f"{format_bytes(h['rx_bytes_per_epoch'])}" for h in summary["wire_hosts"]))
+        print(
+            f"  across {len(summary['wire_hosts'])} hosts ({c.get('remote', '?')}"
+            + (f", link {c['link']['mode']} {c['link']['bandwidth'] or 'unshaped'}" if c.get("link") else "")
+            + ")"
+            + (
+                f", time dilation {c['network_dilation']:.3g} (times are dilated)"
+                if (c.get("network_dilation") or 1) != 1
+                else ""
+            )
+            + f": wire {format_bytes(summary['wire_bytes_per_epoch'])}/epoch; per host tx/rx per epoch "
+            + ", ".join(
+                f"h{h['host']} {format_bytes(h['tx_bytes_per_epoch'])}/{format_bytes(h['rx_bytes_per_epoch'])}"
+                for h in summary["wire_hosts"]
+            )
+        )
 
 
 def cmd_worker(cfg: Config, args: argparse.Namespace) -> int:
@@ -119,8 +132,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     rec = prepare(args.part_config, args.feat_key, gcn=args.gcn, force=args.force)
     for part in rec["parts"]:
-        print(f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
-              f"{part['remote_pairs']} partial sums from other parts")
+        print(
+            f"part {part['part']}: {part['rows']} nodes x {part['width']}, {part['in_edges']} in-edges, "
+            f"{part['remote_pairs']} partial sums from other parts"
+        )
     print(f"wrote the aggregates next to {rec['part_config']} ({rec['seconds']:.1f} s; a second run is a no-op)")
     return 0
 
@@ -142,8 +157,10 @@ _SECTION = {"partition": "partition", "train": "train", "compare": "compare", "b
 def _overrides_help(command: str) -> str:
     section = _SECTION[command]
     keys = ", ".join(f.name for f in dataclasses.fields(getattr(Config(), section)))
-    return (f"Config overrides: --<section>.<key>=<value>, any key of the config tree (docs/configuration.md), "
-            f"e.g. --{section}.<key>=<value> with <key> one of: {keys}.")
+    return (
+        f"Config overrides: --<section>.<key>=<value>, any key of the config tree (docs/configuration.md), "
+        f"e.g. --{section}.<key>=<value> with <key> one of: {keys}."
+    )
 
 
 class _Verbatim(argparse.Action):
@@ -172,10 +189,12 @@ def build_parser(project: bool = True) -> argparse.ArgumentParser:
     """
     prog = _prog()
     parser = argparse.ArgumentParser(
-        prog=prog, allow_abbrev=False,
+        prog=prog,
+        allow_abbrev=False,
         description="Grappa's gradient-only communication for distributed GNN training on DGL: DistDGL's "
-                    "partitions, each worker trained on its own, only gradients on the network.",
-        epilog=f"{prog} COMMAND --help shows a command's own options; the guide: docs/README.md.")
+        "partitions, each worker trained on its own, only gradients on the network.",
+        epilog=f"{prog} COMMAND --help shows a command's own options; the guide: docs/README.md.",
+    )
     parser.add_argument("--version", action="version", version=f"dgl_grappa {__version__}")
     # Before the command too, as this command line always took them (python -m dgl_grappa --config C train).
     parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
@@ -185,25 +204,50 @@ def build_parser(project: bool = True) -> argparse.ArgumentParser:
     for name, line in COMMANDS.items():
         # An override (--a.b=v) is no option of the parser: it passes through to load_config, so the help
         # names the form in its epilog instead of listing every key.
-        cmds[name] = sub.add_parser(name, help=line, description=line, allow_abbrev=False,
-                                    epilog=_overrides_help(name) if name in _SECTION else None)
+        cmds[name] = sub.add_parser(
+            name,
+            help=line,
+            description=line,
+            allow_abbrev=False,
+            epilog=_overrides_help(name) if name in _SECTION else None,
+        )
         if name != "prepare":
             # SUPPRESS: given only before the command, the top-level value stands.
-            cmds[name].add_argument("--config", default=argparse.SUPPRESS, metavar="PATH",
-                                    help={"project": "YAML file with a project: section",
-                                          "bench": "the bench config (required), e.g. benchmarks/accuracy/config.yaml"
-                                          }.get(name, "YAML config (default: the built-in defaults)"))
+            cmds[name].add_argument(
+                "--config",
+                default=argparse.SUPPRESS,
+                metavar="PATH",
+                help={
+                    "project": "YAML file with a project: section",
+                    "bench": "the bench config (required), e.g. benchmarks/accuracy/config.yaml",
+                }.get(name, "YAML config (default: the built-in defaults)"),
+            )
         cmds[name].add_argument(
-            "--resume", nargs="?", const="auto", default=argparse.SUPPRESS, metavar="PATH|auto",
-            help=("continue from a checkpoint file, or (no value, or auto) from the newest intact checkpoint in "
-                  "checkpoint.dir; same as --checkpoint.resume=...") if name == "train" else argparse.SUPPRESS)
+            "--resume",
+            nargs="?",
+            const="auto",
+            default=argparse.SUPPRESS,
+            metavar="PATH|auto",
+            help=(
+                "continue from a checkpoint file, or (no value, or auto) from the newest intact checkpoint in "
+                "checkpoint.dir; same as --checkpoint.resume=..."
+            )
+            if name == "train"
+            else argparse.SUPPRESS,
+        )
     p = cmds["prepare"]
     p.add_argument("--part-config", required=True, help="the partition json (DGL's <graph>.json) or its folder")
-    p.add_argument("--feat-key", default="auto",
-                   help="node data key of the features (default: auto, the one 2-D float node tensor: DGL's "
-                        "examples' features, the package's feat)")
-    p.add_argument("--gcn", action="store_true",
-                   help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'")
+    p.add_argument(
+        "--feat-key",
+        default="auto",
+        help="node data key of the features (default: auto, the one 2-D float node tensor: DGL's "
+        "examples' features, the package's feat)",
+    )
+    p.add_argument(
+        "--gcn",
+        action="store_true",
+        help="also the GraphConv(norm='both') aggregate, for the drop-in's first_hop='block'",
+    )
     p.add_argument("--force", action="store_true", help="compute again even when the folder is prepared")
     w = cmds["worker"]
     w.add_argument("--part-config", default=None, help="first partitioning's json (set by the launcher)")
@@ -213,13 +257,13 @@ def build_parser(project: bool = True) -> argparse.ArgumentParser:
     pr.set_defaults(verbatim=[])
     if not project:
         return parser
-    from .bench.project.command import USAGE as PROJECT_USAGE, project_options
+    from .bench.project.command import USAGE as PROJECT_USAGE
+    from .bench.project.command import project_options
 
     pr.epilog = f"usage in short: {PROJECT_USAGE}"
     for flag, key, text in project_options():
         # nargs="*": a flag without a value reaches the command's own one-line error, not argparse's usage.
-        pr.add_argument(flag, f"--project.{key}", action=_Verbatim, nargs="*", metavar=key.upper(),
-                        help=text)
+        pr.add_argument(flag, f"--project.{key}", action=_Verbatim, nargs="*", metavar=key.upper(), help=text)
     return parser
 
 

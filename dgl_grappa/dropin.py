@@ -6,6 +6,7 @@
 Example:
     >>> from dgl_grappa.method.dropin import GrappaLoader  # the import to use instead
 """
+
 import warnings
 
 from .method import dropin as _new
@@ -22,8 +23,12 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if not _warned:
         _warned = True
-        warnings.warn(f"dgl_grappa.dropin is deprecated: import {name} from dgl_grappa.method.dropin "
-                      f"(from dgl_grappa.method.dropin import {name})", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"dgl_grappa.dropin is deprecated: import {name} from dgl_grappa.method.dropin "
+            f"(from dgl_grappa.method.dropin import {name})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     value = globals()[name] = getattr(_new, name)
     return value
 

@@ -37,6 +37,7 @@ user sets them only to reproduce what a launcher does).
 ``DGL_GRAPPA_VENV``           where ``scripts/_bootstrap.sh`` keeps the virtual environment
 ============================  ====================================================================
 """
+
 ENV_PLANETOID = "DGL_GRAPPA_PLANETOID"
 ENV_CACHE = "DGL_GRAPPA_CACHE"
 ENV_PLANETOID_URL = "DGL_GRAPPA_PLANETOID_URL"

@@ -16,6 +16,7 @@ dgl_grappa prepare --part-config PATH``, with ``--gcn`` for GraphConv)::
 Time, bytes, the evaluation and summary.json come from :class:`dgl_grappa.distdgl.TrainerMeter`
 (what the package's reports read); drop those lines and the script trains the same.
 """
+
 import argparse
 
 import dgl
@@ -39,8 +40,9 @@ class DistSAGE(nn.Module):
         if conv == "sage":
             self.layers = nn.ModuleList(SAGEConv(a, b, "mean") for a, b in zip(dims[:-1], dims[1:]))
         else:
-            self.layers = nn.ModuleList(GraphConv(a, b, norm="both", allow_zero_in_degree=True)
-                                        for a, b in zip(dims[:-1], dims[1:]))
+            self.layers = nn.ModuleList(
+                GraphConv(a, b, norm="both", allow_zero_in_degree=True) for a, b in zip(dims[:-1], dims[1:])
+            )
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, blocks, x):
@@ -76,25 +78,49 @@ def main():
     sampler = dgl.dataloading.NeighborSampler(cfg.train.fanouts)
     if args.grappa:
         correction = make_correction(cfg.grappa.correction)  # Grappa
-        loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, seed=cfg.train.seed,  # Grappa
-                              halo=cfg.train.halo, first_hop="block", part_config=args.part_config,
-                              memory_budget=cfg.train.memory_budget,
-                              aggregate="mean" if conv == "sage" else "gcn")
+        loader = GrappaLoader(
+            g,
+            sampler,
+            cfg.train.batch_size,
+            correction,
+            seed=cfg.train.seed,  # Grappa
+            halo=cfg.train.halo,
+            first_hop="block",
+            part_config=args.part_config,
+            memory_budget=cfg.train.memory_budget,
+            aggregate="mean" if conv == "sage" else "gcn",
+        )
     else:
         correction = None
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
-        loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
-                                                    shuffle=True, drop_last=False)
+        loader = dgl.dataloading.DistNodeDataLoader(
+            g, train_nid, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False
+        )
 
-    model = DistSAGE(g.ndata["feat"].shape[1], cfg.model.hidden, dgl_grappa.distdgl.num_classes(g),
-                     len(cfg.train.fanouts), cfg.model.dropout, conv)
+    model = DistSAGE(
+        g.ndata["feat"].shape[1],
+        cfg.model.hidden,
+        dgl_grappa.distdgl.num_classes(g),
+        len(cfg.train.fanouts),
+        cfg.model.dropout,
+        conv,
+    )
     model = DistributedDataParallel(model)
     if args.grappa:
         correction.register(model)  # Grappa
     optimizer = th.optim.Adam(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    meter = TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
-                         halo=getattr(loader, "halo", "remote"), model=model, optimizer=optimizer,
-                         held=loader if args.grappa else None, one_time_bytes=getattr(loader, "one_time_bytes", 0))
+    meter = TrainerMeter(
+        cfg,
+        g,
+        args.out_dir,
+        correction,
+        "distdgl-grappa" if args.grappa else "distdgl",
+        halo=getattr(loader, "halo", "remote"),
+        model=model,
+        optimizer=optimizer,
+        held=loader if args.grappa else None,
+        one_time_bytes=getattr(loader, "one_time_bytes", 0),
+    )
 
     for epoch in range(args.start_epoch, args.stop_epoch or cfg.train.epochs):
         model.train()

@@ -18,6 +18,7 @@ The package's DistDGL launcher runs it (servers, trainers, and --ip_config / --p
 Time, bytes, the evaluation (MRR and hits@k of the held-out edges on rank 0) and summary.json come
 from :class:`dgl_grappa.distdgl.TrainerMeter`; drop those lines and the script trains the same.
 """
+
 import argparse
 
 import dgl
@@ -72,8 +73,9 @@ def main():
     parser.add_argument("--ip_config", required=True)
     parser.add_argument("--part_config", required=True)
     parser.add_argument("--out_dir", required=True)
-    parser.add_argument("--grappa", action="store_true",
-                        help="train the Grappa way: local edges and rows, gradients only")
+    parser.add_argument(
+        "--grappa", action="store_true", help="train the Grappa way: local edges and rows, gradients only"
+    )
     parser.add_argument("--start_epoch", type=int, default=0)  # the launcher's epoch range
     parser.add_argument("--stop_epoch", type=int, default=None)
     args, overrides = parser.parse_known_args()
@@ -88,22 +90,48 @@ def main():
     neg_sampler = dgl.dataloading.negative_sampler.Uniform(cfg.link.negatives)
     if args.grappa:
         # Grappa: this machine's own edges (their sources held here), negatives from the nodes it holds
-        loader = GrappaEdgeLoader(g, sampler, cfg.train.batch_size, negative_sampler=neg_sampler,  # Grappa
-                                  seed=cfg.train.seed, halo=cfg.train.halo, first_hop="block",
-                                  part_config=args.part_config, memory_budget=cfg.train.memory_budget)
+        loader = GrappaEdgeLoader(
+            g,
+            sampler,
+            cfg.train.batch_size,
+            negative_sampler=neg_sampler,  # Grappa
+            seed=cfg.train.seed,
+            halo=cfg.train.halo,
+            first_hop="block",
+            part_config=args.part_config,
+            memory_budget=cfg.train.memory_budget,
+        )
     else:
-        train_eids = dgl.distributed.edge_split(th.ones((g.num_edges(),), dtype=th.bool), g.get_partition_book(),
-                                                force_even=True)
-        loader = dgl.dataloading.DistEdgeDataLoader(g, train_eids, sampler, negative_sampler=neg_sampler,
-                                                    batch_size=cfg.train.batch_size, shuffle=True, drop_last=False)
+        train_eids = dgl.distributed.edge_split(
+            th.ones((g.num_edges(),), dtype=th.bool), g.get_partition_book(), force_even=True
+        )
+        loader = dgl.dataloading.DistEdgeDataLoader(
+            g,
+            train_eids,
+            sampler,
+            negative_sampler=neg_sampler,
+            batch_size=cfg.train.batch_size,
+            shuffle=True,
+            drop_last=False,
+        )
 
-    model = DistributedDataParallel(DistSAGE(g.ndata["feat"].shape[1], cfg.model.hidden, len(cfg.train.fanouts),
-                                             cfg.model.dropout))
+    model = DistributedDataParallel(
+        DistSAGE(g.ndata["feat"].shape[1], cfg.model.hidden, len(cfg.train.fanouts), cfg.model.dropout)
+    )
     loss_fcn = PairLoss()
     optimizer = th.optim.Adam(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    meter = TrainerMeter(cfg, g, args.out_dir, None, "distdgl-grappa" if args.grappa else "distdgl",
-                         halo=getattr(loader, "halo", "remote"), model=model, optimizer=optimizer,
-                         held=loader if args.grappa else None, one_time_bytes=getattr(loader, "one_time_bytes", 0))
+    meter = TrainerMeter(
+        cfg,
+        g,
+        args.out_dir,
+        None,
+        "distdgl-grappa" if args.grappa else "distdgl",
+        halo=getattr(loader, "halo", "remote"),
+        model=model,
+        optimizer=optimizer,
+        held=loader if args.grappa else None,
+        one_time_bytes=getattr(loader, "one_time_bytes", 0),
+    )
 
     for epoch in range(args.start_epoch, args.stop_epoch or cfg.train.epochs):
         model.train()

@@ -22,6 +22,7 @@ Time, bytes, the evaluation and summary.json come from :class:`dgl_grappa.distdg
 whole-graph evaluation rank 0 needs every featureless row once per evaluation (``eval_rows`` below); drop those
 lines and the script trains the same.
 """
+
 import argparse
 
 import dgl
@@ -43,8 +44,10 @@ class RelGraphLayer(nn.Module):
 
     def __init__(self, in_dims, out_dim, rels):
         super().__init__()
-        self.conv = HeteroGraphConv({r: GraphConv(in_dims[r[0]], out_dim, norm="right", bias=False,
-                                                  allow_zero_in_degree=True) for r in rels}, aggregate="sum")
+        self.conv = HeteroGraphConv(
+            {r: GraphConv(in_dims[r[0]], out_dim, norm="right", bias=False, allow_zero_in_degree=True) for r in rels},
+            aggregate="sum",
+        )
         self.loop = nn.ModuleDict({t: nn.Linear(d, out_dim) for t, d in in_dims.items()})
 
     def forward(self, g, x):
@@ -99,27 +102,52 @@ def main():
 
     sampler = dgl.dataloading.MultiLayerNeighborSampler(cfg.train.fanouts)
     if args.grappa:
-        loader = GrappaHeteroLoader(g, sampler, cfg.train.batch_size, target=target, halo=cfg.train.halo,  # Grappa
-                                    seed=cfg.train.seed, memory_budget=cfg.train.memory_budget)
+        loader = GrappaHeteroLoader(
+            g,
+            sampler,
+            cfg.train.batch_size,
+            target=target,
+            halo=cfg.train.halo,  # Grappa
+            seed=cfg.train.seed,
+            memory_budget=cfg.train.memory_budget,
+        )
         emb = loader.embedding(dim, seed=cfg.train.seed)  # Grappa: the featureless types' rows on this machine
         emb_optimizer = emb.optimizer(lr=cfg.model.embed_lr)  # Grappa: PyTorch's SparseAdam, on this machine
     else:
-        train_nid = dgl.distributed.node_split(g.nodes[target].data["train_mask"], g.get_partition_book(),
-                                               ntype=target, force_even=True)
-        loader = dgl.dataloading.DistNodeDataLoader(g, {target: train_nid}, sampler, batch_size=cfg.train.batch_size,
-                                                    shuffle=True, drop_last=False)
+        train_nid = dgl.distributed.node_split(
+            g.nodes[target].data["train_mask"], g.get_partition_book(), ntype=target, force_even=True
+        )
+        loader = dgl.dataloading.DistNodeDataLoader(
+            g, {target: train_nid}, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False
+        )
         # a DistEmbedding per featureless type whose rows start as Grappa's (the package's helper)
         embeds = dh.dist_embeddings(g, [t for t in g.ntypes if "feat" not in g.nodes[t].data], dim, seed=cfg.train.seed)
         emb_optimizer = dgl.distributed.optim.SparseAdam(list(embeds.values()), lr=cfg.model.embed_lr)
 
     in_dims = {t: g.nodes[t].data["feat"].shape[1] if "feat" in g.nodes[t].data else dim for t in g.ntypes}
-    model = EntityClassify(in_dims, cfg.model.hidden, dh.dist_num_classes(g, target), list(g.canonical_etypes),
-                           len(cfg.train.fanouts), cfg.model.dropout, target)
+    model = EntityClassify(
+        in_dims,
+        cfg.model.hidden,
+        dh.dist_num_classes(g, target),
+        list(g.canonical_etypes),
+        len(cfg.train.fanouts),
+        cfg.model.dropout,
+        target,
+    )
     model = DistributedDataParallel(model)
     optimizer = th.optim.Adam(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    meter = TrainerMeter(cfg, g, args.out_dir, None, "distdgl-grappa" if args.grappa else "distdgl",
-                         halo=getattr(loader, "halo", "remote"), model=model, optimizer=optimizer,
-                         held=loader if args.grappa else None, one_time_bytes=getattr(loader, "one_time_bytes", 0))
+    meter = TrainerMeter(
+        cfg,
+        g,
+        args.out_dir,
+        None,
+        "distdgl-grappa" if args.grappa else "distdgl",
+        halo=getattr(loader, "halo", "remote"),
+        model=model,
+        optimizer=optimizer,
+        held=loader if args.grappa else None,
+        one_time_bytes=getattr(loader, "one_time_bytes", 0),
+    )
     # DGL's sparse optimizer exchanges gradients among all trainers at every step, so every trainer takes the same
     # number of steps: the fewest any trainer has (GrappaHeteroLoader gives every trainer the same number anyway)
     steps = th.tensor([len(loader) if args.grappa else -(-len(train_nid) // cfg.train.batch_size)])  # its batches

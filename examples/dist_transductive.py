@@ -21,6 +21,7 @@ Time, bytes, the evaluation and summary.json come from :class:`dgl_grappa.distdg
 whole-graph evaluation rank 0 needs every row once per evaluation (``eval_rows`` below); drop those lines and
 the script trains the same.
 """
+
 import argparse
 
 import dgl
@@ -82,28 +83,46 @@ def main():
     sampler = dgl.dataloading.NeighborSampler(cfg.train.fanouts)
     if args.grappa:
         correction = make_correction(cfg.grappa.correction)  # Grappa
-        loader = GrappaLoader(g, sampler, cfg.train.batch_size, correction, seed=cfg.train.seed,  # Grappa
-                              halo=cfg.train.halo, feat_key=None)  # no features: learnable rows instead
+        loader = GrappaLoader(
+            g,
+            sampler,
+            cfg.train.batch_size,
+            correction,
+            seed=cfg.train.seed,  # Grappa
+            halo=cfg.train.halo,
+            feat_key=None,
+        )  # no features: learnable rows instead
         emb = loader.embedding(dim, seed=cfg.train.seed)  # Grappa: this machine's rows and the halo's frozen ones
         emb_optimizer = emb.optimizer(lr=cfg.model.embed_lr)  # Grappa: PyTorch's SparseAdam, on this machine
     else:
         correction = None
         train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
-        loader = dgl.dataloading.DistNodeDataLoader(g, train_nid, sampler, batch_size=cfg.train.batch_size,
-                                                    shuffle=True, drop_last=False)
+        loader = dgl.dataloading.DistNodeDataLoader(
+            g, train_nid, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False
+        )
         # a DistEmbedding over every node whose rows start as Grappa's (the package's helper; DGL's example draws
         # them uniform in [-1, 1) too)
         emb = dist_embeddings(g, ["_N"], dim, seed=cfg.train.seed)["_N"]
         emb_optimizer = dgl.distributed.optim.SparseAdam([emb], lr=cfg.model.embed_lr)
 
-    model = DistributedDataParallel(DistSAGE(dim, cfg.model.hidden, dgl_grappa.distdgl.num_classes(g),
-                                             len(cfg.train.fanouts), cfg.model.dropout))
+    model = DistributedDataParallel(
+        DistSAGE(dim, cfg.model.hidden, dgl_grappa.distdgl.num_classes(g), len(cfg.train.fanouts), cfg.model.dropout)
+    )
     if args.grappa:
         correction.register(model)  # Grappa
     optimizer = th.optim.Adam(model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-    meter = TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
-                         halo=getattr(loader, "halo", "remote"), model=model, optimizer=optimizer,
-                         held=loader if args.grappa else None, one_time_bytes=getattr(loader, "one_time_bytes", 0))
+    meter = TrainerMeter(
+        cfg,
+        g,
+        args.out_dir,
+        correction,
+        "distdgl-grappa" if args.grappa else "distdgl",
+        halo=getattr(loader, "halo", "remote"),
+        model=model,
+        optimizer=optimizer,
+        held=loader if args.grappa else None,
+        one_time_bytes=getattr(loader, "one_time_bytes", 0),
+    )
     # DGL's sparse optimizer exchanges gradients among all trainers at every step, so every trainer takes the same
     # number of steps: the fewest any trainer has (GrappaLoader gives every trainer the same number anyway)
     steps = th.tensor([len(loader) if args.grappa else -(-len(train_nid) // cfg.train.batch_size)])  # its batches

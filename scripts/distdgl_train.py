@@ -5,6 +5,7 @@ package; ``python -m dgl_grappa.distdgl --config C`` runs it). This file is for 
 start a script of their own: ``--compare.script=scripts/distdgl_train.py`` runs exactly
 the same trainer, and a copy of ``dgl_grappa/distdgl/train.py`` is the place to start.
 """
+
 # First: importing dgl_grappa.distdgl gives each trainer its machine id on a one-host cluster.
 import dgl_grappa.distdgl  # noqa: F401
 from dgl_grappa.distdgl.train import main

@@ -19,9 +19,13 @@ if ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
   done
   set -- -m "${user_m:+($user_m) and }not gpu" ${args[@]+"${args[@]}"}
 fi
-# The linter first (about a second), for the fast subset too: its findings end the run.
+# The linter and the formatter's check first (about a second), for the fast subset too: findings end the run.
 if ! ruff check --quiet .; then
-  echo "[test] ruff found the problems above; \`ruff check --fix\` repairs most of them" >&2
+  echo "[test] ruff found the problems above; \`ruff check --fix .\` repairs most of them (import order too)" >&2
+  exit 1
+fi
+if ! ruff format --check --quiet .; then
+  echo "[test] the files above are not formatted; run \`ruff format .\`" >&2
   exit 1
 fi
 exec python -m pytest -q "$@"

@@ -12,7 +12,6 @@ os.environ.setdefault("DGL_GRAPPA_PLANETOID_URL", "http://127.0.0.1:9/planetoid"
 os.environ.setdefault("DGL_GRAPPA_OGB_URL", "http://127.0.0.1:9/ogb")
 
 import pytest  # noqa: E402
-
 from datafiles import SUFFIXES, real_planetoid  # noqa: E402
 
 _DATA_ROOT: list[Path] = []
@@ -41,9 +40,12 @@ def pytest_unconfigure(config):
 
 def pytest_report_header(config):
     real = real_planetoid()
-    return (f"real Cora/CiteSeer files: {real}" if real is not None else
-            "real Cora/CiteSeer files: not found (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID): the "
-            "tests marked planetoid are left out (deselected)" + (", and fail under CI=true" if _ci() else ""))
+    return (
+        f"real Cora/CiteSeer files: {real}"
+        if real is not None
+        else "real Cora/CiteSeer files: not found (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID): the "
+        "tests marked planetoid are left out (deselected)" + (", and fail under CI=true" if _ci() else "")
+    )
 
 
 def _ci() -> bool:
@@ -69,8 +71,10 @@ _LEFT_OUT: list[str] = []
 def pytest_terminal_summary(terminalreporter):
     """Said at the end too (``-q`` hides the header): which tests were left out, and why."""
     if _LEFT_OUT:
-        terminalreporter.write_line(f"{len(_LEFT_OUT)} tests marked planetoid deselected: the real Cora/CiteSeer "
-                                    "files are not here (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID)")
+        terminalreporter.write_line(
+            f"{len(_LEFT_OUT)} tests marked planetoid deselected: the real Cora/CiteSeer "
+            "files are not here (no ../shared/datasets/planetoid, no $DGL_GRAPPA_PLANETOID)"
+        )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -135,8 +139,11 @@ def compare_run(request, tmp_path_factory, namespaces_missing):
         del os.environ[ENV_JOB]
     assert rc == 0
     out = work / "cmp"
-    return out, json.loads((out / "compare.json").read_text()), {
-        n: json.loads((out / n / "summary.json").read_text()) for n in COMPARED_SYSTEMS}
+    return (
+        out,
+        json.loads((out / "compare.json").read_text()),
+        {n: json.loads((out / n / "summary.json").read_text()) for n in COMPARED_SYSTEMS},
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -9,6 +9,7 @@ and a loopback file server for them (the download tests need no network and no `
 
 Where a test needs the real Cora and CiteSeer files (their statistics), :func:`real_planetoid` finds them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,14 +38,24 @@ def real_planetoid() -> Path | None:
     beside the checkout; None when neither has them (a fresh clone: the tests that need them are left out)."""
     env = os.environ.get("DGL_GRAPPA_PLANETOID")
     for folder in (Path(env) if env else None, SHARED_PLANETOID):
-        if folder is not None and all((folder / f"ind.{n}.{s}").is_file() for n in ("cora", "citeseer")
-                                      for s in SUFFIXES):
+        if folder is not None and all(
+            (folder / f"ind.{n}.{s}").is_file() for n in ("cora", "citeseer") for s in SUFFIXES
+        ):
             return folder
     return None
 
 
-def write_planetoid(folder: Path, name: str = "cora", *, train: int = 140, others: int = 560, test: int = 100,
-                    classes: int = 4, width: int = 12, seed: int = 0) -> dict:
+def write_planetoid(
+    folder: Path,
+    name: str = "cora",
+    *,
+    train: int = 140,
+    others: int = 560,
+    test: int = 100,
+    classes: int = 4,
+    width: int = 12,
+    seed: int = 0,
+) -> dict:
     """The eight ``ind.<name>.*`` files of a small graph in the Planetoid format, into ``folder``.
 
     DGL's loader takes the first ``train`` nodes for training and the next 500 for validation, so
@@ -72,17 +83,29 @@ def write_planetoid(folder: Path, name: str = "cora", *, train: int = 140, other
     for u, v in sorted(pairs):
         graph[u].append(v)
         graph[v].append(u)
-    objects = {"x": sp.csr_matrix(feat[:train]), "y": onehot[:train], "allx": sp.csr_matrix(feat[:n_all]),
-               "ally": onehot[:n_all], "tx": sp.csr_matrix(feat[test_ids]), "ty": onehot[test_ids], "graph": graph}
+    objects = {
+        "x": sp.csr_matrix(feat[:train]),
+        "y": onehot[:train],
+        "allx": sp.csr_matrix(feat[:n_all]),
+        "ally": onehot[:n_all],
+        "tx": sp.csr_matrix(feat[test_ids]),
+        "ty": onehot[test_ids],
+        "graph": graph,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     for key, obj in objects.items():
         with open(folder / f"ind.{name}.{key}", "wb") as f:
             pickle.dump(obj, f, protocol=2)
     (folder / f"ind.{name}.test.index").write_text("".join(f"{i}\n" for i in test_ids))
-    sha = {f"ind.{name}.{s}": hashlib.sha256((folder / f"ind.{name}.{s}").read_bytes()).hexdigest()
-           for s in SUFFIXES}
-    return {"nodes": n, "edges": 2 * len(pairs), "classes": classes, "width": width,
-            "split": (train, 500, test), "sha256": sha}
+    sha = {f"ind.{name}.{s}": hashlib.sha256((folder / f"ind.{name}.{s}").read_bytes()).hexdigest() for s in SUFFIXES}
+    return {
+        "nodes": n,
+        "edges": 2 * len(pairs),
+        "classes": classes,
+        "width": width,
+        "split": (train, 500, test),
+        "sha256": sha,
+    }
 
 
 def _csv_gz(path: Path, rows: np.ndarray, fmt: str = "%d") -> None:
@@ -98,8 +121,16 @@ def _splits(n: int, rng: np.random.Generator, labelled: np.ndarray | None = None
     return {"train": np.sort(ids[:a]), "valid": np.sort(ids[a:b]), "test": np.sort(ids[b:])}
 
 
-def write_ogb(folder: Path, name: str, *, nodes: int = 600, classes: int = 5, width: int = 8, seed: int = 0,
-              fortran_edges: bool = False) -> dict:
+def write_ogb(
+    folder: Path,
+    name: str,
+    *,
+    nodes: int = 600,
+    classes: int = 5,
+    width: int = 8,
+    seed: int = 0,
+    fortran_edges: bool = False,
+) -> dict:
     """An OGB node-property archive of a small graph, ``<folder>/<download name>.zip``, in OGB's layout.
 
     ``name`` is ``ogbn-arxiv`` or ``ogbn-products`` (CSV files: ``raw/edge.csv.gz``, ``raw/node-feat.csv.gz``,
@@ -116,8 +147,12 @@ def write_ogb(folder: Path, name: str, *, nodes: int = 600, classes: int = 5, wi
         ogbn-mag: of papers, ``edges`` of the four relations as stored, ``nodes_by_type``).
     """
     rng = np.random.default_rng(seed)
-    short = {"ogbn-arxiv": "arxiv", "ogbn-products": "products", "ogbn-mag": "mag",
-             "ogbn-papers100M": "papers100M-bin"}[name]
+    short = {
+        "ogbn-arxiv": "arxiv",
+        "ogbn-products": "products",
+        "ogbn-mag": "mag",
+        "ogbn-papers100M": "papers100M-bin",
+    }[name]
     top = folder / "build" / short
     label = rng.integers(0, classes, size=nodes)
     centres = rng.normal(0, 3, size=(classes, width))
@@ -139,11 +174,14 @@ def write_ogb(folder: Path, name: str, *, nodes: int = 600, classes: int = 5, wi
         n_auth, n_inst, n_field = nodes // 2, 20, 30
         auth_label = rng.integers(0, classes, size=n_auth)
         field_label = rng.integers(0, classes, size=n_field)
-        rels = {("author", "affiliated_with", "institution"): np.stack(
-                    [np.arange(n_auth), rng.integers(0, n_inst, size=n_auth)], axis=1),
-                ("author", "writes", "paper"): homophilous_edges(n_auth, auth_label, label, 3),
-                ("paper", "cites", "paper"): homophilous_edges(nodes, label, label, 4),
-                ("paper", "has_topic", "field_of_study"): homophilous_edges(nodes, label, field_label, 2)}
+        rels = {
+            ("author", "affiliated_with", "institution"): np.stack(
+                [np.arange(n_auth), rng.integers(0, n_inst, size=n_auth)], axis=1
+            ),
+            ("author", "writes", "paper"): homophilous_edges(n_auth, auth_label, label, 3),
+            ("paper", "cites", "paper"): homophilous_edges(nodes, label, label, 4),
+            ("paper", "has_topic", "field_of_study"): homophilous_edges(nodes, label, field_label, 2),
+        }
         counts = {"author": n_auth, "field_of_study": n_field, "institution": n_inst, "paper": nodes}
         raw = top / "raw"
         raw.mkdir(parents=True, exist_ok=True)
@@ -171,10 +209,14 @@ def write_ogb(folder: Path, name: str, *, nodes: int = 600, classes: int = 5, wi
         raw = top / "raw"
         raw.mkdir(parents=True, exist_ok=True)
         index = e.T.astype(np.int64)
-        np.savez_compressed(raw / "data.npz", edge_index=np.asfortranarray(index) if fortran_edges else
-                            np.ascontiguousarray(index), node_feat=feat,
-                            num_nodes_list=np.array([nodes]), num_edges_list=np.array([len(e)]),
-                            node_year=np.full((nodes, 1), 2019))
+        np.savez_compressed(
+            raw / "data.npz",
+            edge_index=np.asfortranarray(index) if fortran_edges else np.ascontiguousarray(index),
+            node_feat=feat,
+            num_nodes_list=np.array([nodes]),
+            num_edges_list=np.array([len(e)]),
+            node_year=np.full((nodes, 1), 2019),
+        )
         np.savez_compressed(raw / "node-label.npz", node_label=y)
         sp_ = _splits(nodes, rng, labelled)
         for k, ids in sp_.items():
@@ -223,8 +265,7 @@ class Server:
                 super().do_GET()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> str:
         self.thread.start()

@@ -11,6 +11,7 @@ bytes of :class:`dgl_grappa.distdgl.TrafficCounter`: rows read from another mach
 job's processes start with a ``sitecustomize`` module (Python's own start-up hook) that calls
 :func:`meter_loaders` in the trainers; the script does not know it is there.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,9 @@ if os.environ.get("DGL_ROLE") == "client":
 """
 
 
-def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 600,
-               seed: int | None = None) -> list[str]:
+def run_script(
+    script: Path, args: str, part_config: Path, out: Path, *, timeout_s: int = 600, seed: int | None = None
+) -> list[str]:
     """``python -m dgl_grappa.distdgl --script script --script-args=args`` on the partitioning ``part_config``
     (one machine per part, each with a private /dev/shm); return each trainer's log.
 
@@ -70,17 +72,32 @@ def run_script(script: Path, args: str, part_config: Path, out: Path, *, timeout
     hook = out.parent / f"{out.name}.meter"
     hook.mkdir(parents=True, exist_ok=True)
     (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    argv = [sys.executable, "-m", "dgl_grappa.distdgl", "--script", str(script), f"--script-args={args}",
-            f"--partition.prebuilt={part_config}", f"--partition.num_parts={n}", f"--run.output_dir={out}",
-            f"--run.timeout_s={timeout_s}", f"--distdgl.startup_timeout_s={timeout_s}", "--run.progress=false"]
-    env = dict(os.environ, DGLBACKEND="pytorch",
-               PYTHONPATH=os.pathsep.join([str(hook), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    argv = [
+        sys.executable,
+        "-m",
+        "dgl_grappa.distdgl",
+        "--script",
+        str(script),
+        f"--script-args={args}",
+        f"--partition.prebuilt={part_config}",
+        f"--partition.num_parts={n}",
+        f"--run.output_dir={out}",
+        f"--run.timeout_s={timeout_s}",
+        f"--distdgl.startup_timeout_s={timeout_s}",
+        "--run.progress=false",
+    ]
+    env = dict(
+        os.environ,
+        DGLBACKEND="pytorch",
+        PYTHONPATH=os.pathsep.join([str(hook), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     if seed is not None:
         env["DGLSCRIPT_SEED"] = str(seed)
     # The launcher bounds the job itself (startup + run + shutdown); this bound only backs it up.
     bound = 2 * timeout_s + 300
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         output, _ = proc.communicate(timeout=bound)
     except subprocess.TimeoutExpired:
@@ -102,8 +119,13 @@ def seed_process(seed: int) -> None:
 def meter_loaders() -> None:
     """In this process, print the traffic of every complete pass over a DGL distributed or drop-in loader."""
     counter = TrafficCounter.install().view()
-    for cls in (dgl.dataloading.DistNodeDataLoader, dgl.dataloading.DistEdgeDataLoader, GrappaLoader,
-                GrappaEdgeLoader, GrappaHeteroLoader):
+    for cls in (
+        dgl.dataloading.DistNodeDataLoader,
+        dgl.dataloading.DistEdgeDataLoader,
+        GrappaLoader,
+        GrappaEdgeLoader,
+        GrappaHeteroLoader,
+    ):
         _meter(cls, counter)
 
 
@@ -140,6 +162,7 @@ def last_float(log: str, pattern: str) -> float:
 # Partitions the way DGL's examples make them: dgl.distributed.partition_graph, DGL's key names
 # ---------------------------------------------------------------------------------------
 
+
 def even(mask):
     """The mask with one node dropped when it selects an odd number: DGL's ``node_split(force_even=True)`` then
     gives two trainers the same count, hence the same number of batches (DGL's scripts step their sparse
@@ -150,20 +173,25 @@ def even(mask):
     return mask
 
 
-def dgl_homogeneous_parts(folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000, feat_dim: int = 64,
-                          method: str = "metis") -> Path:
+def dgl_homogeneous_parts(
+    folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000, feat_dim: int = 64, method: str = "metis"
+) -> Path:
     """A learnable synthetic graph (16 classes, ``feat_dim`` features) partitioned as DGL's examples'
     partition_graph.py does (``method``: metis or random), under the graph name ``name``, with their key names
     (``features``, ``labels``, ``train_mask``, ``val_mask``, ``test_mask``), then prepared (``python -m
     dgl_grappa prepare``: the drop-in's first hop). Returns the partition json."""
-    g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=10,
-                                                                            feat_dim=feat_dim, seed=2)))
+    g = load_dataset(
+        DataConfig(
+            name="synthetic", synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=10, feat_dim=feat_dim, seed=2)
+        )
+    )
     g.ndata["features"] = g.ndata.pop("feat")
     g.ndata["labels"] = g.ndata.pop("label")
     g.ndata["train_mask"] = even(g.ndata["train_mask"])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method=method,
-                                    balance_ntypes=g.ndata["train_mask"])
+    dgl.distributed.partition_graph(
+        g, name, num_parts, str(folder), part_method=method, balance_ntypes=g.ndata["train_mask"]
+    )
     prepare(folder / f"{name}.json")
     return folder / f"{name}.json"
 
@@ -178,22 +206,31 @@ def het_sizes(num_papers: int) -> dict[str, int]:
     return {"paper": num_papers, "author": num_papers // 2 + 50, "field": max(50, num_papers // 40)}
 
 
-def dgl_heterogeneous_parts(folder: Path, name: str, num_parts: int = 2, feat_dim: int = 32,
-                            method: str = "metis", num_papers: int = 1500) -> Path:
+def dgl_heterogeneous_parts(
+    folder: Path, name: str, num_parts: int = 2, feat_dim: int = 32, method: str = "metis", num_papers: int = 1500
+) -> Path:
     """The package's synthetic academic graph (``num_papers`` papers with ``feat_dim`` features and 8 classes, half
     as many featureless authors, fields) partitioned as DGL's RGCN example's partition_graph.py does (``method``:
     metis or random), under the graph name ``name`` (``feat``, ``labels`` and the masks on ``paper``). Returns the
     partition json."""
     sizes = het_sizes(num_papers)
-    cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
-                             *(f"--data.hetsynth.num_{t}s={n}" for t, n in sizes.items()),
-                             f"--data.hetsynth.feat_dim={feat_dim}"])
+    cfg = load_config(
+        None,
+        [
+            "--data.name=hetsynth",
+            "--model.name=rgcn",
+            "--model.embed=true",
+            *(f"--data.hetsynth.num_{t}s={n}" for t, n in sizes.items()),
+            f"--data.hetsynth.feat_dim={feat_dim}",
+        ],
+    )
     g = load_dataset(cfg.data)
     paper = g.nodes["paper"].data
     paper["labels"] = paper.pop("label")
     for key in ("train_mask", "val_mask", "test_mask"):
         paper[key] = even(paper[key])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, name, num_parts, str(folder), part_method=method,
-                                    balance_ntypes={"paper": paper["train_mask"]})
+    dgl.distributed.partition_graph(
+        g, name, num_parts, str(folder), part_method=method, balance_ntypes={"paper": paper["train_mask"]}
+    )
     return folder / f"{name}.json"

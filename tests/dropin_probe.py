@@ -9,6 +9,7 @@ block, the seeds against the last. Then what :meth:`loader.serve` serves, in and
 ``DistEmbedding`` trained one step by DGL's own ``SparseAdam``; a loader made under a small memory budget
 (its warning goes to stderr: this script sets up no logging); and the error of a budget too small for any loader.
 """
+
 import argparse
 import json
 from pathlib import Path
@@ -35,24 +36,31 @@ def homo_ids_ok(g, blocks, input_nodes, seeds, virtual_first: bool) -> dict:
         su, sv = g.find_edges(b.edata[dgl.EID])
         edges_ok &= bool(th.equal(su, b.srcdata[dgl.NID][u]) and th.equal(sv, b.dstdata[dgl.NID][v]))
     chain = all(th.equal(a.dstdata[dgl.NID], b.srcdata[dgl.NID]) for a, b in zip(blocks[:-1], blocks[1:]))
-    out = {"edges": edges_ok, "chain": bool(chain), "input": bool(th.equal(blocks[0].srcdata[dgl.NID], input_nodes)),
-           "dtype": str(blocks[-1].srcdata[dgl.NID].dtype)}
+    out = {
+        "edges": edges_ok,
+        "chain": bool(chain),
+        "input": bool(th.equal(blocks[0].srcdata[dgl.NID], input_nodes)),
+        "dtype": str(blocks[-1].srcdata[dgl.NID].dtype),
+    }
     if seeds is not None:
         out["seeds"] = bool(th.equal(blocks[-1].dstdata[dgl.NID], seeds))
     if virtual_first:
         b0 = blocks[0]
         m = b0.num_dst_nodes()
-        out["virtual"] = bool(th.equal(b0.srcdata[dgl.NID][m:], b0.dstdata[dgl.NID] + n)
-                              and bool((b0.edata[dgl.EID] == -1).all()))
+        out["virtual"] = bool(
+            th.equal(b0.srcdata[dgl.NID][m:], b0.dstdata[dgl.NID] + n) and bool((b0.edata[dgl.EID] == -1).all())
+        )
     return out
 
 
 def pair_ok(g, pos, neg) -> dict:
     u, v = pos.edges()
     su, sv = g.find_edges(pos.edata[dgl.EID])
-    return {"pos": {"n": sorted(pos.ndata.keys()), "e": sorted(pos.edata.keys())},
-            "neg": {"n": sorted(neg.ndata.keys()), "e": sorted(neg.edata.keys())},
-            "pos_edges": bool(th.equal(su, pos.ndata[dgl.NID][u]) and th.equal(sv, pos.ndata[dgl.NID][v]))}
+    return {
+        "pos": {"n": sorted(pos.ndata.keys()), "e": sorted(pos.edata.keys())},
+        "neg": {"n": sorted(neg.ndata.keys()), "e": sorted(neg.edata.keys())},
+        "pos_edges": bool(th.equal(su, pos.ndata[dgl.NID][u]) and th.equal(sv, pos.ndata[dgl.NID][v])),
+    }
 
 
 def homogeneous(g, args) -> dict:
@@ -78,19 +86,30 @@ def homogeneous(g, args) -> dict:
 
     eids = dgl.distributed.edge_split(th.ones(g.num_edges(), dtype=th.bool), pb, force_even=True)
     neg = dgl.dataloading.negative_sampler.Uniform(1)
-    inp, pos, negg, blocks = next(iter(dgl.dataloading.DistEdgeDataLoader(g, eids, sampler, negative_sampler=neg,
-                                                                         batch_size=16)))
-    rec["dgl_edge"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, None, False),
-                       "pairs": pair_ok(g, pos, negg)}
-    edge_loader = GrappaEdgeLoader(g, sampler, 16, negative_sampler=neg, first_hop="block",
-                                   part_config=args.part_config)
+    inp, pos, negg, blocks = next(
+        iter(dgl.dataloading.DistEdgeDataLoader(g, eids, sampler, negative_sampler=neg, batch_size=16))
+    )
+    rec["dgl_edge"] = {
+        "blocks": [fields(b) for b in blocks],
+        "ids": homo_ids_ok(g, blocks, inp, None, False),
+        "pairs": pair_ok(g, pos, negg),
+    }
+    edge_loader = GrappaEdgeLoader(
+        g, sampler, 16, negative_sampler=neg, first_hop="block", part_config=args.part_config
+    )
     inp, pos, negg, blocks = next(iter(edge_loader))
-    rec["grappa_edge"] = {"blocks": [fields(b) for b in blocks], "ids": homo_ids_ok(g, blocks, inp, None, True),
-                          "pairs": pair_ok(g, pos, negg)}
+    rec["grappa_edge"] = {
+        "blocks": [fields(b) for b in blocks],
+        "ids": homo_ids_ok(g, blocks, inp, None, True),
+        "pairs": pair_ok(g, pos, negg),
+    }
     # a budget that leaves no room for fp32 tables: the loader says so (a warning on stderr)
     small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.25")
-    rec["small_budget"] = {"precision": small.precision, "halo_kept": small.tables.halo_kept,
-                           "halo_reach": small.tables.halo_reach}
+    rec["small_budget"] = {
+        "precision": small.precision,
+        "halo_kept": small.tables.halo_kept,
+        "halo_reach": small.tables.halo_reach,
+    }
     # below the server's own features (1.0): every machine refuses it, before any collective step
     try:
         GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="0.5")
@@ -111,26 +130,38 @@ def heterogeneous(g, args) -> dict:
             for rel in b.canonical_etypes:
                 u, v = b.edges(etype=rel)
                 su, sv = g.find_edges(b.edges[rel].data[dgl.EID], etype=rel)
-                ids_ok &= bool(th.equal(su, b.srcnodes[rel[0]].data[dgl.NID][u])
-                               and th.equal(sv, b.dstnodes[rel[2]].data[dgl.NID][v]))
+                ids_ok &= bool(
+                    th.equal(su, b.srcnodes[rel[0]].data[dgl.NID][u])
+                    and th.equal(sv, b.dstnodes[rel[2]].data[dgl.NID][v])
+                )
         h = {t: th.ones(x.numel(), 4) for t, x in inp.items()}
         for b in blocks:
             h = {t: th.ones(x.shape[0], 4) for t, x in conv(b, h).items()}
-        return {"input": sorted(inp), "seeds": sorted(seeds),
-                "input_is_block0": all(th.equal(inp[t], blocks[0].srcnodes[t].data[dgl.NID]) for t in inp),
-                "blocks": [{"src": sorted(b.srcdata[dgl.NID]), "dst": sorted(b.dstdata[dgl.NID]),
-                            "e": sorted(":".join(r) for r in b.edata[dgl.EID]),
-                            "empty_relations": sum(b.num_edges(r) == 0 for r in b.canonical_etypes)}
-                           for b in blocks],
-                "edges": ids_ok, "output_types": sorted(h)}
+        return {
+            "input": sorted(inp),
+            "seeds": sorted(seeds),
+            "input_is_block0": all(th.equal(inp[t], blocks[0].srcnodes[t].data[dgl.NID]) for t in inp),
+            "blocks": [
+                {
+                    "src": sorted(b.srcdata[dgl.NID]),
+                    "dst": sorted(b.dstdata[dgl.NID]),
+                    "e": sorted(":".join(r) for r in b.edata[dgl.EID]),
+                    "empty_relations": sum(b.num_edges(r) == 0 for r in b.canonical_etypes),
+                }
+                for b in blocks
+            ],
+            "edges": ids_ok,
+            "output_types": sorted(h),
+        }
 
     nid = dgl.distributed.node_split(g.nodes["paper"].data["train_mask"], pb, ntype="paper", force_even=True)
     rec["dgl"] = describe(*next(iter(dgl.dataloading.DistNodeDataLoader(g, {"paper": nid}, sampler, batch_size=16))))
     loader = GrappaHeteroLoader(g, sampler, 16, target="paper")
     rec["feat_key"] = loader.feat_key
     # a DistEmbedding of a featureless type, row i = i (per-type id) in every column, served by the loader
-    emb = dgl.distributed.DistEmbedding(g.num_nodes("author"), 4, "probe_author",
-                                        part_policy=g.get_node_partition_policy("author"))
+    emb = dgl.distributed.DistEmbedding(
+        g.num_nodes("author"), 4, "probe_author", part_policy=g.get_node_partition_policy("author")
+    )
     own = pb.partid2nids(pb.partid, "author")
     emb.weight[own] = own.float().unsqueeze(1).repeat(1, 4)
     g.barrier()
@@ -172,10 +203,15 @@ def heterogeneous(g, args) -> dict:
     own_fp32 = sum(x.numel() * 4 for x in loader._own.values())
     for name, budget in (("default_budget", "1.5"), ("small_budget", "1.05")):
         held = loader if budget == "1.5" else GrappaHeteroLoader(g, sampler, 16, target="paper", memory_budget=budget)
-        rec[name] = {"precision": held.precision, "own_fp32": own_fp32, "budget": float(budget),
-                     "halo_bytes": sum(x.nbytes for x in held._halo_feat.values()),
-                     "halo_kept": sum(held.halo_kept[t] for t in held.featured),
-                     "halo_reach": sum(held.halo_reach[t] for t in held.featured), "steps": len(held)}
+        rec[name] = {
+            "precision": held.precision,
+            "own_fp32": own_fp32,
+            "budget": float(budget),
+            "halo_bytes": sum(x.nbytes for x in held._halo_feat.values()),
+            "halo_kept": sum(held.halo_kept[t] for t in held.featured),
+            "halo_reach": sum(held.halo_reach[t] for t in held.featured),
+            "steps": len(held),
+        }
     try:
         GrappaHeteroLoader(g, sampler, 16, target="paper", memory_budget="0.5")
     except ConfigError as exc:

@@ -8,6 +8,7 @@ death) closes the remote command's stdin; the exit status is the remote command'
 ``FAKE_SSH_HOSTS`` names a JSON file {address: argv prefix of that test host};
 ``FAKE_SSH_LOG`` (optional) a file that gets one JSON line per call (the client's argv).
 """
+
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ def main() -> int:
     i = 0
     while i < len(args) and args[i].startswith("-"):
         i += 2 if args[i] in WITH_VALUE else 1
-    dest, command = args[i], " ".join(args[i + 1:])
+    dest, command = args[i], " ".join(args[i + 1 :])
     host = dest.rsplit("@", 1)[-1]
     prefixes = json.load(open(os.environ["FAKE_SSH_HOSTS"]))
     if host not in prefixes:

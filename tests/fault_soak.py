@@ -22,6 +22,7 @@ and writes JSON.
     python tests/fault_soak.py                   # 20 native runs
     python tests/fault_soak.py --n 6 --distdgl-every 3 --json runs/soak.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,22 +40,46 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-KINDS = ("step-sigkill", "step-sigterm", "step-exit", "switch-sigkill", "checkpoint-sigkill", "external-sigkill",
-         "double")
+KINDS = (
+    "step-sigkill",
+    "step-sigterm",
+    "step-exit",
+    "switch-sigkill",
+    "checkpoint-sigkill",
+    "external-sigkill",
+    "double",
+)
 EPOCHS, K, STEPS = 4, 2, 2
-NATIVE = ["--data.synthetic.num_nodes=2000", "--data.synthetic.preset=custom", "--data.synthetic.noise=1.0",
-          "--partition.num_parts=2", f"--train.epochs={EPOCHS}", "--train.batch_size=300", "--model.hidden=16",
-          "--train.fanouts=[5,5]", "--train.lr=0.03", "--train.eval_every=2", f"--schedule.k={K}",
-          "--schedule.method=random", "--run.progress=false"]
+NATIVE = [
+    "--data.synthetic.num_nodes=2000",
+    "--data.synthetic.preset=custom",
+    "--data.synthetic.noise=1.0",
+    "--partition.num_parts=2",
+    f"--train.epochs={EPOCHS}",
+    "--train.batch_size=300",
+    "--model.hidden=16",
+    "--train.fanouts=[5,5]",
+    "--train.lr=0.03",
+    "--train.eval_every=2",
+    f"--schedule.k={K}",
+    "--schedule.method=random",
+    "--run.progress=false",
+]
 
 
 def faults_for(kind: str, rng: random.Random, marker_dir: Path) -> list[dict]:
     """The DGL_GRAPPA_FAULT entries of a run (empty for an external kill)."""
+
     def once(name):
         return str(marker_dir / f"fired-{name}")
 
-    step = {"point": "step", "rank": rng.randrange(2), "epoch": rng.randrange(EPOCHS), "step": rng.randrange(STEPS),
-            "once": once("step")}
+    step = {
+        "point": "step",
+        "rank": rng.randrange(2),
+        "epoch": rng.randrange(EPOCHS),
+        "step": rng.randrange(STEPS),
+        "once": once("step"),
+    }
     if kind == "step-sigterm":
         step["signal"] = "SIGTERM"
     if kind == "step-exit":
@@ -95,7 +120,6 @@ def _job_children(pid: int) -> list:
 
 def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args, reference: dict | None) -> dict:
     from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
-
     from dgl_grappa.runtime.checkpoint import CheckpointStore
 
     out = work / f"run{i:02d}"
@@ -106,8 +130,12 @@ def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args
     env.pop("DGL_GRAPPA_FAULT", None)
     if faults:
         env["DGL_GRAPPA_FAULT"] = json.dumps(faults)
-    common = [f"--launch.max_restarts={args.max_restarts}", f"--run.timeout_s={args.timeout_s}",
-              f"--run.output_dir={out / 'out'}", "--checkpoint.keep_last=10"]
+    common = [
+        f"--launch.max_restarts={args.max_restarts}",
+        f"--run.timeout_s={args.timeout_s}",
+        f"--run.output_dir={out / 'out'}",
+        "--checkpoint.keep_last=10",
+    ]
     if system == "native":
         cmd = [sys.executable, "-m", "dgl_grappa", "train", *NATIVE, *common]
         bound = (args.max_restarts + 1) * (args.timeout_s + 60) + 60
@@ -146,8 +174,7 @@ def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args
     time.sleep(0.5)
     import psutil
 
-    left = [p for p in processes_of_job(job)
-            if "resource_tracker" not in " ".join(psutil.Process(p).cmdline())]
+    left = [p for p in processes_of_job(job) if "resource_tracker" not in " ".join(psutil.Process(p).cmdline())]
     text = (out / "log.txt").read_text(errors="replace")
     summary_path = out / "out" / "summary.json"
     restarts, bitwise = None, None
@@ -164,11 +191,24 @@ def run_one(i: int, kind: str, system: str, rng: random.Random, work: Path, args
     else:
         errs = [ln for ln in text.splitlines() if "error:" in ln]
         outcome = f"failed (rc {proc.returncode}): {errs[-1].strip()[:90] if errs else '?'}"
-    fired = sorted(p.name[len("fired-"):] for p in out.glob("fired-*"))
-    return {"run": i, "system": system, "kind": kind, "faults": faults, "external": external, "fired": fired,
-            "outcome": outcome, "rc": proc.returncode, "restarts": restarts, "wall_s": round(wall, 1),
-            "bound_s": bound, "within_bound": wall <= bound, "hang": hang, "left_processes": len(left),
-            "bitwise_equal": bitwise}
+    fired = sorted(p.name[len("fired-") :] for p in out.glob("fired-*"))
+    return {
+        "run": i,
+        "system": system,
+        "kind": kind,
+        "faults": faults,
+        "external": external,
+        "fired": fired,
+        "outcome": outcome,
+        "rc": proc.returncode,
+        "restarts": restarts,
+        "wall_s": round(wall, 1),
+        "bound_s": bound,
+        "within_bound": wall <= bound,
+        "hang": hang,
+        "left_processes": len(left),
+        "bitwise_equal": bitwise,
+    }
 
 
 def reference_params(work: Path, args):
@@ -179,29 +219,53 @@ def reference_params(work: Path, args):
     out = work / "reference"
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))
     env.pop("DGL_GRAPPA_FAULT", None)
-    p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", *NATIVE, f"--run.output_dir={out}",
-                        f"--run.timeout_s={args.timeout_s}"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=args.timeout_s + 120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dgl_grappa",
+            "train",
+            *NATIVE,
+            f"--run.output_dir={out}",
+            f"--run.timeout_s={args.timeout_s}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=args.timeout_s + 120,
+    )
     if p.returncode != 0:
         raise SystemExit(f"the unfaulted reference run failed:\n{p.stderr[-2000:]}")
     return torch.load(CheckpointStore(out / "checkpoints").newest_valid().path, weights_only=True)["model"]
 
 
 def table(rows: list[dict]) -> str:
-    head = f"{'run':>3}  {'system':7} {'fault':19} {'fired':17} {'restarts':>8}  {'wall s':>7} {'bound s':>7}  " \
-           f"{'hang':4} {'left':>4}  {'bitwise':7}  outcome"
+    head = (
+        f"{'run':>3}  {'system':7} {'fault':19} {'fired':17} {'restarts':>8}  {'wall s':>7} {'bound s':>7}  "
+        f"{'hang':4} {'left':>4}  {'bitwise':7}  outcome"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         fired = ",".join(r["fired"]) or ("external" if r["external"] else "-")
         bw = "-" if r["bitwise_equal"] is None else ("yes" if r["bitwise_equal"] else "NO")
-        lines.append(f"{r['run']:>3}  {r['system']:7} {r['kind']:19} {fired:17} "
-                     f"{'-' if r['restarts'] is None else r['restarts']:>8}  {r['wall_s']:>7.1f} {r['bound_s']:>7.0f}  "
-                     f"{'YES' if r['hang'] else 'no':4} {r['left_processes']:>4}  {bw:7}  {r['outcome']}")
+        lines.append(
+            f"{r['run']:>3}  {r['system']:7} {r['kind']:19} {fired:17} "
+            f"{'-' if r['restarts'] is None else r['restarts']:>8}  {r['wall_s']:>7.1f} {r['bound_s']:>7.0f}  "
+            f"{'YES' if r['hang'] else 'no':4} {r['left_processes']:>4}  {bw:7}  {r['outcome']}"
+        )
     return "\n".join(lines)
 
 
-def soak(n: int = 20, seed: int | None = None, work: Path | None = None, distdgl_every: int = 0,
-         max_restarts: int = 2, timeout_s: float = 240, compare: bool = True) -> dict:
+def soak(
+    n: int = 20,
+    seed: int | None = None,
+    work: Path | None = None,
+    distdgl_every: int = 0,
+    max_restarts: int = 2,
+    timeout_s: float = 240,
+    compare: bool = True,
+) -> dict:
     """Run the soak; returns {"runs": [...], "totals": {...}} (see the module docstring)."""
     args = argparse.Namespace(max_restarts=max_restarts, timeout_s=timeout_s)
     seed = int(time.time()) if seed is None else seed
@@ -215,11 +279,17 @@ def soak(n: int = 20, seed: int | None = None, work: Path | None = None, distdgl
         kind = rng.choice(KINDS if system == "native" else ("step-sigkill", "switch-sigkill", "external-sigkill"))
         rows.append(run_one(i, kind, system, rng, work, args, reference))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    totals = {"runs": len(rows), "completed": sum(r["outcome"] == "completed" for r in rows),
-              "hangs": sum(r["hang"] for r in rows), "over_bound": sum(not r["within_bound"] for r in rows),
-              "left_processes": sum(r["left_processes"] for r in rows),
-              "bitwise_equal": sum(bool(r["bitwise_equal"]) for r in rows),
-              "restarts": sum(r["restarts"] or 0 for r in rows), "seed": seed, "work": str(work)}
+    totals = {
+        "runs": len(rows),
+        "completed": sum(r["outcome"] == "completed" for r in rows),
+        "hangs": sum(r["hang"] for r in rows),
+        "over_bound": sum(not r["within_bound"] for r in rows),
+        "left_processes": sum(r["left_processes"] for r in rows),
+        "bitwise_equal": sum(bool(r["bitwise_equal"]) for r in rows),
+        "restarts": sum(r["restarts"] or 0 for r in rows),
+        "seed": seed,
+        "work": str(work),
+    }
     return {"runs": rows, "totals": totals}
 
 
@@ -234,14 +304,17 @@ def main() -> int:
     ap.add_argument("--timeout-s", type=float, default=240, help="run.timeout_s of each attempt")
     ap.add_argument("--no-compare", action="store_true", help="skip the unfaulted reference run (bitwise check)")
     a = ap.parse_args()
-    res = soak(a.n, a.seed, Path(a.work) if a.work else None, a.distdgl_every, a.max_restarts, a.timeout_s,
-               not a.no_compare)
+    res = soak(
+        a.n, a.seed, Path(a.work) if a.work else None, a.distdgl_every, a.max_restarts, a.timeout_s, not a.no_compare
+    )
     print()
     print(table(res["runs"]))
     t = res["totals"]
-    print(f"\n{t['runs']} runs: {t['completed']} completed, {t['hangs']} hangs, {t['over_bound']} over their bound, "
-          f"{t['left_processes']} processes left behind, {t['restarts']} restarts, "
-          f"{t['bitwise_equal']} bitwise equal to the unfaulted run (seed {t['seed']})")
+    print(
+        f"\n{t['runs']} runs: {t['completed']} completed, {t['hangs']} hangs, {t['over_bound']} over their bound, "
+        f"{t['left_processes']} processes left behind, {t['restarts']} restarts, "
+        f"{t['bitwise_equal']} bitwise equal to the unfaulted run (seed {t['seed']})"
+    )
     path = Path(a.json) if a.json else Path(t["work"]) / "soak.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))

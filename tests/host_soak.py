@@ -32,15 +32,16 @@ runs, the test accuracy against the failure-free run of the same seed. Prints a 
 
     python tests/host_soak.py --n 10 --json runs/host_soak.json
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
-import re
 import subprocess
 import sys
 import tempfile
@@ -76,9 +77,15 @@ def _start(cfg: Path, out: Path, job: str, faults: list[dict], *extra: str) -> s
     if faults:
         env["DGL_GRAPPA_FAULT"] = json.dumps(faults)
     log = open(out.parent / f"{out.name}.log", "a")
-    return subprocess.Popen([sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg),
-                             f"--run.output_dir={out}", *extra], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg), f"--run.output_dir={out}", *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _wait(p: subprocess.Popen, bound: float) -> bool:
@@ -111,8 +118,9 @@ def _link_fault(run: Path, out: Path, p: subprocess.Popen, rank: int, up_when) -
     while time.monotonic() < deadline and p.poll() is None:
         m = pat.search(log.read_text(errors="replace")) if log.exists() else None
         if m:
-            ns = subprocess.run(["ip", "netns", "identify", m.group(1)], capture_output=True, text=True,
-                                timeout=10).stdout.strip()
+            ns = subprocess.run(
+                ["ip", "netns", "identify", m.group(1)], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
             break
         time.sleep(0.2)
     if not ns or up_when is None:
@@ -159,8 +167,13 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         row["hang"] = _wait(p, BOUND_S)
         s, epochs = _result(out)
         row["lost"] = EPOCHS - len(set(epochs))
-        ok = (p.returncode == 0 and s is not None and not s["restarts"] and len(s["membership"]) == 1
-              and s["membership"][0]["lost"] == ranks)
+        ok = (
+            p.returncode == 0
+            and s is not None
+            and not s["restarts"]
+            and len(s["membership"]) == 1
+            and s["membership"][0]["lost"] == ranks
+        )
         if kind == "host2" and ok:
             ok = all(j["host"] == 2 for j in s["membership"][0]["joined"])  # the spare took both
         if ok and reference is not None:
@@ -168,9 +181,9 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         row["outcome"] = "completed, one change of both" if ok else f"FAILED (rc {p.returncode})"
     elif kind in ("blip", "netdown", "return"):
         fault["link"] = "down"
-        row["fault"] = f"link down host of rank {rank} e{epoch} s{step}" + (f" {BLIP_S:.0f} s" if kind == "blip" else
-                                                                            " for good" if kind == "netdown" else
-                                                                            " until taken over")
+        row["fault"] = f"link down host of rank {rank} e{epoch} s{step}" + (
+            f" {BLIP_S:.0f} s" if kind == "blip" else " for good" if kind == "netdown" else " until taken over"
+        )
         p = _start(cfg, out, job, [fault])
         t_down = []
 
@@ -189,17 +202,29 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         if kind == "blip":
             rec = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()][epoch] if ok else {}
             ok = ok and not s["membership"] and "is unreachable" not in said
-            row["outcome"] = (f"completed, no change; epoch {epoch} wall {rec.get('wall_s', 0):.1f} s vs "
-                              f"{rec.get('epoch_time_s', 0):.1f} s of steps" if ok else f"FAILED (rc {p.returncode})")
+            row["outcome"] = (
+                f"completed, no change; epoch {epoch} wall {rec.get('wall_s', 0):.1f} s vs "
+                f"{rec.get('epoch_time_s', 0):.1f} s of steps"
+                if ok
+                else f"FAILED (rc {p.returncode})"
+            )
         else:
             host = rank  # one worker per host
-            ok = (ok and len(s["membership"]) == 1 and s["membership"][0]["lost"] == [rank]
-                  and f"host {host} (10.77.0.{host + 1}) is unreachable" in said and "stopped answering" not in said)
+            ok = (
+                ok
+                and len(s["membership"]) == 1
+                and s["membership"][0]["lost"] == [rank]
+                and f"host {host} (10.77.0.{host + 1}) is unreachable" in said
+                and "stopped answering" not in said
+            )
             if kind == "return":
                 stale = (out / "logs" / f"worker{rank}.log").read_text(errors="replace")
                 ok = ok and "this stale worker stops and writes nothing" in stale
-            row["outcome"] = (("named unreachable, taken over" + (", stale worker fenced" if kind == "return" else ""))
-                              if ok else f"FAILED (rc {p.returncode})")
+            row["outcome"] = (
+                ("named unreachable, taken over" + (", stale worker fenced" if kind == "return" else ""))
+                if ok
+                else f"FAILED (rc {p.returncode})"
+            )
         if ok and reference is not None:
             row["acc_diff"] = round(100 * (s["test_acc"] - reference), 2)
     elif kind in ("kill", "stop"):
@@ -247,8 +272,11 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         row["lost"] = long - len(set(epochs))
         said = (run / "out.log").read_text(errors="replace")
         ok = overlapped and q.returncode == 2 and "is in use by another job" in said and p.returncode == 0
-        row["outcome"] = ("second refused, first completed" if ok else
-                          f"FAILED (rc {q.returncode}, {p.returncode}{'' if overlapped else ', first had ended'})")
+        row["outcome"] = (
+            "second refused, first completed"
+            if ok
+            else f"FAILED (rc {q.returncode}, {p.returncode}{'' if overlapped else ', first had ended'})"
+        )
     else:
         row["fault"] = f"node_feat.dgl of part {rank} cut short"
         feats = work / "parts" / f"part{rank}" / "node_feat.dgl"
@@ -258,11 +286,20 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
                 f.truncate(len(saved) // 2)
             copy = run / "parts"
             shutil.copytree(work / "parts", copy)
-            pre = subprocess.run([sys.executable, "-m", "dgl_grappa", "prepare", "--part-config", str(copy), "--force"],
-                                 cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT)),
-                                 capture_output=True, text=True, timeout=120)
-            refused = (pre.returncode == 2 and pre.stderr.count("\n") == 1 and "node_feat.dgl" in pre.stderr
-                       and "truncated" in pre.stderr)
+            pre = subprocess.run(
+                [sys.executable, "-m", "dgl_grappa", "prepare", "--part-config", str(copy), "--force"],
+                cwd=ROOT,
+                env=dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT)),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            refused = (
+                pre.returncode == 2
+                and pre.stderr.count("\n") == 1
+                and "node_feat.dgl" in pre.stderr
+                and "truncated" in pre.stderr
+            )
             p = _start(cfg, out, job, [])
             row["hang"] = _wait(p, BOUND_S)
             said = (run / "out.log").read_text(errors="replace")
@@ -273,8 +310,11 @@ def run_one(i: int, kind: str, rng: random.Random, work: Path, seed: int, refere
         finally:
             if feats.stat().st_size != len(saved):  # the run's own rebuild may have replaced it already
                 feats.write_bytes(saved)
-        row["outcome"] = ("prepare refused in one line, train rebuilt" if ok else
-                          f"FAILED (prepare rc {pre.returncode}, train rc {p.returncode})")
+        row["outcome"] = (
+            "prepare refused in one line, train rebuilt"
+            if ok
+            else f"FAILED (prepare rc {pre.returncode}, train rc {p.returncode})"
+        )
     time.sleep(1.0)
     row["left"] = max(row["left"], _left(job))
     row["wall_s"] = round(time.monotonic() - t0, 1)
@@ -295,13 +335,17 @@ def reference(work: Path, seed: int) -> float:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'run':>3}  {'kind':10} {'fault':30} {'wall s':>6}  {'hang':4} {'left':>4} {'lost':>4} "
-            f"{'acc diff':>8}  outcome")
+    head = (
+        f"{'run':>3}  {'kind':10} {'fault':30} {'wall s':>6}  {'hang':4} {'left':>4} {'lost':>4} "
+        f"{'acc diff':>8}  outcome"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         acc = "-" if r["acc_diff"] is None else f"{r['acc_diff']:+.2f}"
-        lines.append(f"{r['run']:>3}  {r['kind']:10} {r['fault']:30} {r['wall_s']:>6.1f}  "
-                     f"{'YES' if r['hang'] else 'no':4} {r['left']:>4} {r['lost']:>4} {acc:>8}  {r['outcome']}")
+        lines.append(
+            f"{r['run']:>3}  {r['kind']:10} {r['fault']:30} {r['wall_s']:>6.1f}  "
+            f"{'YES' if r['hang'] else 'no':4} {r['left']:>4} {r['lost']:>4} {acc:>8}  {r['outcome']}"
+        )
     return "\n".join(lines)
 
 
@@ -315,9 +359,17 @@ def soak(n: int, seed: int, work: Path) -> dict:
         rows.append(run_one(i, kind, rng, work, seed, ref))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     elastic = [r["acc_diff"] for r in rows if r["acc_diff"] is not None]
-    totals = {"runs": len(rows), "ok": sum(r["ok"] for r in rows), "hangs": sum(r["hang"] for r in rows),
-              "left_processes": sum(r["left"] for r in rows), "results_lost": sum(r["lost"] for r in rows),
-              "reference_test_acc": ref, "elastic_acc_diff_points": elastic, "seed": seed, "work": str(work)}
+    totals = {
+        "runs": len(rows),
+        "ok": sum(r["ok"] for r in rows),
+        "hangs": sum(r["hang"] for r in rows),
+        "left_processes": sum(r["left"] for r in rows),
+        "results_lost": sum(r["lost"] for r in rows),
+        "reference_test_acc": ref,
+        "elastic_acc_diff_points": elastic,
+        "seed": seed,
+        "work": str(work),
+    }
     return {"runs": rows, "totals": totals}
 
 
@@ -333,9 +385,11 @@ def main() -> int:
     print()
     print(table(res["runs"]))
     t = res["totals"]
-    print(f"\n{t['runs']} runs: {t['ok']} as they should, {t['hangs']} hangs, {t['left_processes']} processes left, "
-          f"{t['results_lost']} epochs lost; elastic runs' test accuracy against the failure-free run "
-          f"({t['reference_test_acc']:.4f}): {t['elastic_acc_diff_points']} points")
+    print(
+        f"\n{t['runs']} runs: {t['ok']} as they should, {t['hangs']} hangs, {t['left_processes']} processes left, "
+        f"{t['results_lost']} epochs lost; elastic runs' test accuracy against the failure-free run "
+        f"({t['reference_test_acc']:.4f}): {t['elastic_acc_diff_points']} points"
+    )
     path = Path(a.json) if a.json else work / "host_soak.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res, indent=1))

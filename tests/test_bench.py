@@ -1,5 +1,6 @@
 """The benchmark harness: statistics and reports on hand-made cells, the matrix expansion,
 partition.seed, and one tiny real sweep (DistDGL + Grappa + a failing system) that resumes."""
+
 from __future__ import annotations
 
 import gzip
@@ -9,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from clitools import run_cli
+
+from dgl_grappa.bench import plan as planning
+from dgl_grappa.bench import report as br
+from dgl_grappa.bench import staleness, storage
 from dgl_grappa.bench.execute import derive_metrics
 from dgl_grappa.bench.matrix import load_bench
 from dgl_grappa.bench.plan import expand, parse_system
-
-from dgl_grappa.bench import plan as planning
-from dgl_grappa.bench import staleness, storage
-from dgl_grappa.bench import report as br
 from dgl_grappa.config import ConfigError, PartitionConfig, config_changes, load_config, parse_pairs
 
 # ---------------------------------------------------------------------------------------
@@ -23,23 +24,54 @@ from dgl_grappa.config import ConfigError, PartitionConfig, config_changes, load
 # ---------------------------------------------------------------------------------------
 
 
-def _cell(seed, layers, accs, *, dataset="syn", partition="random", parts=4, model="sage", bw="", bytes_=None,
-          epoch=None, floor=None, status=None):
+def _cell(
+    seed,
+    layers,
+    accs,
+    *,
+    dataset="syn",
+    partition="random",
+    parts=4,
+    model="sage",
+    bw="",
+    bytes_=None,
+    epoch=None,
+    floor=None,
+    status=None,
+):
     """A cell JSON as the bench writes it, with only what the reports read."""
-    axes = {"dataset": dataset, "dataset_config": f"configs/bench/{dataset}.yaml", "data_name": "synthetic",
-            "partition": partition, "parts": parts, "model": model, "layers": layers, "fanouts": [10] * layers,
-            "bandwidth": bw, "seed": seed}
+    axes = {
+        "dataset": dataset,
+        "dataset_config": f"configs/bench/{dataset}.yaml",
+        "data_name": "synthetic",
+        "partition": partition,
+        "parts": parts,
+        "model": model,
+        "layers": layers,
+        "fanouts": [10] * layers,
+        "bandwidth": bw,
+        "seed": seed,
+    }
     systems = {}
     for name, acc in accs.items():
-        m = {"test_acc": acc, "bytes_per_epoch_amortised": (bytes_ or {}).get(name, 1000.0),
-             "epoch_time_s": (epoch or {}).get(name, 1.0), "train_time_s": 10 * (epoch or {}).get(name, 1.0),
-             "edge_cut": 0.75}
+        m = {
+            "test_acc": acc,
+            "bytes_per_epoch_amortised": (bytes_ or {}).get(name, 1000.0),
+            "epoch_time_s": (epoch or {}).get(name, 1.0),
+            "train_time_s": 10 * (epoch or {}).get(name, 1.0),
+            "edge_cut": 0.75,
+        }
         if floor and name in floor:
             m["floor_s"] = floor[name]
         systems[name] = {"status": (status or {}).get(name, "ok"), "metrics": m, "reason": "boom"}
     cid = f"{dataset}-{partition}-p{parts}-{model}-l{layers}-{bw or 'unshaped'}-s{seed}"
-    return {"cell_id": cid, "axes": axes, "systems": systems, "config": {"train": {"epochs": 3}},
-            "partition": {"num_nodes": 100}}
+    return {
+        "cell_id": cid,
+        "axes": axes,
+        "systems": systems,
+        "config": {"train": {"epochs": 3}},
+        "partition": {"num_nodes": 100},
+    }
 
 
 @pytest.mark.unit
@@ -73,13 +105,12 @@ def test_a_cell_is_read_once_into_a_typed_result_that_the_rows_take_as_the_json(
 def test_the_task_table_holds_what_differs_between_node_and_link_rows():
     node, link = br.TASKS["node"], br.TASKS["link"]
     assert (node.val_key, node.test_key, link.val_key, link.test_key) == ("val_acc", "test_acc", "val_mrr", "test_mrr")
-    assert node.met(-1.0, 2) and not node.met(-0.01, 3) and node.met(None, 2) is None   # the accuracy goal
-    assert link.met(-2.0, 3) and not link.met(-2.01, 2)                                # the link goal, any depth
+    assert node.met(-1.0, 2) and not node.met(-0.01, 3) and node.met(None, 2) is None  # the accuracy goal
+    assert link.met(-2.0, 3) and not link.met(-2.01, 2)  # the link goal, any depth
     assert (node.pair_points, link.pair_points) == (br.PAIR_POINTS, br.LINK_POINTS)
     assert (node.loss_points, link.loss_points) == (br.LOSS_POINTS, br.LINK_POINTS)
     assert (node.show(0.81234), link.show(0.81234), node.show(None)) == ("81.23", "0.8123", "-")
     assert br.QUALITY_KEYS == {"node": ("val_acc", "test_acc"), "link": ("val_mrr", "test_mrr")}
-
 
 
 @pytest.mark.unit
@@ -94,8 +125,8 @@ def test_accuracy_rows_paired_differences_and_goal_marks():
     d2 = [(0.795 - 0.80) * 100, (0.81 - 0.82) * 100, (0.80 - 0.81) * 100]
     assert (g2["diff_mean"], g2["diff_lo"], g2["diff_hi"]) == pytest.approx(br.t_interval(d2))
     assert g2["seeds"] == g2["paired"] == 3 and g2["acc_std"] == pytest.approx(np.std([0.795, 0.81, 0.80], ddof=1))
-    assert g2["met"] is True            # -0.83 points >= -1 at 2 layers
-    assert g3["met"] is False           # -0.67 points < 0 at 3 layers
+    assert g2["met"] is True  # -0.83 points >= -1 at 2 layers
+    assert g3["met"] is False  # -0.67 points < 0 at 3 layers
     assert g2["bytes_ratio"] == pytest.approx(0.01) and rows[0]["met"] is None
     md = br.accuracy_table(rows)
     assert "| syn | random | 4 | sage | 2 | grappa | 3 |" in md and "**not met**" in md and "(reference)" in md
@@ -105,7 +136,7 @@ def test_accuracy_rows_paired_differences_and_goal_marks():
     assert goals[1]["met"] is False and "0 of 2 rows within 0.5" in goals[1]["figure"]
     assert "3-4 layers pooled -0.67" in goals[1]["figure"]
     assert goals[2]["met"] is None and goals[2]["figure"] == "not measured"  # no memory figures in these cells
-    assert goals[3]["met"] is False and "0.2000" in goals[3]["figure"]      # 2e5 / 1e6 on the synthetic graph
+    assert goals[3]["met"] is False and "0.2000" in goals[3]["figure"]  # 2e5 / 1e6 on the synthetic graph
     assert goals[4]["met"] is True and "no run repartitioned" in goals[4]["figure"]  # schedule.k = 0: no stall
 
 
@@ -131,6 +162,7 @@ def test_memory_columns_and_goal_read_new_and_old_runs():
 @pytest.mark.unit
 def test_one_time_bytes_are_graded_in_distdgl_epochs_on_sparse_label_graphs():
     """One-time bytes over DistDGL's bytes per epoch, per seed; graded only where <= 1 % of the nodes are labelled."""
+
     def cells(frac, once):
         out = [_cell(s, 2, {"distdgl": 0.8, "grappa": 0.8}) for s in range(2)]
         for c, o in zip(out, once):
@@ -170,8 +202,10 @@ def test_convergence_compares_the_last_fifth_of_the_epochs_with_the_fifth_before
 
 @pytest.mark.unit
 def test_a_seed_without_its_distdgl_run_is_not_paired():
-    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.7}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.9},
-                                                                 status={"distdgl": "failed"})]
+    cells = [
+        _cell(0, 2, {"distdgl": 0.8, "grappa": 0.7}),
+        _cell(1, 2, {"distdgl": 0.8, "grappa": 0.9}, status={"distdgl": "failed"}),
+    ]
     (base, g) = br.accuracy_rows(cells)
     assert base["seeds"] == 1 and g["seeds"] == 2 and g["paired"] == 1
     assert g["diff_mean"] == pytest.approx(-10.0) and g["diff_lo"] is None
@@ -183,12 +217,24 @@ def test_coverage_counts_done_partial_failed_stale_and_outside():
     for s in range(4):
         c = _cell(s, 2, {})
         plan_cells[c["cell_id"]] = {"axes": c["axes"], "systems": ["distdgl", "grappa"]}
-    plan = {"cells": plan_cells, "axes": {"dataset": ["syn"], "partition": ["random"], "parts": [4],
-                                          "model": ["sage"], "layers": [2], "bandwidth": [""], "seed": [0, 1, 2, 3]}}
-    cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}),                                   # done
-             _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"grappa": "failed"}),     # partial, 1 failed
-             _cell(2, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"distdgl": "stale"}),     # partial, 1 stale
-             _cell(0, 2, {"distdgl": 0.8}, model="gcn")]                                    # outside the matrix
+    plan = {
+        "cells": plan_cells,
+        "axes": {
+            "dataset": ["syn"],
+            "partition": ["random"],
+            "parts": [4],
+            "model": ["sage"],
+            "layers": [2],
+            "bandwidth": [""],
+            "seed": [0, 1, 2, 3],
+        },
+    }
+    cells = [
+        _cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}),  # done
+        _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"grappa": "failed"}),  # partial, 1 failed
+        _cell(2, 2, {"distdgl": 0.8, "grappa": 0.8}, status={"distdgl": "stale"}),  # partial, 1 stale
+        _cell(0, 2, {"distdgl": 0.8}, model="gcn"),
+    ]  # outside the matrix
     cov = br.coverage(cells, plan)
     assert (cov["cells_total"], cov["cells_done"], cov["cells_partial"]) == (4, 1, 2)
     assert (cov["runs_total"], cov["runs_ok"], cov["runs_failed"], cov["runs_stale"]) == (8, 4, 1, 1)
@@ -216,9 +262,17 @@ def test_coverage_counts_done_partial_failed_stale_and_outside():
 
 @pytest.mark.unit
 def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when_measured():
-    cells = [_cell(0, 2, {"distdgl": 0.80, "grappa": 0.77}, bw="1gbit", epoch={"distdgl": 2.0, "grappa": 0.4},
-                   bytes_={"distdgl": 4e6, "grappa": 5e4}),
-             _cell(0, 3, {"distdgl": 0.80, "grappa": 0.80}, bw="1gbit", epoch={"distdgl": 3.0, "grappa": 0.5})]
+    cells = [
+        _cell(
+            0,
+            2,
+            {"distdgl": 0.80, "grappa": 0.77},
+            bw="1gbit",
+            epoch={"distdgl": 2.0, "grappa": 0.4},
+            bytes_={"distdgl": 4e6, "grappa": 5e4},
+        ),
+        _cell(0, 3, {"distdgl": 0.80, "grappa": 0.80}, bw="1gbit", epoch={"distdgl": 3.0, "grappa": 0.5}),
+    ]
     rows = br.speed_rows(cells)
     g2, g3 = rows[1], rows[3]
     assert g2["speedup"] == pytest.approx(5.0) and g2["bytes_ratio"] == pytest.approx(5e4 / 4e6)
@@ -246,9 +300,19 @@ def test_speed_rows_mark_a_speedup_that_loses_accuracy_and_show_floors_only_when
 def test_phase_table_gives_each_phase_its_share_of_the_epoch_and_skips_runs_without_phases():
     cells = [_cell(0, 2, {"distdgl": 0.8, "grappa": 0.8}), _cell(1, 2, {"distdgl": 0.8, "grappa": 0.8})]
     for c, gather in zip(cells, (0.2, 0.4)):  # DistDGL's gather differs by seed: the row averages it
-        c["systems"]["distdgl"]["summary"] = {"phases": {
-            "sample_s": 0.3, "gather_s": gather, "forward_s": 0.2, "backward_s": 0.2, "allreduce_s": 0.0,
-            "optimizer_s": 0.0, "other_s": 0.0, "wait_s": 0.1, "overlap_s": 0.0}}
+        c["systems"]["distdgl"]["summary"] = {
+            "phases": {
+                "sample_s": 0.3,
+                "gather_s": gather,
+                "forward_s": 0.2,
+                "backward_s": 0.2,
+                "allreduce_s": 0.0,
+                "optimizer_s": 0.0,
+                "other_s": 0.0,
+                "wait_s": 0.1,
+                "overlap_s": 0.0,
+            }
+        }
     cells[0]["systems"]["grappa"]["summary"] = {"phases": {"forward_s": 0.5, "allreduce_s": 0.5}}
     rows = br.speed_rows(cells)
     assert rows[0]["phases"]["gather_s"] == pytest.approx(0.3)
@@ -266,10 +330,17 @@ def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
     cells = [_cell(s, layers, {"distdgl": 0.8, "grappa": 0.79 + s / 100}) for s in range(2) for layers in (2, 3)]
     path = tmp_path / "docs" / "acc.md"
     (tmp_path / "docs" / "acc").mkdir(parents=True)
-    (tmp_path / "docs" / "acc" / "speedup.png").write_text("stale")       # an old plot of ours goes
-    (tmp_path / "docs" / "acc" / "mine.txt").write_text("kept")           # other files stay
-    br.write_report(kind, cells, None, path, command="python -m dgl_grappa bench --config X",
-                    regenerate="python -m dgl_grappa bench --config X --bench.report_only=true", preamble="Hand text.")
+    (tmp_path / "docs" / "acc" / "speedup.png").write_text("stale")  # an old plot of ours goes
+    (tmp_path / "docs" / "acc" / "mine.txt").write_text("kept")  # other files stay
+    br.write_report(
+        kind,
+        cells,
+        None,
+        path,
+        command="python -m dgl_grappa bench --config X",
+        regenerate="python -m dgl_grappa bench --config X --bench.report_only=true",
+        preamble="Hand text.",
+    )
     text = path.read_text()
     assert text.startswith("<!-- Generated by `python -m dgl_grappa bench --config X --bench.report_only=true`")
     assert "Hand text." in text and "Matrix: `python -m dgl_grappa bench --config X`" in text
@@ -286,9 +357,16 @@ def test_write_report_regenerates_markdown_and_plots(tmp_path, kind):
 
 @pytest.mark.unit
 def test_derive_metrics_amortises_one_time_bytes():
-    s = {"epochs": 4, "wire_bytes_per_epoch": 1000.0, "app_bytes_per_epoch": 900.0, "test_acc": 0.5,
-         "workers": [{"halo_bytes_loaded": 200}, {"halo_bytes_loaded": 200}], "config": {"x": 1},
-         "schedule": {"stall_fraction": 0.01}, "floor_epoch_s": 0.3}
+    s = {
+        "epochs": 4,
+        "wire_bytes_per_epoch": 1000.0,
+        "app_bytes_per_epoch": 900.0,
+        "test_acc": 0.5,
+        "workers": [{"halo_bytes_loaded": 200}, {"halo_bytes_loaded": 200}],
+        "config": {"x": 1},
+        "schedule": {"stall_fraction": 0.01},
+        "floor_epoch_s": 0.3,
+    }
     m = derive_metrics(s)
     assert m["one_time_bytes"] == 400 and m["bytes_per_epoch_amortised"] == 1100.0
     assert m["app_bytes_per_epoch_amortised"] == 1000.0 and m["bytes_source"] == "wire"
@@ -301,11 +379,13 @@ def test_derive_metrics_amortises_one_time_bytes():
 def test_config_changes_ignore_new_keys_at_their_default():
     default = {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}}
     old = {"train": {"epochs": 10, "gone": 1}, "grappa": {"correction": "batch"}}
-    assert config_changes(old, {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}},
-                          default) == []
-    assert config_changes(old, {"train": {"epochs": 20, "new_knob": True}, "grappa": {"correction": "none"}},
-                          default) == ["train.epochs: 10 -> 20", "train.new_knob: (absent) -> True",
-                                       "grappa.correction: 'batch' -> 'none'"]
+    assert (
+        config_changes(old, {"train": {"epochs": 10, "new_knob": False}, "grappa": {"correction": "batch"}}, default)
+        == []
+    )
+    assert config_changes(
+        old, {"train": {"epochs": 20, "new_knob": True}, "grappa": {"correction": "none"}}, default
+    ) == ["train.epochs: 10 -> 20", "train.new_knob: (absent) -> True", "grappa.correction: 'batch' -> 'none'"]
 
 
 @pytest.mark.unit
@@ -330,8 +410,7 @@ def test_a_cell_stays_done_when_only_compare_settings_differ():
     # stored before stay done. compare.script (the DistDGL trainer) does reach a run.
     now = planning.normalised(load_config(None, []))
     assert now["compare"] == {"script": ""}
-    old = dict(now, compare={"variants": ["batch"], "distdgl": True, "dropin": False, "target_acc": 0.0,
-                             "script": ""})
+    old = dict(now, compare={"variants": ["batch"], "distdgl": True, "dropin": False, "target_acc": 0.0, "script": ""})
     assert config_changes(old, now, now) == []
     mine = planning.normalised(load_config(None, ["--compare.script=/opt/train_dist.py"]))
     assert config_changes(old, mine, now) == ["compare.script: '' -> '/opt/train_dist.py'"]
@@ -355,16 +434,21 @@ run: {timeout_s: 240, collective_timeout_s: 60}
 
 def _write_bench(tmp_path: Path, bench: str, extra: str = "") -> Path:
     (tmp_path / "base.yaml").write_text(BASE)
-    (tmp_path / "bench.yaml").write_text(f"name: tinybench\n{extra}bench:\n" + "".join(
-        f"  {line}\n" for line in bench.strip().splitlines()) + f"  out_dir: {tmp_path / 'out'}\n"
-        f"  report: {tmp_path / 'report.md'}\n")
+    (tmp_path / "bench.yaml").write_text(
+        f"name: tinybench\n{extra}bench:\n"
+        + "".join(f"  {line}\n" for line in bench.strip().splitlines())
+        + f"  out_dir: {tmp_path / 'out'}\n"
+        f"  report: {tmp_path / 'report.md'}\n"
+    )
     return tmp_path / "bench.yaml"
 
 
 @pytest.mark.unit
 def test_expand_axes_fanouts_systems_and_shared_partitions(tmp_path):
-    path = _write_bench(tmp_path, f"""
-datasets: [{tmp_path / 'base.yaml'}]
+    path = _write_bench(
+        tmp_path,
+        f"""
+datasets: [{tmp_path / "base.yaml"}]
 partitions: [random, metis]
 models: [sage, gcn]
 layers: [2, 3]
@@ -372,7 +456,9 @@ fanouts: ["4", "4,6", "4,6,8"]
 seeds: [0, 1]
 bandwidths: ["", 1gbit]
 systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
-""", extra="train: {epochs: 3}\n")
+""",
+        extra="train: {epochs: 3}\n",
+    )
     run_cfg, plan_cfg, file_ov = load_bench(str(path), ["--bench.seeds=[1]", "--model.hidden=8"])
     assert file_ov == ["--train.epochs=3"] and run_cfg.bench.overrides == ["--model.hidden=8"]
     matrix, selected = expand(plan_cfg, tmp_path / "out", file_ov), expand(run_cfg, tmp_path / "out", file_ov)
@@ -396,19 +482,26 @@ systems: [distdgl, "g-none: --grappa.correction=none --train.lr=0.01"]
 
 @pytest.mark.unit
 def test_extra_sub_matrices_join_the_matrix_and_follow_the_selection(tmp_path):
-    path = _write_bench(tmp_path, f"""
-datasets: [{tmp_path / 'base.yaml'}]
+    path = _write_bench(
+        tmp_path,
+        f"""
+datasets: [{tmp_path / "base.yaml"}]
 partitions: [random, metis]
 parts: [2]
 layers: [2]
 fanouts: ["4", "4,6", "4,6,8"]
 extra: ["parts=[4] layers=[2,3] partitions=[random]", "parts=[2]"]
-""")
+""",
+    )
     _, plan_cfg, fo = load_bench(str(path), [])
     ids = [c.cell_id for c in expand(plan_cfg, tmp_path / "out", fo)]
     # 2 base cells, 2 from the first entry, the second entry repeats the base: no cell twice
-    assert ids == ["base-random-p2-sage-l2-unshaped-s0", "base-metis-p2-sage-l2-unshaped-s0",
-                   "base-random-p4-sage-l2-unshaped-s0", "base-random-p4-sage-l3-unshaped-s0"]
+    assert ids == [
+        "base-random-p2-sage-l2-unshaped-s0",
+        "base-metis-p2-sage-l2-unshaped-s0",
+        "base-random-p4-sage-l2-unshaped-s0",
+        "base-random-p4-sage-l3-unshaped-s0",
+    ]
     c4 = expand(plan_cfg, tmp_path / "out", fo)[3]
     assert (c4.cfg.partition.num_parts, c4.cfg.model.num_layers, c4.cfg.train.fanouts) == (4, 3, [4, 6, 8])
 
@@ -417,22 +510,29 @@ extra: ["parts=[4] layers=[2,3] partitions=[random]", "parts=[2]"]
         return [c.cell_id for c in expand(r, tmp_path / "out", fo)]
 
     # a selection narrows the extra entries too: layers=[3] leaves only the first entry's depth-3 cell
-    assert selected("--bench.layers=[3]") == ["base-random-p2-sage-l3-unshaped-s0", "base-metis-p2-sage-l3-unshaped-s0",
-                                              "base-random-p4-sage-l3-unshaped-s0"]
+    assert selected("--bench.layers=[3]") == [
+        "base-random-p2-sage-l3-unshaped-s0",
+        "base-metis-p2-sage-l3-unshaped-s0",
+        "base-random-p4-sage-l3-unshaped-s0",
+    ]
     # an axis the entry fixes and the selection excludes drops the entry
     assert selected("--bench.parts=[2]", "--bench.partitions=[metis]") == ["base-metis-p2-sage-l2-unshaped-s0"]
     # a partial system runs only when selected by name
-    p = _write_bench(tmp_path,
-                     f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, grappa, old]\npartial: [old]\n")
+    p = _write_bench(
+        tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, grappa, old]\npartial: [old]\n"
+    )
     r, plan, _ = load_bench(str(p), [])
     assert (r.bench.systems, plan.bench.systems) == (["distdgl", "grappa"], ["distdgl", "grappa", "old"])
     assert load_bench(str(p), ["--bench.systems=[old]"])[0].bench.systems == ["old"]
     p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\npartial: [nope]\n")
     with pytest.raises(ConfigError, match="bench.partial names 'nope'"):
         load_bench(str(p), [])
-    for bad, msg in [("nodes=[3]", "is not an axis setting"), ("parts=[8] parts=[4]", "set twice"),
-                     ("parts=[x]", "not an integer")]:
-        p = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nextra: [\"{bad}\"]\n")
+    for bad, msg in [
+        ("nodes=[3]", "is not an axis setting"),
+        ("parts=[8] parts=[4]", "set twice"),
+        ("parts=[x]", "not an integer"),
+    ]:
+        p = _write_bench(tmp_path, f'datasets: [{tmp_path / "base.yaml"}]\nextra: ["{bad}"]\n')
         with pytest.raises(ConfigError, match=msg):
             r, _, fo = load_bench(str(p), [])
             expand(r, tmp_path / "out", fo)
@@ -459,8 +559,11 @@ def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
     p = run_cli("bench", "--config", str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'nope.yaml'}]")))
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "nope.yaml does not exist" in p.stderr
     # a missing preamble is found before the first run (it used to stop the report after the last)
-    p = run_cli("bench", "--config", str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\n"
-                                                                f"preamble: {tmp_path / 'gone.md'}")))
+    p = run_cli(
+        "bench",
+        "--config",
+        str(_write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\npreamble: {tmp_path / 'gone.md'}")),
+    )
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "gone.md does not exist" in p.stderr
     assert "running" not in p.stdout and not (tmp_path / "out" / "cells").exists()
 
@@ -468,6 +571,7 @@ def test_bad_bench_settings_fail_before_anything_runs(tmp_path):
 # ---------------------------------------------------------------------------------------
 # partition.seed
 # ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.unit
 def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
@@ -497,6 +601,7 @@ def test_partition_seed_changes_a_random_partitioning_and_not_metis(tmp_path):
 # A tiny real sweep
 # ---------------------------------------------------------------------------------------
 
+
 def _needs_ns():
     from dgl_grappa.cluster.netns import check_isolation
 
@@ -515,17 +620,20 @@ def test_tiny_sweep_writes_cells_skips_done_ones_and_records_a_failure(tmp_path)
     5. the report alone.
     """
     _needs_ns()
-    path = _write_bench(tmp_path, f"""
-datasets: [{tmp_path / 'base.yaml'}]
+    path = _write_bench(
+        tmp_path,
+        f"""
+datasets: [{tmp_path / "base.yaml"}]
 models: [sage, gcn]
 systems: [distdgl, grappa, "broken: --run.timeout_s=1"]
-archive: {tmp_path / 'archive'}
-""")
+archive: {tmp_path / "archive"}
+""",
+    )
     out = tmp_path / "out"
     sage = out / "cells" / "base-random-p2-sage-l2-unshaped-s0.json"
     gcn = out / "cells" / "base-random-p2-gcn-l2-unshaped-s0.json"
     p = run_cli("bench", "--config", str(path), "--bench.models=[sage]", timeout=600)
-    assert p.returncode == 1, p.stdout + p.stderr           # a run failed: status 1, after the others ran
+    assert p.returncode == 1, p.stdout + p.stderr  # a run failed: status 1, after the others ran
     doc = json.loads(sage.read_text())
     s = doc["systems"]
     assert (s["distdgl"]["status"], s["grappa"]["status"], s["broken"]["status"]) == ("ok", "ok", "failed")
@@ -548,12 +656,15 @@ archive: {tmp_path / 'archive'}
     assert "(1 runs)" in p.stdout and "broken: runs again (failed before)" in p.stdout
     s2 = json.loads(sage.read_text())["systems"]
     assert s2["distdgl"] == s["distdgl"] and s2["grappa"] == s["grappa"] and s2["broken"]["status"] == "failed"
-    assert {n: logs[n].stat().st_mtime_ns != mtimes[n] for n in logs} == {"distdgl": False, "grappa": False,
-                                                                          "broken": True}
+    assert {n: logs[n].stat().st_mtime_ns != mtimes[n] for n in logs} == {
+        "distdgl": False,
+        "grappa": False,
+        "broken": True,
+    }
 
     p = run_cli("bench", "--config", str(path), "--bench.models=[gcn]", "--bench.systems=[grappa]", timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "partitioning" not in p.stdout                   # one partitioning for both cells
+    assert "partitioning" not in p.stdout  # one partitioning for both cells
     g = json.loads(gcn.read_text())
     assert list(g["systems"]) == ["grappa"] and g["systems"]["grappa"]["status"] == "ok"
     assert g["partition"]["dir"] == doc["partition"]["dir"] and g["partition"]["reused"] is True
@@ -583,8 +694,14 @@ archive: {tmp_path / 'archive'}
     assert p.returncode == 0, p.stdout + p.stderr
     assert "skip base-random-p2-sage-l2-unshaped-s0" in p.stdout and "bench: 0 runs" in p.stdout
     assert not (tmp_path / "fresh" / "cells").exists()
-    p = run_cli("bench", "--config", str(path), "--bench.report_only=true", "--bench.report_kind=speed",
-                f"--bench.out_dir={tmp_path / 'fresh'}")
+    p = run_cli(
+        "bench",
+        "--config",
+        str(path),
+        "--bench.report_only=true",
+        "--bench.report_kind=speed",
+        f"--bench.out_dir={tmp_path / 'fresh'}",
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "runs ok 3 of 6" in (tmp_path / "report.md").read_text()
 
@@ -598,7 +715,7 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
         storage.write_archived(storage.archive_path(arch, doc["cell_id"]), doc)
     first = storage.archive_path(arch, "a").read_bytes()
     storage.write_archived(storage.archive_path(arch, "a"), a)
-    assert storage.archive_path(arch, "a").read_bytes() == first     # same cell, same bytes: no diff to commit
+    assert storage.archive_path(arch, "a").read_bytes() == first  # same cell, same bytes: no diff to commit
     newer = dict(a, systems={"grappa": {"status": "failed"}})
     storage.write_cell(storage.cell_path(out, "a"), newer)
     assert storage.stored_cell(out, arch, "a") == newer and storage.stored_cell(out, arch, "b") == b
@@ -610,7 +727,7 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
     assert storage.archive_missing(out, arch) == 1 and storage.archive_missing(out, arch) == 0
     assert storage.read_archived(storage.archive_path(arch, "c"))["cell_id"] == "c"
     assert storage.read_archived(storage.archive_path(arch, "a")) == a
-    storage.archive_path(arch, "b").write_bytes(b"not gzip")              # unreadable: ignored, never fatal
+    storage.archive_path(arch, "b").write_bytes(b"not gzip")  # unreadable: ignored, never fatal
     assert storage.read_cells(out, arch) == [newer, dict(b, cell_id="c")]
     assert storage.read_archived(storage.archive_path(arch, "b")) is None
 
@@ -618,15 +735,17 @@ def test_archive_keeps_gzipped_cells_and_out_dir_wins(tmp_path):
 @pytest.mark.unit
 def test_reports_compare_the_mean_test_accuracy_of_the_last_fifth_of_the_epochs():
     """One noisy final evaluation is not the statistic: the window's mean is, for every system alike."""
-    recs = [{"epoch": e, **({"test_acc": a, "val_acc": a} if a is not None else {})}
-            for e, a in enumerate([None, 0.5, None, 0.6, None, 0.6, None, 0.8, 0.7, 0.9])]
-    assert br.window_test_acc(recs) == pytest.approx(0.8)      # epochs 8 and 9 of 10
+    recs = [
+        {"epoch": e, **({"test_acc": a, "val_acc": a} if a is not None else {})}
+        for e, a in enumerate([None, 0.5, None, 0.6, None, 0.6, None, 0.8, 0.7, 0.9])
+    ]
+    assert br.window_test_acc(recs) == pytest.approx(0.8)  # epochs 8 and 9 of 10
     assert br.window_test_acc(recs, window=0.5) == pytest.approx((0.6 + 0.8 + 0.7 + 0.9) / 4)
     assert br.window_test_acc([{"epoch": 3}]) is None and br.window_test_acc(None) is None
     cells = [_cell(0, 2, {"distdgl": 0.80, "grappa": 0.70})]
-    cells[0]["systems"]["grappa"]["records"] = recs               # final 0.90, window 0.80
+    cells[0]["systems"]["grappa"]["records"] = recs  # final 0.90, window 0.80
     (base, g) = br.accuracy_rows(cells)
-    assert base["acc_mean"] == pytest.approx(0.80)               # no records: the final evaluation
+    assert base["acc_mean"] == pytest.approx(0.80)  # no records: the final evaluation
     assert g["acc_mean"] == pytest.approx(0.80) and g["diff_mean"] == pytest.approx(0.0)
 
 
@@ -635,7 +754,7 @@ def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
     cells = [_cell(s, 2, {"distdgl": 0.80, "grappa": 0.80, "grappa-old": 0.70}) for s in range(2)]
     goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
     assert goal["met"] is True and "1 of 1 rows met" in goal["figure"] and "defaults" in goal["goal"]
-    cells = [_cell(s, 3, {"distdgl": 0.80, "variant": 0.79}) for s in range(2)]   # no "grappa": every variant
+    cells = [_cell(s, 3, {"distdgl": 0.80, "variant": 0.79}) for s in range(2)]  # no "grappa": every variant
     goal = br.accuracy_goals(br.accuracy_rows(cells))[0]
     assert goal["met"] is False and "syn random-4 sage-3 -1.00 (n=2)" in goal["figure"]
 
@@ -644,20 +763,22 @@ def test_accuracy_goal_grades_the_defaults_only_when_they_are_in_the_matrix():
 def test_pooled_by_depth_separates_scatter_from_a_systematic_loss():
     rows = [{"layers": 3, "diff_mean": d} for d in (-0.1, +0.5, +0.2, -0.05)] + [{"layers": 2, "diff_mean": -0.3}]
     text = br.pooled_by_depth(rows)
-    assert "2 layers -0.30 (1 rows, 1 below 0)" in text                 # one row: no interval
+    assert "2 layers -0.30 (1 rows, 1 below 0)" in text  # one row: no interval
     m, lo, hi = br.t_interval([-0.1, 0.5, 0.2, -0.05])
     assert f"3-4 layers {m:+.2f} [{lo:+.2f}, {hi:+.2f}] (4 rows, 2 below 0)" in text
-    assert lo < 0 < hi                                                   # these misses are scatter
+    assert lo < 0 < hi  # these misses are scatter
     assert br.pooled_by_depth([]) == ""
 
 
 @pytest.mark.unit
 def test_time_to_target_counts_setup_and_epochs_up_to_the_first_hit():
-    recs = [{"epoch": e, "epoch_time_s": 1.0, **({"val_acc": v} if v is not None else {})}
-            for e, v in enumerate([0.2, None, 0.7, 0.6, 0.9])]
-    assert br.time_to_target(recs, 0.7) == pytest.approx(3.0)          # epochs 0-2
+    recs = [
+        {"epoch": e, "epoch_time_s": 1.0, **({"val_acc": v} if v is not None else {})}
+        for e, v in enumerate([0.2, None, 0.7, 0.6, 0.9])
+    ]
+    assert br.time_to_target(recs, 0.7) == pytest.approx(3.0)  # epochs 0-2
     assert br.time_to_target(recs, 0.7, setup_s=0.5) == pytest.approx(3.5)
-    assert br.time_to_target(recs, 0.95) is None                         # never reached
+    assert br.time_to_target(recs, 0.95) is None  # never reached
     assert br.time_to_target(None, 0.1) is None
 
 
@@ -668,13 +789,26 @@ def test_accuracy_rows_race_every_system_to_98_percent_of_distdgl_plateau():
         summary = {"workers": [{"load_s": load_s}, {"load_s": 0.1}]} if load_s is not None else {}
         return {"status": "ok", "records": recs, "summary": summary, "metrics": {"test_acc": vals[-1]}}
 
-    vals = [0.1, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]            # plateau 0.8: target 0.784
-    cell = {"cell_id": "c", "axes": {"dataset": "syn", "partition": "random", "parts": 4, "model": "sage",
-                                     "layers": 2, "bandwidth": "", "seed": 0},
-            "systems": {"distdgl": run(vals, 2.0), "grappa": run(vals, 0.5, load_s=1.0),
-                        "slow": run([0.1] * 9 + [0.7], 0.5)}}
+    vals = [0.1, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]  # plateau 0.8: target 0.784
+    cell = {
+        "cell_id": "c",
+        "axes": {
+            "dataset": "syn",
+            "partition": "random",
+            "parts": 4,
+            "model": "sage",
+            "layers": 2,
+            "bandwidth": "",
+            "seed": 0,
+        },
+        "systems": {
+            "distdgl": run(vals, 2.0),
+            "grappa": run(vals, 0.5, load_s=1.0),
+            "slow": run([0.1] * 9 + [0.7], 0.5),
+        },
+    }
     base, g, slow = br.accuracy_rows([cell])
-    assert base["tta_s"] == pytest.approx(6.0) and base["tta_reached"] == 1     # 3 epochs x 2 s
+    assert base["tta_s"] == pytest.approx(6.0) and base["tta_reached"] == 1  # 3 epochs x 2 s
     assert g["tta_s"] == pytest.approx(1.0 + 1.5) and g["tta_speedup"] == pytest.approx(6.0 / 2.5)
     assert slow["tta_s"] is None and slow["tta_reached"] == 0 and slow["tta_speedup"] is None
     assert "2.5 (1/1)" in br.accuracy_table([base, g, slow]) and "- (0/1)" in br.accuracy_table([base, g, slow])
@@ -682,12 +816,32 @@ def test_accuracy_rows_race_every_system_to_98_percent_of_distdgl_plateau():
 
 @pytest.mark.unit
 def test_tta_summary_counts_faster_rows_and_names_the_misses():
-    rows = [{"system": "distdgl", "seeds": 3, "tta_speedup": None, "tta_reached": 3},
-            {"system": "grappa", "seeds": 3, "tta_speedup": 2.0, "tta_reached": 3, "dataset": "cora",
-             "partition": "random", "parts": 4, "model": "sage", "layers": 3},
-            {"system": "grappa", "seeds": 3, "tta_speedup": 0.5, "tta_reached": 2, "dataset": "cora",
-             "partition": "ldg", "parts": 4, "model": "gcn", "layers": 2},
-            {"system": "grappa-old", "seeds": 3, "tta_speedup": 9.0, "tta_reached": 3}]   # not graded
+    rows = [
+        {"system": "distdgl", "seeds": 3, "tta_speedup": None, "tta_reached": 3},
+        {
+            "system": "grappa",
+            "seeds": 3,
+            "tta_speedup": 2.0,
+            "tta_reached": 3,
+            "dataset": "cora",
+            "partition": "random",
+            "parts": 4,
+            "model": "sage",
+            "layers": 3,
+        },
+        {
+            "system": "grappa",
+            "seeds": 3,
+            "tta_speedup": 0.5,
+            "tta_reached": 2,
+            "dataset": "cora",
+            "partition": "ldg",
+            "parts": 4,
+            "model": "gcn",
+            "layers": 2,
+        },
+        {"system": "grappa-old", "seeds": 3, "tta_speedup": 9.0, "tta_reached": 3},
+    ]  # not graded
     text = br.tta_summary(rows)
     assert "faster than DistDGL in 1 of 2 rows" in text and "median 1.25x (range 0.50x-2.00x)" in text
     assert "cora ldg-4 gcn-2 1 of 3" in text
@@ -707,9 +861,17 @@ def test_an_entry_from_before_a_behaviour_key_is_stale_for_grappa_only():
         why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
         assert (why is not None) == stale, (kind, why)
         assert staleness.stale_reason({"status": "ok", "kind": kind, "config": now}, planned) is None
-    assert "train.memory_budget" in staleness.stale_reason({"status": "ok", "kind": "grappa", "config": old}, planned=(
-        planning.PlannedSystem(system=planning.System(name="g", kind="grappa", overrides=[], entry="g"), cfg=cfg,
-                            config=now, fingerprint="x")))
+    assert "train.memory_budget" in staleness.stale_reason(
+        {"status": "ok", "kind": "grappa", "config": old},
+        planned=(
+            planning.PlannedSystem(
+                system=planning.System(name="g", kind="grappa", overrides=[], entry="g"),
+                cfg=cfg,
+                config=now,
+                fingerprint="x",
+            )
+        ),
+    )
 
 
 @pytest.mark.unit
@@ -722,8 +884,12 @@ def test_an_entry_from_before_the_halo_sync_is_stale_on_the_heterogeneous_graph_
         old = json.loads(json.dumps(now))
         del old["model"]["embed_halo_sync"], old["train"]["halo_in_edges"]
         for kind in ("grappa", "distdgl"):
-            planned = planning.PlannedSystem(system=planning.System(name=kind, kind=kind, overrides=[], entry=kind),
-                                             cfg=cfg, config=now, fingerprint="x")
+            planned = planning.PlannedSystem(
+                system=planning.System(name=kind, kind=kind, overrides=[], entry=kind),
+                cfg=cfg,
+                config=now,
+                fingerprint="x",
+            )
             why = staleness.stale_reason({"status": "ok", "kind": kind, "config": old}, planned)
             assert (why is not None) == (stale and kind == "grappa"), (data, kind, why)
             if why is not None:
@@ -734,15 +900,17 @@ def test_an_entry_from_before_the_halo_sync_is_stale_on_the_heterogeneous_graph_
 # bench.pairs: one system against another
 # ---------------------------------------------------------------------------------------
 
+
 def _pair_cells():
     """Three seeds of two rows and a row without the native runtime; a fourth seed where it failed."""
     cells = []
-    for s, d in enumerate((0.2, 0.4, 0.6)):     # drop-in - native, points: 0.2, 0.4, 0.6 at 2 layers
+    for s, d in enumerate((0.2, 0.4, 0.6)):  # drop-in - native, points: 0.2, 0.4, 0.6 at 2 layers
         cells.append(_cell(s, 2, {"distdgl": 0.80, "distdgl-grappa": 0.80 + d / 100, "grappa": 0.80}))
         cells.append(_cell(s, 3, {"distdgl": 0.80, "distdgl-grappa": 0.79, "grappa": 0.80}))  # 1 point below
-        cells.append(_cell(s, 2, {"distdgl": 0.80, "distdgl-grappa": 0.80}, model="gcn"))     # no native run
-    cells.append(_cell(3, 2, {"distdgl": 0.80, "distdgl-grappa": 0.50, "grappa": 0.80},
-                       status={"grappa": "failed"}))                                          # not paired
+        cells.append(_cell(s, 2, {"distdgl": 0.80, "distdgl-grappa": 0.80}, model="gcn"))  # no native run
+    cells.append(
+        _cell(3, 2, {"distdgl": 0.80, "distdgl-grappa": 0.50, "grappa": 0.80}, status={"grappa": "failed"})
+    )  # not paired
     return cells
 
 
@@ -755,11 +923,11 @@ def test_pair_rows_grade_one_system_against_another_by_seed():
     assert [(r["model"], r["layers"]) for r in pair["rows"]] == [("sage", 2), ("sage", 3)]
     two, three = pair["rows"]
     # the seed whose native run failed is left out of the difference: 0.2, 0.4, 0.6 -> mean 0.4
-    half = stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)      # sample std of 0.2, 0.4, 0.6 is 0.2
+    half = stats.t.ppf(0.975, 2) * 0.2 / np.sqrt(3)  # sample std of 0.2, 0.4, 0.6 is 0.2
     assert two["paired"] == 3 and two["diff_mean"] == pytest.approx(0.4)
     assert (two["diff_lo"], two["diff_hi"]) == pytest.approx((0.4 - half, 0.4 + half))
     assert two["met"] is True and (two["a_acc"], two["b_acc"]) == pytest.approx((0.804, 0.80))  # paired seeds
-    assert three["diff_mean"] == pytest.approx(-1.0) and three["met"] is False   # 1 point below: not within 0.5
+    assert three["diff_mean"] == pytest.approx(-1.0) and three["met"] is False  # 1 point below: not within 0.5
     assert pair["skipped"] == ["syn random-4 gcn-2"]
     text = br.pair_summary(pair)
     m, lo, hi = br.t_interval([two["diff_mean"], three["diff_mean"]])
@@ -788,7 +956,7 @@ def test_the_pairs_section_sits_between_the_goals_and_the_matrix():
 
 @pytest.mark.unit
 def test_bad_bench_pairs_are_one_line_errors_before_anything_runs(tmp_path):
-    head = f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [distdgl, distdgl-grappa, \"grappa: --model.hidden=8\"]\n"
+    head = f'datasets: [{tmp_path / "base.yaml"}]\nsystems: [distdgl, distdgl-grappa, "grappa: --model.hidden=8"]\n'
 
     def err(pairs: str, extra: str = ""):
         with pytest.raises(ConfigError) as e:
@@ -820,15 +988,22 @@ def test_sigterm_to_a_running_sweep_kills_its_job(tmp_path):
     import uuid
 
     from clitools import ROOT
+
     from dgl_grappa.cluster.procs import processes_of_job
     from dgl_grappa.env import ENV_JOB
 
     path = _write_bench(tmp_path, f"datasets: [{tmp_path / 'base.yaml'}]\nsystems: [grappa]\n")
     job = uuid.uuid4().hex  # every process the bench starts inherits this tag
     env = dict(os.environ, DGLBACKEND="pytorch", **{ENV_JOB: job})
-    p = subprocess.Popen([sys.executable, "-m", "dgl_grappa", "bench", "--config", str(path), "--train.epochs=500"],
-                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dgl_grappa", "bench", "--config", str(path), "--train.epochs=500"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         workers: list[int] = []

@@ -1,6 +1,7 @@
 """Benchmark rows for the other kinds of DistDGL job: link prediction graded on MRR in both report
 kinds (hand-made cells), a model the dataset cannot serve refused in one line, and one tiny real
 link cell (DistDGL and Grappa on real partitions) whose report shows the MRR columns."""
+
 from __future__ import annotations
 
 import json
@@ -30,20 +31,42 @@ def _run(val, test, hits, dt=1.0, usable=1.0, drop=None):
             i = e // 2
             r.update({"val_mrr": val[i], "test_mrr": test[i], "test_hits": hits[i], "val_hits": hits[i]})
         recs.append(r)
-    m = {"task": "link", "test_mrr": test[-1], "test_hits": hits[-1], "val_mrr": val[-1], "epoch_time_s": dt,
-         "train_time_s": 10 * dt, "bytes_per_epoch_amortised": 1e6 if drop is None else 5e4,
-         "bytes_per_epoch": 1e6 if drop is None else 4e4, "usable_edge_fraction": usable,
-         "usable_edge_fraction_halo_drop": drop, "edge_cut": 0.1}
+    m = {
+        "task": "link",
+        "test_mrr": test[-1],
+        "test_hits": hits[-1],
+        "val_mrr": val[-1],
+        "epoch_time_s": dt,
+        "train_time_s": 10 * dt,
+        "bytes_per_epoch_amortised": 1e6 if drop is None else 5e4,
+        "bytes_per_epoch": 1e6 if drop is None else 4e4,
+        "usable_edge_fraction": usable,
+        "usable_edge_fraction_halo_drop": drop,
+        "edge_cut": 0.1,
+    }
     return {"status": "ok", "metrics": m, "records": recs, "summary": {}}
 
 
 def _link_cell(seed, systems, partition="metis", parts=2):
-    axes = {"dataset": "link5k", "dataset_config": "configs/bench/link5k.yaml", "data_name": "synthetic",
-            "partition": partition, "parts": parts, "model": "sage", "layers": 2, "fanouts": [10, 25],
-            "bandwidth": "", "seed": seed}
-    return {"cell_id": f"link5k-{partition}-p{parts}-sage-l2-unshaped-s{seed}", "axes": axes, "systems": systems,
-            "config": {"train": {"task": "link", "epochs": 10}, "link": {"hits_k": 10}},
-            "partition": {"num_nodes": 5000}}
+    axes = {
+        "dataset": "link5k",
+        "dataset_config": "configs/bench/link5k.yaml",
+        "data_name": "synthetic",
+        "partition": partition,
+        "parts": parts,
+        "model": "sage",
+        "layers": 2,
+        "fanouts": [10, 25],
+        "bandwidth": "",
+        "seed": seed,
+    }
+    return {
+        "cell_id": f"link5k-{partition}-p{parts}-sage-l2-unshaped-s{seed}",
+        "axes": axes,
+        "systems": systems,
+        "config": {"train": {"task": "link", "epochs": 10}, "link": {"hits_k": 10}},
+        "partition": {"num_nodes": 5000},
+    }
 
 
 RISING = [0.10, 0.20, 0.25, 0.26, 0.26]
@@ -56,11 +79,20 @@ def _link_cells():
     for s in range(3):
         for partition, parts, gap in (("metis", 2, 0.01), ("random", 4, 0.025)):
             base = [v + 0.002 * s for v in RISING]
-            cells.append(_link_cell(s, {
-                "distdgl": _run(base, base, [2 * v for v in base], dt=2.0),
-                "grappa": _run(base, [v - gap for v in base], [2 * v - gap for v in base], dt=0.5, drop=0.9),
-                "grappa-nohalo": _run(base, [v - 0.04 for v in base], [v for v in base], dt=0.2, usable=0.9,
-                                      drop=0.9)}, partition, parts))
+            cells.append(
+                _link_cell(
+                    s,
+                    {
+                        "distdgl": _run(base, base, [2 * v for v in base], dt=2.0),
+                        "grappa": _run(base, [v - gap for v in base], [2 * v - gap for v in base], dt=0.5, drop=0.9),
+                        "grappa-nohalo": _run(
+                            base, [v - 0.04 for v in base], [v for v in base], dt=0.2, usable=0.9, drop=0.9
+                        ),
+                    },
+                    partition,
+                    parts,
+                )
+            )
     return cells
 
 
@@ -71,7 +103,7 @@ def test_link_cells_are_graded_on_the_window_test_mrr_in_mrr_points():
     assert base["task"] == g["task"] == "link"
     # the window: the evaluations of the last 20 % of 10 epochs, i.e. epoch 9 alone (0.26 + 0.002 s)
     assert base["acc_mean"] == pytest.approx(statistics.fmean(0.26 + 0.002 * s for s in range(3)))
-    assert g["diff_mean"] == pytest.approx(-1.0) and g["met"] is True            # 1 MRR point: within 2
+    assert g["diff_mean"] == pytest.approx(-1.0) and g["met"] is True  # 1 MRR point: within 2
     assert rows[("random", "grappa")]["diff_mean"] == pytest.approx(-2.5)
     assert rows[("random", "grappa")]["met"] is False
     assert g["hits"] == pytest.approx(base["hits"] - 0.01) and g["hits_k"] == 10
@@ -85,18 +117,29 @@ def test_link_cells_are_graded_on_the_window_test_mrr_in_mrr_points():
 @pytest.mark.unit
 def test_the_link_goal_is_two_mrr_points_per_row_and_pooled():
     goals = br.accuracy_goals(br.accuracy_rows(_link_cells()))
-    assert [g["goal"].split(":")[0] for g in goals] == ["link prediction"] * 2    # no accuracy goal without node rows
+    assert [g["goal"].split(":")[0] for g in goals] == ["link prediction"] * 2  # no accuracy goal without node rows
     per_row, pooled = goals
     assert "2 points (0.02 MRR)" in per_row["goal"] and "grappa: the defaults" in per_row["goal"]
     assert per_row["met"] is False and "1 of 2 rows within" in per_row["figure"]
     assert "link5k random-4 sage-2 -2.50 (n=3)" in per_row["figure"]
-    assert pooled["met"] is True                                                   # -1.75 pooled
+    assert pooled["met"] is True  # -1.75 pooled
     m, lo, hi = br.t_interval([-1.0, -2.5])
     assert pooled["figure"].startswith(f"pooled mean diff over rows {m:+.2f} points [{lo:+.2f}, {hi:+.2f}]")
     # a node row next to them keeps its own goals, graded on accuracy only
-    node = {"task": "node", "system": "grappa", "met": True, "diff_mean": 0.1, "layers": 2, "paired": 3,
-            "dataset": "cora", "partition": "ldg", "parts": 4, "model": "sage", "bytes_ratio": None,
-            "stall_fraction": None}
+    node = {
+        "task": "node",
+        "system": "grappa",
+        "met": True,
+        "diff_mean": 0.1,
+        "layers": 2,
+        "paired": 3,
+        "dataset": "cora",
+        "partition": "ldg",
+        "parts": 4,
+        "model": "sage",
+        "bytes_ratio": None,
+        "stall_fraction": None,
+    }
     mixed = br.accuracy_goals(br.accuracy_rows(_link_cells()) + [node])
     assert mixed[0]["goal"].startswith("test accuracy") and "1 of 1 rows met" in mixed[0]["figure"]
     assert [g["goal"].split(":")[0] for g in mixed[-2:]] == ["link prediction"] * 2
@@ -123,14 +166,14 @@ def test_both_report_kinds_show_mrr_columns_for_link_rows(kind):
         assert "test MRR >= DistDGL - 2 points (0.02 MRR) in every row" in text
     else:
         assert "**loses MRR** (-2.50 points)" in text and "**loses MRR** (-1.00" not in text
-        assert "| 4.00x |" in text                                              # DistDGL 2.0 s / Grappa 0.5 s
+        assert "| 4.00x |" in text  # DistDGL 2.0 s / Grappa 0.5 s
 
 
 @pytest.mark.unit
 def test_report_reads_a_cell_as_link_from_its_config_or_its_summaries():
     c = _link_cells()[0]
     assert br.cell_task(c) == "link" and br.quality_keys(c) == ("val_mrr", "test_mrr")
-    assert br.cell_task(dict(c, config={})) == "link"                          # the summaries' "task"
+    assert br.cell_task(dict(c, config={})) == "link"  # the summaries' "task"
     assert br.cell_task({"config": {"train": {"task": "node"}}, "systems": {}}) == "node"
 
 
@@ -138,12 +181,15 @@ def test_report_reads_a_cell_as_link_from_its_config_or_its_summaries():
 # The models axis: a model the dataset cannot train
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.unit
 def test_a_model_the_dataset_cannot_train_is_one_line_before_anything_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the base configs are named relative to the checkout
     bench = tmp_path / "bench.yaml"
-    bench.write_text("name: k\nbench:\n  datasets: [configs/bench/embed10k.yaml, configs/bench/hetsynth.yaml]\n"
-                     f"  models: [sage]\n  parts: [2]\n  out_dir: {tmp_path / 'out'}\n")
+    bench.write_text(
+        "name: k\nbench:\n  datasets: [configs/bench/embed10k.yaml, configs/bench/hetsynth.yaml]\n"
+        f"  models: [sage]\n  parts: [2]\n  out_dir: {tmp_path / 'out'}\n"
+    )
     run, _, fo = load_bench(str(bench), [])
     with pytest.raises(ConfigError) as e:
         expand(run, tmp_path / "out", fo)
@@ -151,8 +197,11 @@ def test_a_model_the_dataset_cannot_train_is_one_line_before_anything_runs(tmp_p
     assert "\n" not in msg and msg.startswith("bench.models: configs/bench/hetsynth.yaml cannot train model 'sage'")
     assert '"datasets=[configs/bench/hetsynth.yaml] models=[rgcn]"' in msg
     # the way the error names: each dataset its own models
-    bench.write_text(bench.read_text().replace(", configs/bench/hetsynth.yaml]", "]").replace(
-        "  parts:", '  extra: ["datasets=[configs/bench/hetsynth.yaml] models=[rgcn]"]\n  parts:'))
+    bench.write_text(
+        bench.read_text()
+        .replace(", configs/bench/hetsynth.yaml]", "]")
+        .replace("  parts:", '  extra: ["datasets=[configs/bench/hetsynth.yaml] models=[rgcn]"]\n  parts:')
+    )
     run, _, fo = load_bench(str(bench), [])
     cells = expand(run, tmp_path / "out", fo)
     assert [(c.axes["dataset"], c.axes["model"]) for c in cells] == [("embed10k", "sage"), ("hetsynth", "rgcn")]
@@ -165,11 +214,16 @@ def test_the_kinds_and_link_benchmarks_expand_to_their_rows(tmp_path, monkeypatc
     run, _, fo = load_bench("benchmarks/kinds/config.yaml", [])
     cells = expand(run, tmp_path, fo)
     assert {(c.axes["dataset"], c.axes["model"], c.axes["parts"]) for c in cells} == {
-        (d, m, p) for d, m in (("embed10k", "sage"), ("hetsynth", "rgcn")) for p in (2, 4)}
+        (d, m, p) for d, m in (("embed10k", "sage"), ("hetsynth", "rgcn")) for p in (2, 4)
+    }
     run, _, fo = load_bench("benchmarks/link/config.yaml", [])
     cells = expand(run, tmp_path, fo)
-    assert {(c.axes["partition"], c.axes["parts"]) for c in cells} == {("metis", 2), ("metis", 4), ("random", 4),
-                                                                      ("ldg", 4)}
+    assert {(c.axes["partition"], c.axes["parts"]) for c in cells} == {
+        ("metis", 2),
+        ("metis", 4),
+        ("random", 4),
+        ("ldg", 4),
+    }
     assert all(c.cfg.train.task == "link" for c in cells)
     assert [c.systems["grappa-nohalo"].cfg.train.halo for c in cells[:1]] == ["drop"]
 
@@ -202,7 +256,8 @@ def test_a_tiny_link_sweep_reports_mrr_for_distdgl_and_grappa(tmp_path):
     (tmp_path / "tinylink.yaml").write_text(TINY_LINK)
     (tmp_path / "bench.yaml").write_text(
         f"name: tinylinkbench\nbench:\n  datasets: [{tmp_path / 'tinylink.yaml'}]\n  systems: [distdgl, grappa]\n"
-        f"  out_dir: {tmp_path / 'out'}\n  report: {tmp_path / 'report.md'}\n")
+        f"  out_dir: {tmp_path / 'out'}\n  report: {tmp_path / 'report.md'}\n"
+    )
     p = run_cli("bench", "--config", str(tmp_path / "bench.yaml"), timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "test mrr" in p.stdout
@@ -216,8 +271,14 @@ def test_a_tiny_link_sweep_reports_mrr_for_distdgl_and_grappa(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "test MRR (mean ± std)" in report and "Δ vs DistDGL, MRR points" in report and "test hits@10" in report
     assert "link prediction: test MRR >= DistDGL - 2 points" in report and "| link |" in report
-    p = run_cli("bench", "--config", str(tmp_path / "bench.yaml"), "--bench.report_only=true",
-                "--bench.report_kind=speed", timeout=120)
+    p = run_cli(
+        "bench",
+        "--config",
+        str(tmp_path / "bench.yaml"),
+        "--bench.report_only=true",
+        "--bench.report_kind=speed",
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     speed = (tmp_path / "report.md").read_text()
     assert "# Speed" in speed and "| test MRR | Δ MRR, points | test hits@10 | edges trained on |" in speed

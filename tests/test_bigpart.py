@@ -5,6 +5,7 @@ The reference is DGL itself: the same graph and the same node assignment written
 ``bigpart.write_partitions`` must load identically through ``dgl.distributed.load_partition``
 and ``dgl_grappa.method.local_part.load_local``.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,6 +47,7 @@ def _edges(g: BigGraph) -> tuple[np.ndarray, np.ndarray]:
 
 # ----------------------------------------------------------------------------- generator
 
+
 def test_generated_graph_is_simple_symmetric_and_as_configured(big):
     n = CFG.num_nodes
     src, dst = _edges(big)
@@ -53,8 +55,8 @@ def test_generated_graph_is_simple_symmetric_and_as_configured(big):
     assert big.num_edges == src.shape[0] == 2 * round(n * CFG.avg_degree / 2)
     assert not np.any(src == dst)
     keys = src * n + dst
-    assert np.unique(keys).shape[0] == keys.shape[0]                      # no duplicates
-    assert np.array_equal(np.sort(keys), np.sort(dst * n + src))          # both directions stored
+    assert np.unique(keys).shape[0] == keys.shape[0]  # no duplicates
+    assert np.array_equal(np.sort(keys), np.sort(dst * n + src))  # both directions stored
     assert np.array_equal(big.in_degree, np.bincount(dst, minlength=n))
     assert np.array_equal(big.label, big.block % CFG.num_classes)
     assert abs(float((big.block[src] == big.block[dst]).mean()) - CFG.homophily) < 0.02
@@ -79,7 +81,7 @@ def test_generation_is_deterministic(big, tmp_path):
 
 def _ncm_accuracy(x, y, train, test, c):
     mu = np.stack([x[train & (y == k)].mean(0) for k in range(c)])
-    d = (x[test] ** 2).sum(1, keepdims=True) - 2.0 * x[test] @ mu.T + (mu ** 2).sum(1)
+    d = (x[test] ** 2).sum(1, keepdims=True) - 2.0 * x[test] @ mu.T + (mu**2).sum(1)
     return float((d.argmin(1) == y[test]).mean())
 
 
@@ -104,6 +106,7 @@ def test_read_feat_rows_equals_the_memmap(big):
 
 # ----------------------------------------------------------------------------- assignment
 
+
 def _cut(src, dst, a):
     return float((a[src] != a[dst]).mean())
 
@@ -117,7 +120,7 @@ def test_assignments(big):
     assert np.array_equal(r, bigpart.assign_random(n, p, seed=1)) and set(np.unique(r)) == set(range(p))
     csr = bigpart.build_csr(big)
     assert np.array_equal(np.diff(csr[0]), np.bincount(src, minlength=n))
-    assert np.array_equal(np.sort(csr[1][csr[0][7]:csr[0][8]]), np.sort(dst[src == 7]))
+    assert np.array_equal(np.sort(csr[1][csr[0][7] : csr[0][8]]), np.sort(dst[src == 7]))
     ldg = bigpart.assign_ldg(big, p, passes=3, block=64, seed=0, csr=csr)
     assert np.array_equal(ldg, bigpart.assign_ldg(big, p, passes=3, block=64, seed=0, csr=csr))
     # On a 0.9-homophilous SBM a streaming greedy finds most of the planted structure.
@@ -129,6 +132,7 @@ def test_assignments(big):
 
 
 # ----------------------------------------------------------------------------- writer vs DGL
+
 
 def _edge_set(pg: dgl.DGLGraph) -> list[tuple[int, int, int]]:
     """(global src, global dst, inner_edge) of every edge of a loaded partition, sorted."""
@@ -198,11 +202,15 @@ def test_writer_matches_partition_graph_file_by_file(both, monkeypatch):
     # the project's statistics file: same cut and halo counts as partition.py computes
     sa, sb = read_stats(Path(ref["part_config"]).parent), read_stats(Path(mine["part_config"]).parent)
     assert sb["edge_cut"] == pytest.approx(sa["edge_cut"])
-    assert ((sb["inner_nodes"], sb["halo_nodes"], sb["num_edges"])
-            == (sa["inner_nodes"], sa["halo_nodes"], sa["num_edges"]))
+    assert (sb["inner_nodes"], sb["halo_nodes"], sb["num_edges"]) == (
+        sa["inner_nodes"],
+        sa["halo_nodes"],
+        sa["num_edges"],
+    )
     for f in ("assignment.npy", "orig_ids.npy"):
-        assert np.array_equal(np.load(Path(ref["part_config"]).parent / f),
-                              np.load(Path(mine["part_config"]).parent / f))
+        assert np.array_equal(
+            np.load(Path(ref["part_config"]).parent / f), np.load(Path(mine["part_config"]).parent / f)
+        )
     assert not (Path(mine["part_config"]).parent / "_work").exists()
 
 
@@ -211,8 +219,12 @@ def test_load_local_sees_the_same_partition(both, halo):
     ref, mine = both
     for p in range(3):
         la, lb = load_local(ref["part_config"], p, halo), load_local(mine["part_config"], p, halo)
-        assert (la.num_inner, la.num_parts, la.graph.num_nodes(), la.graph.num_edges()) == \
-               (lb.num_inner, lb.num_parts, lb.graph.num_nodes(), lb.graph.num_edges())
+        assert (la.num_inner, la.num_parts, la.graph.num_nodes(), la.graph.num_edges()) == (
+            lb.num_inner,
+            lb.num_parts,
+            lb.graph.num_nodes(),
+            lb.graph.num_edges(),
+        )
         assert torch.equal(la.label, lb.label) and torch.equal(la.train_ids, lb.train_ids)
         assert la.halo_bytes_loaded == lb.halo_bytes_loaded
         # halo rows may sit in another order: compare per global id
@@ -242,8 +254,9 @@ def test_default_layout_reconstructs_the_graph(big, tmp_path):
         assert np.array_equal(lp.feat.full().numpy(), feat[ids])
         assert np.array_equal(lp.in_degree.numpy(), big.in_degree[ids])
         # inner nodes keep their whole in-neighbourhood
-        assert torch.equal(torch.bincount(lp.dst, minlength=lp.graph.num_nodes())[: lp.num_inner],
-                           lp.in_degree[: lp.num_inner])
+        assert torch.equal(
+            torch.bincount(lp.dst, minlength=lp.graph.num_nodes())[: lp.num_inner], lp.in_degree[: lp.num_inner]
+        )
         inner = lp.dst < lp.num_inner
         got.append(ids[lp.src[inner].numpy()] * n + ids[lp.dst[inner].numpy()])
     assert np.array_equal(np.sort(np.concatenate(got)), np.sort(src * n + dst))
@@ -275,8 +288,15 @@ def test_directed_graph_matches_partition_graph(tmp_path):
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     keep = src != dst
     src, dst = src[keep], dst[keep]
-    big = write_arrays(tmp_path / "g", src, dst, feat=rng.standard_normal((n, 8)),
-                       label=rng.integers(0, 4, n), split=rng.integers(0, 3, n).astype(np.int8), chunk_edges=4000)
+    big = write_arrays(
+        tmp_path / "g",
+        src,
+        dst,
+        feat=rng.standard_normal((n, 8)),
+        label=rng.integers(0, 4, n),
+        split=rng.integers(0, 3, n).astype(np.int8),
+        chunk_edges=4000,
+    )
     ref = partition(big.to_dgl(), PartitionConfig(num_parts=3, method="random"), tmp_path / "dgl")
     a, order = np.load(tmp_path / "dgl" / "assignment.npy"), np.load(tmp_path / "dgl" / "orig_ids.npy")
     mine = bigpart.write_partitions(big, a, 3, tmp_path / "mine", method="random", order=order)

@@ -4,9 +4,11 @@ The other ranks wait for it on a gloo group created with that timeout: an evalua
 longer than run.collective_timeout_s is fine, one longer than run.eval_timeout_s fails
 on every rank, within that bound, instead of hanging.
 """
+
 import time
 
 import pytest
+
 from dgl_grappa.cluster.launch import (
     WorkerFailed,
     free_port,
@@ -23,8 +25,14 @@ def _eval_worker(rank, port, eval_timeout_s, sleep_s):
     from dgl_grappa.config import load_config
 
     init_distributed(rank, 2, port, timeout_s=2.0)  # collectives: 2 s
-    cfg = load_config(None, ["--data.synthetic.num_nodes=200", "--data.synthetic.num_communities=16",
-                             f"--run.eval_timeout_s={eval_timeout_s}"])
+    cfg = load_config(
+        None,
+        [
+            "--data.synthetic.num_nodes=200",
+            "--data.synthetic.num_communities=16",
+            f"--run.eval_timeout_s={eval_timeout_s}",
+        ],
+    )
     evaluator = ev.GlobalEvaluator(cfg, rank == 0, ev.AccuracyScorer())
 
     def slow_evaluate(model, g, *rest):  # the evaluation's signature, whatever rows it is given

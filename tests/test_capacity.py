@@ -1,8 +1,10 @@
 """The capacity model's formulas (dgl_grappa/bench/capacity.py), against simulation and measured runs."""
+
 import math
 
 import numpy as np
 import pytest
+
 from dgl_grappa.bench.capacity import (
     Workload,
     distdgl_feature_step_bytes,
@@ -91,6 +93,7 @@ def test_random_halo_share_matches_a_random_partition():
 
 def test_stored_row_bytes_are_what_the_loaders_tables_hold():
     import torch
+
     from dgl_grappa.bench.capacity import stored_row_bytes
     from dgl_grappa.method.storage import PRECISIONS, NodeTable
 

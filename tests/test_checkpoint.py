@@ -1,4 +1,5 @@
 """The checkpoint store on its own: commit protocol, fallbacks, pruning, RNG states, refusals (no processes)."""
+
 import errno
 import json
 import logging
@@ -79,8 +80,11 @@ def test_disk_full_during_a_write_keeps_the_previous_checkpoint(tmp_path, monkey
         return real_write(fd, data)
 
     monkeypatch.setattr(C.os, "write", full)
-    with pytest.raises(C.CheckpointError, match=r"failed: the disk is full; the previous checkpoint .*ckpt-e000001.pt "
-                                                r"is intact"):
+    with pytest.raises(
+        C.CheckpointError,
+        match=r"failed: the disk is full; the previous checkpoint .*ckpt-e000001.pt "
+        r"is intact",
+    ):
         store.save(_state(2), 2, FP)
     monkeypatch.undo()
     assert store.newest_valid(FP).epoch == 1 and first.is_file()
@@ -106,10 +110,28 @@ def test_rng_states_round_trip_through_a_weights_only_file(tmp_path):
 
 def test_the_fingerprint_holds_what_a_resume_must_share_and_nothing_else():
     base = C.fingerprint(load_config(None, []))
-    assert C.fingerprint(load_config(None, ["--train.epochs=50", "--train.lr=0.1", "--run.timeout_s=5",
-                                            "--checkpoint.every=3", "--train.eval_every=1"])) == base
-    for change in ("--model.hidden=32", "--data.synthetic.num_nodes=999", "--partition.num_parts=3",
-                   "--train.optimizer=sgd", "--schedule.k=2"):
+    assert (
+        C.fingerprint(
+            load_config(
+                None,
+                [
+                    "--train.epochs=50",
+                    "--train.lr=0.1",
+                    "--run.timeout_s=5",
+                    "--checkpoint.every=3",
+                    "--train.eval_every=1",
+                ],
+            )
+        )
+        == base
+    )
+    for change in (
+        "--model.hidden=32",
+        "--data.synthetic.num_nodes=999",
+        "--partition.num_parts=3",
+        "--train.optimizer=sgd",
+        "--schedule.k=2",
+    ):
         assert C.fingerprint_problem(base, C.fingerprint(load_config(None, [change]))) is not None, change
     # a checkpoint from before model.gcn_norm existed was written with its default: it resumes, and
     # only under that default
@@ -123,4 +145,5 @@ def test_the_fingerprint_holds_what_a_resume_must_share_and_nothing_else():
     assert C.fingerprint(load_config(None, link + ["--link.eval_negatives=50"])) == lfp
     both = C.fingerprint(load_config(None, ["--model.name=gcn", "--model.gcn_norm=both"]))
     assert "model.gcn_norm: (absent) -> 'both'" in C.fingerprint_problem(
-        {k: v for k, v in both.items() if k != "model.gcn_norm"}, both)
+        {k: v for k, v in both.items() if k != "model.gcn_norm"}, both
+    )

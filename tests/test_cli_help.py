@@ -1,5 +1,6 @@
 """Every command's ``--help`` is its own (its options, not the global help), and the global help lists
 the commands, each with one line."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,15 @@ import pytest
 from dgl_grappa.cli import COMMANDS, main
 
 # An option (or config section) that only this command's help names.
-OWN = {"partition": "--partition.<key>", "prepare": "--feat-key", "train": "--resume", "compare": "--compare.<key>",
-       "bench": "--bench.<key>", "project": "--latency-us", "worker": "--num-classes"}
+OWN = {
+    "partition": "--partition.<key>",
+    "prepare": "--feat-key",
+    "train": "--resume",
+    "compare": "--compare.<key>",
+    "bench": "--bench.<key>",
+    "project": "--latency-us",
+    "worker": "--num-classes",
+}
 
 
 def _help(argv: list[str], capsys) -> str:
@@ -41,7 +49,8 @@ def test_project_options_keep_their_order_and_options_before_the_command_still_c
     from dgl_grappa.cli import build_parser
 
     args, rest = build_parser().parse_known_args(
-        ["project", "--gbit", "1", "--project.gbit=10", "--runs", "a", "b", "--project.nope=1"])
+        ["project", "--gbit", "1", "--project.gbit=10", "--runs", "a", "b", "--project.nope=1"]
+    )
     assert args.verbatim == ["--gbit", "1", "--project.gbit", "10", "--runs", "a", "b"]
     assert rest == ["--project.nope=1"]  # the command's own check names it
     args, rest = build_parser().parse_known_args(["--config", "c.yaml", "train", "--train.epochs=3", "--resume"])
@@ -60,11 +69,13 @@ def test_help_and_version_load_neither_torch_nor_dgl():
     import subprocess
     import sys
 
-    code = ("import sys; from dgl_grappa.cli import main\n"
-            "for argv in (['--help'], ['--version'], ['train', '--help']):\n"
-            "    try: main(argv)\n"
-            "    except SystemExit: pass\n"
-            "print(sorted(m for m in ('torch', 'dgl') if m in sys.modules))")
+    code = (
+        "import sys; from dgl_grappa.cli import main\n"
+        "for argv in (['--help'], ['--version'], ['train', '--help']):\n"
+        "    try: main(argv)\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in ('torch', 'dgl') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

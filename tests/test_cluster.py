@@ -1,4 +1,5 @@
 """cluster/: ip_config parsing, torchrun/Slurm identities, placement, remote command quoting, killing process trees."""
+
 import ast
 import json
 import os
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from dgl_grappa.cluster.access import HostAccess, SshAccess, host_access
 from dgl_grappa.cluster.hosts import (
     IpConfigEntry,
     Remote,
@@ -25,8 +28,6 @@ from dgl_grappa.cluster.hosts import (
     torchrun_env,
     worker_identity,
 )
-
-from dgl_grappa.cluster.access import HostAccess, SshAccess, host_access
 from dgl_grappa.cluster.procs import JobFailed
 from dgl_grappa.cluster.ptree import kill_job, kill_session, kill_tree
 from dgl_grappa.cluster.remote import Cluster
@@ -39,8 +40,12 @@ from dgl_grappa.env import ENV_JOB
 @pytest.mark.unit
 def test_ip_config_lines_ports_comments():
     text = "# two machines\n\n10.0.0.1 30050   # head\n  10.0.0.2\nnode-3.cluster 40000\n::1 30060\n"
-    assert parse_ip_config(text) == [IpConfigEntry("10.0.0.1", 30050), IpConfigEntry("10.0.0.2", None),
-                                     IpConfigEntry("node-3.cluster", 40000), IpConfigEntry("::1", 30060)]
+    assert parse_ip_config(text) == [
+        IpConfigEntry("10.0.0.1", 30050),
+        IpConfigEntry("10.0.0.2", None),
+        IpConfigEntry("node-3.cluster", 40000),
+        IpConfigEntry("::1", 30060),
+    ]
 
 
 @pytest.mark.unit
@@ -52,13 +57,16 @@ def test_ip_config_same_ip_different_ports_is_fine_but_duplicates_are_not():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("text, match", [
-    ("10.0.0.1 30050 2\n", r"ip_config line 1: .* has 3 fields"),
-    ("10.0.0.1\n10.0.0.2 port\n", r"line 2: port 'port' must be a number"),
-    ("10.0.0.1 70000\n", r"port '70000' must be a number between 1 and 65535"),
-    ("bad_host!\n", r"neither an IP address nor a host name"),
-    ("# only a comment\n\n", r"no machine listed"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("10.0.0.1 30050 2\n", r"ip_config line 1: .* has 3 fields"),
+        ("10.0.0.1\n10.0.0.2 port\n", r"line 2: port 'port' must be a number"),
+        ("10.0.0.1 70000\n", r"port '70000' must be a number between 1 and 65535"),
+        ("bad_host!\n", r"neither an IP address nor a host name"),
+        ("# only a comment\n\n", r"no machine listed"),
+    ],
+)
 def test_ip_config_junk_is_one_line_error(text, match):
     with pytest.raises(ConfigError, match=match) as e:
         parse_ip_config(text)
@@ -82,15 +90,18 @@ def test_ip_config_file_roundtrip_is_dgl_clean(tmp_path):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("text, hosts", [
-    ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
-    ("node[01-03,07],gpu5", ["node01", "node02", "node03", "node07", "gpu5"]),
-    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
-    ("a[8-11]", ["a8", "a9", "a10", "a11"]),
-    ("n[098-101]", ["n098", "n099", "n100", "n101"]),
-    ("single", ["single"]),
-    ("x[1],y", ["x1", "y"]),
-])
+@pytest.mark.parametrize(
+    "text, hosts",
+    [
+        ("node[01-03,07]", ["node01", "node02", "node03", "node07"]),
+        ("node[01-03,07],gpu5", ["node01", "node02", "node03", "node07", "gpu5"]),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+        ("a[8-11]", ["a8", "a9", "a10", "a11"]),
+        ("n[098-101]", ["n098", "n099", "n100", "n101"]),
+        ("single", ["single"]),
+        ("x[1],y", ["x1", "y"]),
+    ],
+)
 def test_expand_nodelist(text, hosts):
     assert expand_nodelist(text) == hosts
 
@@ -112,8 +123,15 @@ def test_expand_tasks_per_node():
 
 # --- identities --------------------------------------------------------------------------
 
-TORCHRUN = {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1",
-            "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29510"}
+TORCHRUN = {
+    "RANK": "5",
+    "WORLD_SIZE": "8",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "4",
+    "GROUP_RANK": "1",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29510",
+}
 
 
 def _changed(env: dict, change: dict) -> dict:
@@ -139,24 +157,34 @@ def test_torchrun_host_index_without_group_rank():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("change, match", [
-    ({"RANK": "8"}, r"RANK=8 must be in \[0, WORLD_SIZE=8\)"),
-    ({"RANK": "x"}, r"RANK='x' is not an integer"),
-    ({"WORLD_SIZE": None}, r"WORLD_SIZE is not set"),
-    ({"MASTER_ADDR": None}, r"MASTER_ADDR is not set"),
-    ({"MASTER_PORT": "0"}, r"MASTER_PORT=0 must be between"),
-    ({"LOCAL_RANK": "4"}, r"LOCAL_RANK=4 must be in \[0, LOCAL_WORLD_SIZE=4\)"),
-    ({"LOCAL_WORLD_SIZE": None}, r"LOCAL_RANK is set but LOCAL_WORLD_SIZE is not"),
-    ({"LOCAL_WORLD_SIZE": "9"}, r"LOCAL_WORLD_SIZE=9 must be in \[1, WORLD_SIZE=8\]"),
-    ({"RANK": "0", "LOCAL_RANK": "1"}, r"LOCAL_RANK=1 exceeds RANK=0"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"RANK": "8"}, r"RANK=8 must be in \[0, WORLD_SIZE=8\)"),
+        ({"RANK": "x"}, r"RANK='x' is not an integer"),
+        ({"WORLD_SIZE": None}, r"WORLD_SIZE is not set"),
+        ({"MASTER_ADDR": None}, r"MASTER_ADDR is not set"),
+        ({"MASTER_PORT": "0"}, r"MASTER_PORT=0 must be between"),
+        ({"LOCAL_RANK": "4"}, r"LOCAL_RANK=4 must be in \[0, LOCAL_WORLD_SIZE=4\)"),
+        ({"LOCAL_WORLD_SIZE": None}, r"LOCAL_RANK is set but LOCAL_WORLD_SIZE is not"),
+        ({"LOCAL_WORLD_SIZE": "9"}, r"LOCAL_WORLD_SIZE=9 must be in \[1, WORLD_SIZE=8\]"),
+        ({"RANK": "0", "LOCAL_RANK": "1"}, r"LOCAL_RANK=1 exceeds RANK=0"),
+    ],
+)
 def test_torchrun_inconsistent(change, match):
     with pytest.raises(ConfigError, match=match):
         worker_identity(_changed(TORCHRUN, change))
 
 
-SLURM = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
-         "SLURM_NODELIST": "node[01-03,07]", "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_JOB_ID": "123456"}
+SLURM = {
+    "SLURM_PROCID": "5",
+    "SLURM_NTASKS": "7",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "2",
+    "SLURM_NODELIST": "node[01-03,07]",
+    "SLURM_TASKS_PER_NODE": "2(x3),1",
+    "SLURM_JOB_ID": "123456",
+}
 
 
 @pytest.mark.unit
@@ -165,10 +193,17 @@ def test_slurm_identity():
     assert ident == WorkerIdentity(5, 7, 1, 2, 2, "node01", 20000 + 123456 % 10000, "slurm")
     # explicit MASTER_* win; SLURMD_NODENAME stands in for SLURM_NODEID
     env = {k: v for k, v in SLURM.items() if k != "SLURM_NODEID"}
-    ident = worker_identity({**env, "SLURMD_NODENAME": "node07", "SLURM_PROCID": "6", "SLURM_LOCALID": "0",
-                             "MASTER_ADDR": "10.1.1.1", "MASTER_PORT": "29999"})
-    assert (ident.host_index, ident.local_world_size, ident.master_addr, ident.master_port) == (3, 1, "10.1.1.1",
-                                                                                               29999)
+    ident = worker_identity(
+        {
+            **env,
+            "SLURMD_NODENAME": "node07",
+            "SLURM_PROCID": "6",
+            "SLURM_LOCALID": "0",
+            "MASTER_ADDR": "10.1.1.1",
+            "MASTER_PORT": "29999",
+        }
+    )
+    assert (ident.host_index, ident.local_world_size, ident.master_addr, ident.master_port) == (3, 1, "10.1.1.1", 29999)
 
 
 @pytest.mark.unit
@@ -177,15 +212,18 @@ def test_torchrun_wins_over_slurm():
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("change, match", [
-    ({"SLURM_PROCID": "7"}, r"SLURM_PROCID=7 must be in \[0, SLURM_NTASKS=7\)"),
-    ({"SLURM_NODEID": "4"}, r"SLURM_NODEID=4 but SLURM_NODELIST has 4 hosts"),
-    ({"SLURM_TASKS_PER_NODE": "2(x4)"}, r"adds up to 8, SLURM_NTASKS=7"),
-    ({"SLURM_TASKS_PER_NODE": "2(x2),3"}, r"gives 3 hosts, SLURM_NODELIST 4"),
-    ({"SLURM_LOCALID": "2"}, r"SLURM_LOCALID=2 must be in \[0, 2\)"),
-    ({"SLURM_NODELIST": None}, r"SLURM_NODELIST is not set"),
-    ({"SLURM_NTASKS": None}, r"SLURM_NTASKS is not set"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"SLURM_PROCID": "7"}, r"SLURM_PROCID=7 must be in \[0, SLURM_NTASKS=7\)"),
+        ({"SLURM_NODEID": "4"}, r"SLURM_NODEID=4 but SLURM_NODELIST has 4 hosts"),
+        ({"SLURM_TASKS_PER_NODE": "2(x4)"}, r"adds up to 8, SLURM_NTASKS=7"),
+        ({"SLURM_TASKS_PER_NODE": "2(x2),3"}, r"gives 3 hosts, SLURM_NODELIST 4"),
+        ({"SLURM_LOCALID": "2"}, r"SLURM_LOCALID=2 must be in \[0, 2\)"),
+        ({"SLURM_NODELIST": None}, r"SLURM_NODELIST is not set"),
+        ({"SLURM_NTASKS": None}, r"SLURM_NTASKS is not set"),
+    ],
+)
 def test_slurm_inconsistent(change, match):
     with pytest.raises(ConfigError, match=match):
         worker_identity(_changed(SLURM, change))
@@ -204,7 +242,12 @@ def test_no_environment():
 def test_placement_host_by_host():
     slots = place_workers(5, ["a", "b", "c"], workers_per_host=2)
     assert [(s.rank, s.host_index, s.host, s.local_rank) for s in slots] == [
-        (0, 0, "a", 0), (1, 0, "a", 1), (2, 1, "b", 0), (3, 1, "b", 1), (4, 2, "c", 0)]
+        (0, 0, "a", 0),
+        (1, 0, "a", 1),
+        (2, 1, "b", 0),
+        (3, 1, "b", 1),
+        (4, 2, "c", 0),
+    ]
     assert [s.host for s in place_workers(2, ["a", "b"])] == ["a", "b"]
 
 
@@ -225,8 +268,14 @@ NASTY = ["it's", 'say "hi"', "$HOME", "`id`", "a;b", "x y", "", "*", "new\nline"
 
 @pytest.mark.unit
 def test_ssh_argv():
-    r = Remote("ssh", user="alice", port=2222, identity_file="/keys/id ed", ssh_options=("-o", "ConnectTimeout=5"),
-               env={"NCCL_DEBUG": "WARN"})
+    r = Remote(
+        "ssh",
+        user="alice",
+        port=2222,
+        identity_file="/keys/id ed",
+        ssh_options=("-o", "ConnectTimeout=5"),
+        env={"NCCL_DEBUG": "WARN"},
+    )
     argv = remote_argv(r, 1, "10.0.0.2", ["python", "-m", "dgl_grappa", "worker"], env={"RANK": "1"}, cwd="/w d")
     assert argv[:9] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", "/keys/id ed", "-o", "ConnectTimeout=5"]
     assert argv[9] == "alice@10.0.0.2"
@@ -239,8 +288,9 @@ def test_ssh_argv():
 def test_remote_kinds_share_the_shell_string():
     script = shell_command(["echo", "x"], {"A": "1"}, "/tmp")
     assert remote_argv(Remote("ssh"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp")[-1] == script
-    assert remote_argv(Remote("netns", prefixes=(("nsenter", "--net=/x", "--"),)), 0, "h", ["echo", "x"],
-                       {"A": "1"}, "/tmp") == ["nsenter", "--net=/x", "--", "sh", "-c", script]
+    assert remote_argv(
+        Remote("netns", prefixes=(("nsenter", "--net=/x", "--"),)), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp"
+    ) == ["nsenter", "--net=/x", "--", "sh", "-c", script]
     assert remote_argv(Remote("none"), 0, "h", ["echo", "x"], {"A": "1"}, "/tmp") == ["sh", "-c", script]
 
 
@@ -256,14 +306,20 @@ def test_remote_errors():
 
 # --- how hosts are reached ------------------------------------------------------------------
 
+
 def _launch(*args: str):
     return load_config(None, ["--partition.num_parts=2", *args])
 
 
 @pytest.mark.unit
 def test_ssh_access_reaches_hosts_through_the_shared_interface(caplog):
-    cfg = _launch("--launch.remote=ssh", "--launch.hosts=[a,b]", "--launch.ssh_user=me", "--launch.ssh_port=2222",
-                  "--launch.ssh_options=[StrictHostKeyChecking=no]")
+    cfg = _launch(
+        "--launch.remote=ssh",
+        "--launch.hosts=[a,b]",
+        "--launch.ssh_user=me",
+        "--launch.ssh_port=2222",
+        "--launch.ssh_options=[StrictHostKeyChecking=no]",
+    )
     access = host_access(cfg, 2, "job")
     assert isinstance(access, SshAccess) and isinstance(access, HostAccess)
     entries, remote = access.open([IpConfigEntry("a"), IpConfigEntry("b", 30060)])
@@ -285,8 +341,11 @@ def test_ssh_access_reaches_hosts_through_the_shared_interface(caplog):
     with Cluster(cfg, 2, "job") as cl:
         assert cl.remote == Remote("ssh", user="me", port=2222, ssh_options=("-o", "StrictHostKeyChecking=no"))
         assert cl.threads_per_worker() == 0 and cl.threads_per_worker(3) == 3 and cl.wire_bytes() is None
-        assert cl.describe() == {"remote": "ssh", "workers_per_host": 1, "hosts": [
-            {"host": 0, "address": "a", "ranks": [0]}, {"host": 1, "address": "b", "ranks": [1]}]}
+        assert cl.describe() == {
+            "remote": "ssh",
+            "workers_per_host": 1,
+            "hosts": [{"host": 0, "address": "a", "ranks": [0]}, {"host": 1, "address": "b", "ranks": [1]}],
+        }
     with pytest.raises(ConfigError, match="launch.remote='none' starts no hosts; use ssh or netns"):
         host_access(_launch(), 2, "job")
 
@@ -323,8 +382,9 @@ def test_shell_string_roundtrips_through_a_real_shell(tmp_path):
     d = tmp_path / "dir with 'quote'"
     d.mkdir()
     code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['ODD'], os.getcwd()]))"
-    argv = remote_argv(Remote("none"), 0, "", [sys.executable, "-c", code, *NASTY], env={"ODD": "; rm -rf $X '\""},
-                       cwd=str(d))
+    argv = remote_argv(
+        Remote("none"), 0, "", [sys.executable, "-c", code, *NASTY], env={"ODD": "; rm -rf $X '\""}, cwd=str(d)
+    )
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
     assert json.loads(out) == [NASTY, "; rm -rf $X '\"", str(d)]
 

@@ -7,6 +7,7 @@ names (tests/dglscript.py). Each job is a real DistDGL job (servers, trainers, o
 /dev/shm, its own network namespace); the launcher measures the script's loader passes, and the script's accuracy is
 read from what its trainers printed. What the tests check against: the trainers' own logs.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import dgl
 import pytest
+from dglscript import dgl_homogeneous_parts
 
 from dgl_grappa.bench.compare import compare_table
 from dgl_grappa.cluster.netns import check_isolation
@@ -31,13 +33,13 @@ from dgl_grappa.distdgl.prepare_check import check_prepared, first_hop_calls
 from dgl_grappa.distdgl.script_summary import script_summary
 from dgl_grappa.partition.aggregates import prepare
 
-from dglscript import dgl_homogeneous_parts
-
 ROOT = Path(__file__).resolve().parent.parent
 STYLE = ROOT / "examples" / "dgl_style"
 WHY_NOT = check_isolation(net=True, shm="64m")
-ARGS = ("--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --num_hidden 16 "
-        "--fan_out 5,10 --num_epochs 2 --batch_size 300 --lr 0.03 --eval_every 2 --log_every 100")
+ARGS = (
+    "--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --num_hidden 16 "
+    "--fan_out 5,10 --num_epochs 2 --batch_size 300 --lr 0.03 --eval_every 2 --log_every 100"
+)
 ACC = re.compile(r"Test Acc (\d\.\d+)")
 
 
@@ -45,21 +47,44 @@ def converted(tmp: Path) -> Path:
     """examples/dgl_style/node_classification.py with its diff from docs/dropin.md applied, in a folder of its own."""
     folder = tmp / "converted"
     shutil.copytree(STYLE, folder)
-    done = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-d", str(folder), "-i",
-                           str(STYLE / "node_classification.diff")], capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = subprocess.run(
+        [
+            "patch",
+            "-p1",
+            "--forward",
+            "--no-backup-if-mismatch",
+            "-d",
+            str(folder),
+            "-i",
+            str(STYLE / "node_classification.diff"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return folder / "node_classification.py"
 
 
 def compare(out: Path, *overrides: str, timeout_s: int = 600) -> subprocess.CompletedProcess:
     """``python -m dgl_grappa compare`` with ``overrides``, bounded (its process tree killed past the bound)."""
-    argv = [sys.executable, "-m", "dgl_grappa", "compare", f"--run.output_dir={out}", f"--run.timeout_s={timeout_s}",
-            f"--distdgl.startup_timeout_s={timeout_s}", *overrides]
-    env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
-                                                                                                      "")]))
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "dgl_grappa",
+        "compare",
+        f"--run.output_dir={out}",
+        f"--run.timeout_s={timeout_s}",
+        f"--distdgl.startup_timeout_s={timeout_s}",
+        *overrides,
+    ]
+    env = dict(
+        os.environ, DGLBACKEND="pytorch", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = proc.communicate(timeout=3 * timeout_s)
     except subprocess.TimeoutExpired:
@@ -84,14 +109,19 @@ def parts(tmp_path_factory):
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 def test_compare_runs_a_dgl_style_script_unmodified_and_converted(tmp_path, parts):
     out = tmp_path / "cmp"
-    p = compare(out, f"--partition.prebuilt={parts}", "--partition.num_parts=2",
-                f"--compare.script={STYLE / 'node_classification.py'}",
-                f"--compare.dropin_script={converted(tmp_path)}", f"--compare.script_args={ARGS}")
+    p = compare(
+        out,
+        f"--partition.prebuilt={parts}",
+        "--partition.num_parts=2",
+        f"--compare.script={STYLE / 'node_classification.py'}",
+        f"--compare.dropin_script={converted(tmp_path)}",
+        f"--compare.script_args={ARGS}",
+    )
     assert p.returncode == 0, p.stderr[-5000:]
     res = json.loads((out / "compare.json").read_text())
     rows = {r["system"]: r for r in res["rows"]}
     assert list(rows) == ["distdgl", "distdgl-grappa"]
-    table = p.stdout[p.stdout.index("system "):]
+    table = p.stdout[p.stdout.index("system ") :]
     for name, label in (("distdgl", "DistDGL "), ("distdgl-grappa", "DistDGL+drop-in ")):
         r = rows[name]
         assert r["epochs"] == 2 and r["epoch_time_s"] > 0 and r["steps_per_epoch"] >= 1
@@ -122,9 +152,15 @@ def test_forgetting_prepare_is_one_line_naming_the_command_before_any_server_sta
     dgl.distributed.partition_graph(g, "bare", 2, str(tmp_path / "bare"), part_method="random")
     part_config = tmp_path / "bare" / "bare.json"
     out = tmp_path / "cmp"
-    p = compare(out, f"--partition.prebuilt={part_config}", "--partition.num_parts=2",
-                f"--compare.script={STYLE / 'node_classification.py'}",
-                f"--compare.dropin_script={converted(tmp_path)}", f"--compare.script_args={ARGS}", timeout_s=120)
+    p = compare(
+        out,
+        f"--partition.prebuilt={part_config}",
+        "--partition.num_parts=2",
+        f"--compare.script={STYLE / 'node_classification.py'}",
+        f"--compare.dropin_script={converted(tmp_path)}",
+        f"--compare.script_args={ARGS}",
+        timeout_s=120,
+    )
     assert p.returncode == 2, p.stderr
     errors = [ln for ln in p.stderr.splitlines() if "error" in ln]
     assert len(errors) == 1 and f"python -m dgl_grappa prepare --part-config {part_config}`" in errors[0], p.stderr
@@ -135,17 +171,23 @@ def test_forgetting_prepare_is_one_line_naming_the_command_before_any_server_sta
 
 @pytest.mark.unit
 def test_the_prepare_check_reads_the_loader_calls_written_with_a_first_hop_mode(tmp_path):
-    calls = first_hop_calls("a = GrappaLoader(g, s, 8)\n"
-                            "b = dgl_grappa.GrappaEdgeLoader(g, s, 8, negative_sampler=n, first_hop='exact', "
-                            "aggregate='gcn', feat_key='x')\n"
-                            "c = GrappaLoader(g, s, 8, first_hop=args.first_hop)\n")
-    assert [(c.line, c.call, c.gcn, c.feat_key) for c in calls] == [(2, 'GrappaEdgeLoader(first_hop="exact")', True,
-                                                                      "x")]
+    calls = first_hop_calls(
+        "a = GrappaLoader(g, s, 8)\n"
+        "b = dgl_grappa.GrappaEdgeLoader(g, s, 8, negative_sampler=n, first_hop='exact', "
+        "aggregate='gcn', feat_key='x')\n"
+        "c = GrappaLoader(g, s, 8, first_hop=args.first_hop)\n"
+    )
+    assert [(c.line, c.call, c.gcn, c.feat_key) for c in calls] == [
+        (2, 'GrappaEdgeLoader(first_hop="exact")', True, "x")
+    ]
     script = tmp_path / "train.py"
     script.write_text("from dgl_grappa import GrappaLoader\nloader = GrappaLoader(g, s, 8, first_hop='block')\n")
     (tmp_path / "g.json").write_text("{}")  # a folder that prepare never saw
-    with pytest.raises(ConfigError, match=r"train.py:2 makes GrappaLoader\(first_hop=\"block\"\).*run "
-                                          rf"`python -m dgl_grappa prepare --part-config {tmp_path / 'g.json'}`"):
+    with pytest.raises(
+        ConfigError,
+        match=r"train.py:2 makes GrappaLoader\(first_hop=\"block\"\).*run "
+        rf"`python -m dgl_grappa prepare --part-config {tmp_path / 'g.json'}`",
+    ):
         check_prepared(tmp_path / "g.json", str(script))
     check_prepared(tmp_path / "g.json", str(script.with_name("plain.py")))  # no such script: the launcher says so
     script.write_text("loader = GrappaLoader(g, s, 8)\n")  # the first hop sampled: nothing to prepare
@@ -161,19 +203,43 @@ def _write_passes(out: Path, rank: int, passes: list[dict], log: str) -> None:
 
 
 def _pass(i, t, *, train=True, offset=None, wire=None):
-    return {"pass": i, "loader": "DistNodeDataLoader", "loader_id": 0 if train else 1, "train": train,
-            "complete": True, "time_s": t, "steps": 4, "feature_bytes": 1000, "other_pull_bytes": 0, "rpc_bytes": 100,
-            "embed_bytes": 0, "remote_rows": 10, "pull_rows": 40, "grad_bytes": 400, "wire_bytes": wire,
-            "one_time_bytes": 0, "peak_rss_bytes": 5000, "log_offset": offset}
+    return {
+        "pass": i,
+        "loader": "DistNodeDataLoader",
+        "loader_id": 0 if train else 1,
+        "train": train,
+        "complete": True,
+        "time_s": t,
+        "steps": 4,
+        "feature_bytes": 1000,
+        "other_pull_bytes": 0,
+        "rpc_bytes": 100,
+        "embed_bytes": 0,
+        "remote_rows": 10,
+        "pull_rows": 40,
+        "grad_bytes": 400,
+        "wire_bytes": wire,
+        "one_time_bytes": 0,
+        "peak_rss_bytes": 5000,
+        "log_offset": offset,
+    }
 
 
 @pytest.mark.unit
 def test_a_script_summary_makes_epochs_of_the_training_passes_and_places_the_printed_metric(tmp_path):
     log0 = "start\nTest Acc 0.5000\n" + "x" * 40 + "\nTest Acc 0.7000\n"
     first, second = log0.index("Test Acc 0.5"), log0.index("Test Acc 0.7")
-    _write_passes(tmp_path, 0, [_pass(0, 1.0, offset=first, wire=9000), _pass(1, 0.1, train=False, offset=first + 5),
-                                _pass(2, 2.0, offset=second, wire=7000), {"exit": True, "peak_rss_bytes": 8000}],
-                  log0)
+    _write_passes(
+        tmp_path,
+        0,
+        [
+            _pass(0, 1.0, offset=first, wire=9000),
+            _pass(1, 0.1, train=False, offset=first + 5),
+            _pass(2, 2.0, offset=second, wire=7000),
+            {"exit": True, "peak_rss_bytes": 8000},
+        ],
+        log0,
+    )
     _write_passes(tmp_path, 1, [_pass(0, 1.5, offset=0), _pass(1, 1.0, offset=0)], "no accuracy printed\n")
     s = script_summary(tmp_path, 2, "distdgl", "node_classification.py", r"Test Acc (\d\.\d+)")
     assert s["epochs"] == 2 and [r["epoch_time_s"] for r in s["records"]] == [1.5, 2.0]
@@ -191,25 +257,46 @@ def test_a_script_summary_makes_epochs_of_the_training_passes_and_places_the_pri
 
 @pytest.mark.unit
 def test_the_script_table_fits_the_terminal_and_says_when_no_metric_was_found():
-    rows = [{"system": s, "epoch_time_s": t, "epoch_time_s_ratio": t / 9.999, "steps_per_epoch": 12345,
-             "wire_bytes_per_epoch": w, "wire_bytes_per_epoch_ratio": w / 999.99e6, "one_time_bytes_per_epoch": o,
-             "metric": None, "peak_rss_bytes_max": 999.99e6, "machines": []}
-            for s, t, w, o in (("distdgl", 9.999, 999.99e6, None), ("distdgl-grappa", 0.0456, 999.99e3, 999.99e3))]
-    res = {"rows": rows, "baseline": "distdgl",
-           "script": {"script": "s.py", "dropin_script": None, "script_args": "", "metric_label": "Test Acc",
-                      "metric_pattern": r"Test Acc (\d+)", "metric_found": False}}
+    rows = [
+        {
+            "system": s,
+            "epoch_time_s": t,
+            "epoch_time_s_ratio": t / 9.999,
+            "steps_per_epoch": 12345,
+            "wire_bytes_per_epoch": w,
+            "wire_bytes_per_epoch_ratio": w / 999.99e6,
+            "one_time_bytes_per_epoch": o,
+            "metric": None,
+            "peak_rss_bytes_max": 999.99e6,
+            "machines": [],
+        }
+        for s, t, w, o in (("distdgl", 9.999, 999.99e6, None), ("distdgl-grappa", 0.0456, 999.99e3, 999.99e3))
+    ]
+    res = {
+        "rows": rows,
+        "baseline": "distdgl",
+        "script": {
+            "script": "s.py",
+            "dropin_script": None,
+            "script_args": "",
+            "metric_label": "Test Acc",
+            "metric_pattern": r"Test Acc (\d+)",
+            "metric_found": False,
+        },
+    }
     table = compare_table(res)
     assert max(len(ln) for ln in table.splitlines()) <= 100, table
     assert "no metric found" in table and "DistDGL+drop-in" in table
 
 
 @pytest.mark.unit
-def test_the_docs_partition_example_makes_a_partition_the_dropin_reads_and_its_missing_prepare_line(tmp_path,
-                                                                                                   monkeypatch):
+def test_the_docs_partition_example_makes_a_partition_the_dropin_reads_and_its_missing_prepare_line(
+    tmp_path, monkeypatch
+):
     """docs/dropin.md's partition example, run as a user copies it: DGL's key names, every part with training nodes;
     before ``prepare`` the launcher's line is the one the docs show, after it the folder is prepared."""
     docs = (ROOT / "docs" / "dropin.md").read_text()
-    section = docs[docs.index("## Before the first run"):docs.index("## Node classification")]
+    section = docs[docs.index("## Before the first run") : docs.index("## Node classification")]
     snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     shown = re.search(r"```\n(dgl_grappa\.distdgl: error: .*?)\n```", section, re.S).group(1)
     monkeypatch.chdir(tmp_path)
@@ -229,8 +316,9 @@ def test_the_docs_partition_example_makes_a_partition_the_dropin_reads_and_its_m
 
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
-def test_a_script_printing_no_matching_line_gets_its_times_and_bytes_and_no_folder_is_written_over_unsaid(tmp_path,
-                                                                                                        parts):
+def test_a_script_printing_no_matching_line_gets_its_times_and_bytes_and_no_folder_is_written_over_unsaid(
+    tmp_path, parts
+):
     """``python -m dgl_grappa.distdgl --script`` on a folder an earlier job wrote. Refused before it starts (the
     converted script on a folder without aggregates), it replaces nothing and says nothing of replacing; run, it says
     what it replaces first, and with a metric pattern that nothing matches still ends with its times and bytes."""
@@ -239,17 +327,33 @@ def test_a_script_printing_no_matching_line_gets_its_times_and_bytes_and_no_fold
     (out / "summary.json").write_text('{"earlier": true}')
     bare = tmp_path / "bare"
     shutil.copytree(parts.parent, bare, ignore=shutil.ignore_patterns("grappa*"))  # the same parts, not prepared
-    env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH",
-                                                                                                      "")]))
+    env = dict(
+        os.environ, DGLBACKEND="pytorch", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
 
     script = converted(tmp_path)
 
     def job(part_config: Path) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "dgl_grappa.distdgl", "--script", str(script),
-                               f"--script-args={ARGS}", "--compare.metric=Accuracy of nothing: (\\d+)",
-                               f"--partition.prebuilt={part_config}", "--partition.num_parts=2",
-                               f"--run.output_dir={out}", "--run.timeout_s=600", "--distdgl.startup_timeout_s=600"],
-                              env=env, capture_output=True, text=True, timeout=1800)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "dgl_grappa.distdgl",
+                "--script",
+                str(script),
+                f"--script-args={ARGS}",
+                "--compare.metric=Accuracy of nothing: (\\d+)",
+                f"--partition.prebuilt={part_config}",
+                "--partition.num_parts=2",
+                f"--run.output_dir={out}",
+                "--run.timeout_s=600",
+                "--distdgl.startup_timeout_s=600",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
 
     refused = job(bare / parts.name)
     assert refused.returncode == 2 and "python -m dgl_grappa prepare" in refused.stderr

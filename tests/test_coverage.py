@@ -1,4 +1,5 @@
 """Coverage math against hand computations and against its random-walk meaning."""
+
 import pytest
 import torch
 
@@ -53,8 +54,14 @@ def test_coverage_is_the_probability_that_a_random_walk_stays_local():
     keep = local[src] & local[dst]
     new_id = torch.full((n,), -1, dtype=torch.long)
     new_id[local] = torch.arange(int(local.sum()))
-    c = cov.coverage(new_id[src[keep]], new_id[dst[keep]], int(local.sum()),
-                     torch.bincount(dst, minlength=n)[local], hops, self_loops=False)
+    c = cov.coverage(
+        new_id[src[keep]],
+        new_id[dst[keep]],
+        int(local.sum()),
+        torch.bincount(dst, minlength=n)[local],
+        hops,
+        self_loops=False,
+    )
     in_nbrs = [src[dst == v] for v in range(n)]
     walks = 4000
     for v in local.nonzero().flatten()[:8].tolist():

@@ -7,6 +7,7 @@ evaluate. DGL's own layers on a GPU (``train.kernels: dgl``) need DGL's CUDA bui
 (``dgl_grappa.cluster.launch.DGL_CUDA_WHEEL``): with a CPU-only DGL the job refuses in one line naming
 that wheel; with a CUDA DGL it trains too.
 """
+
 import json
 import os
 import subprocess
@@ -34,12 +35,29 @@ def _train(tmp_path, *extra):
     if not torch.cuda.is_available():
         pytest.fail("no CUDA device visible to torch (scripts/test.sh deselects -m gpu where nvidia-smi finds none)")
     # the easy preset, so that 3 epochs learn it (on the CPU: val acc 0.90, the majority class 0.075)
-    return subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", "configs/default.yaml",
-                           "--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.epochs=3",
-                           "--partition.num_parts=2",
-                           "--run.device=cuda", f"--run.output_dir={tmp_path}", "--run.progress=false", *extra],
-                          cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dgl_grappa",
+            "train",
+            "--config",
+            "configs/default.yaml",
+            "--data.synthetic.num_nodes=4000",
+            "--data.synthetic.preset=easy",
+            "--train.epochs=3",
+            "--partition.num_parts=2",
+            "--run.device=cuda",
+            f"--run.output_dir={tmp_path}",
+            "--run.progress=false",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, DGLBACKEND="pytorch"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_train_on_cuda_with_the_torch_kernels(tmp_path):

@@ -1,4 +1,5 @@
 """Tests of dgl_grappa.data: Planetoid offline loading, the synthetic DC-SBM, user graphs."""
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,11 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import dgl  # noqa: E402
 import dgl.data.dgl_dataset  # noqa: E402
 import dgl.data.utils  # noqa: E402
+from datafiles import real_planetoid, write_planetoid  # noqa: E402
 
 from dgl_grappa.config import ConfigError, DataConfig, SyntheticConfig  # noqa: E402
 from dgl_grappa.data import STANDARD_KEYS, generate_sbm, load_dataset, num_classes, planetoid_cache_dir
 from dgl_grappa.data.planetoid import PLANETOID_SUFFIXES  # noqa: E402
-from datafiles import real_planetoid, write_planetoid  # noqa: E402
 
 pytestmark = pytest.mark.unit
 
@@ -63,11 +64,15 @@ def _check_standard(g: dgl.DGLGraph) -> None:
 # Planetoid
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.planetoid
-@pytest.mark.parametrize("name,nodes,edges,feats,classes,split", [
-    ("cora", 2708, 10556, 1433, 7, (140, 500, 1000)),
-    ("citeseer", 3327, 9228, 3703, 6, (120, 500, 1000)),
-])
+@pytest.mark.parametrize(
+    "name,nodes,edges,feats,classes,split",
+    [
+        ("cora", 2708, 10556, 1433, 7, (140, 500, 1000)),
+        ("citeseer", 3327, 9228, 3703, 6, (120, 500, 1000)),
+    ],
+)
 def test_planetoid_statistics(name, nodes, edges, feats, classes, split, tmp_path, monkeypatch):
     # data.root has none of the files: they come from $DGL_GRAPPA_PLANETOID, not from a download
     root = real_planetoid()
@@ -172,6 +177,7 @@ def test_planetoid_cache_keyed_by_root_and_content(fixture_cora, tmp_path):
 # Synthetic
 # ---------------------------------------------------------------------------------------
 
+
 def _small(**kw) -> SyntheticConfig:
     base = dict(num_nodes=5000, avg_degree=10.0, num_communities=32, num_classes=8, feat_dim=16)
     base.update(kw)
@@ -190,11 +196,14 @@ def test_synthetic_deterministic():
     assert a.num_edges() != c.num_edges() or not torch.equal(a.edges()[0], c.edges()[0])
 
 
-@pytest.mark.parametrize("kw", [
-    {},
-    {"avg_degree": 4.0, "homophily": 0.5, "degree_exponent": 1.5},
-    {"num_nodes": 300, "avg_degree": 8.0, "num_communities": 8, "homophily": 1.0},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"avg_degree": 4.0, "homophily": 0.5, "degree_exponent": 1.5},
+        {"num_nodes": 300, "avg_degree": 8.0, "num_communities": 8, "homophily": 1.0},
+    ],
+)
 def test_synthetic_structure(kw):
     cfg = _small(**kw)
     g = load_dataset(DataConfig(name="synthetic", synthetic=cfg))
@@ -229,7 +238,7 @@ def test_synthetic_structure(kw):
 def _ncm_accuracy(x, y, train, test, c):
     """Nearest-class-mean classifier: means from train nodes, accuracy on test nodes."""
     mu = np.stack([x[train & (y == k)].mean(0) for k in range(c)])
-    d = (x[test] ** 2).sum(1, keepdims=True) - 2.0 * x[test] @ mu.T + (mu ** 2).sum(1)
+    d = (x[test] ** 2).sum(1, keepdims=True) - 2.0 * x[test] @ mu.T + (mu**2).sum(1)
     return float((d.argmin(1) == y[test]).mean())
 
 
@@ -288,6 +297,7 @@ def test_synthetic_invalid_config_is_config_error():
 # User graph (dgl.save_graphs)
 # ---------------------------------------------------------------------------------------
 
+
 def _user_graph(n=50):
     g = dgl.rand_graph(n, 200)
     gen = torch.Generator().manual_seed(0)
@@ -303,8 +313,15 @@ def _user_graph(n=50):
 
 
 def _user_cfg(path, **kw):
-    base = dict(name="dgl", path=str(path), feat_key="x", label_key="y",
-                train_mask_key="tr", val_mask_key="va", test_mask_key="te")
+    base = dict(
+        name="dgl",
+        path=str(path),
+        feat_key="x",
+        label_key="y",
+        train_mask_key="tr",
+        val_mask_key="va",
+        test_mask_key="te",
+    )
     base.update(kw)
     return DataConfig(**base)
 

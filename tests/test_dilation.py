@@ -3,7 +3,10 @@
 Pure functions only (``unit``: no root, no process); the cgroups and links themselves are
 tested on real test hosts in tests/test_testhosts.py.
 """
+
 import pytest
+
+from dgl_grappa.cluster.netns import rate_bits
 from dgl_grappa.cluster.testhosts.dilation import (
     CFS_PERIOD_US,
     HostCpus,
@@ -16,21 +19,23 @@ from dgl_grappa.cluster.testhosts.dilation import (
     parse_dilation,
     plan_host_cpus,
 )
-from dgl_grappa.cluster.netns import rate_bits
 
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize("hosts,cores,share,d", [
-    (2, 2, 1.0, 1.0),     # a whole core each
-    (2, 1, 0.5, 2.0),     # both hosts on one core: half a core each
-    (4, 2, 0.5, 2.0),
-    (3, 2, 2 / 3, 1.5),
-    (8, 2, 0.25, 4.0),
-    (2, 8, 4.0, 1.0),     # more than a core each: no dilation
-    (3, 4, 1.0, 1.0),     # the fourth core stays idle
-    (1, 1, 1.0, 1.0),
-])
+@pytest.mark.parametrize(
+    "hosts,cores,share,d",
+    [
+        (2, 2, 1.0, 1.0),  # a whole core each
+        (2, 1, 0.5, 2.0),  # both hosts on one core: half a core each
+        (4, 2, 0.5, 2.0),
+        (3, 2, 2 / 3, 1.5),
+        (8, 2, 0.25, 4.0),
+        (2, 8, 4.0, 1.0),  # more than a core each: no dilation
+        (3, 4, 1.0, 1.0),  # the fourth core stays idle
+        (1, 1, 1.0, 1.0),
+    ],
+)
 def test_auto_dilation_is_the_share_denominator(hosts, cores, share, d):
     assert host_cpu_share(hosts, cores) == pytest.approx(share)
     assert dilation_factor("auto", hosts, cores) == pytest.approx(d)
@@ -52,10 +57,19 @@ def test_parse_dilation_and_its_errors():
         host_cpu_share(0, 2)
 
 
-@pytest.mark.parametrize("rate,d,want", [
-    ("1gbit", 2, "500mbit"), ("1gbit", 4, "250mbit"), ("1gbit", 1, "1gbit"), ("200mbit", 2.5, "80mbit"),
-    ("1gbit", 3, "333333333bit"), ("500kbit", 2, "250kbit"), ("1gbit", 0.5, "2gbit"), ("1.5gbit", 2, "750mbit"),
-])
+@pytest.mark.parametrize(
+    "rate,d,want",
+    [
+        ("1gbit", 2, "500mbit"),
+        ("1gbit", 4, "250mbit"),
+        ("1gbit", 1, "1gbit"),
+        ("200mbit", 2.5, "80mbit"),
+        ("1gbit", 3, "333333333bit"),
+        ("500kbit", 2, "250kbit"),
+        ("1gbit", 0.5, "2gbit"),
+        ("1.5gbit", 2, "750mbit"),
+    ],
+)
 def test_dilated_rate(rate, d, want):
     got = dilated_rate(rate, d)
     assert got == want
@@ -130,8 +144,10 @@ def test_config_keys_and_one_line_errors(tmp_path):
         (["--launch.remote=netns", "--network.dilation=0"], "network.dilation='0' is not auto"),
         (["--launch.remote=netns", "--network.host_cpus=1-0"], "network.host_cpus='1-0' is not a cpu list"),
         (["--launch.remote=netns", "--network.host_cpus=x"], "network.host_cpus='x' is not a cpu list"),
-        (["--launch.remote=netns", "--network.host_cpus=0", "--network.dilation=off"],
-         "network.dilation=off turns CPU shares off"),
+        (
+            ["--launch.remote=netns", "--network.host_cpus=0", "--network.dilation=off"],
+            "network.dilation=off turns CPU shares off",
+        ),
         (["--network.dilation=2"], "network.dilation=2 shares out the CPUs of test hosts"),
         (["--network.host_cpus=0"], "network.host_cpus=0 shares out the CPUs of test hosts"),
         (["--network.cpu_period_ms=0.5"], "network.cpu_period_ms=0.5 is out of range"),
@@ -145,18 +161,21 @@ def test_config_keys_and_one_line_errors(tmp_path):
 def test_asked_for_shares_where_cgroups_are_missing_is_one_line(monkeypatch):
     # A machine without cgroup v1 (simulated: problem() says why): asking for shares (a factor or
     # host_cpus) stops before anything is built; auto does not ask (the hosts log it instead).
-    from dgl_grappa.cluster.testhosts import cgroups
     from dgl_grappa.cluster.remote import Cluster
+    from dgl_grappa.cluster.testhosts import cgroups
     from dgl_grappa.config import ConfigError, load_config
 
     monkeypatch.setattr(cgroups, "problem", lambda: "CPU shares of test hosts need the cgroup v1 cpu controller")
-    for args, key in ((["--network.dilation=2"], "network.dilation=2"),
-                      (["--network.host_cpus=0"], "network.host_cpus=0")):
+    for args, key in (
+        (["--network.dilation=2"], "network.dilation=2"),
+        (["--network.host_cpus=0"], "network.host_cpus=0"),
+    ):
         cfg = load_config(None, ["--launch.remote=netns", "--partition.num_parts=2", *args])
         with pytest.raises(ConfigError, match=f"{key} needs CPU shares of the test hosts") as e:
             Cluster(cfg, 2, "job")
         assert "\n" not in str(e.value) and "cgroup v1 cpu controller" in str(e.value)
     for d in ("auto", "off"):
-        cl = Cluster(load_config(None, ["--launch.remote=netns", "--partition.num_parts=2", f"--network.dilation={d}"]),
-                     2, "job")
+        cl = Cluster(
+            load_config(None, ["--launch.remote=netns", "--partition.num_parts=2", f"--network.dilation={d}"]), 2, "job"
+        )
         assert cl.access.cpu_shares is (None if d == "auto" else False)

@@ -5,6 +5,7 @@ trainers in private mount namespaces, each run in its own network namespace. Eve
 here needs root (unshare); where the machine cannot, the tests skip and say why.
 Bounds, not wall-clock assertions: every job has a timeout, nothing asserts on speed.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dgl_grappa.cluster.netns import check_isolation, isolate_argv, rate_bits
-from dgl_grappa.cluster.procs import ENV_JOB, JobFailed, processes_of_job
 
 from dgl_grappa import cli
 from dgl_grappa.bench.compare import compare_table
+from dgl_grappa.cluster.netns import check_isolation, isolate_argv, rate_bits
+from dgl_grappa.cluster.procs import ENV_JOB, JobFailed, processes_of_job
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import run_distdgl
 from dgl_grappa.partition.layout import GRAPH_NAME
@@ -83,10 +84,15 @@ def compared(workdir):
         del os.environ[ENV_JOB]
     assert rc == 0
     out = workdir / "cmp"
-    return {"out": out, "job": job, "new_shm": after - before,
-            "result": json.loads((out / "compare.json").read_text()),
-            "summaries": {n: json.loads((out / n / "summary.json").read_text())
-                          for n in ("distdgl", "grappa-batch", "distdgl-grappa")}}
+    return {
+        "out": out,
+        "job": job,
+        "new_shm": after - before,
+        "result": json.loads((out / "compare.json").read_text()),
+        "summaries": {
+            n: json.loads((out / n / "summary.json").read_text()) for n in ("distdgl", "grappa-batch", "distdgl-grappa")
+        },
+    }
 
 
 def test_compare_writes_report_table_and_plots(compared, capsys):
@@ -122,8 +128,16 @@ def test_compare_writes_report_table_and_plots(compared, capsys):
 
 def test_every_summary_has_the_byte_fields(compared):
     for name, s in compared["summaries"].items():
-        for k in ("system", "wire_bytes_per_epoch", "grad_bytes_per_epoch", "feature_bytes_per_epoch",
-                  "app_bytes_per_epoch", "val_acc", "test_acc", "epoch_time_s"):
+        for k in (
+            "system",
+            "wire_bytes_per_epoch",
+            "grad_bytes_per_epoch",
+            "feature_bytes_per_epoch",
+            "app_bytes_per_epoch",
+            "val_acc",
+            "test_acc",
+            "epoch_time_s",
+        ):
             assert k in s, (name, k)
         assert s["wire_bytes_per_epoch"] is not None and s["wire_bytes_per_epoch"] > 0, name
     assert compared["summaries"]["distdgl"]["system"] == "distdgl"
@@ -135,8 +149,10 @@ def test_distdgl_pulls_remote_features_and_wire_matches_app_count(compared):
     assert s["feature_bytes_per_epoch"] > 0
     assert s["remote_rows_total"] > 0
     assert s["rpc_bytes_per_epoch"] > 0  # neighbour sampling on the other machine
-    assert abs(s["wire_bytes_per_epoch"] - s["app_bytes_per_epoch"]) <= 0.10 * s["app_bytes_per_epoch"], \
-        (s["wire_bytes_per_epoch"], s["app_bytes_per_epoch"])
+    assert abs(s["wire_bytes_per_epoch"] - s["app_bytes_per_epoch"]) <= 0.10 * s["app_bytes_per_epoch"], (
+        s["wire_bytes_per_epoch"],
+        s["app_bytes_per_epoch"],
+    )
 
 
 def test_grappa_wire_bytes_are_the_gradient_allreduce(compared):
@@ -149,9 +165,9 @@ def test_grappa_wire_bytes_are_the_gradient_allreduce(compared):
     assert s["app_bytes_per_epoch"] == grad_on_wire
     # The measured wire holds that payload (plus TCP/IP headers and the epoch's two tiny
     # synchronisations), and nothing else of size.
-    assert (grad_on_wire <= s["wire_bytes_per_epoch"]
-            <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]), \
-        (s["wire_bytes_per_epoch"], grad_on_wire, s["steps_per_epoch"])
+    assert (
+        grad_on_wire <= s["wire_bytes_per_epoch"] <= 1.05 * grad_on_wire + PER_STEP_OVERHEAD * s["steps_per_epoch"]
+    ), (s["wire_bytes_per_epoch"], grad_on_wire, s["steps_per_epoch"])
     recs = [json.loads(ln) for ln in (compared["out"] / "grappa-batch" / "metrics.jsonl").read_text().splitlines()]
     assert all(r["epoch_time_s"] >= r["worker_epoch_time_s"] > 0 for r in recs)
 
@@ -160,8 +176,8 @@ def test_dropin_grappa_never_pulls_a_remote_row(compared):
     base, dropin = compared["summaries"]["distdgl"], compared["summaries"]["distdgl-grappa"]
     assert base["remote_rows_total"] > 0
     assert dropin["system"] == "distdgl-grappa"
-    assert dropin["pull_rows_total"] > 0      # the script's g.ndata[...] pulls did run ...
-    assert dropin["remote_rows_total"] == 0   # ... and every row was this machine's own
+    assert dropin["pull_rows_total"] > 0  # the script's g.ndata[...] pulls did run ...
+    assert dropin["remote_rows_total"] == 0  # ... and every row was this machine's own
     assert dropin["feature_bytes_per_epoch"] == 0 and dropin["rpc_bytes_per_epoch"] == 0
     steps = dropin["steps_per_epoch"]
     # the drop-in keeps the halo like the native runtime: its rows are read once, before the epochs
@@ -199,8 +215,10 @@ def test_every_system_breaks_its_epoch_down(compared):
         assert compared["summaries"][name]["cpu_time_s_rank0"] > 0, name
         assert set(compared["summaries"][name]["phases"]) == set(PHASE_KEYS), name
     # only Grappa's own runtime times its hook: DistDGL's all-reduce is inside its backward
-    assert all(json.loads(ln)["allreduce_s"] > 0
-               for ln in (compared["out"] / "grappa-batch" / "metrics.jsonl").read_text().splitlines())
+    assert all(
+        json.loads(ln)["allreduce_s"] > 0
+        for ln in (compared["out"] / "grappa-batch" / "metrics.jsonl").read_text().splitlines()
+    )
 
 
 def test_compare_leaves_no_process_or_shared_memory(compared):
@@ -267,8 +285,12 @@ def test_steps_per_epoch_caps_a_distdgl_epoch(workdir, grappa):
 
 @needs_ns
 def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
-    shown = subprocess.run(isolate_argv(["tc", "qdisc", "show", "dev", "lo"], bandwidth="200mbit"),
-                           capture_output=True, text=True, timeout=60)
+    shown = subprocess.run(
+        isolate_argv(["tc", "qdisc", "show", "dev", "lo"], bandwidth="200mbit"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if shown.returncode != 0 and "tc" in shown.stderr:
         pytest.skip(f"no tc here: {shown.stderr.strip()}")
     assert shown.returncode == 0, shown.stderr
@@ -280,25 +302,32 @@ def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
     # loaded machine TCP may also send a segment twice (a tail-loss probe when the ACK is late,
     # seen here once in 60 runs under load): each retransmitted segment is at most one 64 KiB lo
     # frame more, counted by the namespace's RetransSegs.
-    code = ("import socket,threading\n"
-            "from dgl_grappa.runtime.metrics import lo_bytes\n"
-            "def tx_packets():\n"
-            "    for line in open('/proc/self/net/dev'):\n"
-            "        name, _, rest = line.partition(':')\n"
-            "        if name.strip() == 'lo': return int(rest.split()[9])\n"
-            "srv=socket.create_server(('127.0.0.1',0)); port=srv.getsockname()[1]\n"
-            "def sink():\n"
-            "    c,_=srv.accept()\n"
-            "    while c.recv(1<<20): pass\n"
-            "th=threading.Thread(target=sink); th.start()\n"
-            "def retrans():\n"
-            "    head, vals = [ln.split() for ln in open('/proc/self/net/snmp') if ln.startswith('Tcp:')]\n"
-            "    return int(vals[head.index('RetransSegs')])\n"
-            "t0=lo_bytes()[1]; n0=tx_packets(); r0=retrans()\n"
-            "s=socket.create_connection(('127.0.0.1',port)); s.sendall(b'x'*2_000_000); s.close()\n"
-            "th.join(); print(lo_bytes()[1]-t0, tx_packets()-n0, retrans()-r0)\n")
-    p = subprocess.run(isolate_argv([sys.executable, "-c", code], net=True), capture_output=True, text=True,
-                       timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import socket,threading\n"
+        "from dgl_grappa.runtime.metrics import lo_bytes\n"
+        "def tx_packets():\n"
+        "    for line in open('/proc/self/net/dev'):\n"
+        "        name, _, rest = line.partition(':')\n"
+        "        if name.strip() == 'lo': return int(rest.split()[9])\n"
+        "srv=socket.create_server(('127.0.0.1',0)); port=srv.getsockname()[1]\n"
+        "def sink():\n"
+        "    c,_=srv.accept()\n"
+        "    while c.recv(1<<20): pass\n"
+        "th=threading.Thread(target=sink); th.start()\n"
+        "def retrans():\n"
+        "    head, vals = [ln.split() for ln in open('/proc/self/net/snmp') if ln.startswith('Tcp:')]\n"
+        "    return int(vals[head.index('RetransSegs')])\n"
+        "t0=lo_bytes()[1]; n0=tx_packets(); r0=retrans()\n"
+        "s=socket.create_connection(('127.0.0.1',port)); s.sendall(b'x'*2_000_000); s.close()\n"
+        "th.join(); print(lo_bytes()[1]-t0, tx_packets()-n0, retrans()-r0)\n"
+    )
+    p = subprocess.run(
+        isolate_argv([sys.executable, "-c", code], net=True),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert p.returncode == 0, p.stderr
     nbytes, npackets, resent = map(int, p.stdout.split())
     assert npackets >= 1
@@ -306,8 +335,16 @@ def test_bandwidth_shapes_only_the_jobs_loopback_and_counts_its_bytes():
 
 
 def test_bandwidth_without_privileges_is_a_one_line_error(tmp_path):
-    argv = [sys.executable, "-m", "dgl_grappa", "train", "--config", str(ROOT / "configs" / "default.yaml"),
-            "--network.bandwidth=1gbit", f"--run.output_dir={tmp_path}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "dgl_grappa",
+        "train",
+        "--config",
+        str(ROOT / "configs" / "default.yaml"),
+        "--network.bandwidth=1gbit",
+        f"--run.output_dir={tmp_path}",
+    ]
     if os.geteuid() == 0:
         if shutil.which("setpriv") is None:
             pytest.skip("root, and no setpriv to drop CAP_SYS_ADMIN/CAP_NET_ADMIN for the check")
@@ -322,8 +359,8 @@ def test_bandwidth_without_privileges_is_a_one_line_error(tmp_path):
 @pytest.mark.unit
 def test_wire_accounting_helpers():
     assert ring_allreduce_wire_bytes([100.0]) == 0.0
-    assert ring_allreduce_wire_bytes([100.0, 100.0]) == 200.0     # W=2: each sends its buffer once
-    assert ring_allreduce_wire_bytes([100.0] * 4) == 600.0        # W=4: 2 (W-1)/W = 1.5x
+    assert ring_allreduce_wire_bytes([100.0, 100.0]) == 200.0  # W=2: each sends its buffer once
+    assert ring_allreduce_wire_bytes([100.0] * 4) == 600.0  # W=4: 2 (W-1)/W = 1.5x
     assert rate_bits("200mbit") == 200e6 and rate_bits("1gbit") == 1e9
     with pytest.raises(ValueError):
         rate_bits("fast")
@@ -334,14 +371,29 @@ def test_a_compare_into_an_earlier_runs_folder_says_what_it_replaces(tmp_path, c
     out.mkdir()
     (out / "report.md").write_text("the earlier run's report\n")
     (out / "compare.json").write_text("{}")
-    rc = cli.main(["compare", "--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16",
-                   "--partition.num_parts=1", f"--partition.out_dir={tmp_path / 'parts'}", "--train.epochs=1",
-                   "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]", "--train.eval_every=0",
-                   "--compare.distdgl=false", "--compare.dropin=false", "--compare.variants=[none]",
-                   f"--run.output_dir={out}", "--run.timeout_s=240"])
+    rc = cli.main(
+        [
+            "compare",
+            "--data.synthetic.num_nodes=300",
+            "--data.synthetic.num_communities=16",
+            "--partition.num_parts=1",
+            f"--partition.out_dir={tmp_path / 'parts'}",
+            "--train.epochs=1",
+            "--train.batch_size=100",
+            "--model.hidden=8",
+            "--train.fanouts=[3,3]",
+            "--train.eval_every=0",
+            "--compare.distdgl=false",
+            "--compare.dropin=false",
+            "--compare.variants=[none]",
+            f"--run.output_dir={out}",
+            "--run.timeout_s=240",
+        ]
+    )
     err = capfd.readouterr().err
     assert rc == 0, err[-3000:]
     assert [ln for ln in err.splitlines() if "replacing" in ln][0].endswith(
         f"replacing the earlier run's compare.json, report.md in {out} (copy them elsewhere first to keep them, "
-        "or set --run.output_dir)")
+        "or set --run.output_dir)"
+    )
     assert (out / "report.md").read_text() != "the earlier run's report\n"

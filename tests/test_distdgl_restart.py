@@ -4,6 +4,7 @@ A tiny real job (3k nodes, 2 parts, 3 epochs, k=2 -> 2 segments of 2 and 1 epoch
 switch), baseline DistDGL trainer. Needs root (private /dev/shm per machine); skips where
 the machine cannot.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ import uuid
 import psutil
 import pytest
 import torch
+
 from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
-
 from dgl_grappa.config import load_config
 from dgl_grappa.distdgl import run_distdgl
 
@@ -49,8 +50,11 @@ def test_restart_per_partitioning_resumes_the_checkpointed_model(tmp_path):
     out = tmp_path / "run"
     # Nothing of the job is left (the background builder included). Python's multiprocessing
     # resource tracker, started for this test process by the builder's spawn, stays with it.
-    left = [p for p in processes_of_job(job)
-            if "multiprocessing.resource_tracker" not in " ".join(psutil.Process(p).cmdline())]
+    left = [
+        p
+        for p in processes_of_job(job)
+        if "multiprocessing.resource_tracker" not in " ".join(psutil.Process(p).cmdline())
+    ]
     assert left == []
 
     # One run: both segments merged, every epoch trained once, on partitionings 0, 0 and 1.
@@ -74,8 +78,17 @@ def test_restart_per_partitioning_resumes_the_checkpointed_model(tmp_path):
     # The wall-clock marks come from four processes (segment runner, two trainers, their
     # launcher); they must follow each other in the order the restart happens, so no phase
     # is negative, and the trainer's own start-up phases lie inside its launch-to-first-epoch.
-    for phase in ("teardown_s", "between_jobs_s", "launch_s", "trainer_init_s", "imports_s", "connect_s",
-                  "distgraph_s", "setup_s", "first_barrier_s"):
+    for phase in (
+        "teardown_s",
+        "between_jobs_s",
+        "launch_s",
+        "trainer_init_s",
+        "imports_s",
+        "connect_s",
+        "distgraph_s",
+        "setup_s",
+        "first_barrier_s",
+    ):
         assert sw[phase] >= 0, (phase, sw)
     assert sw["imports_s"] > 0 and sw["launch_s"] > 0  # process start is taken from the kernel, not the script
     assert sw["imports_s"] + sw["connect_s"] + sw["distgraph_s"] + sw["setup_s"] <= sw["restart_s"]

@@ -7,14 +7,15 @@ the same node weights, the same batches (in global ids), and after every step th
 hook state: the native path primes through ``Correction.loss``, the drop-in through
 ``Correction.prime`` alone, and shrinkage towards the mean all-reduces in both.
 """
+
 from __future__ import annotations
 
 import dgl
 import pytest
 import torch
+
 from dgl_grappa.cluster.launch import Identity
 from dgl_grappa.cluster.testing import run_distributed
-
 from dgl_grappa.config import load_config
 from dgl_grappa.method import coverage as cov
 from dgl_grappa.method.dropin import PartitionLoader
@@ -25,19 +26,39 @@ from dgl_grappa.method.reducers import make_correction
 def _both_paths(rank, world_size, part_config, correction, first_hop):
     from dgl_grappa.kinds.node import NodeRuntime
 
-    cfg = load_config(None, ["--train.batch_size=300", "--train.fanouts=[5,10]", f"--grappa.correction={correction}",
-                             "--grappa.lam=0.4", "--grappa.w_min=0.2", "--train.seed=3", "--train.halo=drop",
-                             f"--train.first_hop={first_hop}"])
+    cfg = load_config(
+        None,
+        [
+            "--train.batch_size=300",
+            "--train.fanouts=[5,10]",
+            f"--grappa.correction={correction}",
+            "--grappa.lam=0.4",
+            "--grappa.w_min=0.2",
+            "--train.seed=3",
+            "--train.halo=drop",
+            f"--train.first_hop={first_hop}",
+        ],
+    )
     g = cfg.grappa
     native = NodeRuntime(cfg, Identity(rank, world_size, rank), load_local(part_config, rank, "drop", first_hop))
     lp = native.lp
 
     pg, node, *_ = dgl.distributed.load_partition(part_config, rank)
-    core = PartitionLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
-                           node["_N/in_degree"], dgl.dataloading.NeighborSampler(cfg.train.fanouts),
-                           cfg.train.batch_size, make_correction(g.correction, g.lam, g.shrink_target),
-                           hops=cfg.hops, w_min=g.w_min, self_loops=g.self_loops, seed=cfg.train.seed,
-                           first_hop=first_hop)
+    core = PartitionLoader(
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        node["_N/in_degree"],
+        dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+        cfg.train.batch_size,
+        make_correction(g.correction, g.lam, g.shrink_target),
+        hops=cfg.hops,
+        w_min=g.w_min,
+        self_loops=g.self_loops,
+        seed=cfg.train.seed,
+        first_hop=first_hop,
+    )
 
     # The weights vary between nodes (the test means something) and are the same on both paths.
     assert torch.equal(core.weights, native.weights) and torch.equal(core.coverage, native.coverage)
@@ -73,8 +94,15 @@ def test_dropin_core_matches_the_native_runtime(small_parts, correction, first_h
 def test_dropin_refuses_the_node_correction_and_an_unknown_halo(small_parts):
     _, stats = small_parts
     pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)
-    args = (pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"], node["_N/in_degree"],
-            dgl.dataloading.NeighborSampler([5, 5]), 100)
+    args = (
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        node["_N/in_degree"],
+        dgl.dataloading.NeighborSampler([5, 5]),
+        100,
+    )
     with pytest.raises(ValueError, match="halo='far' is not allowed"):
         PartitionLoader(*args, halo="far")
     with pytest.raises(ValueError, match="grappa.correction=node"):
@@ -85,8 +113,7 @@ def test_dropin_refuses_the_node_correction_and_an_unknown_halo(small_parts):
 
 @pytest.mark.unit
 @pytest.mark.parametrize("layer", ["sage", "graphconv-right", "graphconv-both"])
-def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer,
-                                                                                      tmp_path):
+def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer, tmp_path):
     """first_hop="block": block 0 (one virtual in-neighbour per destination, its row the aggregate)
     makes DGL's own SAGEConv('mean') / GraphConv(norm='right') compute the full graph's first layer from the
     mean aggregate, and GraphConv(norm='both') from the gcn aggregate (``prepare --gcn``)."""
@@ -110,12 +137,24 @@ def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_
     pg, node, *_ = dgl.distributed.load_partition(part_config, 1)
     lp = load_local(part_config, 1, "keep", "exact", aggregate=aggregate)
     n = g.num_nodes()
-    core = PartitionLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
-                           torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),
-                           dgl.dataloading.NeighborSampler([4, 3]), 64, halo="keep", first_hop="block", num_nodes=n)
+    core = PartitionLoader(
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner :]]),
+        dgl.dataloading.NeighborSampler([4, 3]),
+        64,
+        halo="keep",
+        first_hop="block",
+        num_nodes=n,
+    )
     torch.manual_seed(0)
-    conv = SAGEConv(g.ndata["feat"].shape[1], 8, "mean") if layer == "sage" else \
-        GraphConv(g.ndata["feat"].shape[1], 8, norm=layer.split("-")[1], allow_zero_in_degree=True)
+    conv = (
+        SAGEConv(g.ndata["feat"].shape[1], 8, "mean")
+        if layer == "sage"
+        else GraphConv(g.ndata["feat"].shape[1], 8, norm=layer.split("-")[1], allow_zero_in_degree=True)
+    )
     row = {int(v): i for i, v in enumerate(lp.global_ids)}
     feats, aggs = lp.feat.full(), lp.agg.full()
     input_nodes, seeds, blocks = next(iter(core))
@@ -124,8 +163,10 @@ def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_
     assert torch.equal(real, virtual) and bool((real < n).all())
     # every row of the batch is one this worker holds (inner or kept halo), and blocks chain
     assert all(int(v) in row for v in real)
-    assert torch.equal(blocks[0].dstdata[dgl.NID] if dgl.NID in blocks[0].dstdata else real,
-                       real) and blocks[1].num_src_nodes() == blocks[0].num_dst_nodes()
+    assert (
+        torch.equal(blocks[0].dstdata[dgl.NID] if dgl.NID in blocks[0].dstdata else real, real)
+        and blocks[1].num_src_nodes() == blocks[0].num_dst_nodes()
+    )
     x = torch.cat([feats[[row[int(v)] for v in real]], aggs[[row[int(v)] for v in virtual]]])
     with torch.no_grad():
         got = conv(blocks[0], x)
@@ -137,11 +178,13 @@ def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_
 # Batches as DistDGL's loaders make them: global ids in every block (no servers: load_partition)
 # ---------------------------------------------------------------------------------------
 
+
 def _dgl_partition(tmp_path, g, name="grappa"):
     """``g`` cut into 2 random parts by DGL's partition_graph; (part config, new->original node and edge ids)."""
     dgl.seed(0)
-    orig_n, orig_e = dgl.distributed.partition_graph(g, name, 2, str(tmp_path), part_method="random",
-                                                     return_mapping=True)
+    orig_n, orig_e = dgl.distributed.partition_graph(
+        g, name, 2, str(tmp_path), part_method="random", return_mapping=True
+    )
     return tmp_path / f"{name}.json", orig_n, orig_e
 
 
@@ -164,8 +207,15 @@ def test_the_cores_blocks_carry_global_node_and_edge_ids(tmp_path, halo, subset)
     kept = None
     if subset:  # every inner node and every other halo node
         kept = torch.cat([torch.arange(n_inner), torch.arange(n_inner, pg.num_nodes(), 2)])
-    args = (pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"], deg,
-            dgl.dataloading.NeighborSampler([3, 4]), 20)
+    args = (
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        deg,
+        dgl.dataloading.NeighborSampler([3, 4]),
+        20,
+    )
 
     def real_edges_are_global(blocks):
         for b in blocks:
@@ -183,8 +233,9 @@ def test_the_cores_blocks_carry_global_node_and_edge_ids(tmp_path, halo, subset)
     assert torch.equal(blocks[0].srcdata[dgl.NID][m:], blocks[0].dstdata[dgl.NID] + 400)
     assert bool((blocks[0].edata[dgl.EID] == -1).all())
 
-    edges = PartitionEdgeLoader(*args, halo=halo, kept=kept,
-                                negative_sampler=dgl.dataloading.negative_sampler.Uniform(1))
+    edges = PartitionEdgeLoader(
+        *args, halo=halo, kept=kept, negative_sampler=dgl.dataloading.negative_sampler.Uniform(1)
+    )
     input_nodes, pos, neg, blocks = next(iter(edges))
     real_edges_are_global(blocks)
     u, v = pos.edges()
@@ -209,13 +260,18 @@ def test_heterogeneous_blocks_carry_per_type_global_ids_and_only_sampled_relatio
     def r(n, hi):
         return torch.randint(0, hi, (n,))
 
-    g = dgl.heterograph({("paper", "cites", "paper"): (r(1500, 300), r(1500, 300)),
-                         ("author", "writes", "paper"): (r(800, 200), r(800, 300)),
-                         ("paper", "written-by", "author"): (r(800, 300), r(800, 200))})
+    g = dgl.heterograph(
+        {
+            ("paper", "cites", "paper"): (r(1500, 300), r(1500, 300)),
+            ("author", "writes", "paper"): (r(800, 200), r(800, 300)),
+            ("paper", "written-by", "author"): (r(800, 300), r(800, 200)),
+        }
+    )
     part_config, orig_n, orig_e = _dgl_partition(tmp_path, g)
     pg, _, _, gpb, *_ = dgl.distributed.load_partition(str(part_config), 1)
-    graph, n_inner, gids, eids = local_hetero_part(pg.formats("csc"), gpb, g.ntypes,
-                                                   [tuple(e) for e in g.canonical_etypes], halo)
+    graph, n_inner, gids, eids = local_hetero_part(
+        pg.formats("csc"), gpb, g.ntypes, [tuple(e) for e in g.canonical_etypes], halo
+    )
     sampler = TargetSeeds(dgl.dataloading.NeighborSampler([3, 4]), "paper")
     _, _, blocks = sampler.sample(graph, torch.arange(min(12, n_inner["paper"])))
     blocks = [sampled_relations(to_global_hetero(b, gids, eids)) for b in blocks]
@@ -237,13 +293,19 @@ def test_the_feature_key_is_found_or_its_error_names_the_real_fix():
     from dgl_grappa.config import ConfigError
     from dgl_grappa.partition.aggregates import feature_key
 
-    dgl_names = {"features": torch.zeros(3, 4), "labels": torch.zeros(3, dtype=torch.int64),
-                 "train_mask": torch.zeros(3, dtype=torch.bool)}
+    dgl_names = {
+        "features": torch.zeros(3, 4),
+        "labels": torch.zeros(3, dtype=torch.int64),
+        "train_mask": torch.zeros(3, dtype=torch.bool),
+    }
     assert feature_key(dgl_names, "auto", "g") == "features"
     assert feature_key({"labels": torch.zeros(3)}, "auto", "g") is None  # featureless: learnable rows
     assert feature_key(dgl_names, None, "g") is None
-    with pytest.raises(ConfigError, match=r"no node data 'feat' \(its node data: \['features', 'labels', "
-                                          r"'train_mask'\]\); pass feat_key='features'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"no node data 'feat' \(its node data: \['features', 'labels', "
+        r"'train_mask'\]\); pass feat_key='features'",
+    ):
         feature_key(dgl_names, "feat", "g")
     with pytest.raises(ConfigError, match=r"2 2-D float node tensors \['a', 'b'\].*--feat-key <one of them>"):
         feature_key({"a": torch.zeros(3, 2), "b": torch.zeros(3, 5)}, "auto", "g", "--feat-key ")

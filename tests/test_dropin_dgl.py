@@ -6,6 +6,7 @@ one of ``GrappaLoader`` / ``GrappaEdgeLoader`` (homogeneous, DGL's key names), o
 heterograph next to ``GrappaHeteroLoader``. A script written for DistDGL reads these fields, so both must carry the
 same ones, in the same id spaces (the graph's global ids, checked against the DistGraph itself).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,13 @@ WHY_NOT = check_isolation(net=True, shm="64m")
 
 def _probe(tmp_path: Path, part_config: Path, kind: str) -> tuple[list[dict], list[str]]:
     out = tmp_path / "out"
-    logs = run_script(HERE / "dropin_probe.py", "--graph_name {graph_name} --ip_config {ip_config} "
-                                                f"--part_config {{part_config}} --out {{out_dir}} --kind {kind}",
-                      part_config, out)
+    logs = run_script(
+        HERE / "dropin_probe.py",
+        "--graph_name {graph_name} --ip_config {ip_config} "
+        f"--part_config {{part_config}} --out {{out_dir}} --kind {kind}",
+        part_config,
+        out,
+    )
     return [json.loads((out / f"probe{r}.json").read_text()) for r in range(len(logs))], logs
 
 
@@ -101,8 +106,20 @@ def test_a_budget_too_small_names_the_setting_its_caller_has():
 
     def error(budget: float, fixed: int) -> str:
         with pytest.raises(ConfigError) as info:
-            choose_kept(th.arange(n - 1), th.arange(1, n), n, n, th.arange(n), Keep(storage="auto", budget=budget),
-                        width, inner_tables=1, halo_tables=1, part_id=3, top=1.0, fixed=fixed)
+            choose_kept(
+                th.arange(n - 1),
+                th.arange(1, n),
+                n,
+                n,
+                th.arange(n),
+                Keep(storage="auto", budget=budget),
+                width,
+                inner_tables=1,
+                halo_tables=1,
+                part_id=3,
+                top=1.0,
+                fixed=fixed,
+            )
         return str(info.value)
 
     native = error(0.01, 0)

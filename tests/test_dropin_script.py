@@ -4,6 +4,7 @@ unmodified), on partitions made by plain ``dgl.distributed.partition_graph`` and
 Real DistDGL servers and trainers (examples/dist_graphsage.py run by the package's launcher).
 The first block's output against the full-graph first layer is checked in tests/test_dropin.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,9 @@ run: {{output_dir: {out}, timeout_s: 300, progress: false}}
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 @pytest.mark.parametrize("model", ["sage", "gcn"])
 def test_a_dgl_style_script_trains_through_the_dropin_on_partitions_made_elsewhere(tmp_path, model):
-    cfg_text = YAML.format(parts=tmp_path / "parts", script=ROOT / "examples" / "dist_graphsage.py",
-                           out=tmp_path / "out", model=model)
+    cfg_text = YAML.format(
+        parts=tmp_path / "parts", script=ROOT / "examples" / "dist_graphsage.py", out=tmp_path / "out", model=model
+    )
     (tmp_path / "c.yaml").write_text(cfg_text)
     cfg = load_config(str(tmp_path / "c.yaml"))
     g = load_dataset(cfg.data)
@@ -62,15 +64,17 @@ def test_a_dgl_style_script_trains_through_the_dropin_on_partitions_made_elsewhe
 
 @pytest.mark.skipif(WHY_NOT is not None, reason=f"private namespaces unavailable: {WHY_NOT}")
 def test_the_script_says_what_is_missing_when_a_folder_was_not_prepared(tmp_path):
-    cfg_text = YAML.format(parts=tmp_path / "parts", script=ROOT / "examples" / "dist_graphsage.py",
-                           out=tmp_path / "out", model="sage")
+    cfg_text = YAML.format(
+        parts=tmp_path / "parts", script=ROOT / "examples" / "dist_graphsage.py", out=tmp_path / "out", model="sage"
+    )
     (tmp_path / "c.yaml").write_text(cfg_text)
     cfg = load_config(str(tmp_path / "c.yaml"))
     g = load_dataset(cfg.data)
     dgl.distributed.partition_graph(g, "grappa", 3, str(tmp_path / "parts"), num_hops=1, part_method="random")
     # refused before any server starts: the script's loader call is read from its source
-    with pytest.raises(ConfigError, match="dist_graphsage.py:\\d+ makes GrappaLoader.*python -m dgl_grappa prepare "
-                                          "--part-config"):
+    with pytest.raises(
+        ConfigError, match="dist_graphsage.py:\\d+ makes GrappaLoader.*python -m dgl_grappa prepare --part-config"
+    ):
         run_distdgl(cfg, grappa=True, quiet=True)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
@@ -81,7 +85,9 @@ def test_the_script_says_what_is_missing_when_a_folder_was_not_prepared(tmp_path
 
 KINDS = {
     # DGL's train_dist_unsupervised.py: DistEdgeDataLoader -> GrappaEdgeLoader
-    "link": ("dist_link.py", """
+    "link": (
+        "dist_link.py",
+        """
 name: script-link
 data: {{name: synthetic, synthetic: {{num_nodes: 2000, avg_degree: 10, seed: 2}}}}
 partition: {{num_parts: 2, method: random, out_dir: {parts}}}
@@ -89,9 +95,12 @@ model: {{name: sage, num_layers: 2, hidden: 16, dropout: 0.5}}
 train: {{task: link, epochs: 3, batch_size: 500, fanouts: [5, 10], eval_every: 3, lr: 0.01}}
 compare: {{script: {script}}}
 run: {{output_dir: {out}, timeout_s: 300, progress: false}}
-"""),
+""",
+    ),
     # DGL's train_dist_transductive.py: DistEmbedding -> loader.embedding
-    "transductive": ("dist_transductive.py", """
+    "transductive": (
+        "dist_transductive.py",
+        """
 name: script-embed
 data: {{name: synthetic, synthetic: {{num_nodes: 2000, avg_degree: 10, featureless: true, seed: 2}}}}
 partition: {{num_parts: 2, method: metis, out_dir: {parts}}}
@@ -99,9 +108,12 @@ model: {{name: sage, num_layers: 2, hidden: 16, dropout: 0.5, embed: true, embed
 train: {{epochs: 6, batch_size: 250, fanouts: [5, 10], first_hop: sampled, eval_every: 3, lr: 0.02}}
 compare: {{script: {script}}}
 run: {{output_dir: {out}, timeout_s: 300, progress: false}}
-"""),
+""",
+    ),
     # DGL's entity_classify_dist.py: DistNodeDataLoader + a DistEmbedding per featureless type -> GrappaHeteroLoader
-    "rgcn": ("dist_rgcn.py", """
+    "rgcn": (
+        "dist_rgcn.py",
+        """
 name: script-rgcn
 data: {{name: hetsynth, target: paper, hetsynth: {{num_papers: 1500, num_authors: 800, num_fields: 50}}}}
 partition: {{num_parts: 2, method: metis, out_dir: {parts}}}
@@ -109,14 +121,16 @@ model: {{name: rgcn, num_layers: 2, hidden: 16, dropout: 0.2, embed: true, embed
 train: {{epochs: 4, batch_size: 300, fanouts: [5, 5], eval_every: 2, lr: 0.01}}
 compare: {{script: {script}}}
 run: {{output_dir: {out}, timeout_s: 300, progress: false}}
-"""),
+""",
+    ),
 }
 
 
 def _kind_config(tmp_path: Path, kind: str):
     script, text = KINDS[kind]
-    (tmp_path / "c.yaml").write_text(text.format(parts=tmp_path / "parts", script=ROOT / "examples" / script,
-                                                 out=tmp_path / "out"))
+    (tmp_path / "c.yaml").write_text(
+        text.format(parts=tmp_path / "parts", script=ROOT / "examples" / script, out=tmp_path / "out")
+    )
     return load_config(str(tmp_path / "c.yaml"))
 
 

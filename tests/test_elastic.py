@@ -5,6 +5,7 @@ Real workers on four namespace test hosts; a worker is SIGKILLed mid-epoch by th
 a surviving host loads the lost part and trains it, and ``summary.json`` records each change. Rank 0
 (the writer of the metrics and the evaluator) is lost too, in a second generation. No assertion on time.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,13 +53,21 @@ launch: {{remote: netns, on_failure: continue}}
 
 @pytest.mark.unit
 def test_the_exit_status_says_how_a_worker_was_lost():
-    assert [lost_signal(rc) for rc in (-9, 137, 247, 143, 255)] == ["SIGKILL", "SIGKILL", "SIGKILL", "SIGTERM",
-                                                                    "its host (connection lost)"]
+    assert [lost_signal(rc) for rc in (-9, 137, 247, 143, 255)] == [
+        "SIGKILL",
+        "SIGKILL",
+        "SIGKILL",
+        "SIGTERM",
+        "its host (connection lost)",
+    ]
     assert lost_signal(1) is None and lost_signal(2) is None  # a worker's own error is not a loss
     # the words of every launcher's failure line: a signal is named whichever way it reached the launcher
-    assert [rc_text(rc) for rc in (-9, 137, 247, 1)] == ["was killed by SIGKILL", "exited with status 137 (killed by "
-                                                          "SIGKILL)", "exited with status 247 (killed by SIGKILL)",
-                                                          "exited with status 1"]
+    assert [rc_text(rc) for rc in (-9, 137, 247, 1)] == [
+        "was killed by SIGKILL",
+        "exited with status 137 (killed by SIGKILL)",
+        "exited with status 247 (killed by SIGKILL)",
+        "exited with status 1",
+    ]
 
 
 @pytest.mark.unit
@@ -90,8 +99,11 @@ def test_generations_are_read_newest_first_and_waited_for_with_a_bound(tmp_path)
 
 def _report(folder: Path, rank: int, pid: int, address: str, seen: dict, net_down: bool = False, n: int = 1) -> None:
     """A worker's liveness report, as its reporter writes it."""
-    (folder / f"beat-{rank}.json").write_text(json.dumps({"rank": rank, "n": n, "pid": pid, "address": address,
-                                                          "port": 1, "seen": seen, "net_down": net_down}))
+    (folder / f"beat-{rank}.json").write_text(
+        json.dumps(
+            {"rank": rank, "n": n, "pid": pid, "address": address, "port": 1, "seen": seen, "net_down": net_down}
+        )
+    )
 
 
 ADDRS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
@@ -106,8 +118,10 @@ def test_a_host_no_peer_reaches_is_unreachable_while_the_others_reach_each_other
     _report(tmp_path, 2, 102, ADDRS[2], {"0": [100, 12.0], "1": [101, 12.0]})
     (v,) = w.judge([True] * 3, [0, 1, 2], ADDRS)
     assert (v.kind, v.ranks, v.host) == ("unreachable", [2], 2)
-    assert v.line == ("host 2 (10.0.0.3) is unreachable: no worker on another host reached it for 10 s "
-                      "(run.peer_timeout_s); worker(s) 2 on it")
+    assert v.line == (
+        "host 2 (10.0.0.3) is unreachable: no worker on another host reached it for 10 s "
+        "(run.peer_timeout_s); worker(s) 2 on it"
+    )
     # a witness that knew only an earlier worker of rank 2 (another pid) cannot tell: no verdict yet
     _report(tmp_path, 2, 202, ADDRS[2], {"0": [100, 0.5], "1": [101, 0.5]}, n=2)
     assert w.judge([True] * 3, [0, 1, 2], ADDRS) == []
@@ -179,14 +193,21 @@ def test_losses_together_are_one_generation_and_a_loss_while_one_forms_is_the_ne
     # step 1: host 0, which then holds ranks 0 (the evaluator, the writer of metrics.jsonl), 1 and 3, loses all
     # three at once
     once = [str(tmp_path / f"f{i}") for i in range(6)]
-    faults = [{"point": "step", "rank": 1, "epoch": 1, "step": 2, "once": once[0]},
-              {"point": "step", "rank": 3, "epoch": 1, "step": 2, "once": once[1]},
-              {"point": "join", "rank": 1, "gen": 1, "once": once[2]},
-              *({"point": "step", "rank": r, "epoch": 3, "step": 1, "once": once[3 + i]}
-                for i, r in enumerate((0, 1, 3)))]
+    faults = [
+        {"point": "step", "rank": 1, "epoch": 1, "step": 2, "once": once[0]},
+        {"point": "step", "rank": 3, "epoch": 1, "step": 2, "once": once[1]},
+        {"point": "join", "rank": 1, "gen": 1, "once": once[2]},
+        *({"point": "step", "rank": r, "epoch": 3, "step": 1, "once": once[3 + i]} for i, r in enumerate((0, 1, 3))),
+    ]
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT), DGL_GRAPPA_FAULT=json.dumps(faults))
-    p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-4000:]
     assert all(Path(f).exists() for f in once)  # every fault fired
     s = json.loads((out / "summary.json").read_text())
@@ -198,8 +219,13 @@ def test_losses_together_are_one_generation_and_a_loss_while_one_forms_is_the_ne
     assert gens[2].joined == [{"rank": r, "host": 2} for r in (0, 1, 3)]
     # what the workers record: the generation given up while it formed is part of the change that formed
     first, second = s["membership"]
-    assert (first["gen"], first["folded"], first["lost"], first["epoch"], first["step_in_epoch"]) == \
-        (2, [1], [1, 3], 1, 2)
+    assert (first["gen"], first["folded"], first["lost"], first["epoch"], first["step_in_epoch"]) == (
+        2,
+        [1],
+        [1, 3],
+        1,
+        2,
+    )
     assert first["joined"] == [{"rank": 1, "host": 0}, {"rank": 3, "host": 0}]
     assert (second["gen"], second["lost"], second["epoch"], second["step_in_epoch"]) == (3, [0, 1, 3], 3, 1)
     assert "folded" not in second and all(m["seconds"] > 0 for m in s["membership"])
@@ -213,6 +239,7 @@ def test_losses_together_are_one_generation_and_a_loss_while_one_forms_is_the_ne
         text = (out / "logs" / f"{name}.log").read_text()
         assert "over" in text and "Traceback" not in text, (name, text[-3000:])
     assert s["val_acc"] > 0.8  # the easy preset after 5 epochs: training went on from the trained model
+
 
 def _wait_text(path: Path, needle: str, p: subprocess.Popen, bound_s: float = 300) -> str:
     """The text of ``path`` once it holds ``needle`` (bounded; fails if the job ended first)."""
@@ -230,20 +257,31 @@ def _wait_text(path: Path, needle: str, p: subprocess.Popen, bound_s: float = 30
 def test_a_host_whose_network_goes_down_is_named_taken_over_by_a_spare_and_fenced_when_it_returns(tmp_path):
     out = tmp_path / "run"
     cfg = tmp_path / "job.yaml"
-    cfg.write_text(JOB.format(out=out).replace("num_parts: 4", "num_parts: 3").replace("epochs: 5", "epochs: 4")
-                   .replace("on_failure: continue", "on_failure: continue, spare_hosts: 1"))
+    cfg.write_text(
+        JOB.format(out=out)
+        .replace("num_parts: 4", "num_parts: 3")
+        .replace("epochs: 5", "epochs: 4")
+        .replace("on_failure: continue", "on_failure: continue, spare_hosts: 1")
+    )
     # host 1 takes its own link down at epoch 1, step 2: its worker runs on, its peers' collectives wait on it
     fault = {"point": "step", "rank": 1, "epoch": 1, "step": 2, "link": "down", "once": str(tmp_path / "f1")}
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT), DGL_GRAPPA_FAULT=json.dumps(fault))
     log = tmp_path / "job.log"
     with open(log, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg)], cwd=ROOT, env=env,
-                             stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "dgl_grappa", "train", "--config", str(cfg)],
+            cwd=ROOT,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         said = _wait_text(out / "logs" / "worker1.log", "fault injection: link down", p)
         pid = int(re.search(r"link down at step .* \(pid (\d+)\)", said).group(1))
-        ns = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True,
-                            timeout=10).stdout.strip()
+        ns = subprocess.run(
+            ["ip", "netns", "identify", str(pid)], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         assert ns, "the cut-off worker's host was not found"
         _wait_text(log, "is unreachable", p)
         _wait_text(out / "logs" / "worker1.1.log", "joins generation 1", p)
@@ -256,8 +294,10 @@ def test_a_host_whose_network_goes_down_is_named_taken_over_by_a_spare_and_fence
             p.wait(timeout=30)
     text = log.read_text()
     assert p.returncode == 0, text[-4000:]
-    assert ("host 1 (10.77.0.2) is unreachable: its own network is down for 10 s (run.peer_timeout_s); worker(s) 1 on "
-            "it; its part(s) are taken over") in text, text[-4000:]
+    assert (
+        "host 1 (10.77.0.2) is unreachable: its own network is down for 10 s (run.peer_timeout_s); worker(s) 1 on "
+        "it; its part(s) are taken over"
+    ) in text, text[-4000:]
     assert "stopped answering" not in text and "Traceback" not in text
     s = json.loads((out / "summary.json").read_text())
     assert [h["ranks"] for h in s["cluster"]["hosts"]] == [[0], [1], [2], []]  # host 3 idle until the loss

@@ -10,6 +10,7 @@ optimizer state's round trip, the featureless graph and part, the config's one-l
 The end-to-end tests train real spawned workers on a 3000-node featureless graph (2 parts,
 3-4 epochs); the DistDGL ones need private namespaces (root) and skip where there are none.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,17 @@ from dgl_grappa.method.models import build_model, gradient_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "configs" / "embed.yaml")
-SMALL = ["--data.synthetic.num_nodes=3000", "--model.embed_dim=16", "--model.hidden=16", "--train.batch_size=400",
-         "--train.fanouts=[5,10]", "--train.lr=0.03", "--model.embed_lr=0.1", "--train.eval_every=1",
-         "--run.timeout_s=240"]
+SMALL = [
+    "--data.synthetic.num_nodes=3000",
+    "--model.embed_dim=16",
+    "--model.hidden=16",
+    "--train.batch_size=400",
+    "--train.fanouts=[5,10]",
+    "--train.lr=0.03",
+    "--model.embed_lr=0.1",
+    "--train.eval_every=1",
+    "--run.timeout_s=240",
+]
 # The wire may exceed the all-reduce's payload by 5 % plus this much per step (TCP/IP headers, as in test_distdgl).
 PER_STEP_OVERHEAD = 4096
 
@@ -40,6 +49,7 @@ def _ck(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------
 # In process: the rules
 # ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.unit
 def test_initial_rows_are_a_function_of_the_seed_and_the_global_id():
@@ -72,11 +82,11 @@ def test_own_rows_learn_locally_the_halo_stays_frozen_and_the_shard_round_trips(
 
     rows, grad = step(emb, opt)
     assert grad.is_sparse and sorted(grad.coalesce().indices()[0].tolist()) == [0, 1]  # only the own rows asked for
-    assert torch.equal(rows[[1, 3]], initial_rows(gids[3:], 4, 5))                       # halo rows: owners' initial
+    assert torch.equal(rows[[1, 3]], initial_rows(gids[3:], 4, 5))  # halo rows: owners' initial
     after = emb.own.weight.detach()
     assert not torch.equal(after[0], start[0]) and not torch.equal(after[1], start[1])
-    assert torch.equal(after[2], start[2])                                               # untouched row: unchanged
-    assert torch.equal(emb(torch.tensor([3, 4])), initial_rows(gids[3:], 4, 5))          # halo: never updated
+    assert torch.equal(after[2], start[2])  # untouched row: unchanged
+    assert torch.equal(emb(torch.tensor([3, 4])), initial_rows(gids[3:], 4, 5))  # halo: never updated
     m = emb.memory()
     assert m["embed_inner"] == 3 * 4 * 4 and m["embed_halo"] == 2 * 4 * 4
     assert m["embed_optimizer"] == 2 * m["embed_inner"]
@@ -125,8 +135,9 @@ def test_one_line_config_errors_and_the_first_hop_switch():
         assert "\n" not in msg
         return msg
 
-    assert error("--model.embed=false").startswith("data.synthetic.featureless=true gives the nodes no features, "
-                                                   "so model.embed=false")
+    assert error("--model.embed=false").startswith(
+        "data.synthetic.featureless=true gives the nodes no features, so model.embed=false"
+    )
     assert "--model.embed=true" in error("--model.embed=false")
     assert "schedule.k=2" in error("--schedule.k=2") and "--schedule.k=0" in error("--schedule.k=2")
     assert "train.eval_mode=layerwise" in error("--train.eval_mode=layerwise")
@@ -186,13 +197,21 @@ def test_a_featureless_part_loads_without_features_and_its_halo_costs_its_degree
 # Native runtime: spawned workers
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory, namespaces_missing):
     """4 epochs in one go (a checkpoint every 2), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("straight")
     isolated = namespaces_missing is None
-    s = train(out, *SMALL, "--train.epochs=4", "--checkpoint.every=2", "--checkpoint.keep_last=3",
-              f"--network.isolate={str(isolated).lower()}", config=CONFIG)
+    s = train(
+        out,
+        *SMALL,
+        "--train.epochs=4",
+        "--checkpoint.every=2",
+        "--checkpoint.keep_last=3",
+        f"--network.isolate={str(isolated).lower()}",
+        config=CONFIG,
+    )
     return out, s, isolated
 
 
@@ -239,8 +258,15 @@ def test_a_resumed_run_has_the_same_embedding_rows_bit_for_bit(straight, tmp_pat
     resumed = tmp_path / "resumed"
     # On the same partition folder: a worker's rows are its part's (DGL's METIS need not cut the same
     # parts in another process; a shard of other nodes is a one-line error).
-    s = train(resumed, *SMALL, "--train.epochs=4", "--checkpoint.every=2", f"--checkpoint.resume={mid}",
-              f"--partition.out_dir={out / 'partitions' / '0'}", config=CONFIG)
+    s = train(
+        resumed,
+        *SMALL,
+        "--train.epochs=4",
+        "--checkpoint.every=2",
+        f"--checkpoint.resume={mid}",
+        f"--partition.out_dir={out / 'partitions' / '0'}",
+        config=CONFIG,
+    )
     assert s["epochs"] == 4
     a, b = _ck(out / "checkpoints" / "ckpt-e000004.pt"), _ck(resumed / "checkpoints" / "ckpt-e000004.pt")
     for rank, (ra, rb) in enumerate(zip(a["ranks"], b["ranks"])):
@@ -291,8 +317,10 @@ def test_distdgl_pulls_embedding_rows_and_pushes_their_gradients(compared):
     assert s["embed_bytes_per_epoch"] > 10 * s["grad_bytes_per_epoch"]  # rows cost far more than the model
     assert s["app_bytes_per_epoch"] >= s["embed_bytes_per_epoch"]
     # The loopback's bytes match the application's count: the pulls and the gradients back are on the wire.
-    assert abs(s["wire_bytes_per_epoch"] - s["app_bytes_per_epoch"]) <= 0.10 * s["app_bytes_per_epoch"], \
-        (s["wire_bytes_per_epoch"], s["app_bytes_per_epoch"])
+    assert abs(s["wire_bytes_per_epoch"] - s["app_bytes_per_epoch"]) <= 0.10 * s["app_bytes_per_epoch"], (
+        s["wire_bytes_per_epoch"],
+        s["app_bytes_per_epoch"],
+    )
     # Its machines hold their shard of the rows and of DGL's SparseAdam state (a step and two moments).
     assert all(w["resident_bytes"] >= w["own_fp32_bytes"] * 3 for w in s["workers"])
     assert s["test_acc"] > 0.3, s["test_acc"]  # it learned: the majority class is 0.097 of the test split (0.56 here)

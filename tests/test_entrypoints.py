@@ -1,5 +1,6 @@
 """What users start and import: every ``python -m`` entry (new names, and the DistDGL entries users'
 scripts call) and the public API of ``import dgl_grappa``."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,9 +11,9 @@ import pytest
 # Every module a user or a launcher starts with ``python -m``, and what its usage line names.
 ENTRIES = {
     "dgl_grappa": "python -m dgl_grappa",
-    "dgl_grappa.distdgl": "python -m dgl_grappa.distdgl",           # users' scripts call it: unchanged
-    "dgl_grappa.distdgl.train": "--ip_config",                       # the DistDGL trainer (TRAINER_MODULE)
-    "dgl_grappa.distdgl.runscript": "SCRIPT [ARGS...]",              # how the launcher runs a user's script
+    "dgl_grappa.distdgl": "python -m dgl_grappa.distdgl",  # users' scripts call it: unchanged
+    "dgl_grappa.distdgl.train": "--ip_config",  # the DistDGL trainer (TRAINER_MODULE)
+    "dgl_grappa.distdgl.runscript": "SCRIPT [ARGS...]",  # how the launcher runs a user's script
     "dgl_grappa.cluster.guard": "python -m dgl_grappa.cluster.guard",
     "dgl_grappa.cluster.testhosts": "python -m dgl_grappa.cluster.testhosts",
     "dgl_grappa.cluster.netns": "python -m dgl_grappa.cluster.netns",
@@ -41,14 +42,27 @@ def test_the_modules_that_run_as_main_are_the_listed_entries():
 
 
 def test_import_dgl_grappa_loads_nothing_heavy_and_the_api_resolves():
-    code = ("import sys, dgl_grappa; heavy = [m for m in ('torch', 'dgl', 'yaml', 'numpy') if m in sys.modules]; "
-            "print(heavy); print(sorted(dgl_grappa.__all__))")
+    code = (
+        "import sys, dgl_grappa; heavy = [m for m in ('torch', 'dgl', 'yaml', 'numpy') if m in sys.modules]; "
+        "print(heavy); print(sorted(dgl_grappa.__all__))"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     heavy, api = p.stdout.strip().splitlines()
     assert heavy == "[]"
-    assert api == str(sorted(["GrappaEdgeLoader", "GrappaHeteroLoader", "GrappaLoader", "load_config",
-                              "make_correction", "prepare", "run_worker"]))
+    assert api == str(
+        sorted(
+            [
+                "GrappaEdgeLoader",
+                "GrappaHeteroLoader",
+                "GrappaLoader",
+                "load_config",
+                "make_correction",
+                "prepare",
+                "run_worker",
+            ]
+        )
+    )
 
 
 @pytest.mark.unit
@@ -60,8 +74,13 @@ def test_the_public_api_is_the_modules_objects():
     from dgl_grappa.native.trainer import run_worker
     from dgl_grappa.partition.aggregates import prepare
 
-    assert (dgl_grappa.GrappaLoader, dgl_grappa.make_correction, dgl_grappa.load_config, dgl_grappa.run_worker,
-            dgl_grappa.prepare) == (GrappaLoader, make_correction, load_config, run_worker, prepare)
+    assert (
+        dgl_grappa.GrappaLoader,
+        dgl_grappa.make_correction,
+        dgl_grappa.load_config,
+        dgl_grappa.run_worker,
+        dgl_grappa.prepare,
+    ) == (GrappaLoader, make_correction, load_config, run_worker, prepare)
     assert (dgl_grappa.GrappaEdgeLoader, dgl_grappa.GrappaHeteroLoader) == (GrappaEdgeLoader, GrappaHeteroLoader)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         dgl_grappa.nope  # noqa: B018

@@ -11,6 +11,7 @@ start; the disk-full case in a private mount namespace), and checks:
   nothing in the case's folder was written or changed;
 * for a case that is handled (status 0): the row's message is a log line of the run.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,18 @@ from dgl_grappa.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "errors.md"
 
-TINY = ["--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16", "--partition.num_parts=2",
-        "--train.epochs=2", "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]",
-        "--train.eval_every=0", "--run.progress=false", "--run.timeout_s=240"]
+TINY = [
+    "--data.synthetic.num_nodes=300",
+    "--data.synthetic.num_communities=16",
+    "--partition.num_parts=2",
+    "--train.epochs=2",
+    "--train.batch_size=100",
+    "--model.hidden=8",
+    "--train.fanouts=[3,3]",
+    "--train.eval_every=0",
+    "--run.progress=false",
+    "--run.timeout_s=240",
+]
 
 
 def documented() -> dict[str, tuple[int, str]]:
@@ -51,13 +61,17 @@ def message_regex(doc: str) -> re.Pattern:
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ---------------------------------------------------------------------------------------
 # Set-ups: each returns the command line of its case (run in tmp, which holds its inputs)
 # ---------------------------------------------------------------------------------------
+
 
 def _user_graph(path: Path, feat_key: str = "feat", seedless_half: bool = False) -> Path:
     """A small user graph: two disconnected random halves (METIS cuts between them)."""
@@ -72,7 +86,7 @@ def _user_graph(path: Path, feat_key: str = "feat", seedless_half: bool = False)
     g.ndata[feat_key] = torch.randn(n, 8, generator=g0)
     g.ndata["label"] = torch.randint(0, 3, (n,), generator=g0)
     train = torch.zeros(n, dtype=torch.bool)
-    train[: half if seedless_half else n: 2] = True
+    train[: half if seedless_half else n : 2] = True
     g.ndata["train_mask"] = train
     g.ndata["val_mask"] = ~train & (torch.arange(n) % 4 == 1)
     g.ndata["test_mask"] = ~train & (torch.arange(n) % 4 == 3)
@@ -226,8 +240,12 @@ def setup_num_parts_over_nodes(tmp):
 
 
 def setup_num_parts_empty_part(tmp):
-    return ["partition", "--data.synthetic.num_nodes=50", "--data.synthetic.num_communities=16",
-            "--partition.num_parts=40"]
+    return [
+        "partition",
+        "--data.synthetic.num_nodes=50",
+        "--data.synthetic.num_communities=16",
+        "--partition.num_parts=40",
+    ]
 
 
 def setup_output_dir_uncreatable(tmp):
@@ -291,8 +309,14 @@ def setup_features_not_finite(tmp):
 def setup_loss_not_finite(tmp):
     # an absurd learning rate: the first update blows the weights up, the next epoch's loss is not a number; no
     # checkpoint was written by then, so the new output folder goes (its lock, its partitions)
-    return ["train", *TINY, "--train.lr=1e30", "--train.epochs=4", "--checkpoint.every=10",
-            f"--run.output_dir={tmp / 'run'}"]
+    return [
+        "train",
+        *TINY,
+        "--train.lr=1e30",
+        "--train.epochs=4",
+        "--checkpoint.every=10",
+        f"--run.output_dir={tmp / 'run'}",
+    ]
 
 
 def _edit_user_graph(tmp, edit) -> list[str]:
@@ -336,8 +360,13 @@ def setup_prebuilt_part_missing(tmp):
 def setup_prebuilt_other_graph(tmp):
     assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
     _user_graph(tmp / "graph.bin")
-    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}",
-            f"--partition.prebuilt={tmp / 'parts'}"]
+    return [
+        "train",
+        *TINY,
+        "--data.name=dgl",
+        f"--data.path={tmp / 'graph.bin'}",
+        f"--partition.prebuilt={tmp / 'parts'}",
+    ]
 
 
 def setup_yaml_duplicate_key(tmp):
@@ -435,22 +464,41 @@ def setup_resume_wrong_command(tmp):
 
 def setup_worker_without_train_nodes(tmp):
     _user_graph(tmp / "graph.bin", seedless_half=True)
-    return ["train", *TINY, "--data.name=dgl", f"--data.path={tmp / 'graph.bin'}", "--grappa.correction=none",
-            f"--run.output_dir={tmp / 'run'}"]
+    return [
+        "train",
+        *TINY,
+        "--data.name=dgl",
+        f"--data.path={tmp / 'graph.bin'}",
+        "--grappa.correction=none",
+        f"--run.output_dir={tmp / 'run'}",
+    ]
 
 
 def setup_disk_full_checkpoint(tmp):
     # hidden 128: a checkpoint (model + Adam) of about 250 KB, so the 400 KB tmpfs holds one
-    return ["train", *TINY, "--model.hidden=128", f"--run.output_dir={tmp / 'run'}", f"--checkpoint.dir={tmp / 'ck'}",
-            "--train.epochs=3"]
+    return [
+        "train",
+        *TINY,
+        "--model.hidden=128",
+        f"--run.output_dir={tmp / 'run'}",
+        f"--checkpoint.dir={tmp / 'ck'}",
+        "--train.epochs=3",
+    ]
 
 
 def setup_disk_full_partition(tmp):
     return ["partition", *TINY, f"--partition.out_dir={tmp / 'ck'}"]  # ck: a 64 KB tmpfs, too small for the parts
 
 
-DGL_FILES = ("grappa.json", "part0/graph.dgl", "part0/node_feat.dgl", "part0/edge_feat.dgl", "part1/graph.dgl",
-             "part1/node_feat.dgl", "part1/edge_feat.dgl")
+DGL_FILES = (
+    "grappa.json",
+    "part0/graph.dgl",
+    "part0/node_feat.dgl",
+    "part0/edge_feat.dgl",
+    "part1/graph.dgl",
+    "part1/node_feat.dgl",
+    "part1/edge_feat.dgl",
+)
 
 
 def setup_disk_full_prepare(tmp):
@@ -458,15 +506,26 @@ def setup_disk_full_prepare(tmp):
     # about one aggregate table more: preparing them fills the disk part-way
     assert main(["partition", *TINY, f"--partition.out_dir={tmp / 'parts'}"]) == 0
     pages = sum(-(-(tmp / "parts" / f).stat().st_size // 4096) for f in DGL_FILES)
-    TMPFS["disk-full-prepare"] = (f"{4 * pages + 40}k", " && ".join(
-        f"mkdir -p {tmp / 'ck' / Path(f).parent} && cp {tmp / 'parts' / f} {tmp / 'ck' / f}" for f in DGL_FILES))
+    TMPFS["disk-full-prepare"] = (
+        f"{4 * pages + 40}k",
+        " && ".join(
+            f"mkdir -p {tmp / 'ck' / Path(f).parent} && cp {tmp / 'parts' / f} {tmp / 'ck' / f}" for f in DGL_FILES
+        ),
+    )
     return ["prepare", "--part-config", str(tmp / "ck")]
 
 
-SUBPROCESS = {"disk-full-checkpoint", "disk-full-partition", "disk-full-prepare",  # a private mount namespace
-              "partition-folder-read-only"}
-TMPFS = {"disk-full-checkpoint": ("400k", ""), "disk-full-partition": ("64k", ""),
-         "partition-folder-read-only": ("64k,ro", "")}
+SUBPROCESS = {
+    "disk-full-checkpoint",
+    "disk-full-partition",
+    "disk-full-prepare",  # a private mount namespace
+    "partition-folder-read-only",
+}
+TMPFS = {
+    "disk-full-checkpoint": ("400k", ""),
+    "disk-full-partition": ("64k", ""),
+    "partition-folder-read-only": ("64k,ro", ""),
+}
 """case -> (the tmpfs' size, what is copied onto it first)."""
 
 
@@ -486,11 +545,19 @@ def _run_in_tmpfs(tmp: Path, args: list[str], case: str) -> tuple[int, str]:
     ck.mkdir()
     size, fill = TMPFS[case]
     cmd = " ".join(["exec", sys.executable, "-m", "dgl_grappa", *args])
-    script = (f"mount -t tmpfs -o size={size} tmpfs {ck} {'&& ' + fill if fill else ''} && ( {cmd} ); rc=$?; "
-              f"cp -a {ck} {tmp / 'ck-copy'}; exit $rc")
+    script = (
+        f"mount -t tmpfs -o size={size} tmpfs {ck} {'&& ' + fill if fill else ''} && ( {cmd} ); rc=$?; "
+        f"cp -a {ck} {tmp / 'ck-copy'}; exit $rc"
+    )
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))
-    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=400)
+    p = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     return p.returncode, p.stderr
 
 
@@ -532,18 +599,29 @@ def check_seedless(tmp: Path) -> None:
     assert s["epochs"] == 2 and s["val_acc"] is not None
 
 
-AFTER = {"disk-full-checkpoint": check_disk_full, "disk-full-partition": check_partition_undone,
-         "partition-folder-read-only": check_read_only_untouched,
-         "disk-full-prepare": check_prepare_undone, "truncated-part-file": check_truncated,
-         "worker-without-train-nodes": check_seedless}
-WRITES = {"disk-full-checkpoint", "truncated-part-file", "worker-without-train-nodes",  # handled or mid-run
-          "disk-full-partition", "disk-full-prepare", "features-huge", "partition-folder-read-only"}
+AFTER = {
+    "disk-full-checkpoint": check_disk_full,
+    "disk-full-partition": check_partition_undone,
+    "partition-folder-read-only": check_read_only_untouched,
+    "disk-full-prepare": check_prepare_undone,
+    "truncated-part-file": check_truncated,
+    "worker-without-train-nodes": check_seedless,
+}
+WRITES = {
+    "disk-full-checkpoint",
+    "truncated-part-file",
+    "worker-without-train-nodes",  # handled or mid-run
+    "disk-full-partition",
+    "disk-full-prepare",
+    "features-huge",
+    "partition-folder-read-only",
+}
 ROWS = documented()
 
 
 @pytest.mark.unit
 def test_the_table_lists_every_case_and_every_case_has_a_row():
-    cases = {name[len("setup_"):].replace("_", "-") for name in globals() if name.startswith("setup_")}
+    cases = {name[len("setup_") :].replace("_", "-") for name in globals() if name.startswith("setup_")}
     assert set(ROWS) == cases, (sorted(set(ROWS) - cases), sorted(cases - set(ROWS)))
 
 
@@ -577,11 +655,12 @@ def test_bad_input(case, tmp_path, capfd, monkeypatch):
     if status != 0:
         errors = [ln for ln in lines if ln.startswith("dgl_grappa: error: ")]
         assert len(errors) == 1 and lines[-1] == errors[0], lines[-5:]
-        got = errors[0][len("dgl_grappa: error: "):]
+        got = errors[0][len("dgl_grappa: error: ") :]
         assert message_regex(doc).fullmatch(got), f"\n  documented: {doc}\n  got:        {got}"
     else:
-        assert any(message_regex(doc).search(ln) for ln in lines), \
-            f"no log line matches {doc!r}:\n" + "\n".join(lines[-15:])
+        assert any(message_regex(doc).search(ln) for ln in lines), f"no log line matches {doc!r}:\n" + "\n".join(
+            lines[-15:]
+        )
     if case not in WRITES:
         assert snapshot(tmp_path) == before, "a bad input wrote or changed files"
         assert not (tmp_path / "runs").exists()

@@ -9,6 +9,7 @@
   sampled last layer (the last layer is linear in the sampled neighbour mean);
 * ``empty=self`` imputes exactly the empty sampled neighbourhoods, and changes nothing else.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

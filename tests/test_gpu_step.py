@@ -4,6 +4,7 @@ The torch sampler draws on the device with DGL's caps and block layout, on its o
 ``train --run.device=cuda`` run holds its tables on the GPU, samples there (with ``train.prefetch`` the
 next batch during the backward pass) and trains.
 """
+
 import json
 import os
 import subprocess
@@ -47,8 +48,10 @@ def test_the_torch_sampler_on_the_gpu_caps_degrees_and_keeps_dgls_layout(small_p
     # the last block ends at the seeds; the first block's destinations are the first of its sources (the input)
     inputs = input_nodes.cpu()
     assert blocks[0].num_src == inputs.numel() and blocks[1].num_src == blocks[0].num_dst
-    for block, dst_nodes, fanout in ((blocks[1], seeds, fanouts[1]), (blocks[0], inputs[: blocks[0].num_dst],
-                                                                       fanouts[0])):
+    for block, dst_nodes, fanout in (
+        (blocks[1], seeds, fanouts[1]),
+        (blocks[0], inputs[: blocks[0].num_dst], fanouts[0]),
+    ):
         assert block.src.device == dev and block.dst.device == dev
         assert torch.equal(block.in_degrees().cpu(), g.in_degrees(dst_nodes).clamp(max=fanout))
     s.reseed(4)
@@ -60,9 +63,18 @@ def test_the_torch_sampler_on_the_gpu_caps_degrees_and_keeps_dgls_layout(small_p
 def test_a_batch_is_on_the_device_or_in_pinned_host_memory(tmp_path, resident):
     dev = _cuda()
     torch.cuda.set_device(dev)
-    cfg = load_config(None, ["--data.synthetic.num_nodes=1500", "--partition.num_parts=2", "--train.batch_size=200",
-                             "--train.fanouts=[5,5]", "--run.device=cuda", f"--train.resident={resident}",
-                             f"--run.output_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        [
+            "--data.synthetic.num_nodes=1500",
+            "--partition.num_parts=2",
+            "--train.batch_size=200",
+            "--train.fanouts=[5,5]",
+            "--run.device=cuda",
+            f"--train.resident={resident}",
+            f"--run.output_dir={tmp_path}",
+        ],
+    )
     kind = resolve(cfg)
     stats, _ = ensure_partitions(cfg)
     rt = kind.make_runtime(cfg, Identity(0, 1, 0), kind.load_part(cfg, stats["part_config"], 0))
@@ -78,11 +90,28 @@ def test_a_batch_is_on_the_device_or_in_pinned_host_memory(tmp_path, resident):
 
 def test_train_on_cuda_with_the_tables_and_the_sampler_on_the_gpu(tmp_path):
     _cuda()
-    p = subprocess.run([sys.executable, "-m", "dgl_grappa", "train", "--config", "configs/default.yaml",
-                        "--data.synthetic.num_nodes=4000", "--train.epochs=2", "--partition.num_parts=2",
-                        "--train.prefetch=true", "--run.device=cuda", f"--run.output_dir={tmp_path}",
-                        "--run.progress=false"], cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"),
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dgl_grappa",
+            "train",
+            "--config",
+            "configs/default.yaml",
+            "--data.synthetic.num_nodes=4000",
+            "--train.epochs=2",
+            "--partition.num_parts=2",
+            "--train.prefetch=true",
+            "--run.device=cuda",
+            f"--run.output_dir={tmp_path}",
+            "--run.progress=false",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, DGLBACKEND="pytorch"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["device"] == "cuda:0" and s["kernels"] == "torch" and s["val_acc"] > 0.1

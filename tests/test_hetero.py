@@ -17,6 +17,7 @@ network, resume the rows bit for bit, and run ``compare`` against DistDGL (``Dis
 on papers, ``DistEmbedding`` per featureless type) and the drop-in (``GrappaHeteroLoader``), which
 needs private namespaces (root) and skips where there are none.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,14 @@ from dgl_grappa.method.models import gradient_bytes
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "configs" / "hetero.yaml")
 SIZE = ["--data.hetsynth.num_papers=1500", "--data.hetsynth.num_authors=800", "--data.hetsynth.num_fields=50"]
-SMALL = SIZE + ["--model.hidden=16", "--model.embed_dim=16", "--train.batch_size=300", "--train.fanouts=[5,5]",
-                "--train.eval_every=1", "--run.timeout_s=300"]
+SMALL = SIZE + [
+    "--model.hidden=16",
+    "--model.embed_dim=16",
+    "--train.batch_size=300",
+    "--train.fanouts=[5,5]",
+    "--train.eval_every=1",
+    "--run.timeout_s=300",
+]
 SMALL_GRAPH = HetSynthConfig(num_papers=1500, num_authors=800, num_fields=50)
 CHANCE = 1 / 8  # 8 balanced classes
 PER_STEP_OVERHEAD = 4096  # TCP/IP headers of the ring's messages, per step (as in test_distdgl)
@@ -70,6 +77,7 @@ def _ck(path: Path) -> dict:
 # ---------------------------------------------------------------------------------------
 # In process: the graph, the partitions, the local view, the model
 # ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.unit
 def test_the_generated_graph_has_three_types_six_relations_with_reverses_and_a_label_signal():
@@ -98,8 +106,12 @@ def test_the_generated_graph_has_three_types_six_relations_with_reverses_and_a_l
     same = float(np.mean([int(label[x] == label[y]) for x, y in pairs]))
     assert same > 2 * CHANCE, same
     # features on other types too, when asked for
-    assert "feat" in _graph(HetSynthConfig(num_papers=100, num_authors=50, num_fields=10,
-                                           feat_types=["paper", "field"])).nodes["field"].data
+    assert (
+        "feat"
+        in _graph(HetSynthConfig(num_papers=100, num_authors=50, num_fields=10, feat_types=["paper", "field"]))
+        .nodes["field"]
+        .data
+    )
 
 
 def _group(keys: torch.Tensor, values: torch.Tensor) -> dict:
@@ -129,10 +141,13 @@ def test_one_line_config_errors_name_the_key():
     assert "--data.name=hetsynth" in error("--model.name=rgcn", config=None)
     assert error("--data.target=paper", config=None).startswith("data.target / data.etypes name node and edge types")
     assert error("--data.hetsynth.feat_types=[venue]").startswith("data.hetsynth.feat_types entry 'venue'")
-    for bad, fix in (("--train.task=link", "--train.task=node"),
-                     ("--grappa.correction=batch", "--grappa.correction=none"),
-                     ("--schedule.k=2", "--schedule.k=0"), ("--run.floor=true", "--run.floor=false"),
-                     ("--train.mode=fullgraph", "--train.mode=minibatch")):
+    for bad, fix in (
+        ("--train.task=link", "--train.task=node"),
+        ("--grappa.correction=batch", "--grappa.correction=none"),
+        ("--schedule.k=2", "--schedule.k=0"),
+        ("--run.floor=true", "--run.floor=false"),
+        ("--train.mode=fullgraph", "--train.mode=minibatch"),
+    ):
         assert fix in error(bad), bad
     # all types featured: no learnable rows needed; a subset of relations: only their types need inputs
     all_featured = ["--model.embed=false", "--data.hetsynth.feat_types=[paper,author,field]"]
@@ -243,9 +258,10 @@ def test_the_halos_in_edges_from_featureless_types_are_completed_from_their_owne
             local = set(zip(orig[e[0]][lp.global_ids[e[0]][s]].tolist(), papers[d].tolist()))
             src, dst = g.in_edges(papers, etype=e)
             assert local == set(zip(src.tolist(), dst.tolist())), e
-        halo_papers = papers[plain.num_inner_by_type["paper"]:]
+        halo_papers = papers[plain.num_inner_by_type["paper"] :]
         assert int(g.in_degrees(halo_papers, etype=bare[0]).sum()) > int(
-            plain.graph.in_degrees(etype=bare[0])[plain.num_inner_by_type["paper"]:].sum())  # the part lacked some
+            plain.graph.in_degrees(etype=bare[0])[plain.num_inner_by_type["paper"] :].sum()
+        )  # the part lacked some
         # every other relation, the papers' features and the aggregates are the plain part's
         for e in g.canonical_etypes:
             if e not in bare:
@@ -313,8 +329,13 @@ def test_the_memory_budget_holds_the_featured_tables_of_a_local_heterograph(het_
     for part in range(2):
         full = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact")
         assert full.keep["precision"] == "fp32" and full.resident_bytes > 3 * full.own_fp32_bytes  # unbudgeted
-        lp = load_local_hetero(stats["part_config"], part, "keep", first_hop="exact",
-                               keep=Keep(reach=1, storage="auto", budget=budget, seed=0))
+        lp = load_local_hetero(
+            stats["part_config"],
+            part,
+            "keep",
+            first_hop="exact",
+            keep=Keep(reach=1, storage="auto", budget=budget, seed=0),
+        )
         assert lp.own_fp32_bytes == full.own_fp32_bytes == lp.part_inner_by_type["paper"] * 32 * 4
         assert lp.resident_bytes <= budget * lp.own_fp32_bytes, (budget, lp.resident_bytes / lp.own_fp32_bytes)
         assert lp.resident_bytes == lp.memory["resident"] and lp.keep["precision"] != "fp32"
@@ -334,8 +355,9 @@ def test_the_memory_budget_holds_the_featured_tables_of_a_local_heterograph(het_
         if budget < 1.0:  # even int4 does not hold the whole halo: a sample of it, as many as fit
             assert lp.keep["precision"] == "int4" and lp.keep["halo_kept"] < lp.keep["halo_reach"]
     with pytest.raises(ConfigError, match="--train.memory_budget="):
-        load_local_hetero(stats["part_config"], 0, "keep", first_hop="exact",
-                          keep=Keep(reach=1, storage="auto", budget=0.05))
+        load_local_hetero(
+            stats["part_config"], 0, "keep", first_hop="exact", keep=Keep(reach=1, storage="auto", budget=0.05)
+        )
 
 
 @pytest.mark.unit
@@ -351,19 +373,26 @@ def test_what_the_seeds_reach_is_all_a_workers_trees_need(het_parts, first_hop):
     g, stats = het_parts
     exact = first_hop == "exact"
     full = load_local_hetero(stats["part_config"], 0, "keep", first_hop=first_hop)
-    lp = load_local_hetero(stats["part_config"], 0, "keep", first_hop=first_hop,
-                           keep=Keep(reach=1 if exact else 2, storage="fp32"))
+    lp = load_local_hetero(
+        stats["part_config"], 0, "keep", first_hop=first_hop, keep=Keep(reach=1 if exact else 2, storage="fp32")
+    )
     assert lp.keep["precision"] == "fp32" and lp.keep["halo_kept"] == lp.keep["halo_reach"]
     assert lp.graph.num_nodes() <= full.graph.num_nodes()
     torch.manual_seed(0)
-    model = build_rgcn(ModelConfig(name="rgcn", hidden=16, num_layers=2), {"paper": 32, "author": 8, "field": 8}, 8,
-                       g.canonical_etypes, "paper").eval()
+    model = build_rgcn(
+        ModelConfig(name="rgcn", hidden=16, num_layers=2),
+        {"paper": 32, "author": 8, "field": 8},
+        8,
+        g.canonical_etypes,
+        "paper",
+    ).eval()
 
     def out(part):
         first = {e: 0 if e in part.agg else -1 for e in part.graph.canonical_etypes}
         seeds = part.train_ids
-        inputs, _, blocks = dgl.dataloading.NeighborSampler([first, -1], fused=False).sample(part.graph,
-                                                                                            {"paper": seeds})
+        inputs, _, blocks = dgl.dataloading.NeighborSampler([first, -1], fused=False).sample(
+            part.graph, {"paper": seeds}
+        )
         x = HeteroFeatures(part.feat).gather(inputs)
         for t in ("author", "field"):
             x[t] = initial_rows(part.global_ids[t][inputs[t]], 8, 0)
@@ -383,10 +412,18 @@ def test_rgcn_with_exact_first_hop_relations_is_the_whole_graphs_rgcn(het_parts)
 
     g, _ = het_parts
     torch.manual_seed(0)
-    x = {"paper": g.nodes["paper"].data["feat"], "author": torch.randn(g.num_nodes("author"), 8),
-         "field": torch.randn(g.num_nodes("field"), 8)}
-    model = build_rgcn(ModelConfig(name="rgcn", hidden=16, num_layers=2), {"paper": 32, "author": 8, "field": 8}, 8,
-                       g.canonical_etypes, "paper").eval()
+    x = {
+        "paper": g.nodes["paper"].data["feat"],
+        "author": torch.randn(g.num_nodes("author"), 8),
+        "field": torch.randn(g.num_nodes("field"), 8),
+    }
+    model = build_rgcn(
+        ModelConfig(name="rgcn", hidden=16, num_layers=2),
+        {"paper": 32, "author": 8, "field": 8},
+        8,
+        g.canonical_etypes,
+        "paper",
+    ).eval()
     whole = model(g, x)
     exact = [e for e in g.canonical_etypes if e[0] == "paper"]
     # the first block samples only the relations from featureless types (here all of their edges); not fused: see
@@ -407,8 +444,11 @@ def test_rgcn_on_full_fanout_blocks_is_the_whole_graphs_rgcn(het_parts):
     g, _ = het_parts
     torch.manual_seed(0)
     dims = {"paper": 32, "author": 8, "field": 8}
-    x = {"paper": g.nodes["paper"].data["feat"], "author": torch.randn(g.num_nodes("author"), 8),
-         "field": torch.randn(g.num_nodes("field"), 8)}
+    x = {
+        "paper": g.nodes["paper"].data["feat"],
+        "author": torch.randn(g.num_nodes("author"), 8),
+        "field": torch.randn(g.num_nodes("field"), 8),
+    }
     model = build_rgcn(ModelConfig(name="rgcn", hidden=16, num_layers=2), dims, 8, g.canonical_etypes, "paper").eval()
     whole = model(g, x)
     seeds = torch.arange(0, g.num_nodes("paper"), 7)
@@ -470,8 +510,10 @@ def _sync_worker(rank, world_size, part_config, out):
     assert all(p.requires_grad for p in emb.parameters()) and len(list(emb.parameters())) == 4  # own and halo rows
 
     def state():
-        return {t: (e.global_ids.clone(), torch.cat([e.own.weight, e.halo_rows]).detach().clone())
-                for t, e in emb.types.items()}
+        return {
+            t: (e.global_ids.clone(), torch.cat([e.own.weight, e.halo_rows]).detach().clone())
+            for t, e in emb.types.items()
+        }
 
     seen = []
     for epoch in range(5):
@@ -481,8 +523,16 @@ def _sync_worker(rank, world_size, part_config, out):
                 e.halo_rows[::3] -= 0.02 * (epoch + 1) * (rank + 1)
         before = state()
         got = emb.sync_halo(epoch)
-        seen.append({"epoch": epoch, "got": got, "bytes": emb.take_bytes()[0], "before": before, "after": state(),
-                     "inner": {t: e.num_inner for t, e in emb.types.items()}})
+        seen.append(
+            {
+                "epoch": epoch,
+                "got": got,
+                "bytes": emb.take_bytes()[0],
+                "before": before,
+                "after": state(),
+                "inner": {t: e.num_inner for t, e in emb.types.items()},
+            }
+        )
     torch.save(seen, Path(out) / f"sync{rank}.pt")
 
 
@@ -496,8 +546,10 @@ def test_a_sync_moves_each_row_by_the_mean_change_of_the_workers_that_hold_it(he
         return dict(zip(gids.tolist(), rows))
 
     # every row starts as its owner's initial row (halo copies included): the first sync's starting point
-    base = {r: {t: dict(zip(g.tolist(), initial_rows(g, 8, type_seed(3, t))))
-                for t, (g, _) in seen[r][0]["before"].items()} for r in range(2)}
+    base = {
+        r: {t: dict(zip(g.tolist(), initial_rows(g, 8, type_seed(3, t)))) for t, (g, _) in seen[r][0]["before"].items()}
+        for r in range(2)
+    }
     synced = 0
     for epoch in range(5):
         due = epoch in (2, 4)  # every 2 epochs from epoch 2 on
@@ -524,8 +576,10 @@ def test_a_sync_moves_each_row_by_the_mean_change_of_the_workers_that_hold_it(he
             rec = seen[r][epoch]
             # what a sync moves to this worker: the other's changes of the rows it owns and its own halo rows, 8 wide
             # in fp32; the first one also the other worker's halo ids (16 bytes each, once) and the two counts
-            halo = {q: sum(g.numel() - seen[q][epoch]["inner"][t] for t, (g, _) in seen[q][epoch]["before"].items())
-                    for q in range(2)}
+            halo = {
+                q: sum(g.numel() - seen[q][epoch]["inner"][t] for t, (g, _) in seen[q][epoch]["before"].items())
+                for q in range(2)
+            }
             rows_bytes = (halo[r] + halo[1 - r]) * 8 * 4 if due else 0
             once = halo[1 - r] * 16 + 2 * 8 if epoch == 2 else 0
             assert rec["got"] == rec["bytes"] == rows_bytes + once, epoch
@@ -536,13 +590,21 @@ def test_a_sync_moves_each_row_by_the_mean_change_of_the_workers_that_hold_it(he
 # Native runtime: spawned workers
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory, namespaces_missing):
     """4 epochs in one go (a checkpoint every 2), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("het-straight")
     isolated = namespaces_missing is None
-    s = train(out, *SMALL, "--train.epochs=4", "--checkpoint.every=2", "--checkpoint.keep_last=3",
-              f"--network.isolate={str(isolated).lower()}", config=CONFIG)
+    s = train(
+        out,
+        *SMALL,
+        "--train.epochs=4",
+        "--checkpoint.every=2",
+        "--checkpoint.keep_last=3",
+        f"--network.isolate={str(isolated).lower()}",
+        config=CONFIG,
+    )
     return out, s, isolated
 
 
@@ -598,8 +660,15 @@ def test_a_resumed_heterogeneous_run_has_the_same_rows_bit_for_bit(straight, tmp
     shutil.copy(out / "checkpoints" / "ckpt-e000002.pt", mid)
     shutil.copy(out / "checkpoints" / "ckpt-e000002.json", mid.with_suffix(".json"))
     resumed = tmp_path / "resumed"
-    s = train(resumed, *SMALL, "--train.epochs=4", "--checkpoint.every=2", f"--checkpoint.resume={mid}",
-              f"--partition.out_dir={out / 'partitions' / '0'}", config=CONFIG)
+    s = train(
+        resumed,
+        *SMALL,
+        "--train.epochs=4",
+        "--checkpoint.every=2",
+        f"--checkpoint.resume={mid}",
+        f"--partition.out_dir={out / 'partitions' / '0'}",
+        config=CONFIG,
+    )
     assert s["epochs"] == 4
     a, b = _ck(out / "checkpoints" / "ckpt-e000004.pt"), _ck(resumed / "checkpoints" / "ckpt-e000004.pt")
     for ra, rb in zip(a["ranks"], b["ranks"]):

@@ -1,6 +1,7 @@
 """Ctrl-C on a real ``train`` run: exit status 130, one line (where to resume), and no semaphore left behind
 (multiprocessing's resource tracker warns ``There appear to be N leaked semaphore objects`` when a process it
 watched died holding one)."""
+
 from __future__ import annotations
 
 import os
@@ -12,16 +13,29 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16", "--partition.num_parts=2",
-        "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]", "--train.eval_every=0",
-        "--train.epochs=100000", "--run.timeout_s=300"]
+TINY = [
+    "--data.synthetic.num_nodes=300",
+    "--data.synthetic.num_communities=16",
+    "--partition.num_parts=2",
+    "--train.batch_size=100",
+    "--model.hidden=8",
+    "--train.fanouts=[3,3]",
+    "--train.eval_every=0",
+    "--train.epochs=100000",
+    "--run.timeout_s=300",
+]
 
 
 def test_ctrl_c_on_train_leaves_no_leaked_semaphore(tmp_path):
     # Its own session, signalled as a group: what a terminal's Ctrl-C does to its foreground job.
-    p = subprocess.Popen([sys.executable, "-m", "dgl_grappa", "train", *TINY, f"--run.output_dir={tmp_path / 'run'}"],
-                         cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), stderr=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "dgl_grappa", "train", *TINY, f"--run.output_dir={tmp_path / 'run'}"],
+        cwd=ROOT,
+        env=dict(os.environ, DGLBACKEND="pytorch"),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     err = b""
     try:
         sel = selectors.DefaultSelector()

@@ -5,6 +5,7 @@ on the same sampled blocks of a generated graph (DGL's ``NeighborSampler``), wit
 ``state_dict``: equal to float tolerance. A checkpoint of one kernel loads into the other; the ``gpu``
 tests hold the torch kernels on a CUDA device to the CPU ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,17 +21,32 @@ import torch  # noqa: E402
 from dgl_grappa.config import ConfigError, HetSynthConfig, ModelConfig, SyntheticConfig, load_config  # noqa: E402
 from dgl_grappa.data.hetsynth import hetsynth_graph  # noqa: E402
 from dgl_grappa.data.synthetic import synthetic_graph  # noqa: E402
-from dgl_grappa.method.kernels import (AUTO_CPU, PlainGraph, build_model_for, build_rgcn_for,  # noqa: E402
-                                       place_blocks, resolve_kernels, to_plain)
+from dgl_grappa.method.kernels import (  # noqa: E402
+    AUTO_CPU,
+    PlainGraph,
+    build_model_for,
+    build_rgcn_for,
+    place_blocks,
+    resolve_kernels,
+    to_plain,
+)
 from dgl_grappa.method.kernels.plain import edge_softmax, mean_src  # noqa: E402
 from dgl_grappa.partition.aggregates import neighbour_mean  # noqa: E402
 
 ATOL = 2e-5
 # (model section overrides, first-hop completion): every layer the package builds, both GCN normalisations
-CASES = [(dict(name="sage"), False), (dict(name="sage", empty="zero"), False), (dict(name="sage"), True),
-         (dict(name="gcn"), False), (dict(name="gcn"), True), (dict(name="gcn", gcn_norm="both"), False),
-         (dict(name="gin"), False), (dict(name="gin"), True), (dict(name="gat", heads=2), False),
-         (dict(name="gat", heads=1, hidden=12), False)]
+CASES = [
+    (dict(name="sage"), False),
+    (dict(name="sage", empty="zero"), False),
+    (dict(name="sage"), True),
+    (dict(name="gcn"), False),
+    (dict(name="gcn"), True),
+    (dict(name="gcn", gcn_norm="both"), False),
+    (dict(name="gin"), False),
+    (dict(name="gin"), True),
+    (dict(name="gat", heads=2), False),
+    (dict(name="gat", heads=1, hidden=12), False),
+]
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +222,7 @@ def test_torch_kernels_on_cuda_equal_the_cpu_ones(graph, over, exact):
     gpu.load_state_dict(cpu.state_dict())
     dgl.seed(7)
     seeds = torch.tensor([0, 1, 2, 10, 50, 77, 123, 200, 301, 399])
-    inp, _, blocks = dgl.dataloading.NeighborSampler([4, 6][-(1 if exact else 2):]).sample_blocks(graph, seeds)
+    inp, _, blocks = dgl.dataloading.NeighborSampler([4, 6][-(1 if exact else 2) :]).sample_blocks(graph, seeds)
     feat, deg = graph.ndata["feat"], graph.ndata["full_deg"]
     extra = {"deg": deg[inp]}
     if exact:
@@ -227,7 +243,13 @@ def test_torch_kernels_on_cuda_equal_the_cpu_ones(graph, over, exact):
 def test_gpu_check_says_in_one_line_that_there_is_no_gpu_and_exits_0():
     # CUDA_VISIBLE_DEVICES="" hides any GPU, so this runs the no-GPU branch on every machine
     root = Path(__file__).resolve().parent.parent
-    p = subprocess.run(["bash", str(root / "scripts" / "gpu_check.sh")], cwd=root, capture_output=True, text=True,
-                       env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), timeout=60)
+    p = subprocess.run(
+        ["bash", str(root / "scripts" / "gpu_check.sh")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, CUDA_VISIBLE_DEVICES=""),
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("\n") == 1 and p.stdout.startswith("gpu_check: no GPU here") and not p.stderr, p

@@ -7,6 +7,7 @@ it. The test trains it through the native runtime, the DistDGL trainer (the base
 (which starts both, each in processes of their own that import this file through
 ``train.kind_module``), and finds its figures in summary.json, the terminal lines and the report.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,10 +88,21 @@ class RegressionKind(NodeKind):
 register(RegressionKind())
 
 
-SMALL = ["--data.synthetic.num_nodes=1500", "--data.synthetic.avg_degree=8", "--partition.num_parts=2",
-         "--partition.method=random", "--model.hidden=16", "--train.epochs=2", "--train.batch_size=300",
-         "--train.fanouts=[5,5]", "--train.eval_every=1", "--compare.variants=[none]", "--compare.dropin=false",
-         "--run.timeout_s=300", "--run.progress=false"]
+SMALL = [
+    "--data.synthetic.num_nodes=1500",
+    "--data.synthetic.avg_degree=8",
+    "--partition.num_parts=2",
+    "--partition.method=random",
+    "--model.hidden=16",
+    "--train.epochs=2",
+    "--train.batch_size=300",
+    "--train.fanouts=[5,5]",
+    "--train.eval_every=1",
+    "--compare.variants=[none]",
+    "--compare.dropin=false",
+    "--run.timeout_s=300",
+    "--run.progress=false",
+]
 
 
 def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, namespaces_missing):
@@ -104,8 +116,19 @@ def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, n
     out = tmp_path / "cmp"
     os.environ[ENV_JOB] = uuid.uuid4().hex
     try:  # the kind by its task, and the file that registers it in every process of the job
-        assert cli.main(["compare", *SMALL, "--train.task=regress", f"--train.kind_module={Path(__file__).resolve()}",
-                         f"--partition.out_dir={tmp_path / 'parts'}", f"--run.output_dir={out}"]) == 0
+        assert (
+            cli.main(
+                [
+                    "compare",
+                    *SMALL,
+                    "--train.task=regress",
+                    f"--train.kind_module={Path(__file__).resolve()}",
+                    f"--partition.out_dir={tmp_path / 'parts'}",
+                    f"--run.output_dir={out}",
+                ]
+            )
+            == 0
+        )
     finally:
         del os.environ[ENV_JOB]
     result = json.loads((out / "compare.json").read_text())
@@ -116,10 +139,13 @@ def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, n
     grappa = json.loads((out / "grappa-none" / "summary.json").read_text())
     distdgl = json.loads((out / "distdgl" / "summary.json").read_text())
     # the terminal lines: the train command's (in its log) and the DistDGL job's, and compare's table
-    assert f"val RMSE {grappa['val_rmse']:.4f}  test RMSE {grappa['test_rmse']:.4f}" in (
-        out / "grappa-none" / "run.log").read_text()
+    assert (
+        f"val RMSE {grappa['val_rmse']:.4f}  test RMSE {grappa['test_rmse']:.4f}"
+        in (out / "grappa-none" / "run.log").read_text()
+    )
     assert summary_line(distdgl, out / "distdgl").startswith(
-        f"distdgl: val RMSE {distdgl['val_rmse']:.4f} test RMSE {distdgl['test_rmse']:.4f} epoch")
+        f"distdgl: val RMSE {distdgl['val_rmse']:.4f} test RMSE {distdgl['test_rmse']:.4f} epoch"
+    )
     assert "test RMSE" in compare_table(result) and "below it" in compare_table(result)
     # compare targets a validation RMSE: the baseline's best over 0.98, reached from above
     assert result["target_acc"] == round(distdgl["best_val_rmse"] / 0.98, 4)

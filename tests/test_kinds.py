@@ -6,6 +6,7 @@ and backward through the kind's own model (and learnable rows); and what it hold
 well formed. No process group: one worker, world size 1 (the multi-process runs are in the kinds'
 own test files).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,14 +21,26 @@ from dgl_grappa.kinds.base import LoadedPart, RowSource
 from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaLoader
 from dgl_grappa.partition.store import ensure_partitions
 
-SMALL = ["--partition.num_parts=2", "--train.batch_size=200", "--train.fanouts=[5,5]", "--model.hidden=16",
-         "--run.progress=false"]
+SMALL = [
+    "--partition.num_parts=2",
+    "--train.batch_size=200",
+    "--train.fanouts=[5,5]",
+    "--model.hidden=16",
+    "--run.progress=false",
+]
 # One config per registered kind (a kind added to KINDS needs its line here: the test below says so).
 CONFIGS = {
     "node": ["--data.synthetic.num_nodes=1500"],
     "link": ["--data.synthetic.num_nodes=1500", "--train.task=link"],
-    "hetero": ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true", "--model.embed_dim=8",
-               "--data.hetsynth.num_papers=600", "--data.hetsynth.num_authors=300", "--data.hetsynth.num_fields=20"],
+    "hetero": [
+        "--data.name=hetsynth",
+        "--model.name=rgcn",
+        "--model.embed=true",
+        "--model.embed_dim=8",
+        "--data.hetsynth.num_papers=600",
+        "--data.hetsynth.num_authors=300",
+        "--data.hetsynth.num_fields=20",
+    ],
 }
 
 
@@ -51,8 +64,9 @@ def test_a_task_no_kind_of_the_graph_serves_is_one_line():
     cfg = Config()
     cfg.data.name = "hetsynth"
     cfg.train.task = "link"  # set past the config's own checks: the registry must still answer in one line
-    with pytest.raises(ConfigError,
-                       match=r"train.task=link is not trained on a heterogeneous graph.*use --train.task=node"):
+    with pytest.raises(
+        ConfigError, match=r"train.task=link is not trained on a heterogeneous graph.*use --train.task=node"
+    ):
         kind_of(cfg)
 
 

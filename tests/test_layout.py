@@ -7,6 +7,7 @@ the packages ``a.b`` too (Python runs their ``__init__`` first, so their re-expo
 imports of whoever imports the submodule). A loop is a strongly connected component of
 more than one module (Tarjan).
 """
+
 from __future__ import annotations
 
 import ast
@@ -113,16 +114,16 @@ def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 # top-level modules; every folder and top-level module must be placed (the test names any
 # that is not), and ARCHITECTURE.md's layer table must say the same (test below).
 LAYERS = [
-    ["config", "env"],       # 0 the config tree, the environment variables
-    ["cluster"],             # 1 processes, hosts, networks
-    ["data"],                # 2 datasets
-    ["partition"],           # 3 partitionings in DGL's layout
+    ["config", "env"],  # 0 the config tree, the environment variables
+    ["cluster"],  # 1 processes, hosts, networks
+    ["data"],  # 2 datasets
+    ["partition"],  # 3 partitionings in DGL's layout
     ["method", "dropin", "reducers"],  # 4 the method (dropin, reducers: its old import paths, deprecated)
-    ["runtime"],             # 5 what both runtimes share: metrics, checkpoints, evaluation, repartitioning
-    ["kinds"],               # 6 the kinds of job: node, link, heterogeneous (one interface, a registry)
-    ["native", "distdgl"],   # 7 the two runtimes, side by side
-    ["bench"],               # 8 compare, the benchmark matrix, reports, the capacity model
-    ["cli", "__main__"],     # 9 the command line
+    ["runtime"],  # 5 what both runtimes share: metrics, checkpoints, evaluation, repartitioning
+    ["kinds"],  # 6 the kinds of job: node, link, heterogeneous (one interface, a registry)
+    ["native", "distdgl"],  # 7 the two runtimes, side by side
+    ["bench"],  # 8 compare, the benchmark matrix, reports, the capacity model
+    ["cli", "__main__"],  # 9 the command line
 ]
 # Layers whose members stand side by side: none imports another (the DistDGL baseline
 # does not lean on Grappa's trainer, nor the trainer on DistDGL).
@@ -212,26 +213,32 @@ def harness_importers(edges: dict[str, set[str]], harness: str = HARNESS) -> lis
 def test_only_the_launch_choice_imports_the_test_host_harness():
     assert harness_importers(import_graph(PACKAGE)) == HARNESS_IMPORTERS
     # the check sees an import anywhere in a module, e.g. one inside a function of remote.py
-    edges = {"dgl_grappa.cluster.remote": {"dgl_grappa.cluster.testhosts.job"},
-             "dgl_grappa.cluster.testhosts.cli": {"dgl_grappa.cluster.testhosts.job"}}
+    edges = {
+        "dgl_grappa.cluster.remote": {"dgl_grappa.cluster.testhosts.job"},
+        "dgl_grappa.cluster.testhosts.cli": {"dgl_grappa.cluster.testhosts.job"},
+    }
     assert harness_importers(edges) == ["dgl_grappa.cluster.remote"]
 
 
 @pytest.mark.unit
 def test_the_direction_check_flags_an_upward_and_a_sideways_import():
-    edges = {"dgl_grappa.method.coverage": {"dgl_grappa.native.trainer"},  # the method -> a runtime
-             "dgl_grappa.distdgl.metering": {"dgl_grappa.native.trainer", "dgl_grappa.runtime.evaluation"},
-             "dgl_grappa.native.trainer": {"dgl_grappa.runtime.evaluation"}}
+    edges = {
+        "dgl_grappa.method.coverage": {"dgl_grappa.native.trainer"},  # the method -> a runtime
+        "dgl_grappa.distdgl.metering": {"dgl_grappa.native.trainer", "dgl_grappa.runtime.evaluation"},
+        "dgl_grappa.native.trainer": {"dgl_grappa.runtime.evaluation"},
+    }
     assert against_the_direction(edges) == [
         "dgl_grappa.distdgl.metering (layer 7) imports dgl_grappa.native.trainer (layer 7)",
-        "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 7)"]
+        "dgl_grappa.method.coverage (layer 4) imports dgl_grappa.native.trainer (layer 7)",
+    ]
 
 
 @pytest.mark.unit
 def test_the_package_has_no_import_cycle():
     cycles = import_cycles(import_graph(PACKAGE))
     assert cycles == [], "modules that import each other (directly or through others): " + "; ".join(
-        " <-> ".join(c) for c in cycles)
+        " <-> ".join(c) for c in cycles
+    )
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:
@@ -244,36 +251,45 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.mark.unit
 def test_the_checker_finds_a_loop_through_a_function_level_import(tmp_path):
-    pkg = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from .b import f\n",
-        "pkg/b.py": "def f():\n    from . import c\n",
-        "pkg/c.py": "import pkg.a\n",
-        "pkg/d.py": "from .a import f\n",  # imports into the loop, not part of it
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from .b import f\n",
+            "pkg/b.py": "def f():\n    from . import c\n",
+            "pkg/c.py": "import pkg.a\n",
+            "pkg/d.py": "from .a import f\n",  # imports into the loop, not part of it
+        },
+    )
     assert import_cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
 @pytest.mark.unit
 def test_the_checker_counts_init_reexports_and_resolves_parent_relative_imports(tmp_path):
-    pkg = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/core.py": "def helper():\n    from .side.x import g\n",
-        "pkg/side/__init__.py": "from .y import h\n",        # re-export: side -> side.y
-        "pkg/side/x.py": "g = 1\n",
-        "pkg/side/y.py": "from ..core import helper\n",     # y -> core -> side (its __init__) -> y
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/core.py": "def helper():\n    from .side.x import g\n",
+            "pkg/side/__init__.py": "from .y import h\n",  # re-export: side -> side.y
+            "pkg/side/x.py": "g = 1\n",
+            "pkg/side/y.py": "from ..core import helper\n",  # y -> core -> side (its __init__) -> y
+        },
+    )
     assert import_cycles(import_graph(pkg)) == [["pkg.core", "pkg.side", "pkg.side.y"]]
 
 
 @pytest.mark.unit
 def test_the_checker_does_not_count_a_package_importing_its_own_submodules(tmp_path):
-    pkg = _write(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/sub/__init__.py": "from .cli import main\n",
-        "pkg/sub/cli.py": "from .job import run\n",
-        "pkg/sub/job.py": "def run():\n    pass\n",
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "from .cli import main\n",
+            "pkg/sub/cli.py": "from .job import run\n",
+            "pkg/sub/job.py": "def run():\n    pass\n",
+        },
+    )
     assert import_cycles(import_graph(pkg)) == []
 
 
@@ -288,8 +304,23 @@ def test_the_wheel_ships_the_distdgl_trainer(tmp_path):
     src = tmp_path / "src"  # a copy, so the build leaves no build/ folder in the checkout
     shutil.copytree(PACKAGE, src / "dgl_grappa", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "setup.py", src)
-    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
-                        "-w", str(tmp_path / "dist"), str(src)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("dgl_grappa-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

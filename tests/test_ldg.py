@@ -1,4 +1,5 @@
 """The restreaming LDG partitioner (partition.method=ldg): cut, balance, determinism, DGL's layout."""
+
 from __future__ import annotations
 
 import json
@@ -80,8 +81,11 @@ def test_written_by_partition_graph(small_graph, tmp_path):
     # the seed is part of an ldg partitioning's fingerprint (not of METIS's)
     from dgl_grappa.config import load_config
 
-    fp = [partition_fingerprint(load_config(None, [f"--partition.method={m}", f"--partition.seed={s}"]))
-          for m in ("ldg", "metis") for s in (0, 1)]
+    fp = [
+        partition_fingerprint(load_config(None, [f"--partition.method={m}", f"--partition.seed={s}"]))
+        for m in ("ldg", "metis")
+        for s in (0, 1)
+    ]
     assert fp[0] != fp[1] and fp[2] == fp[3] and "ldg_passes" not in fp[2]["partition"]
 
 

@@ -11,6 +11,7 @@ examples. The end-to-end tests train real spawned workers (2 parts, 3 epochs) to
 above chance, and run ``compare`` (DistDGL's DistEdgeDataLoader, Grappa, the drop-in), which
 needs private namespaces (root) and skips where there are none.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,17 @@ from dgl_grappa.runtime.evaluation import embedding_accuracy, evaluate_link, ran
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "configs" / "link.yaml")
-SMALL = ["--data.synthetic.num_nodes=3000", "--partition.method=random", "--train.epochs=3", "--train.batch_size=500",
-         "--train.fanouts=[5,10]", "--model.hidden=32", "--train.lr=0.01", "--train.eval_every=1",
-         "--run.timeout_s=300"]
+SMALL = [
+    "--data.synthetic.num_nodes=3000",
+    "--partition.method=random",
+    "--train.epochs=3",
+    "--train.batch_size=500",
+    "--train.fanouts=[5,10]",
+    "--model.hidden=32",
+    "--train.lr=0.01",
+    "--train.eval_every=1",
+    "--run.timeout_s=300",
+]
 K = 100  # link.eval_negatives of configs/link.yaml
 CHANCE_MRR = sum(1 / r for r in range(1, K + 2)) / (K + 1)  # a random score: rank uniform on 1..K+1 (0.051)
 CHANCE_HITS = 10 / (K + 1)
@@ -55,6 +64,7 @@ PER_STEP_OVERHEAD = 4096  # TCP/IP headers of the ring's messages, per step (as 
 # ---------------------------------------------------------------------------------------
 # In process: the rules
 # ---------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def link_parts(tmp_path_factory):
@@ -103,10 +113,14 @@ def test_held_out_pairs_leave_in_both_directions_and_are_the_same_every_time(lin
 @pytest.mark.unit
 def test_ranking_metrics_and_the_loss_match_a_hand_computation():
     pos = torch.tensor([5.0, 1.0, 2.0, 0.0])
-    neg = torch.tensor([[1.0, 2.0, 3.0],      # rank 1
-                        [2.0, 3.0, 0.0],      # rank 3
-                        [2.0, 2.0, 1.0],      # two ties: rank 1 + 0 + 0.5 * 2 = 2
-                        [1.0, 1.0, 1.0]])     # rank 4
+    neg = torch.tensor(
+        [
+            [1.0, 2.0, 3.0],  # rank 1
+            [2.0, 3.0, 0.0],  # rank 3
+            [2.0, 2.0, 1.0],  # two ties: rank 1 + 0 + 0.5 * 2 = 2
+            [1.0, 1.0, 1.0],
+        ]
+    )  # rank 4
     m = ranking_metrics(pos, neg, k=2)
     assert m["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 2 + 1 / 4) / 4)
     assert m["hits"] == pytest.approx(2 / 4)  # ranks 1 and 2 are in the top 2
@@ -129,12 +143,12 @@ def test_the_embeddings_are_classified_as_dgls_example_classifies_them(link_part
     label, masks = nd["label"], (nd["train_mask"], nd["val_mask"], nd["test_mask"])
     classes = int(label.max()) + 1
     onehot = torch.nn.functional.one_hot(label, classes).float() + 0.01 * torch.randn(label.numel(), classes)
-    assert embedding_accuracy(onehot, label, *masks) == {"val": 1.0, "test": 1.0}   # rows that say the label
+    assert embedding_accuracy(onehot, label, *masks) == {"val": 1.0, "test": 1.0}  # rows that say the label
     noise = torch.randn(label.numel(), 16, generator=torch.Generator().manual_seed(0))
     chance = embedding_accuracy(noise, label, *masks)
-    assert all(v < 2.5 / classes for v in chance.values()), chance                  # rows that say nothing
+    assert all(v < 2.5 / classes for v in chance.values()), chance  # rows that say nothing
     feat = embedding_accuracy(nd["feat"], label, *masks)
-    assert all(2.5 / classes < v < 1.0 for v in feat.values()), feat               # the noisy class means between
+    assert all(2.5 / classes < v < 1.0 for v in feat.values()), feat  # the noisy class means between
     with pytest.raises(ValueError, match="train_mask selects none"):
         embedding_accuracy(nd["feat"], label, torch.zeros_like(masks[0]), *masks[1:])
 
@@ -148,7 +162,7 @@ def test_the_embeddings_are_classified_as_dgls_example_classifies_them(link_part
 
     out = evaluate_link(Rows(onehot), split, k=10)
     assert (out["val_emb_acc"], out["test_emb_acc"]) == (1.0, 1.0) and 0 < out["test_mrr"] < 1
-    assert evaluate_link(Rows(nd["feat"].clone()), split, k=10)["test_emb_acc"] == feat["test"]   # deterministic
+    assert evaluate_link(Rows(nd["feat"].clone()), split, k=10)["test_emb_acc"] == feat["test"]  # deterministic
 
 
 @pytest.mark.unit
@@ -159,30 +173,34 @@ def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, di
     as leaves) or none; negatives from the own nodes with their share of a global draw, else from the pool,
     never from a halo node outside it."""
     g, split, stats = link_parts
-    cfg = _cfg("--link.negative_pool=0.5", f"--link.negative_dist={dist}", "--link.negatives=20",
-               f"--link.pool_fanout={fanout}")
+    cfg = _cfg(
+        "--link.negative_pool=0.5",
+        f"--link.negative_dist={dist}",
+        "--link.negatives=20",
+        f"--link.pool_fanout={fanout}",
+    )
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 1)
     n_total = split.graph.num_nodes()
     assert lp.num_nodes_total == n_total and lp.pool.numel() == lp.keep["pool"] == -(-lp.part_inner // 2)
-    assert bool((lp.pool >= lp.num_inner).all()) and bool((lp.owner[lp.pool] != 1).all())   # other parts' nodes
+    assert bool((lp.pool >= lp.num_inner).all()) and bool((lp.owner[lp.pool] != 1).all())  # other parts' nodes
     outside = lp.pool[lp.pool >= lp.keep["kept"]]
     appended = torch.arange(lp.keep["kept"], lp.graph.num_nodes())
     assert appended.numel() == lp.keep["pool_read"] >= outside.numel() > 0
     orig = torch.from_numpy(np.load(Path(stats["part_config"]).parent / "orig_ids.npy")).long()
     go = orig[lp.global_ids.long()]
     full = split.graph
-    assert torch.equal(lp.feat.gather(appended), full.ndata["feat"][go[appended]])       # fp32: exact
+    assert torch.equal(lp.feat.gather(appended), full.ndata["feat"][go[appended]])  # fp32: exact
     assert torch.equal(lp.in_degree[appended], full.in_degrees(go[appended]))
     # a node read for the pool points only at a pool node outside the part (its drawn in-edges; one pool node
     # may be another's drawn neighbour), never into the part: the own nodes' trees are the part's
     assert bool(torch.isin(lp.graph.out_edges(appended)[1], outside).all())
     drawn = lp.graph.in_degrees(outside)
-    assert torch.equal(drawn, full.in_degrees(go[outside]).clamp(max=fanout))             # fanout in-edges, or none
+    assert torch.equal(drawn, full.in_degrees(go[outside]).clamp(max=fanout))  # fanout in-edges, or none
     s, d = (t.long() for t in lp.graph.in_edges(outside))
-    assert bool(full.has_edges_between(go[s], go[d]).all())                               # real edges, drawn once
+    assert bool(full.has_edges_between(go[s], go[d]).all())  # real edges, drawn once
     assert torch.unique(s * lp.graph.num_nodes() + d).numel() == s.numel() == lp.keep["pool_edges"]
-    others = appended[~torch.isin(appended, outside)]                                     # the drawn neighbours: leaves
+    others = appended[~torch.isin(appended, outside)]  # the drawn neighbours: leaves
     assert (others.numel() > 0) == (fanout > 0) and int(lp.graph.in_degrees(others).sum()) == 0
     width = lp.feat.shape[1]
     n_read = lp.keep["halo_kept"] + lp.keep["pool_read"]
@@ -203,8 +221,11 @@ def test_the_negative_pool_draws_negatives_as_a_global_draw_would(link_parts, di
     assert torch.unique(drawn[~own]).numel() > 0.9 * lp.pool.numel()
     assert rt.summary()["negatives"] == {"pool": lp.pool.numel(), "own_share": rt.negatives.own_share}
     # without a pool: every node held may be drawn, the pool's share of the graph is not imitated
-    plain = kind.make_runtime(_cfg("--link.negative_pool=0"), Identity(0, 1, 0),
-                              kind.load_part(_cfg("--link.negative_pool=0"), stats["part_config"], 1))
+    plain = kind.make_runtime(
+        _cfg("--link.negative_pool=0"),
+        Identity(0, 1, 0),
+        kind.load_part(_cfg("--link.negative_pool=0"), stats["part_config"], 1),
+    )
     assert plain.negatives.pool is None and plain.summary()["negatives"]["pool"] == 0
 
 
@@ -221,7 +242,7 @@ def test_the_memory_budget_never_costs_a_positive_edge(link_parts, caplog):
         lp = kind.load_part(tight, stats["part_config"], 0)
     rt = kind.make_runtime(tight, Identity(0, 1, 0), lp)
     assert lp.keep["precision"] == "int4" and lp.keep["halo_kept"] == lp.keep["halo"]
-    assert rt.edges == whole.edges and rt.positives.numel() == whole.positives.numel()   # every positive kept
+    assert rt.edges == whole.edges and rt.positives.numel() == whole.positives.numel()  # every positive kept
     over = lp.keep["over_budget_bytes"]
     assert over > 0 and lp.resident_bytes == pytest.approx(lp.keep["budget_bytes"] + over, abs=1)
     msg = [r.getMessage() for r in caplog.records if "sources of its positive edges" in r.getMessage()]
@@ -229,7 +250,7 @@ def test_the_memory_budget_never_costs_a_positive_edge(link_parts, caplog):
     hint = float(msg[0].split("--train.memory_budget=")[1].split()[0])
     assert hint == pytest.approx(lp.resident_bytes / lp.own_fp32_bytes, abs=1e-3)
     caplog.clear()
-    with caplog.at_level("WARNING", logger="dgl_grappa"):   # the named budget holds them: no warning
+    with caplog.at_level("WARNING", logger="dgl_grappa"):  # the named budget holds them: no warning
         named = kind.load_part(_cfg(f"--train.memory_budget={hint}"), stats["part_config"], 0)
     assert named.keep["over_budget_bytes"] == 0 and named.keep["halo_kept"] == named.keep["halo"]
     assert not [r for r in caplog.records if "positive edges" in r.getMessage()]
@@ -239,21 +260,35 @@ def test_the_memory_budget_never_costs_a_positive_edge(link_parts, caplog):
     assert positive_edges(sampled.src, sampled.dst, sampled.num_inner).numel() < whole.positives.numel()
 
 
-
 def _cfg(*overrides):
-    return load_config(None, ["--train.task=link", "--train.batch_size=700", "--train.fanouts=[5,10]",
-                              "--train.memory_budget=0", *overrides])
+    return load_config(
+        None,
+        [
+            "--train.task=link",
+            "--train.batch_size=700",
+            "--train.fanouts=[5,10]",
+            "--train.memory_budget=0",
+            *overrides,
+        ],
+    )
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("halo,first_hop,dist,pool", [("keep", "exact", "uniform", 0.0),
-                                                      ("drop", "sampled", "degree", 0.0),
-                                                      ("drop", "exact", "uniform", 0.25)])
-def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(link_parts, halo, first_hop, dist,
-                                                                                pool):
+@pytest.mark.parametrize(
+    "halo,first_hop,dist,pool",
+    [("keep", "exact", "uniform", 0.0), ("drop", "sampled", "degree", 0.0), ("drop", "exact", "uniform", 0.25)],
+)
+def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(
+    link_parts, halo, first_hop, dist, pool
+):
     _, _, stats = link_parts
-    cfg = _cfg(f"--train.halo={halo}", f"--train.first_hop={first_hop}", f"--link.negative_dist={dist}",
-               "--link.negatives=3", f"--link.negative_pool={pool}")
+    cfg = _cfg(
+        f"--train.halo={halo}",
+        f"--train.first_hop={first_hop}",
+        f"--link.negative_dist={dist}",
+        "--link.negatives=3",
+        f"--link.negative_pool={pool}",
+    )
     kind = kind_of(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 1)
     rt = kind.make_runtime(cfg, Identity(0, 1, 1), lp)
@@ -283,8 +318,9 @@ def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(
             assert bool((u < n_inner).all()), "a positive from a node it does not own"
         seen.append(u * n_local + v)
     # An epoch trains on every edge this worker owns and holds, once.
-    assert torch.sort(torch.cat(seen)).values.tolist() == sorted((lp.src.long() * n_local + lp.dst.long())[
-        rt.positives].tolist())
+    assert torch.sort(torch.cat(seen)).values.tolist() == sorted(
+        (lp.src.long() * n_local + lp.dst.long())[rt.positives].tolist()
+    )
     e = rt.edges
     assert e["owned"] == int(lp.in_degree[:n_inner].sum()) > 0
     inner_inner = int(((lp.src < n_inner) & (lp.dst < n_inner)).sum())
@@ -297,7 +333,7 @@ def test_a_workers_batches_hold_only_its_edges_and_negatives_from_what_it_holds(
     if dist == "degree":
         drawn = torch.cat([b[1][1].ndata[dgl.NID][b[1][1].edges()[1].long()] for b in batches]).long()
         d = lp.in_degree.double()
-        want = float((d ** 1.75).sum() / (d ** 0.75).sum())  # E[deg] under deg^0.75 weights (uniform: 8.6)
+        want = float((d**1.75).sum() / (d**0.75).sum())  # E[deg] under deg^0.75 weights (uniform: 8.6)
         assert want > 1.15 * float(d.mean())
         assert abs(float(lp.in_degree[drawn].double().mean()) - want) < 0.05 * want
 
@@ -335,11 +371,19 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
     lp = kind.load_part(cfg, stats["part_config"], 0)
     native = kind.make_runtime(cfg, Identity(0, 1, 0), lp)
     pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)
-    core = PartitionEdgeLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
-                               torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),
-                               dgl.dataloading.NeighborSampler(cfg.train.fanouts), cfg.train.batch_size,
-                               negative_sampler=dgl.dataloading.negative_sampler.Uniform(1), halo="keep",
-                               first_hop="exact", seed=cfg.train.seed)
+    core = PartitionEdgeLoader(
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner :]]),
+        dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+        cfg.train.batch_size,
+        negative_sampler=dgl.dataloading.negative_sampler.Uniform(1),
+        halo="keep",
+        first_hop="exact",
+        seed=cfg.train.seed,
+    )
     assert core.steps == native.steps and core.edges == native.edges
     assert torch.equal(core.global_ids, lp.global_ids)
     gid = lp.global_ids
@@ -362,14 +406,22 @@ def test_the_drop_in_core_yields_the_native_batches_in_global_ids(link_parts):
         torch.set_num_threads(threads)
     # first_hop="block": the loader adds block 0 (one virtual neighbour per node), for the script's own layers
     n = int(stats["num_nodes"])
-    block = PartitionEdgeLoader(pg, pg.ndata["inner_node"], pg.ndata[dgl.NID], node["_N/train_mask"],
-                                torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner:]]),
-                                dgl.dataloading.NeighborSampler(cfg.train.fanouts), cfg.train.batch_size,
-                                negative_sampler=dgl.dataloading.negative_sampler.Uniform(1), halo="keep",
-                                first_hop="block", num_nodes=n)
+    block = PartitionEdgeLoader(
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner :]]),
+        dgl.dataloading.NeighborSampler(cfg.train.fanouts),
+        cfg.train.batch_size,
+        negative_sampler=dgl.dataloading.negative_sampler.Uniform(1),
+        halo="keep",
+        first_hop="block",
+        num_nodes=n,
+    )
     input_nodes, pair, neg, blocks = next(iter(block))
     assert len(blocks) == 2 and blocks[0].num_src_nodes() == 2 * blocks[0].num_dst_nodes() == input_nodes.numel()
-    real, virtual = input_nodes[: blocks[0].num_dst_nodes()], input_nodes[blocks[0].num_dst_nodes():]
+    real, virtual = input_nodes[: blocks[0].num_dst_nodes()], input_nodes[blocks[0].num_dst_nodes() :]
     assert bool((real < n).all()) and torch.equal(virtual - n, real)
     assert blocks[-1].num_dst_nodes() == pair.num_nodes() and torch.equal(pair.ndata[dgl.NID], real[: pair.num_nodes()])
     # as DistEdgeDataLoader's: the positive pairs' global edge ids (an edge into the pair's destination), none on
@@ -424,13 +476,20 @@ def test_a_link_partitioning_is_never_reused_for_node_classification(tmp_path):
 # Spawned workers: the native runtime, and compare (DistDGL, Grappa, the drop-in)
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory, namespaces_missing):
     """3 epochs in one go, a checkpoint after every epoch (all kept), in a private network namespace where possible."""
     out = tmp_path_factory.mktemp("link-straight")
     isolated = namespaces_missing is None
-    s = train(out, *SMALL, "--checkpoint.every=1", "--checkpoint.keep_last=3",
-              f"--network.isolate={str(isolated).lower()}", config=CONFIG)
+    s = train(
+        out,
+        *SMALL,
+        "--checkpoint.every=1",
+        "--checkpoint.keep_last=3",
+        f"--network.isolate={str(isolated).lower()}",
+        config=CONFIG,
+    )
     return out, s, isolated
 
 
@@ -493,8 +552,14 @@ def test_a_resumed_link_run_ends_bit_for_bit_where_the_straight_run_does(straigh
     shutil.copy(out / "checkpoints" / "ckpt-e000001.pt", mid)
     shutil.copy(out / "checkpoints" / "ckpt-e000001.json", mid.with_suffix(".json"))
     resumed = tmp_path / "resumed"
-    r = train(resumed, *SMALL, "--checkpoint.every=1", f"--checkpoint.resume={mid}",
-              f"--partition.out_dir={out / 'partitions' / '0'}", config=CONFIG)
+    r = train(
+        resumed,
+        *SMALL,
+        "--checkpoint.every=1",
+        f"--checkpoint.resume={mid}",
+        f"--partition.out_dir={out / 'partitions' / '0'}",
+        config=CONFIG,
+    )
     assert r["epochs"] == 3 and r["task"] == "link"
     a, b = _ck(out / "checkpoints" / "ckpt-e000003.pt"), _ck(resumed / "checkpoints" / "ckpt-e000003.pt")
     assert a["epoch"] == b["epoch"] == 3 and a["step"] == b["step"]
@@ -503,8 +568,9 @@ def test_a_resumed_link_run_ends_bit_for_bit_where_the_straight_run_does(straigh
     for i, (ra, rb) in enumerate(zip(a["ranks"], b["ranks"])):
         _same(ra["rng"], rb["rng"], f"rank {i} rng")
         keys = ("epoch", "loss", "val_mrr", "test_mrr", "val_hits", "test_hits")
-        assert [{k: x.get(k) for k in keys} for x in ra["records"]] == \
-               [{k: x.get(k) for k in keys} for x in rb["records"]], i
+        assert [{k: x.get(k) for k in keys} for x in ra["records"]] == [
+            {k: x.get(k) for k in keys} for x in rb["records"]
+        ], i
     assert (r["test_mrr"], r["val_mrr"]) == (s["test_mrr"], s["val_mrr"])
 
 
@@ -557,8 +623,9 @@ def test_compare_reports_mrr_and_hits_next_to_bytes_and_time(compared, capsys):
     assert set(rows) == {"distdgl", "grappa-none", "distdgl-grappa"}
     for r in rows.values():
         assert r["test_mrr"] is not None and r["test_hits"] is not None and r["epoch_time_s"] > 0
-    assert rows["grappa-none"]["test_mrr_ratio"] == pytest.approx(rows["grappa-none"]["test_mrr"]
-                                                                  / rows["distdgl"]["test_mrr"])
+    assert rows["grappa-none"]["test_mrr_ratio"] == pytest.approx(
+        rows["grappa-none"]["test_mrr"] / rows["distdgl"]["test_mrr"]
+    )
     report = (out / "report.md").read_text()
     assert "| system | epoch time |" in report and "test MRR" in report and "test hits@10" in report
     assert "edges trained on" in report

@@ -7,6 +7,7 @@ transitively by name. The helpers are the ways a test here starts processes (the
 multi-process helpers, ``subprocess``, the command line in a child) or needs root
 (namespaces, test hosts).
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,11 +24,24 @@ SPAWNING_MODULES = {"subprocess", "multiprocessing", "torch.multiprocessing", "c
 
 SPAWNING_NAMES = {
     # processes
-    "run_distributed", "spawn_workers", "start_processes", "Popen", "run_cli", "run_isolated", "rerun_isolated",
-    "run_distdgl", "fork",
+    "run_distributed",
+    "spawn_workers",
+    "start_processes",
+    "Popen",
+    "run_cli",
+    "run_isolated",
+    "rerun_isolated",
+    "run_distdgl",
+    "fork",
     # root: namespaces and test hosts
-    "check_isolation", "require_isolation", "isolate_argv", "TestHosts", "check_hosts_possible",
-    "needs_ns", "needs_hosts", "geteuid",
+    "check_isolation",
+    "require_isolation",
+    "isolate_argv",
+    "TestHosts",
+    "check_hosts_possible",
+    "needs_ns",
+    "needs_hosts",
+    "geteuid",
 }
 """Names (or attributes) that start processes or need root, whatever module they come from."""
 
@@ -75,8 +89,12 @@ def violations(source: str, conftest: str = "") -> list[str]:
     """``test: what it uses`` for every unit-marked test (or marked module) that starts processes or needs root."""
     tree = ast.parse(source)
     bound = _bound_spawners(tree)
-    module_marked = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
-                        and _marks_unit(n.value) for n in tree.body)
+    module_marked = any(
+        isinstance(n, ast.Assign)
+        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+        and _marks_unit(n.value)
+        for n in tree.body
+    )
     if module_marked:  # importing one is enough: nothing in such a module may start a process
         used = _uses(tree, bound) | bound
         return [f"<module>: {', '.join(sorted(used))}"] if used else []
@@ -108,8 +126,11 @@ def test_no_unit_test_starts_a_process_or_needs_root():
 
 
 def test_there_are_unit_tests_to_run():
-    marked = [f.name for f in sorted(TESTS.glob("test_*.py"))
-              if f.name != Path(__file__).name and "pytest.mark.unit" in f.read_text()]
+    marked = [
+        f.name
+        for f in sorted(TESTS.glob("test_*.py"))
+        if f.name != Path(__file__).name and "pytest.mark.unit" in f.read_text()
+    ]
     assert len(marked) >= 10, marked
 
 
@@ -159,9 +180,12 @@ def test_the_scan_follows_helpers_and_fixtures_and_spares_the_unmarked():
 def test_the_scan_flags_a_marked_module_and_a_root_only_test():
     module = "import subprocess\nimport pytest\npytestmark = [pytest.mark.unit]\n\ndef test_a():\n    pass\n"
     assert violations(module) == ["<module>: subprocess"]
-    root = ("import os\nimport pytest\n\n@pytest.mark.unit\n@needs_ns\ndef test_b():\n    pass\n\n"
-            "@pytest.mark.unit\ndef test_c():\n    assert os.geteuid() == 0\n")
+    root = (
+        "import os\nimport pytest\n\n@pytest.mark.unit\n@needs_ns\ndef test_b():\n    pass\n\n"
+        "@pytest.mark.unit\ndef test_c():\n    assert os.geteuid() == 0\n"
+    )
     assert violations(root) == ["test_b: needs_ns", "test_c: os.geteuid"]
     fixtures = "import pytest\n\n@pytest.mark.unit\ndef test_d(spawned):\n    pass\n"
-    assert violations(fixtures, conftest="from clitools import train\n\ndef spawned():\n    return train()\n") == \
-        ["test_d: train"]
+    assert violations(fixtures, conftest="from clitools import train\n\ndef spawned():\n    return train()\n") == [
+        "test_d: train"
+    ]

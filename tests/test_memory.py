@@ -3,6 +3,7 @@
 Real partitions: DGL's own ``partition_graph`` writes the folder that ``prepare`` completes
 (as a user's pipeline would), and ``load_local`` reads it as a worker does.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,14 +35,18 @@ def dgl_parts(tmp_path_factory):
     g.ndata["train_mask"] = torch.rand(g.num_nodes(), generator=torch.Generator().manual_seed(0)) < 0.05
     out = tmp_path_factory.mktemp("dglparts")
     dgl.seed(0)
-    orig, _ = dgl.distributed.partition_graph(g, "users_graph", 3, str(out), num_hops=1, part_method="random",
-                                              return_mapping=True)
+    orig, _ = dgl.distributed.partition_graph(
+        g, "users_graph", 3, str(out), num_hops=1, part_method="random", return_mapping=True
+    )
     return g, out / "users_graph.json", orig
 
 
 def _digests(folder: Path) -> dict:
-    return {str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
-            for f in sorted(folder.rglob("*")) if f.is_file()}
+    return {
+        str(f.relative_to(folder)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(folder.rglob("*"))
+        if f.is_file()
+    }
 
 
 def test_prepare_completes_a_folder_it_did_not_write(dgl_parts):
@@ -53,8 +58,9 @@ def test_prepare_completes_a_folder_it_did_not_write(dgl_parts):
     # DGL's files are untouched; only the sidecars and the record are new
     assert {k: v for k, v in after.items() if k in before} == before
     new = sorted(set(after) - set(before))
-    assert new == ["grappa_prepare.json"] + sorted(f"part{p}/grappa/{n}" for p in range(3)
-                                                   for n in ("agg.npy", "in_degree.npy", "remote_owners.npy"))
+    assert new == ["grappa_prepare.json"] + sorted(
+        f"part{p}/grappa/{n}" for p in range(3) for n in ("agg.npy", "in_degree.npy", "remote_owners.npy")
+    )
     # the aggregates and degrees equal the whole graph's
     full = neighbour_mean(g, g.ndata["feat"])
     for p in range(3):
@@ -65,8 +71,9 @@ def test_prepare_completes_a_folder_it_did_not_write(dgl_parts):
     # (inner node, other owner) pairs, counted independently
     meta = json.loads(part_config.read_text())
     lo = [a for a, _ in meta["node_map"]["_N"]]
-    owner_of = torch.from_numpy(np.searchsorted(np.array(lo + [g.num_nodes()]), np.arange(g.num_nodes()),
-                                                side="right") - 1)
+    owner_of = torch.from_numpy(
+        np.searchsorted(np.array(lo + [g.num_nodes()]), np.arange(g.num_nodes()), side="right") - 1
+    )
     new_of_orig = torch.empty_like(orig)
     new_of_orig[orig] = torch.arange(orig.numel())
     src, dst = (new_of_orig[t] for t in g.edges())
@@ -204,36 +211,49 @@ def test_the_budget_samples_only_the_halo_nodes_that_no_positive_or_pool_needs(d
     budget = (k + n_req + room + 0.5) * per / own
     args = dict(inner_tables=2, halo_tables=2, part_id=1, top=float(lp.feat.gather(torch.arange(n)).abs().max()))
     with caplog.at_level("WARNING", logger="dgl_grappa"):
-        kept, inner, reach, precision = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto",
-                                                    budget=budget), width, required=required, **args)
+        kept, inner, reach, precision = choose_kept(
+            lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget), width, required=required, **args
+        )
     assert precision == "int4" and torch.equal(inner, torch.arange(k)) and torch.equal(reach, halo)
     assert bool(torch.isin(halo[::3], kept).all()) and kept.numel() == k + n_req + room
     assert [r for r in caplog.records if "a uniform sample; every seed kept" in r.getMessage()]
     # extra pool nodes outside the halo take their rows first: the sample shrinks by as many
-    kept_x = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget), width,
-                         required=required, extra=10, **args)[0]
+    kept_x = choose_kept(
+        lp.src,
+        lp.dst,
+        n,
+        k,
+        lp.train_ids,
+        Keep(storage="auto", budget=budget),
+        width,
+        required=required,
+        extra=10,
+        **args,
+    )[0]
     assert kept_x.numel() == kept.numel() - 10 and bool(torch.isin(halo[::3], kept_x).all())
     # the required ones alone beyond the budget: all kept, one warning line naming the budget that holds them
     caplog.clear()
     small = (k + 0.5 * n_req) * per / own
     with caplog.at_level("WARNING", logger="dgl_grappa"):
-        kept_s = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=small), width,
-                             required=required, **args)[0]
+        kept_s = choose_kept(
+            lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=small), width, required=required, **args
+        )[0]
     assert torch.equal(kept_s, torch.cat([torch.arange(k), halo[::3]]))
     [msg] = [r.getMessage() for r in caplog.records if "over the budget" in r.getMessage()]
     assert "\n" not in msg and f"--train.memory_budget={math.ceil((k + n_req) * per / own * 1000) / 1000} " in msg
     # Keep(positives=True): every halo source of an edge into an inner node is required (here: the whole halo)
     pos = positive_sources(lp.src, lp.dst, k, n)
     assert bool(pos[halo].all()) and not bool(pos[:k].any())
-    kept_p = choose_kept(lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget, positives=True),
-                         width, **args)[0]
+    kept_p = choose_kept(
+        lp.src, lp.dst, n, k, lp.train_ids, Keep(storage="auto", budget=budget, positives=True), width, **args
+    )[0]
     assert torch.equal(kept_p, torch.arange(n))
 
 
 def test_keep_follows_the_model_depth_and_first_hop():
     cfg = load_config(None, ["--model.num_layers=3", "--train.fanouts=[5,5,5]", "--train.memory_budget=2GB"])
     k = kind_of(cfg).keep(cfg)
-    assert (k.reach, k.budget, k.budget_bytes, k.storage) == (2, 0.0, 2 * 10 ** 9, "auto")
+    assert (k.reach, k.budget, k.budget_bytes, k.storage) == (2, 0.0, 2 * 10**9, "auto")
     cfg = load_config(None, ["--train.first_hop=sampled", "--grappa.correction=batch", "--grappa.hops=3"])
     assert kind_of(cfg).keep(cfg).reach == 3 and kind_of(cfg).keep(cfg).budget == 1.5
 

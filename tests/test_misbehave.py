@@ -5,6 +5,7 @@ script starts them (``cmd &`` from a non-interactive ``bash -c``: SIGINT is igno
 each in a session of its own, so that every process the job ever started is found by its
 process group.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,17 @@ from dgl_grappa.runtime.folders import LOCK_NAME, FolderLock, lock_job_folders
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = ["--data.synthetic.num_nodes=300", "--data.synthetic.num_communities=16", "--partition.num_parts=2",
-        "--train.batch_size=100", "--model.hidden=8", "--train.fanouts=[3,3]", "--train.eval_every=0",
-        "--run.progress=false", "--run.timeout_s=240"]
+TINY = [
+    "--data.synthetic.num_nodes=300",
+    "--data.synthetic.num_communities=16",
+    "--partition.num_parts=2",
+    "--train.batch_size=100",
+    "--model.hidden=8",
+    "--train.fanouts=[3,3]",
+    "--train.eval_every=0",
+    "--run.progress=false",
+    "--run.timeout_s=240",
+]
 
 
 def _start(tmp: Path, args: list[str], env_extra: dict | None = None) -> tuple[subprocess.Popen, Path]:
@@ -91,8 +100,11 @@ def test_second_job_refused_and_sigterm_stops_the_whole_job_with_a_checkpoint(tm
         capfd.readouterr()
         assert main(["train", *TINY, "--train.epochs=2", f"--run.output_dir={run}"]) == 2
         err = capfd.readouterr().err
-        assert re.search(rf"dgl_grappa: error: run.output_dir={run} is in use by another job \(pid {launcher} on "
-                         r"host \S+, since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)", err), err
+        assert re.search(
+            rf"dgl_grappa: error: run.output_dir={run} is in use by another job \(pid {launcher} on "
+            r"host \S+, since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\)",
+            err,
+        ), err
         assert "removed" not in err and "Traceback" not in err
         assert json.loads((run / LOCK_NAME).read_text())["pid"] == launcher
         assert psutil.pid_exists(launcher) and all(psutil.pid_exists(p) for p in workers.values())
@@ -104,8 +116,11 @@ def test_second_job_refused_and_sigterm_stops_the_whole_job_with_a_checkpoint(tm
         assert int((tmp_path / "rc").read_text()) == 128 + signal.SIGTERM
         text = log.read_text()
         assert "Traceback" not in text, text[-3000:]
-        m = re.search(r"dgl_grappa: stopped by SIGTERM: every worker has ended; the newest checkpoint is (\S+) "
-                      r"\(epoch (\d+)\); continue with --resume", text)
+        m = re.search(
+            r"dgl_grappa: stopped by SIGTERM: every worker has ended; the newest checkpoint is (\S+) "
+            r"\(epoch (\d+)\); continue with --resume",
+            text,
+        )
         assert m, text[-2000:]
         assert re.search(r"stopped on request after epoch \d+", text)
     finally:
@@ -128,8 +143,16 @@ def test_a_launcher_killed_by_sigkill_leaves_no_worker(tmp_path):
         _wait_for(lambda: (tmp_path / "run" / "metrics.jsonl").exists(), 120, "training", log)
         os.kill(int((tmp_path / "pid").read_text()), signal.SIGKILL)
         bash.wait(timeout=30)
-        _wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                  for p in workers.values()), 10, "the workers' death")
+        _wait_for(
+            lambda: (
+                not any(
+                    psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                    for p in workers.values()
+                )
+            ),
+            10,
+            "the workers' death",
+        )
         _wait_for(lambda: not _group(bash.pid), 10, "every process of the job gone")
     finally:
         _kill_group(bash.pid)
@@ -138,9 +161,11 @@ def test_a_launcher_killed_by_sigkill_leaves_no_worker(tmp_path):
 
 def test_a_stopped_worker_is_named_within_peer_timeout(tmp_path):
     fault = {"point": "step", "rank": 1, "epoch": 3, "step": 0, "signal": "SIGSTOP"}
-    bash, log = _start(tmp_path, [*TINY, "--train.epochs=50", "--run.peer_timeout_s=3",
-                                  f"--run.output_dir={tmp_path / 'run'}"],
-                       {"DGL_GRAPPA_FAULT": json.dumps(fault)})
+    bash, log = _start(
+        tmp_path,
+        [*TINY, "--train.epochs=50", "--run.peer_timeout_s=3", f"--run.output_dir={tmp_path / 'run'}"],
+        {"DGL_GRAPPA_FAULT": json.dumps(fault)},
+    )
     try:
         workers = _wait_for(lambda: _worker_pids(log), 120, "the workers' start", log)
         _wait_for(lambda: "fault injection: SIGSTOP" in log.read_text(), 120, "the stop", log)
@@ -151,7 +176,9 @@ def test_a_stopped_worker_is_named_within_peer_timeout(tmp_path):
         errors = [ln for ln in text.splitlines() if ln.startswith("dgl_grappa: error:")]
         assert len(errors) == 1 and re.fullmatch(
             r"dgl_grappa: error: worker 1 \(rank 1 on host \S+\) stopped answering: no heartbeat for \d+ s "
-            r"\(run.peer_timeout_s=3\); every worker was killed and the job stopped", errors[0]), text[-2000:]
+            r"\(run.peer_timeout_s=3\); every worker was killed and the job stopped",
+            errors[0],
+        ), text[-2000:]
         assert "Traceback" not in text, text[-3000:]
         assert int((tmp_path / "rc").read_text()) == 1
         _wait_for(lambda: not psutil.pid_exists(workers[1]), 5, "the stopped worker's death")
@@ -163,8 +190,11 @@ def test_a_stopped_worker_is_named_within_peer_timeout(tmp_path):
 @pytest.mark.unit
 def test_folder_lock_refuses_a_second_holder_and_takes_over_a_dead_ones(tmp_path):
     first = FolderLock(tmp_path / "out", "run.output_dir").acquire()
-    with pytest.raises(ConfigError, match=rf"run.output_dir={tmp_path / 'out'} is in use by another job \(pid "
-                                          rf"{os.getpid()} on host \S+, since .+ UTC\); wait for it to end"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"run.output_dir={tmp_path / 'out'} is in use by another job \(pid "
+        rf"{os.getpid()} on host \S+, since .+ UTC\); wait for it to end",
+    ):
         FolderLock(tmp_path / "out", "run.output_dir").acquire()
     first.release()
     # a lock file left by a job that is gone (the kernel dropped its lock): taken over
@@ -197,8 +227,16 @@ def test_sigterm_inside_an_epoch_stops_at_a_step_and_resume_goes_on_from_it(tmp_
     # its parent, which then waits for the launcher's request to come back): the workers stop at step 16.
     run = tmp_path / "run"
     args = [*TINY, "--train.batch_size=2", "--train.epochs=100000"]
-    fault = {"point": "step", "rank": 0, "epoch": 1, "step": 3, "signal": "SIGTERM", "target": "parent",
-             "wait": True, "once": str(tmp_path / "fired")}
+    fault = {
+        "point": "step",
+        "rank": 0,
+        "epoch": 1,
+        "step": 3,
+        "signal": "SIGTERM",
+        "target": "parent",
+        "wait": True,
+        "once": str(tmp_path / "fired"),
+    }
     bash, log = _start(tmp_path, [*args, f"--run.output_dir={run}"], {"DGL_GRAPPA_FAULT": json.dumps(fault)})
     try:
         bash.wait(timeout=180)

@@ -1,4 +1,5 @@
 """Tests of dgl_grappa.method.models: shapes, finiteness, block == whole-graph equivalence, grads."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,7 @@ def _graph(seed: int = 0) -> tuple[dgl.DGLGraph, torch.Tensor]:
 
 def _model(name: str, layers: int, dropout: float = 0.3, hidden: int = 16) -> GNN:
     torch.manual_seed(0)
-    return build_model(ModelConfig(name=name, num_layers=layers, hidden=hidden, dropout=dropout,
-                                   heads=4), F, C)
+    return build_model(ModelConfig(name=name, num_layers=layers, hidden=hidden, dropout=dropout, heads=4), F, C)
 
 
 def _seeds() -> torch.Tensor:
@@ -104,8 +104,7 @@ def test_backward_gives_finite_grads_on_every_parameter(data, name, layers):
 def test_graph_without_edges_is_finite(name):
     # Every node has zero in-degree: no crash, no NaN, and outputs depend on the features.
     model = _model(name, 2).eval()
-    g = dgl.graph((torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64)),
-                  num_nodes=7)
+    g = dgl.graph((torch.tensor([], dtype=torch.int64), torch.tensor([], dtype=torch.int64)), num_nodes=7)
     x = torch.randn(7, F)
     out = model(g, x)
     assert out.shape == (7, C)
@@ -158,13 +157,16 @@ def test_one_layer_is_a_single_conv(data):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("bad, message", [
-    (dict(name="mlp"), "model.name"),
-    (dict(num_layers=0), "model.num_layers"),
-    (dict(num_layers=7), "model.num_layers"),
-    (dict(name="gat", hidden=10, heads=4), "divisible"),
-    (dict(dropout=1.0), "model.dropout"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(name="mlp"), "model.name"),
+        (dict(num_layers=0), "model.num_layers"),
+        (dict(num_layers=7), "model.num_layers"),
+        (dict(name="gat", hidden=10, heads=4), "divisible"),
+        (dict(dropout=1.0), "model.dropout"),
+    ],
+)
 def test_bad_config_raises(bad, message):
     with pytest.raises(ConfigError, match=message):
         build_model(ModelConfig(**bad), F, C)

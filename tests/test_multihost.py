@@ -7,6 +7,7 @@ ssh path runs the launcher's real ssh code against the test hosts through
 ``tests/fake_ssh.py``, which behaves as OpenSSH does for what the launcher relies on (one
 shell string, no inherited environment, stdin relayed and closed). No assertion on time.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from dgl_grappa.cluster.procs import ENV_JOB, processes_of_job
 from dgl_grappa.cluster.testhosts import NETNS_DIR, TestHosts, check_hosts_possible, sweep_stale
-
 from dgl_grappa.runtime.metrics import ring_allreduce_wire_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,16 +54,26 @@ def _config(tmp: Path, out: Path | str, parts: int = 2, epochs: int = 2, extra: 
 
 def _env(**kw) -> dict:
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT), **kw)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-              "SLURM_PROCID", "OMP_NUM_THREADS"):
+    for k in (
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "SLURM_PROCID",
+        "OMP_NUM_THREADS",
+    ):
         if k not in kw:
             env.pop(k, None)
     return env
 
 
 def _cli(*args, timeout=300, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "dgl_grappa", *args], cwd=ROOT, env=env or _env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [PY, "-m", "dgl_grappa", *args], cwd=ROOT, env=env or _env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _netns() -> set[str]:
@@ -109,8 +120,14 @@ time.sleep(300)
 
 
 def _guarded(tag: str, *extra):
-    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", *extra, "--", PY, "-c", TREE], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True, env=_env(**{ENV_JOB: tag}), cwd=ROOT)
+    p = subprocess.Popen(
+        [PY, "-m", "dgl_grappa.cluster.guard", *extra, "--", PY, "-c", TREE],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(**{ENV_JOB: tag}),
+        cwd=ROOT,
+    )
     r, _, _ = select.select([p.stdout], [], [], 30)
     assert r, "the guarded command did not start"
     grandchild = int(p.stdout.readline())
@@ -145,10 +162,13 @@ def test_guard_hangup_kills_the_whole_tree():
 def test_guard_kills_the_tree_when_the_launcher_is_killed():
     # A "launcher" holds the guard's stdin and is SIGKILLed: no cleanup code of its own runs.
     tag = uuid.uuid4().hex
-    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'dgl_grappa.cluster.guard', '--', "
-            f"sys.executable, '-c', {TREE!r}], stdin=subprocess.PIPE); p.wait()")
-    launcher = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, env=_env(**{ENV_JOB: tag}),
-                                cwd=ROOT)
+    code = (
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'dgl_grappa.cluster.guard', '--', "
+        f"sys.executable, '-c', {TREE!r}], stdin=subprocess.PIPE); p.wait()"
+    )
+    launcher = subprocess.Popen(
+        [PY, "-c", code], stdout=subprocess.PIPE, text=True, env=_env(**{ENV_JOB: tag}), cwd=ROOT
+    )
     r, _, _ = select.select([launcher.stdout], [], [], 30)
     assert r
     grandchild = int(launcher.stdout.readline())
@@ -159,14 +179,24 @@ def test_guard_kills_the_tree_when_the_launcher_is_killed():
 
 
 def test_guard_passes_the_exit_status_and_kill_job():
-    p = subprocess.Popen([PY, "-m", "dgl_grappa.cluster.guard", "--", PY, "-c", "raise SystemExit(7)"],
-                         stdin=subprocess.PIPE, env=_env(), cwd=ROOT)  # stdin held open, as the launcher does
+    p = subprocess.Popen(
+        [PY, "-m", "dgl_grappa.cluster.guard", "--", PY, "-c", "raise SystemExit(7)"],
+        stdin=subprocess.PIPE,
+        env=_env(),
+        cwd=ROOT,
+    )  # stdin held open, as the launcher does
     assert p.wait(timeout=30) == 7
     p.stdin.close()
     tag = uuid.uuid4().hex
     p, grandchild = _guarded(tag, "--no-stdin")
-    out = subprocess.run([PY, "-m", "dgl_grappa.cluster.guard", "--kill-job", tag], capture_output=True, text=True,
-                         timeout=30, env=_env(), cwd=ROOT).stdout
+    out = subprocess.run(
+        [PY, "-m", "dgl_grappa.cluster.guard", "--kill-job", tag],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=_env(),
+        cwd=ROOT,
+    ).stdout
     assert "killed 3 processes" in out
     p.wait(timeout=30)
     assert _gone([grandchild])
@@ -176,12 +206,22 @@ def test_guard_passes_the_exit_status_and_kill_job():
 # A worker joining from a torchrun environment, no launcher
 # ---------------------------------------------------------------------------------------
 
-def _start_workers(cfg: Path, n: int, master: str, port: int, popen=subprocess.Popen, logs: Path | None = None,
-                   **extra_env):
+
+def _start_workers(
+    cfg: Path, n: int, master: str, port: int, popen=subprocess.Popen, logs: Path | None = None, **extra_env
+):
     procs = []
     for r in range(n):
-        env = _env(RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR=master,
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1", **extra_env)
+        env = _env(
+            RANK=str(r),
+            WORLD_SIZE=str(n),
+            LOCAL_RANK="0",
+            LOCAL_WORLD_SIZE="1",
+            MASTER_ADDR=master,
+            MASTER_PORT=str(port),
+            OMP_NUM_THREADS="1",
+            **extra_env,
+        )
         argv = [PY, "-m", "dgl_grappa", "worker", "--config", str(cfg)]
         f = open(logs / f"worker{r}.log", "w") if logs else subprocess.DEVNULL
         procs.append(popen(r, argv, env, f))
@@ -207,9 +247,14 @@ def test_worker_joins_from_a_torchrun_environment_on_localhost(tmp_path):
     out = tmp_path / "out"
     cfg = _config(tmp_path, out)
     logs = tmp_path
-    procs = _start_workers(cfg, 2, "127.0.0.1", free_port(), logs=logs,
-                           popen=lambda r, argv, env, f: subprocess.Popen(argv, env=env, cwd=ROOT, stdout=f,
-                                                                          stderr=subprocess.STDOUT))
+    procs = _start_workers(
+        cfg,
+        2,
+        "127.0.0.1",
+        free_port(),
+        logs=logs,
+        popen=lambda r, argv, env, f: subprocess.Popen(argv, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT),
+    )
     _wait(procs, logs)
     s = json.loads((out / "summary.json").read_text())
     assert s["num_parts"] == 2 and s["epochs"] == 2 and s["val_acc"] > 0.3
@@ -231,8 +276,7 @@ def test_a_schedulers_sigterm_stops_torchrun_workers_at_a_step_and_their_restart
     logs = tmp_path
 
     def popen(r, argv, env, f):
-        return subprocess.Popen([*argv, "--train.batch_size=32"], env=env, cwd=ROOT, stdout=f,
-                                stderr=subprocess.STDOUT)
+        return subprocess.Popen([*argv, "--train.batch_size=32"], env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
 
     procs = _start_workers(cfg, 2, "127.0.0.1", free_port(), logs=logs, popen=popen, DGL_GRAPPA_FAULT=fault)
     try:
@@ -253,14 +297,14 @@ def test_a_schedulers_sigterm_stops_torchrun_workers_at_a_step_and_their_restart
 
 
 def test_worker_environment_errors_are_one_line(tmp_path):
-    from dgl_grappa.native.worker import run_started_worker
-
     from dgl_grappa.config import ConfigError, load_config
+    from dgl_grappa.native.worker import run_started_worker
 
     cfg = _config(tmp_path, tmp_path / "out")
     with pytest.raises(ConfigError, match="WORLD_SIZE=3 but partition.num_parts=2"):
-        run_started_worker(load_config(cfg), env={"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1",
-                                          "MASTER_PORT": "29999"})
+        run_started_worker(
+            load_config(cfg), env={"RANK": "0", "WORLD_SIZE": "3", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
+        )
     p = _cli("worker", "--config", str(cfg), timeout=120)
     assert p.returncode == 2 and "no torchrun or Slurm environment" in p.stderr and p.stderr.count("\n") == 1
     assert not (tmp_path / "out").exists()
@@ -272,8 +316,14 @@ def test_worker_joins_from_a_torchrun_environment_across_test_hosts(tmp_path):
     cfg = _config(tmp_path, out)
     with TestHosts(2, bandwidth="1gbit") as hosts:
         procs = _start_workers(
-            cfg, 2, hosts[0].address, 29400, logs=tmp_path, DGL_GRAPPA_WIRE="nic",
-            popen=lambda r, argv, env, f: hosts[r].popen(argv, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT))
+            cfg,
+            2,
+            hosts[0].address,
+            29400,
+            logs=tmp_path,
+            DGL_GRAPPA_WIRE="nic",
+            popen=lambda r, argv, env, f: hosts[r].popen(argv, env=env, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT),
+        )
         _wait(procs, tmp_path)
     s = json.loads((out / "summary.json").read_text())
     assert [w["part"] for w in s["workers"]] == [0, 1]
@@ -287,13 +337,20 @@ def test_worker_joins_from_a_torchrun_environment_across_test_hosts(tmp_path):
 # The launcher across namespace test hosts
 # ---------------------------------------------------------------------------------------
 
+
 @needs_hosts
 @pytest.mark.parametrize("n", [2, 4])
 def test_grappa_across_test_hosts_per_host_links(tmp_path, n):
     out = tmp_path / "out"
     before = _netns()
-    p = _cli("train", "--config", str(_config(tmp_path, out, parts=n)), "--launch.remote=netns",
-             "--network.bandwidth=1gbit", timeout=400)
+    p = _cli(
+        "train",
+        "--config",
+        str(_config(tmp_path, out, parts=n)),
+        "--launch.remote=netns",
+        "--network.bandwidth=1gbit",
+        timeout=400,
+    )
     assert p.returncode == 0, p.stderr[-4000:]
     s = json.loads((out / "summary.json").read_text())
     c = s["cluster"]
@@ -313,8 +370,10 @@ def _check_dilation(s: dict, n: int) -> None:
 
     if cgroups.problem() is None:
         cores = len(cgroups.usable_cpus())
-        assert (s["network_dilation"], s["host_cpu_share"]) == (dilation_factor("auto", n, cores),
-                                                                host_cpu_share(n, cores))
+        assert (s["network_dilation"], s["host_cpu_share"]) == (
+            dilation_factor("auto", n, cores),
+            host_cpu_share(n, cores),
+        )
         assert all("cpus" in h for h in s["cluster"]["hosts"])
     else:
         assert (s["network_dilation"], s["host_cpu_share"]) == (1.0, None)
@@ -331,8 +390,10 @@ def test_distdgl_across_test_hosts_needs_no_machine_id_override(tmp_path):
     assert ENV_MACHINE_ID not in os.environ
     s = run_distdgl(cfg, quiet=True)
     # DGL found each trainer's machine from its own address (no override): trainer i is machine i, on host i
-    assert [(w["rank"], w["machine_id"], w["hostname"], w["machine_id_override"]) for w in s["workers"]] == \
-        [(0, 0, "h0", None), (1, 1, "h1", None)]
+    assert [(w["rank"], w["machine_id"], w["hostname"], w["machine_id_override"]) for w in s["workers"]] == [
+        (0, 0, "h0", None),
+        (1, 1, "h1", None),
+    ]
     text = (out / "ip_config.txt").read_text()
     assert text == "10.77.0.1 30050\n10.77.0.2 30050\n"  # DGL's own format, the hosts' addresses
     # remote features cross the links: both hosts send, and the links carry at least what DGL pulled
@@ -351,10 +412,24 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
     out = tmp_path / "out"
     cfg = _config(tmp_path, out, epochs=200)
     tag = uuid.uuid4().hex
-    launcher = subprocess.Popen([PY, "-m", "dgl_grappa", "train", "--config", str(cfg), "--launch.remote=netns",
-                                 "--network.bandwidth=500mbit", "--network.link=shared"],
-                                cwd=ROOT, env=_env(**{ENV_JOB: tag}), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+    launcher = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "dgl_grappa",
+            "train",
+            "--config",
+            str(cfg),
+            "--launch.remote=netns",
+            "--network.bandwidth=500mbit",
+            "--network.link=shared",
+        ],
+        cwd=ROOT,
+        env=_env(**{ENV_JOB: tag}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and launcher.poll() is None:  # until both workers train
@@ -364,11 +439,15 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
         assert launcher.poll() is None and (out / "metrics.jsonl").is_file(), "the workers never trained"
         from dgl_grappa.cluster.testhosts import STATE_DIR
 
-        (job,) = [d.name for d in STATE_DIR.iterdir()
-                  if (d / "owner").is_file() and (d / "owner").read_text().split()[0] == str(launcher.pid)]
+        (job,) = [
+            d.name
+            for d in STATE_DIR.iterdir()
+            if (d / "owner").is_file() and (d / "owner").read_text().split()[0] == str(launcher.pid)
+        ]
         # network.link=shared: every frame entering the bridge goes through one shaped ifb device
-        qd = subprocess.run(["tc", "-n", f"dgh-{job}", "qdisc", "show", "dev", "ifb0"], capture_output=True,
-                            text=True, timeout=10).stdout
+        qd = subprocess.run(
+            ["tc", "-n", f"dgh-{job}", "qdisc", "show", "dev", "ifb0"], capture_output=True, text=True, timeout=10
+        ).stdout
         assert "tbf" in qd and "500Mbit" in qd, qd
         workers = [p for p in processes_of_job(tag) if p != launcher.pid]
         assert len(workers) >= 4  # two guards and two workers (and their helpers)
@@ -388,6 +467,7 @@ def test_killed_launcher_leaves_nothing_on_the_hosts(tmp_path):
 # The ssh path, and hosts without shared storage
 # ---------------------------------------------------------------------------------------
 
+
 @needs_hosts
 def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
     # The output folder is in /dev/shm, which each test host has privately: storage not shared.
@@ -402,16 +482,33 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
     try:
         with TestHosts(2) as hosts:
             (tmp_path / "hosts.json").write_text(json.dumps({h.address: h.prefix() for h in hosts}))
-            env = _env(PATH=f"{fake}:{os.environ['PATH']}", FAKE_SSH_HOSTS=str(tmp_path / "hosts.json"),
-                       FAKE_SSH_LOG=str(tmp_path / "ssh.log"))
-            p = _cli("train", "--config", str(cfg), "--launch.remote=ssh", f"--launch.ip_config={ip_config}",
-                     "--launch.workers_per_host=2", "--train.halo=drop",  # keep would copy every part's features
-                     "--launch.ssh_user=grappa", "--launch.ssh_port=2222", "--launch.copy_partitions=true",
-                     "--launch.ssh_options=[StrictHostKeyChecking=no]", "--launch.env=[GRAPPA_PROBE=1]",
-                     env=env, timeout=400)
+            env = _env(
+                PATH=f"{fake}:{os.environ['PATH']}",
+                FAKE_SSH_HOSTS=str(tmp_path / "hosts.json"),
+                FAKE_SSH_LOG=str(tmp_path / "ssh.log"),
+            )
+            p = _cli(
+                "train",
+                "--config",
+                str(cfg),
+                "--launch.remote=ssh",
+                f"--launch.ip_config={ip_config}",
+                "--launch.workers_per_host=2",
+                "--train.halo=drop",  # keep would copy every part's features
+                "--launch.ssh_user=grappa",
+                "--launch.ssh_port=2222",
+                "--launch.copy_partitions=true",
+                "--launch.ssh_options=[StrictHostKeyChecking=no]",
+                "--launch.env=[GRAPPA_PROBE=1]",
+                env=env,
+                timeout=400,
+            )
             assert p.returncode == 0, p.stderr[-4000:]
-            ls = lambda i, d: hosts[i].run(["sh", "-c", f"cd {d} 2>/dev/null && ls"], timeout=10,  # noqa: E731
-                                           capture_output=True, text=True).stdout.split()
+
+            def ls(i, d):
+                cmd = ["sh", "-c", f"cd {d} 2>/dev/null && ls"]
+                return hosts[i].run(cmd, timeout=10, capture_output=True, text=True).stdout.split()
+
             # host 1 got its own parts only (partitioning 0 from the launcher, 1 from rank 0), and
             # dropped partitioning 0 at the switch (keep_last=1), as rank 0 did on host 0
             assert ls(1, out / "partitions" / "1") == ["grappa.json", "part2", "part3"]
@@ -420,16 +517,19 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
             assert "part0" in ls(0, out / "partitions" / "1") and "summary.json" in ls(0, out)
             assert "summary.json" not in ls(1, out)  # rank 0 is the only writer
         s = json.loads((out / "summary.json").read_text())  # fetched back from host 0
-        assert s["cluster"]["remote"] == "ssh" and [(h["address"], h["ranks"]) for h in s["cluster"]["hosts"]] == \
-            [("10.77.0.1", [0, 1]), ("10.77.0.2", [2, 3])]
+        assert s["cluster"]["remote"] == "ssh" and [(h["address"], h["ranks"]) for h in s["cluster"]["hosts"]] == [
+            ("10.77.0.1", [0, 1]),
+            ("10.77.0.2", [2, 3]),
+        ]
         assert len(s["switches"]) == 1 and s["epochs"] == 2
         _check_grappa_wire(s, 2, one_worker_per_host=False)  # the switch's file transfer is outside the epochs
         calls = [json.loads(line) for line in (tmp_path / "ssh.log").read_text().splitlines()]
         assert all(c[:5] == ["-o", "BatchMode=yes", "-p", "2222", "-o"] for c in calls), calls[0]
         assert {c[6] for c in calls} == {"grappa@10.77.0.1", "grappa@10.77.0.2"}
         worker_calls = [c[-1] for c in calls if "dgl_grappa worker" in c[-1]]
-        assert len(worker_calls) == 4 and all("GRAPPA_PROBE=1" in w and "MASTER_ADDR=10.77.0.1" in w
-                                              for w in worker_calls)
+        assert len(worker_calls) == 4 and all(
+            "GRAPPA_PROBE=1" in w and "MASTER_ADDR=10.77.0.1" in w for w in worker_calls
+        )
         assert any("--kill-job" in c[-1] for c in calls)  # the last-resort sweep ran on the hosts
     finally:
         subprocess.run(["rm", "-rf", str(out)], timeout=60)
@@ -437,7 +537,6 @@ def test_ssh_launch_with_copied_partitions_and_repartitioning(tmp_path):
 
 def test_hosts_config_errors_are_one_line(tmp_path):
     from dgl_grappa.cluster.remote import Cluster
-
     from dgl_grappa.config import ConfigError, load_config
 
     cfg = _config(tmp_path, tmp_path / "out")
@@ -469,8 +568,14 @@ def test_hosts_config_errors_are_one_line(tmp_path):
     with pytest.raises(ConfigError, match="3 hosts listed but 2 workers at 1 per host use only 2"):
         Cluster(c, 2, "job")
     # ... and the command line says it in one line, with status 2, before touching anything
-    p = _cli("train", "--config", str(cfg), "--launch.remote=ssh", f"--launch.ip_config={tmp_path / 'missing.txt'}",
-             timeout=120)
+    p = _cli(
+        "train",
+        "--config",
+        str(cfg),
+        "--launch.remote=ssh",
+        f"--launch.ip_config={tmp_path / 'missing.txt'}",
+        timeout=120,
+    )
     assert p.returncode == 2 and "cannot read ip_config" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert not (tmp_path / "out").exists()
 
@@ -478,8 +583,8 @@ def test_hosts_config_errors_are_one_line(tmp_path):
 @pytest.mark.unit
 def test_device_selection_and_backend():
     import torch
-    from dgl_grappa.cluster.launch import backend_for, gpus_shared, select_device
 
+    from dgl_grappa.cluster.launch import backend_for, gpus_shared, select_device
     from dgl_grappa.config import ConfigError, load_config
 
     assert backend_for("cpu") == "gloo" and backend_for("cuda") == "cpu:gloo,cuda:nccl"
@@ -500,8 +605,14 @@ def test_latency_needs_netem_and_is_refused_cleanly_without_it(tmp_path):
     from dgl_grappa.cluster.testhosts import netem_available
 
     before = _netns()
-    p = _cli("train", "--config", str(_config(tmp_path, tmp_path / "out")), "--launch.remote=netns",
-             "--network.latency_ms=5", timeout=300)
+    p = _cli(
+        "train",
+        "--config",
+        str(_config(tmp_path, tmp_path / "out")),
+        "--launch.remote=netns",
+        "--network.latency_ms=5",
+        timeout=300,
+    )
     if netem_available():  # a kernel with netem: the job runs with the delay
         assert p.returncode == 0, p.stderr[-3000:]
         assert json.loads((tmp_path / "out" / "summary.json").read_text())["cluster"]["link"]["latency_ms"] == 5.0

@@ -3,6 +3,7 @@
 (:func:`datafiles.write_ogb`), checked, unpacked into ``<data.root>/ogbn_<name>/``, parsed once; offline, a
 damaged archive, an incomplete folder and files that are not OGB's each end in one line. The known sizes
 (:data:`dgl_grappa.data.ogb.KNOWN`) are set to the fixture's, as the real ones are for the real files."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from datafiles import Server, closed_port_url, write_ogb
+
 from dgl_grappa.config import OGBN_MAG_ETYPES, ConfigError, DataConfig, load_config
 from dgl_grappa.data import load_dataset, num_classes
 from dgl_grappa.data import ogb as ogb_mod
@@ -23,8 +24,9 @@ unit = pytest.mark.unit
 
 def _known(monkeypatch, name: str, fig: dict) -> None:
     """The fixture's sizes stand in for the real ones (the check is the code's, the figures the test's)."""
-    monkeypatch.setitem(KNOWN, name, dataclasses.replace(KNOWN[name], nodes=fig["nodes"], classes=fig["classes"],
-                                                         width=fig["width"]))
+    monkeypatch.setitem(
+        KNOWN, name, dataclasses.replace(KNOWN[name], nodes=fig["nodes"], classes=fig["classes"], width=fig["width"])
+    )
 
 
 @pytest.fixture
@@ -81,8 +83,10 @@ def test_products_adds_the_reverse_edges_and_reads_its_own_split(tmp_path, serve
     fig, _ = served("ogbn-products", nodes=300)
     g = load_ogb("ogbn-products", tmp_path)
     assert (dataset_dir("ogbn-products", tmp_path) / "split" / "sales_ranking" / "train.csv.gz").is_file()
-    assert g.num_nodes() == 300 and tuple(int(g.ndata[k].sum()) for k in
-                                          ("train_mask", "val_mask", "test_mask")) == fig["split"]
+    assert (
+        g.num_nodes() == 300
+        and tuple(int(g.ndata[k].sum()) for k in ("train_mask", "val_mask", "test_mask")) == fig["split"]
+    )
     assert g.has_edges_between(*g.edges()[::-1]).all()
 
 
@@ -140,8 +144,9 @@ def test_files_that_are_not_ogbs_are_refused(tmp_path, served):
 @unit
 def test_mag_is_heterogeneous_with_the_reverse_relations(tmp_path, served):
     fig, _ = served("ogbn-mag")
-    cfg = load_config(None, ["--data.name=ogbn-mag", f"--data.root={tmp_path}", "--model.name=rgcn",
-                             "--model.embed=true"])
+    cfg = load_config(
+        None, ["--data.name=ogbn-mag", f"--data.root={tmp_path}", "--model.name=rgcn", "--model.embed=true"]
+    )
     g = load_dataset(cfg.data)
     assert sorted(g.canonical_etypes) == sorted(tuple(e) for e in OGBN_MAG_ETYPES)
     assert {t: g.num_nodes(t) for t in g.ntypes} == fig["nodes_by_type"]
@@ -197,9 +202,17 @@ def test_arxiv_by_name_trains(tmp_path, served):
     fig, server = served("ogbn-arxiv", nodes=1200, classes=4, width=16)
     root = tmp_path / "data"
     load_ogb("ogbn-arxiv", root)  # downloaded and checked here (the known sizes are this process's)
-    s = train(tmp_path / "run", "--data.name=ogbn-arxiv", f"--data.root={root}", "--partition.num_parts=2",
-              "--train.epochs=8", "--train.eval_every=8", "--train.batch_size=200", "--train.fanouts=[5,5]",
-              "--model.hidden=32")
+    s = train(
+        tmp_path / "run",
+        "--data.name=ogbn-arxiv",
+        f"--data.root={root}",
+        "--partition.num_parts=2",
+        "--train.epochs=8",
+        "--train.eval_every=8",
+        "--train.batch_size=200",
+        "--train.fanouts=[5,5]",
+        "--model.hidden=32",
+    )
     assert s["dataset"] == "ogbn-arxiv" and s["num_parts"] == 2 and s["feature_bytes_per_epoch"] == 0
     majority = np.bincount(fig["label"]).max() / len(fig["label"])
     assert s["test_acc"] > majority + 0.3, (s["test_acc"], majority)

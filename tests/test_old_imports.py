@@ -1,5 +1,6 @@
 """The import paths earlier READMEs taught (``dgl_grappa.dropin``, ``dgl_grappa.reducers``) still work for a
 release: they warn once, naming the new import, and give the very objects of the new modules."""
+
 from __future__ import annotations
 
 import importlib
@@ -19,10 +20,13 @@ def _fresh(name: str):
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("old, new, names", [
-    ("dgl_grappa.dropin", "dgl_grappa.method.dropin", ("GrappaLoader", "GrappaEdgeLoader")),
-    ("dgl_grappa.reducers", "dgl_grappa.method.reducers", ("make_correction", "Correction")),
-])
+@pytest.mark.parametrize(
+    "old, new, names",
+    [
+        ("dgl_grappa.dropin", "dgl_grappa.method.dropin", ("GrappaLoader", "GrappaEdgeLoader")),
+        ("dgl_grappa.reducers", "dgl_grappa.method.reducers", ("make_correction", "Correction")),
+    ],
+)
 def test_the_old_path_warns_once_and_gives_the_same_objects(old, new, names):
     module = _fresh(old)
     first, second = names

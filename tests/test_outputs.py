@@ -1,5 +1,6 @@
 """What a user reads: the libraries' chatter kept in the run's log, one line per partitioning, the
 compare table within 100 columns, the target's rule said where the number appears, and the plots."""
+
 from __future__ import annotations
 
 import logging
@@ -60,8 +61,16 @@ def test_library_output_is_restored_when_the_call_raises(tmp_path, capfd):
 
 
 def _small_cfg(tmp_path, *extra):
-    return load_config(None, ["--data.name=synthetic", "--data.synthetic.num_nodes=600", "--partition.num_parts=2",
-                              f"--run.output_dir={tmp_path / 'run'}", *extra])
+    return load_config(
+        None,
+        [
+            "--data.name=synthetic",
+            "--data.synthetic.num_nodes=600",
+            "--partition.num_parts=2",
+            f"--run.output_dir={tmp_path / 'run'}",
+            *extra,
+        ],
+    )
 
 
 def test_partitioning_says_one_cut_count_and_announces_a_reused_folder_once(tmp_path, caplog, capfd, monkeypatch):
@@ -92,9 +101,18 @@ def test_partitioning_says_one_cut_count_and_announces_a_reused_folder_once(tmp_
 
 
 def _summary(epoch, wire, acc, best, one_time=None, rss=1.23e9):
-    return {"epoch_time_s": epoch, "wire_bytes_per_epoch": wire, "app_bytes_per_epoch": wire * 0.99,
-            "one_time_bytes_per_epoch": one_time, "val_acc": acc, "test_acc": acc - 0.003, "best_val_acc": best,
-            "resident_bytes_max": 2.56e6, "resident_ratio_max": 1.24, "peak_rss_bytes_max": rss}
+    return {
+        "epoch_time_s": epoch,
+        "wire_bytes_per_epoch": wire,
+        "app_bytes_per_epoch": wire * 0.99,
+        "one_time_bytes_per_epoch": one_time,
+        "val_acc": acc,
+        "test_acc": acc - 0.003,
+        "best_val_acc": best,
+        "resident_bytes_max": 2.56e6,
+        "resident_ratio_max": 1.24,
+        "peak_rss_bytes_max": rss,
+    }
 
 
 def _records(epoch, accs):
@@ -103,14 +121,22 @@ def _records(epoch, accs):
 
 def _result(variants, dropin=False):
     """compare_summary of the default config's comparison, with wide figures in every column."""
-    cfg = load_config("configs/default.yaml", [f"--compare.variants=[{','.join(variants)}]",
-                                               f"--compare.dropin={str(dropin).lower()}"])
+    cfg = load_config(
+        "configs/default.yaml",
+        [f"--compare.variants=[{','.join(variants)}]", f"--compare.dropin={str(dropin).lower()}"],
+    )
     # the widest each cell prints: 5 digits of bytes or seconds, ratios below 0.01
-    runs = {"distdgl": {"summary": _summary(9.999, 999.99e6, 0.9860, 0.9871, rss=999.99e6),
-                        "records": _records(99.99, [0.5, 0.9, 0.97, 0.9871] * 3)}}
+    runs = {
+        "distdgl": {
+            "summary": _summary(9.999, 999.99e6, 0.9860, 0.9871, rss=999.99e6),
+            "records": _records(99.99, [0.5, 0.9, 0.97, 0.9871] * 3),
+        }
+    }
     for v in variants:
-        runs[f"grappa-{v}"] = {"summary": _summary(0.0456, 999.99e3, 0.9862, 0.9866, one_time=999.99e3, rss=632.58e6),
-                               "records": _records(3.456, [0.6, 0.95, 0.98])}
+        runs[f"grappa-{v}"] = {
+            "summary": _summary(0.0456, 999.99e3, 0.9862, 0.9866, one_time=999.99e3, rss=632.58e6),
+            "records": _records(3.456, [0.6, 0.95, 0.98]),
+        }
     if dropin:
         runs["distdgl-grappa"] = {"summary": _summary(0.2, 1.5e6, 0.95, 0.96), "records": _records(0.2, [0.9, 0.95])}
     for r in runs.values():

@@ -1,4 +1,5 @@
 """Partitions on disk (DGL's layout) and a worker's local view of them."""
+
 import json
 from pathlib import Path
 
@@ -59,12 +60,14 @@ def test_local_view_matches_the_full_graph(small_parts, halo):
             assert n_halo == stats["halo_nodes"][part]
             assert lp.halo_bytes_loaded == n_halo * g.ndata["feat"].shape[1] * 4
             # inner nodes have their whole in-neighbourhood locally
-            assert torch.equal(torch.bincount(lp.dst, minlength=lp.graph.num_nodes())[: lp.num_inner],
-                               lp.in_degree[: lp.num_inner])
+            assert torch.equal(
+                torch.bincount(lp.dst, minlength=lp.graph.num_nodes())[: lp.num_inner], lp.in_degree[: lp.num_inner]
+            )
 
 
 def test_bad_halo_value(small_parts):
     from dgl_grappa.config import ConfigError
+
     with pytest.raises(ConfigError, match="halo"):
         load_local(small_parts[1]["part_config"], 0, "half")
 
@@ -88,8 +91,12 @@ def test_a_partitioning_is_reused_across_new_settings_at_their_default(tmp_path)
     from dgl_grappa.partition.store import ensure_partitions
 
     out = tmp_path / "parts"
-    args = ["--data.synthetic.num_nodes=600", "--partition.num_parts=2", "--partition.method=random",
-            f"--partition.out_dir={out}"]
+    args = [
+        "--data.synthetic.num_nodes=600",
+        "--partition.num_parts=2",
+        "--partition.method=random",
+        f"--partition.out_dir={out}",
+    ]
     stats, g = ensure_partitions(load_config(None, args))
     assert g is not None  # partitioned now
     # as written before model-independent data keys were added: drop two of them from the record
@@ -99,6 +106,9 @@ def test_a_partitioning_is_reused_across_new_settings_at_their_default(tmp_path)
     (out / STATS_FILE).write_text(json.dumps(rec))
     again, g2 = ensure_partitions(load_config(None, args))
     assert g2 is None and again["part_config"] == stats["part_config"]  # reused, not partitioned again
-    with pytest.raises(ConfigError, match=r"holds a partitioning of another graph or settings "
-                                          r"\(data.synthetic.noise: \(absent\) -> 3.0\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"holds a partitioning of another graph or settings "
+        r"\(data.synthetic.noise: \(absent\) -> 3.0\)",
+    ):
         ensure_partitions(load_config(None, args + ["--data.synthetic.noise=3.0"]))

@@ -3,13 +3,14 @@ known checksums, and offline a one-line error that names the folder and the file
 ``http.server`` on the loopback, in a thread of this process, serving files in the Planetoid format that the
 test writes itself (their checksums stand in for the real ones: the table is the code's, the files the
 test's); the real files are checked too where they are found."""
+
 from __future__ import annotations
 
 import shutil
 
 import pytest
-
 from datafiles import Server, closed_port_url, real_planetoid, write_planetoid
+
 from dgl_grappa.config import ConfigError
 from dgl_grappa.data import fetch
 from dgl_grappa.data.fetch import SHA256, fetch_planetoid, planetoid_files
@@ -93,4 +94,3 @@ def test_the_checksum_table_is_the_real_files(tmp_path, monkeypatch):
         for name in ("cora", "citeseer"):
             fetch_planetoid(name, tmp_path / "got")
     assert sorted(p.name for p in (tmp_path / "got").iterdir() if p.name.startswith("ind.")) == sorted(fetch.SHA256)
-

@@ -1,5 +1,6 @@
 """The projection (dgl_grappa/bench/project.py): the formula's limits, calibration from hand-made
 summaries with known numbers, the check, and the command line's one-line errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +9,10 @@ import math
 from pathlib import Path
 
 import pytest
-from dgl_grappa.bench import project as pj
-from dgl_grappa.bench.capacity import random_remote_fraction, ring_factor
 
 from dgl_grappa import cli
+from dgl_grappa.bench import project as pj
+from dgl_grappa.bench.capacity import random_remote_fraction, ring_factor
 
 pytestmark = pytest.mark.unit
 
@@ -21,18 +22,42 @@ GB = 1.25e8  # bytes per second of 1 Gbit/s
 def _cal(partition="random", *, prefetch=False, input_rows=20_000, row_bytes=256, q0=1.0, growth=0.0):
     """A calibration with round numbers (as :func:`pj.calibrate_from` returns one)."""
     return pj.Calibration(
-        name="x", train_nodes=64_000, batch_size=1000, steps_cap=0, row_bytes=row_bytes, model_bytes=40_000,
-        input_rows=input_rows, compute_scale=1.0,
-        grappa=pj.GrappaFit(compute_s=0.030, sample_s=0.010, backward_s=0.012, prefetch=prefetch, corr_bytes=4,
-                            buckets=1, wire_overhead=1.05),
+        name="x",
+        train_nodes=64_000,
+        batch_size=1000,
+        steps_cap=0,
+        row_bytes=row_bytes,
+        model_bytes=40_000,
+        input_rows=input_rows,
+        compute_scale=1.0,
+        grappa=pj.GrappaFit(
+            compute_s=0.030,
+            sample_s=0.010,
+            backward_s=0.012,
+            prefetch=prefetch,
+            corr_bytes=4,
+            buckets=1,
+            wire_overhead=1.05,
+        ),
         distdgl=pj.DistDGLFit(compute_s=0.040, row_cost_s=4e-6, round_trips=4, buckets=1, wire_overhead=1.08),
-        partitions={partition: pj.PartitionFit(parts0=2, input_rows=input_rows, remote_fraction0=0.3, q0=q0,
-                                               growth=growth, rpc_share=0.1, seed_imbalance=1.0)})
+        partitions={
+            partition: pj.PartitionFit(
+                parts0=2,
+                input_rows=input_rows,
+                remote_fraction0=0.3,
+                q0=q0,
+                growth=growth,
+                rpc_share=0.1,
+                seed_imbalance=1.0,
+            )
+        },
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # The formula's limits
 # ---------------------------------------------------------------------------------------
+
 
 def test_infinite_bandwidth_and_zero_latency_leave_compute_only():
     cal = _cal()
@@ -134,19 +159,37 @@ T, B, M, ROW, LAYERS = 8000, 1000, 40_000, 256, 2
 
 
 def _link(rate, lat_ms, dilation):
-    return {"remote": "netns", "link": {"mode": "per_host", "bandwidth": rate, "latency_ms": lat_ms},
-            "network_dilation": dilation, "host_cpu_share": 1.0 / dilation}
+    return {
+        "remote": "netns",
+        "link": {"mode": "per_host", "bandwidth": rate, "latency_ms": lat_ms},
+        "network_dilation": dilation,
+        "host_cpu_share": 1.0 / dilation,
+    }
 
 
 def _config(prefetch=False):
-    return {"model": {"hidden": 64}, "train": {"fanouts": [10, 25], "batch_size": B, "steps_per_epoch": 0,
-                                               "prefetch": prefetch}, "network": {"bandwidth": "", "latency_ms": 0}}
+    return {
+        "model": {"hidden": 64},
+        "train": {"fanouts": [10, 25], "batch_size": B, "steps_per_epoch": 0, "prefetch": prefetch},
+        "network": {"bandwidth": "", "latency_ms": 0},
+    }
 
 
 def _common(system, parts, partition, epoch, steps, dilation, rate, lat_ms):
-    s = {"system": system, "dataset": "synthetic", "model": "sage", "num_layers": LAYERS, "num_parts": parts,
-         "partition_method": partition, "steps_per_epoch": steps, "epochs": 3, "epoch_time_s": epoch,
-         "model_grad_bytes": M, "config": _config(), "network_dilation": dilation}
+    s = {
+        "system": system,
+        "dataset": "synthetic",
+        "model": "sage",
+        "num_layers": LAYERS,
+        "num_parts": parts,
+        "partition_method": partition,
+        "steps_per_epoch": steps,
+        "epochs": 3,
+        "epoch_time_s": epoch,
+        "model_grad_bytes": M,
+        "config": _config(),
+        "network_dilation": dilation,
+    }
     if rate is not None or lat_ms:
         s["cluster"] = _link(rate, lat_ms, dilation)
     return s
@@ -161,14 +204,32 @@ def _grappa(parts, partition="metis", *, compute=0.02, rate="1gbit", lat_ms=0.1,
         net = (overhead * ring_factor(parts) * M / bw if bw else 0.0) + 2 * (parts - 1) * lat_ms / 1e3
     s = _common("grappa", parts, partition, dilation * steps * (compute + net), steps, dilation, rate, lat_ms)
     app = ring_factor(parts) * M * steps * parts
-    s.update({"grad_bytes_per_epoch": M * steps, "phases": {"sample_s": 0.1, "gather_s": 0.0, "backward_s": 0.2},
-              "wire_bytes_per_epoch": overhead * app if parts > 1 else None, "app_bytes_per_epoch": app,
-              "workers": [{"train_seeds": T // parts, "inner_nodes": 1000, "own_fp32_bytes": 1000 * ROW}] * parts})
+    s.update(
+        {
+            "grad_bytes_per_epoch": M * steps,
+            "phases": {"sample_s": 0.1, "gather_s": 0.0, "backward_s": 0.2},
+            "wire_bytes_per_epoch": overhead * app if parts > 1 else None,
+            "app_bytes_per_epoch": app,
+            "workers": [{"train_seeds": T // parts, "inner_nodes": 1000, "own_fp32_bytes": 1000 * ROW}] * parts,
+        }
+    )
     return s
 
 
-def _distdgl(parts, partition="metis", *, inputs=20_000, remote=0.3, compute=0.05, row_cost=0.0, rpc=0.1,
-             rate="1gbit", lat_ms=0.1, dilation=1.0, overhead=1.08):
+def _distdgl(
+    parts,
+    partition="metis",
+    *,
+    inputs=20_000,
+    remote=0.3,
+    compute=0.05,
+    row_cost=0.0,
+    rpc=0.1,
+    rate="1gbit",
+    lat_ms=0.1,
+    dilation=1.0,
+    overhead=1.08,
+):
     """A DistDGL summary: ``inputs`` unique input rows a step, ``remote`` of them remote, its step
     ``compute`` + ``row_cost`` x remote rows + the network on the given link, dilated."""
     steps = math.ceil(math.ceil(T / parts) / B)
@@ -183,10 +244,18 @@ def _distdgl(parts, partition="metis", *, inputs=20_000, remote=0.3, compute=0.0
     s = _common("distdgl", parts, partition, dilation * steps * step, steps, dilation, rate, lat_ms)
     app = (feat * (1 + rpc) + ring_factor(parts) * M) * steps * parts
     seeds = T / parts / steps
-    s.update({"grad_bytes_per_epoch": M * steps, "feature_bytes_per_epoch": feat * steps,
-              "rpc_bytes_per_epoch": rpc * feat * steps, "pull_rows_total": 3 * parts * steps * (inputs + seeds),
-              "phases": {"sample_s": 0.1}, "wire_bytes_per_epoch": overhead * app if parts > 1 else None,
-              "app_bytes_per_epoch": app, "workers": [{}] * parts})
+    s.update(
+        {
+            "grad_bytes_per_epoch": M * steps,
+            "feature_bytes_per_epoch": feat * steps,
+            "rpc_bytes_per_epoch": rpc * feat * steps,
+            "pull_rows_total": 3 * parts * steps * (inputs + seeds),
+            "phases": {"sample_s": 0.1},
+            "wire_bytes_per_epoch": overhead * app if parts > 1 else None,
+            "app_bytes_per_epoch": app,
+            "workers": [{}] * parts,
+        }
+    )
     return s
 
 
@@ -236,8 +305,12 @@ def test_calibration_recovers_known_numbers_and_gives_the_measured_point_back():
 
 
 def test_calibration_separates_distdgl_row_cost_with_a_one_part_run():
-    runs = (_grappa(1, rate=None, lat_ms=0), _grappa(4), _distdgl(1, rate=None, lat_ms=0, row_cost=5e-6),
-            _distdgl(4, remote=0.5, row_cost=5e-6))
+    runs = (
+        _grappa(1, rate=None, lat_ms=0),
+        _grappa(4),
+        _distdgl(1, rate=None, lat_ms=0, row_cost=5e-6),
+        _distdgl(4, remote=0.5, row_cost=5e-6),
+    )
     cal = pj.calibrate_from(_facts(*runs))
     assert cal.distdgl.compute_s == pytest.approx(0.05)
     assert cal.distdgl.row_cost_s == pytest.approx(5e-6)
@@ -328,6 +401,7 @@ def test_grappa_is_calibrated_on_one_correction():
 # Files and the command line
 # ---------------------------------------------------------------------------------------
 
+
 def _write(folder: Path, **summaries) -> Path:
     for name, s in summaries.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
@@ -375,12 +449,14 @@ def test_cli_errors_are_one_line_with_the_fix(tmp_path, capsys):
     assert "has DistDGL summaries but no Grappa one" in msg and "compare run" in msg
     assert "does not exist" in _error(capsys, ["project", "--runs", str(tmp_path / "nope")])
     both = _write(tmp_path / "both", distdgl=_distdgl(2), grappa=_grappa(2))
-    assert "--parts='4,x' is not a comma-separated list" in _error(capsys, ["project", "--runs", str(both),
-                                                                            "--parts", "4,x"])
+    assert "--parts='4,x' is not a comma-separated list" in _error(
+        capsys, ["project", "--runs", str(both), "--parts", "4,x"]
+    )
     assert "--gbit='0' must be > 0" in _error(capsys, ["project", "--runs", str(both), "--gbit", "0"])
     assert "no 'random' partitioning" in _error(capsys, ["project", "--runs", str(both), "--partition", "random"])
-    assert "config file 'x.yaml' does not exist" in _error(capsys, ["project", "--config", "x.yaml", "--runs",
-                                                                       str(both)])
+    assert "config file 'x.yaml' does not exist" in _error(
+        capsys, ["project", "--config", "x.yaml", "--runs", str(both)]
+    )
     assert "no calibration runs; pass compare run folders with --runs" in _error(capsys, ["project"])
     assert "unknown option '--bogus'" in _error(capsys, ["project", "--runs", str(both), "--bogus", "1"])
     assert "unknown option '--project.nope'" in _error(capsys, ["project", "--runs", str(both), "--project.nope=1"])
@@ -389,7 +465,8 @@ def test_cli_errors_are_one_line_with_the_fix(tmp_path, capsys):
     train = tmp_path / "train.yaml"
     train.write_text("train:\n  epochs: 3\nproject:\n  runs: [x]\n")
     assert "must hold a project: section of options and nothing else (it has train)" in _error(
-        capsys, ["project", "--config", str(train)])
+        capsys, ["project", "--config", str(train)]
+    )
     train.write_text("project:\n  runs: [x]\n  nope: 1\n")
     assert "unknown key project.nope" in _error(capsys, ["project", "--config", str(train)])
     bad = tmp_path / "bad" / "summary.json"
@@ -403,16 +480,48 @@ def test_the_options_are_one_setting_however_spelled(tmp_path, capsys):
     """A short flag, its --project.<key>=<value> override and the --config file's project: section
     are the same setting (last wins), and the same options give the same projection, byte for byte."""
     run = _write(tmp_path / "cmp", distdgl=_distdgl(2), **{"grappa-none": _grappa(2)})
-    assert cli.main(["project", "--runs", str(run), "--parts", "4,8", "--gbit", "10", "--latency-us", "5,50",
-                     "--remote-growth", "0.3", "--out", str(tmp_path / "flags.json")]) == 0
+    assert (
+        cli.main(
+            [
+                "project",
+                "--runs",
+                str(run),
+                "--parts",
+                "4,8",
+                "--gbit",
+                "10",
+                "--latency-us",
+                "5,50",
+                "--remote-growth",
+                "0.3",
+                "--out",
+                str(tmp_path / "flags.json"),
+            ]
+        )
+        == 0
+    )
     flags = capsys.readouterr().out.replace("flags.json", "X")
-    assert cli.main(["project", f"--project.runs=[{run}]", "--project.parts=[4,8]", "--project.gbit=10",
-                     "--project.latency_us", "5,50", "--project.remote_growth=0.3",
-                     f"--project.out={tmp_path / 'overrides.json'}"]) == 0
+    assert (
+        cli.main(
+            [
+                "project",
+                f"--project.runs=[{run}]",
+                "--project.parts=[4,8]",
+                "--project.gbit=10",
+                "--project.latency_us",
+                "5,50",
+                "--project.remote_growth=0.3",
+                f"--project.out={tmp_path / 'overrides.json'}",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.replace("overrides.json", "X") == flags
     cfg = tmp_path / "project.yaml"
-    cfg.write_text(f"project:\n  runs: [{run}]\n  parts: [4, 8]\n  gbit: [1]\n  latency_us: [5, 50]\n"
-                   f"  remote_growth: 0.3\n  out: {tmp_path / 'file.json'}\n")
+    cfg.write_text(
+        f"project:\n  runs: [{run}]\n  parts: [4, 8]\n  gbit: [1]\n  latency_us: [5, 50]\n"
+        f"  remote_growth: 0.3\n  out: {tmp_path / 'file.json'}\n"
+    )
     assert cli.main(["project", "--config", str(cfg), "--gbit", "10"]) == 0  # the command line wins
     assert capsys.readouterr().out.replace("file.json", "X") == flags
     texts = {n: (tmp_path / f"{n}.json").read_text() for n in ("flags", "overrides", "file")}
@@ -420,4 +529,3 @@ def test_the_options_are_one_setting_however_spelled(tmp_path, capsys):
     # repeated --runs add up; a none-like value clears an optional number
     opts = pj.load_options(None, ["--runs", "a", "--runs", "b", "c", "--project.remote_growth=none"])
     assert opts.runs == ["a", "b", "c"] and opts.remote_growth is None and opts.parts == [4, 8, 16, 32, 64]
-

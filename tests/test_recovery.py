@@ -15,6 +15,7 @@ second partitioning, so its restart always crosses the switch) and otherwise dra
   with the checkpoint's parameter checksum, and ends with a test accuracy no lower than
   3 unfaulted seeds' lowest less their spread.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from dgl_grappa.cluster.netns import check_isolation
 
+from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.runtime.checkpoint import CheckpointStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,10 +36,23 @@ SEED = int(os.environ.get("RECOVERY_SEED", 0))  # fixed: every run tests the sam
 RNG = random.Random(SEED)
 
 # 4 epochs, a new (random, exactly reproducible) partitioning every 2: restarts cross a switch.
-NATIVE = ["--data.synthetic.num_nodes=2000", "--data.synthetic.preset=custom", "--data.synthetic.noise=1.0",
-          "--partition.num_parts=4", "--train.epochs=4", "--train.batch_size=150", "--model.hidden=64",
-          "--train.fanouts=[5,5]", "--train.lr=0.03", "--train.eval_every=2", "--schedule.k=2",
-          "--schedule.method=random", "--checkpoint.keep_last=10", "--run.progress=false", "--run.timeout_s=240"]
+NATIVE = [
+    "--data.synthetic.num_nodes=2000",
+    "--data.synthetic.preset=custom",
+    "--data.synthetic.noise=1.0",
+    "--partition.num_parts=4",
+    "--train.epochs=4",
+    "--train.batch_size=150",
+    "--model.hidden=64",
+    "--train.fanouts=[5,5]",
+    "--train.lr=0.03",
+    "--train.eval_every=2",
+    "--schedule.k=2",
+    "--schedule.method=random",
+    "--checkpoint.keep_last=10",
+    "--run.progress=false",
+    "--run.timeout_s=240",
+]
 
 
 def cli(*args: str, fault=None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -46,8 +60,9 @@ def cli(*args: str, fault=None, timeout: float = 600) -> subprocess.CompletedPro
     env.pop("DGL_GRAPPA_FAULT", None)
     if fault is not None:
         env["DGL_GRAPPA_FAULT"] = json.dumps(fault)
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def final_state(out: Path) -> dict:
@@ -85,8 +100,10 @@ def test_native_worker_killed_mid_epoch_restarts_from_the_checkpoint_bitwise(unf
     assert p.returncode == 0, p.stderr[-3000:]
     assert (tmp_path / "fired").exists()
     ck = out / "checkpoints" / f"ckpt-e{epoch:06d}.pt"  # written after epoch - 1, the newest before the kill
-    assert (f"restart 1/1 of the Grappa job: worker {rank} was killed by SIGKILL; resuming from checkpoint "
-            f"{ck} (epoch {epoch})") in p.stderr
+    assert (
+        f"restart 1/1 of the Grappa job: worker {rank} was killed by SIGKILL; resuming from checkpoint "
+        f"{ck} (epoch {epoch})"
+    ) in p.stderr
     s = json.loads((out / "summary.json").read_text())
     assert [(r["restart"], r["epoch"], r["resumed_from"]) for r in s["restarts"]] == [(1, epoch, str(ck))]
     # Every epoch once in the run's records; the same final parameters (and optimizer state)
@@ -102,8 +119,13 @@ def test_native_kill_while_a_checkpoint_is_written_keeps_the_previous_one(unfaul
     epoch = RNG.randrange(2, 5)  # the checkpoint after epoch-1 is being written; the previous is epoch-1's
     print(f"RECOVERY_SEED={SEED}: rank 0 killed half-way through writing checkpoint ckpt-e{epoch:06d}")
     out = tmp_path / "run"
-    p = cli("dgl_grappa", "train", *NATIVE, f"--run.output_dir={out}",
-            fault={"point": "checkpoint", "epoch": epoch, "once": str(tmp_path / "fired")})
+    p = cli(
+        "dgl_grappa",
+        "train",
+        *NATIVE,
+        f"--run.output_dir={out}",
+        fault={"point": "checkpoint", "epoch": epoch, "once": str(tmp_path / "fired")},
+    )
     assert p.returncode == 1 and "worker 0 was killed by SIGKILL" in p.stderr, p.stderr[-3000:]
     store = CheckpointStore(out / "checkpoints")
     assert list((out / "checkpoints").glob(f".ckpt-e{epoch:06d}.pt.tmp-*")), "the killed write left its temporary file"
@@ -177,8 +199,13 @@ def distdgl_faulted(tmp_path_factory):
     segment 0, and a trainer killed in the middle of the switch to partitioning 1 (the
     restarted segment's start, after its checkpoint was loaded)."""
     tmp = tmp_path_factory.mktemp("distdgl-faulted")
-    mid = {"point": "step", "rank": RNG.randrange(2), "epoch": 1, "step": RNG.randrange(2),
-           "once": str(tmp / "fired-step")}
+    mid = {
+        "point": "step",
+        "rank": RNG.randrange(2),
+        "epoch": 1,
+        "step": RNG.randrange(2),
+        "once": str(tmp / "fired-step"),
+    }
     switch = {"point": "switch", "rank": RNG.randrange(2), "epoch": 2, "once": str(tmp / "fired-switch")}
     print(f"RECOVERY_SEED={SEED}: DistDGL faults {mid} and {switch}")
     out, s, err = _distdgl(tmp, "faulted", restarts=2, fault=[mid, switch])
@@ -207,8 +234,7 @@ def test_distdgl_trainer_killed_mid_epoch_resumes_at_the_checkpoint(distdgl_faul
 
 
 @needs_ns
-def test_distdgl_trainer_killed_during_a_repartition_switch_resumes_at_the_boundary(distdgl_faulted,
-                                                                                   distdgl_unfaulted):
+def test_distdgl_trainer_killed_during_a_repartition_switch_resumes_at_the_boundary(distdgl_faulted, distdgl_unfaulted):
     out, s, err, _, switch = distdgl_faulted
     r = s["restarts"][1]
     ck = out / "checkpoints" / "ckpt-e000002.pt"  # segment 0's last: the boundary
@@ -227,6 +253,7 @@ def test_distdgl_trainer_killed_during_a_repartition_switch_resumes_at_the_bound
 # Workers started by an external starter (torchrun, Slurm): run_worker(..., resume="auto")
 # ---------------------------------------------------------------------------------------
 
+
 def _external_worker(rank, world_size, cfg, part_config, n_classes, out_dir):
     from dgl_grappa.cluster.launch import Identity
     from dgl_grappa.native.trainer import run_worker
@@ -239,26 +266,26 @@ def test_externally_started_workers_continue_from_the_newest_checkpoint(tmp_path
     import shutil
 
     from dgl_grappa.cluster.testing import run_distributed
-
     from dgl_grappa.config import load_config
     from dgl_grappa.data import load_dataset, num_classes
     from dgl_grappa.partition.schedule import prepare_schedule
 
     def cfg_for(epochs):
-        return load_config(None, [a for a in NATIVE if not a.startswith(("--train.epochs", "--run.timeout"))]
-                           + [f"--train.epochs={epochs}", f"--run.output_dir={tmp_path}"])
+        return load_config(
+            None,
+            [a for a in NATIVE if not a.startswith(("--train.epochs", "--run.timeout"))]
+            + [f"--train.epochs={epochs}", f"--run.output_dir={tmp_path}"],
+        )
 
     g = load_dataset(cfg_for(3).data)
     stats = prepare_schedule(cfg_for(3), g)
     # First start: no checkpoint yet, so epoch 0; three epochs, checkpoints after each.
-    run_distributed(_external_worker, 2, cfg_for(3), stats["part_config"], num_classes(g), str(tmp_path),
-                    timeout_s=300)
+    run_distributed(_external_worker, 2, cfg_for(3), stats["part_config"], num_classes(g), str(tmp_path), timeout_s=300)
     assert CheckpointStore(tmp_path / "checkpoints").newest_valid().epoch == 3
     # The next start (the starter's restart, here with more epochs) continues at epoch 3, on
     # partitioning 1, which rank 0 builds again because it is gone from disk.
     shutil.rmtree(tmp_path / "partitions" / "1")
-    run_distributed(_external_worker, 2, cfg_for(4), stats["part_config"], num_classes(g), str(tmp_path),
-                    timeout_s=300)
+    run_distributed(_external_worker, 2, cfg_for(4), stats["part_config"], num_classes(g), str(tmp_path), timeout_s=300)
     records = [json.loads(ln) for ln in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [0, 1, 2, 3] and [r["partitioning"] for r in records] == [0, 0, 1, 1]
     assert CheckpointStore(tmp_path / "checkpoints").newest_valid().epoch == 4

@@ -3,9 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from dgl_grappa.cluster.testing import run_distributed
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from dgl_grappa.cluster.testing import run_distributed
 from dgl_grappa.method.reducers import make_correction
 
 WORLD = 2
@@ -123,8 +123,9 @@ def worker_half_precision(rank, world_size):
             corr = make_correction(name)
             corr.register(ddp, dtype)
             x, y, w = _data(rank)
-            corr.loss(F.cross_entropy(ddp(x), y, reduction="none"), w if name == "batch" else torch.ones(len(y))
-                      ).backward()
+            corr.loss(
+                F.cross_entropy(ddp(x), y, reduction="none"), w if name == "batch" else torch.ones(len(y))
+            ).backward()
             got = _grads(model)
             for k, grad in enumerate(got):
                 assert grad.dtype == torch.float32
@@ -134,8 +135,11 @@ def worker_half_precision(rank, world_size):
             assert corr.take_bytes() == full // 2 + (2 if name == "batch" else 0)  # its normaliser in 16 bits too
 
 
-@pytest.mark.parametrize("worker", [worker_none_equals_ddp, worker_batch_weights, worker_node_weights,
-                                    worker_shrinkage, worker_half_precision], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "worker",
+    [worker_none_equals_ddp, worker_batch_weights, worker_node_weights, worker_shrinkage, worker_half_precision],
+    ids=lambda f: f.__name__,
+)
 def test_reducer(worker):
     run_distributed(worker, WORLD)
 

@@ -8,6 +8,7 @@ checked against a hand computation; the cross-worker weighting needs two GPUs.
 The references are computed on the CPU in float64 from the same data, so a hook that
 mixes devices, drops the appended normaliser or reduces the wrong thing fails.
 """
+
 import datetime
 import os
 import socket
@@ -79,11 +80,16 @@ def _step(rank, correction, w_override=None, **kw):
 
 def _worker(rank, world, port):
     torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
     try:
         close = dict(rtol=1e-5, atol=1e-6)
-        plain, _ = _step(rank, None)                        # DDP's own NCCL all-reduce
+        plain, _ = _step(rank, None)  # DDP's own NCCL all-reduce
         ours, corr = _step(rank, "none")
         for a, b in zip(plain, ours):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)

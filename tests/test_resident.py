@@ -4,6 +4,7 @@ The device path is the CPU path with another device: the runtime's tables, the s
 batch's every tensor must sit on ``rt.device``; the gathers must not read the host (checked on the ``meta``
 device, where any read of a value fails), and the placement must count bytes against the device's room.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -21,8 +22,15 @@ from dgl_grappa.method.sampler import LocalFeatures
 from dgl_grappa.method.storage import NodeTable
 from dgl_grappa.partition.store import ensure_partitions
 
-SMALL = ["--data.synthetic.num_nodes=1500", "--partition.num_parts=2", "--train.batch_size=200",
-         "--train.fanouts=[5,5]", "--model.hidden=16", "--run.progress=false", "--train.sampler=torch"]
+SMALL = [
+    "--data.synthetic.num_nodes=1500",
+    "--partition.num_parts=2",
+    "--train.batch_size=200",
+    "--train.fanouts=[5,5]",
+    "--model.hidden=16",
+    "--run.progress=false",
+    "--train.sampler=torch",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +40,11 @@ def parts_dirs(tmp_path_factory):
 
 
 def _runtime(tmp_path, parts_dirs, task, *extra):
-    cfg = load_config(None, SMALL + [f"--train.task={task}", *extra, f"--run.output_dir={tmp_path}",
-                                     f"--partition.out_dir={parts_dirs[task]}"])
+    cfg = load_config(
+        None,
+        SMALL
+        + [f"--train.task={task}", *extra, f"--run.output_dir={tmp_path}", f"--partition.out_dir={parts_dirs[task]}"],
+    )
     kind = resolve(cfg)
     stats, _ = ensure_partitions(cfg)
     lp = kind.load_part(cfg, stats["part_config"], 0)
@@ -67,8 +78,9 @@ def test_a_gather_reads_no_host_memory(storage):
 
 @pytest.mark.unit
 @pytest.mark.parametrize("task,kernels", [("node", "torch"), ("node", "dgl"), ("link", "torch")])
-def test_a_kind_steps_on_the_torch_samplers_batches_with_every_tensor_on_its_device(tmp_path, parts_dirs, task,
-                                                                                   kernels):
+def test_a_kind_steps_on_the_torch_samplers_batches_with_every_tensor_on_its_device(
+    tmp_path, parts_dirs, task, kernels
+):
     cfg, kind, lp, rt = _runtime(tmp_path, parts_dirs, task, f"--train.kernels={kernels}")
     assert rt.sampler_kind == "torch" and rt.where == "host" and rt.device == torch.device("cpu")
     assert isinstance(rt.batches.sampler, TorchNeighborSampler)
@@ -87,8 +99,9 @@ def test_a_kind_steps_on_the_torch_samplers_batches_with_every_tensor_on_its_dev
 
 @pytest.mark.unit
 def test_a_heterogeneous_graph_refuses_the_torch_sampler_in_one_line():
-    cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
-                             "--train.sampler=torch"])
+    cfg = load_config(
+        None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true", "--train.sampler=torch"]
+    )
     with pytest.raises(ConfigError, match=r"train.sampler=torch.*--train.sampler=dgl") as err:
         resolve(cfg)  # the kind's rules, checked before any run
     assert "\n" not in str(err.value)

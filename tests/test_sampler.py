@@ -1,12 +1,13 @@
 """Local-only sampling: never leaves the partition, equal step counts, counted feature reads."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from dgl.dataloading import NeighborSampler
-from dgl_grappa.cluster.testing import run_distributed
 
+from dgl_grappa.cluster.testing import run_distributed
 from dgl_grappa.method.local_part import load_local
 from dgl_grappa.method.sampler import LocalBatches, LocalFeatures, equal_steps
 
@@ -54,8 +55,9 @@ def test_feature_reads_outside_the_resident_rows_are_counted_or_refused():
     with pytest.raises(RuntimeError, match="remote"):
         LocalFeatures(table, resident=resident).gather(torch.tensor([0, 3]))
     fetched = []
-    f = LocalFeatures(table, fetch_remote=lambda ids: fetched.append(ids) or -torch.ones(len(ids), 2),
-                      resident=resident)
+    f = LocalFeatures(
+        table, fetch_remote=lambda ids: fetched.append(ids) or -torch.ones(len(ids), 2), resident=resident
+    )
     out = f.gather(torch.tensor([0, 3, 4, 5]))
     assert torch.equal(out[1:3], -torch.ones(2, 2)) and torch.equal(out[0], table[0])
     assert f.take_bytes() == (2 * 8, 2 * 8)

@@ -1,4 +1,5 @@
 """Repartition scheduler: assignments, DGL layout, background builder, switches in training."""
+
 import copy
 import json
 import os
@@ -10,9 +11,9 @@ import dgl
 import numpy as np
 import pytest
 import torch
+
 from dgl_grappa.cluster.launch import Identity
 from dgl_grappa.cluster.testing import run_distributed
-
 from dgl_grappa.config import SyntheticConfig, load_config
 from dgl_grappa.data import num_classes, synthetic_graph
 from dgl_grappa.method.local_part import load_local
@@ -169,8 +170,10 @@ def test_remove_old_keeps_the_newest(tmp_path):
 
 
 def test_builder_errors_and_timeouts_are_bounded(tmp_path):
-    cfg = load_config(None, ["--data.synthetic.num_nodes=500", "--partition.num_parts=2",
-                             "--schedule.k=1", f"--run.output_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        ["--data.synthetic.num_nodes=500", "--partition.num_parts=2", "--schedule.k=1", f"--run.output_dir={tmp_path}"],
+    )
     builder = R.BackgroundBuilder(cfg, S.partition_root(tmp_path), tmp_path / "builder.log")
     try:
         with pytest.raises(R.BuildError, match="not ready"):
@@ -186,6 +189,7 @@ def test_builder_errors_and_timeouts_are_bounded(tmp_path):
 # ---------------------------------------------------------------------------------------
 # Model and optimizer state across a switch (2 workers, real gloo group)
 # ---------------------------------------------------------------------------------------
+
 
 def _snapshot(ddp, opt):
     return ({k: v.detach().clone() for k, v in ddp.module.state_dict().items()}, copy.deepcopy(opt.state_dict()))
@@ -233,22 +237,31 @@ class StateProbe:
 def _worker_with_probe(rank, world_size, cfg, part_config, n_classes, out_dir):
     from dgl_grappa.native.trainer import run_worker
 
-    run_worker(Identity(rank, world_size, rank), cfg, part_config, n_classes, out_dir,
-               hooks=StateProbe(out_dir, rank))
+    run_worker(Identity(rank, world_size, rank), cfg, part_config, n_classes, out_dir, hooks=StateProbe(out_dir, rank))
 
 
 def test_model_and_optimizer_state_survive_a_switch(tmp_path):
-    cfg = load_config(None, [
-        "--data.synthetic.num_nodes=3000", "--partition.num_parts=2", "--train.epochs=3",
-        "--train.batch_size=500", "--model.hidden=16", "--train.eval_every=0", "--schedule.k=1",
-        "--schedule.method=metis-subsample", "--run.progress=false", "--run.collective_timeout_s=60",
-        f"--run.output_dir={tmp_path}"])
+    cfg = load_config(
+        None,
+        [
+            "--data.synthetic.num_nodes=3000",
+            "--partition.num_parts=2",
+            "--train.epochs=3",
+            "--train.batch_size=500",
+            "--model.hidden=16",
+            "--train.eval_every=0",
+            "--schedule.k=1",
+            "--schedule.method=metis-subsample",
+            "--run.progress=false",
+            "--run.collective_timeout_s=60",
+            f"--run.output_dir={tmp_path}",
+        ],
+    )
     from dgl_grappa.data import load_dataset
 
     g = load_dataset(cfg.data)
     stats = S.prepare_schedule(cfg, g)
-    run_distributed(_worker_with_probe, 2, cfg, stats["part_config"], num_classes(g), str(tmp_path),
-                    timeout_s=120)
+    run_distributed(_worker_with_probe, 2, cfg, stats["part_config"], num_classes(g), str(tmp_path), timeout_s=120)
     for rank in range(2):
         assert json.loads((tmp_path / f"probe{rank}.json").read_text())["checked"] == 2
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -259,12 +272,26 @@ def test_model_and_optimizer_state_survive_a_switch(tmp_path):
 # End to end through the CLI
 # ---------------------------------------------------------------------------------------
 
+
 def test_cli_train_repartitions_every_epoch(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, DGLBACKEND="pytorch", PYTHONPATH=str(ROOT))
-    cmd = [sys.executable, "-m", "dgl_grappa", "train", "--data.synthetic.num_nodes=5000", "--train.epochs=3",
-           "--partition.num_parts=2", "--schedule.k=1", "--schedule.keep_last=2", "--model.hidden=16",
-           "--train.eval_every=0", "--run.progress=false", "--run.timeout_s=150", f"--run.output_dir={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dgl_grappa",
+        "train",
+        "--data.synthetic.num_nodes=5000",
+        "--train.epochs=3",
+        "--partition.num_parts=2",
+        "--schedule.k=1",
+        "--schedule.keep_last=2",
+        "--model.hidden=16",
+        "--train.eval_every=0",
+        "--run.progress=false",
+        "--run.timeout_s=150",
+        f"--run.output_dir={out}",
+    ]
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stderr[-4000:]
     summary = json.loads((out / "summary.json").read_text())

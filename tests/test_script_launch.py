@@ -7,6 +7,7 @@ initialiser is a function of the script (the servers must unpickle ``__main__.in
 and no ``import dgl_grappa``. Real partitions from ``dgl.distributed.partition_graph`` with DGL's
 key names, real servers, trainers and sampler processes, one private /dev/shm per machine.
 """
+
 from __future__ import annotations
 
 import json
@@ -110,7 +111,7 @@ if __name__ == "__main__":
     main(parser.parse_args())
 '''
 
-MODEL = '''
+MODEL = """
 import torch.nn as nn
 import torch.nn.functional as F
 from dgl.nn import SAGEConv
@@ -128,10 +129,12 @@ class SAGE(nn.Module):
             if i < len(self.layers) - 1:
                 h = F.relu(h)
         return h
-'''
+"""
 
-ARGS = ("--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --n_classes 4 "
-        "--num_epochs 2 --result_dir ")
+ARGS = (
+    "--graph_name {graph_name} --ip_config {ip_config} --part_config {part_config} --n_classes 4 "
+    "--num_epochs 2 --result_dir "
+)
 
 YAML = """
 name: dglscript
@@ -153,8 +156,16 @@ def dgl_job(tmp_path_factory):
     g.ndata["train_mask"] = th.rand(2000) < 0.25
     g.ndata["val_mask"] = ~g.ndata["train_mask"] & (th.rand(2000) < 0.2)
     g.ndata["test_mask"] = ~(g.ndata["train_mask"] | g.ndata["val_mask"])
-    dgl.distributed.partition_graph(g, "toygraph", 2, str(root / "parts"), num_hops=1, part_method="metis",
-                                    balance_ntypes=g.ndata["train_mask"], balance_edges=True)
+    dgl.distributed.partition_graph(
+        g,
+        "toygraph",
+        2,
+        str(root / "parts"),
+        num_hops=1,
+        part_method="metis",
+        balance_ntypes=g.ndata["train_mask"],
+        balance_edges=True,
+    )
     (root / "script").mkdir()
     (root / "script" / "train_toy.py").write_text(SCRIPT)
     (root / "script" / "sagemodel.py").write_text(MODEL)
@@ -189,9 +200,15 @@ def test_a_dgl_style_script_runs_unmodified_and_its_servers_unpickle_the_initial
     assert json.loads((out / "job.json").read_text())["trainers"] == rec["trainers"]
     assert json.loads((out / "summary.json").read_text())["epochs"] == 2
     # Exactly its own arguments, the placeholders filled in: nothing of the package's was added.
-    argv = rec["command"][rec["command"].index(str(dgl_job / "script" / "train_toy.py")) + 1:]
-    assert argv[:6] == ["--graph_name", "toygraph", "--ip_config", str(out / "ip_config.txt"),
-                        "--part_config", str(dgl_job / "parts" / "toygraph.json")]
+    argv = rec["command"][rec["command"].index(str(dgl_job / "script" / "train_toy.py")) + 1 :]
+    assert argv[:6] == [
+        "--graph_name",
+        "toygraph",
+        "--ip_config",
+        str(out / "ip_config.txt"),
+        "--part_config",
+        str(dgl_job / "parts" / "toygraph.json"),
+    ]
     assert not {"--config", "--out_dir", "--start_epoch"} & set(argv)
 
     expected = [(i + 1) / 8 for i in range(4)]  # the script's initializer, row by row
@@ -237,14 +254,25 @@ def test_script_args_that_cannot_run_are_refused_before_anything_starts(dgl_job)
 
 @pytest.mark.unit
 def test_script_args_are_split_as_a_shell_would_and_only_known_placeholders_are_filled():
-    values = {"ip_config": "/o/ip config.txt", "part_config": "/p/g.json", "graph_name": "g", "out_dir": "/o",
-              "config": "/o/c.yaml"}
+    values = {
+        "ip_config": "/o/ip config.txt",
+        "part_config": "/p/g.json",
+        "graph_name": "g",
+        "out_dir": "/o",
+        "config": "/o/c.yaml",
+    }
     text = "--graph_name {graph_name} --ip_config {ip_config} --extra '{\"a\": 1}' --tag=x{graph_name} {grappa}"
     assert expand_script_args(text, values, grappa=False) == [
-        "--graph_name", "g", "--ip_config", "/o/ip config.txt", "--extra", '{"a": 1}', "--tag=xg"]
+        "--graph_name",
+        "g",
+        "--ip_config",
+        "/o/ip config.txt",
+        "--extra",
+        '{"a": 1}',
+        "--tag=xg",
+    ]
     assert expand_script_args(text, values, grappa=True)[-1] == "--grappa"
-    for bad, words in [("--x {ip}", r"names \{ip\}"), ("--x={grappa}", "argument of its own"),
-                       ("'open", "quotes")]:
+    for bad, words in [("--x {ip}", r"names \{ip\}"), ("--x={grappa}", "argument of its own"), ("'open", "quotes")]:
         with pytest.raises(ConfigError, match=words):
             expand_script_args(bad, values, grappa=False)
 
@@ -257,19 +285,31 @@ def test_the_package_trainer_a_script_with_the_packages_arguments_and_one_with_i
     launcher_args = ["--ip_config", str(out / "ip_config.txt"), "--part_config", str(part), "--out_dir", str(out)]
 
     def cmds(*overrides: str, grappa: bool = False) -> tuple[list[str], list[str]]:
-        return job_command(load_config(None, list(overrides)), out, part, resolved, grappa=grappa, script=None,
-                           extra_args=["--start_epoch", "0"])
+        return job_command(
+            load_config(None, list(overrides)),
+            out,
+            part,
+            resolved,
+            grappa=grappa,
+            script=None,
+            extra_args=["--start_epoch", "0"],
+        )
 
     trainer, server = cmds()
-    assert trainer == [sys.executable, "-m", "dgl_grappa.distdgl.train", "--config", str(resolved), "--start_epoch",
-                       "0"] + launcher_args
+    assert (
+        trainer
+        == [sys.executable, "-m", "dgl_grappa.distdgl.train", "--config", str(resolved), "--start_epoch", "0"]
+        + launcher_args
+    )
     assert server == server_command()  # a bare DGL server
     run = [sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py")]
     trainer, server = cmds(f"--compare.script={tmp_path / 's.py'}", grappa=True)
     assert trainer == run + ["--config", str(resolved), "--grappa", "--start_epoch", "0"] + launcher_args
     assert server == trainer  # the servers run the script, as DGL's tools/launch.py has them
-    trainer, server = cmds(f"--compare.script={tmp_path / 's.py'}",
-                           "--compare.script_args=--graph_name {graph_name} --ip_config {ip_config} --n 3")
+    trainer, server = cmds(
+        f"--compare.script={tmp_path / 's.py'}",
+        "--compare.script_args=--graph_name {graph_name} --ip_config {ip_config} --n 3",
+    )
     assert trainer == run + ["--graph_name", "g", "--ip_config", str(out / "ip_config.txt"), "--n", "3"]
     assert server == trainer
 
@@ -278,7 +318,8 @@ def test_runscript_is_python_script_with_the_machine_id_in_spawned_children_too(
     # No DGL job: the bootstrap alone. The child is started by multiprocessing's spawn (as DGL's
     # sampler pool is): it re-runs the script as __mp_main__ and unpickles __main__.work.
     (tmp_path / "helper.py").write_text("VALUE = 7\n")
-    (tmp_path / "s.py").write_text(textwrap.dedent('''
+    (tmp_path / "s.py").write_text(
+        textwrap.dedent("""
         import multiprocessing as mp
         import sys
 
@@ -300,15 +341,28 @@ def test_runscript_is_python_script_with_the_machine_id_in_spawned_children_too(
             p.join(60)
             print("RESULT", sys.argv[1:], rc.get_local_machine_id({0: [0, "127.0.0.1", 1, 1]}), child[0], child[1])
             sys.exit(5)
-    '''))
+    """)
+    )
     env = dict(os.environ, DGLBACKEND="pytorch", **{ENV_MACHINE_ID: "3"})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py"), "--a", "b c"],
-                       cwd="/", env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py"), "--a", "b c"],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 5, r.stderr  # the script's own exit status
     assert "RESULT ['--a', 'b c'] 3 3 7" in r.stdout, r.stdout + r.stderr
     # Without the variable DGL's own answer stands (the only ip_config line is this host: machine 0).
     del env[ENV_MACHINE_ID]
-    r = subprocess.run([sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py")],
-                       cwd="/", env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "dgl_grappa.distdgl.runscript", str(tmp_path / "s.py")],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert "RESULT [] 0 0 7" in r.stdout, r.stdout + r.stderr

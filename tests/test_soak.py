@@ -1,5 +1,6 @@
 """A few runs of tests/fault_soak.py (the script itself runs 20): no hang, every run within its bound,
 completed, nothing left behind."""
+
 import fault_soak
 
 

@@ -5,6 +5,7 @@ machine is shared): the phase figures must be present, fit inside the epoch and 
 must send no gradient bytes; every optimisation must leave the training trajectory
 bit-identical; prebuilt partitions (bigpart) must train and evaluate like the normal path.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,12 +14,19 @@ import numpy as np
 import pytest
 import torch
 from clitools import train
-from dgl_grappa.cluster.netns import check_isolation
 
+from dgl_grappa.cluster.netns import check_isolation
 from dgl_grappa.runtime.metrics import PHASE_KEYS, PHASES, PhaseTimes, read_jsonl
 
-SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
-         "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
+SMALL = [
+    "--data.synthetic.num_nodes=4000",
+    "--data.synthetic.preset=easy",
+    "--train.lr=0.01",
+    "--train.epochs=3",
+    "--train.eval_every=1",
+    "--train.batch_size=500",
+    "--model.hidden=32",
+]
 WHY_NOT_NS = check_isolation(net=True)
 
 
@@ -33,8 +41,9 @@ def _timed_inside_the_epoch(r: dict, prefix: str = "") -> bool:
 
 
 def _trajectory(out: Path) -> list[tuple]:
-    return [(r["loss"], r.get("val_acc"), r.get("test_acc"), r["grad_bytes"])
-            for r in read_jsonl(out / "metrics.jsonl")]
+    return [
+        (r["loss"], r.get("val_acc"), r.get("test_acc"), r["grad_bytes"]) for r in read_jsonl(out / "metrics.jsonl")
+    ]
 
 
 @pytest.mark.unit
@@ -75,8 +84,7 @@ def test_step_cap_takes_the_first_batches_of_the_uncapped_split(small_parts):
     torch.set_num_threads(1)  # DGL's seeded sampling repeats itself only on one OpenMP thread (as in a worker)
     try:
         full = list(LocalBatches(lp.graph, lp.train_ids, NeighborSampler([3, 3]), steps=5, seed=2).epoch(1))
-        capped = list(LocalBatches(lp.graph, lp.train_ids, NeighborSampler([3, 3]), steps=5, seed=2,
-                                   limit=2).epoch(1))
+        capped = list(LocalBatches(lp.graph, lp.train_ids, NeighborSampler([3, 3]), steps=5, seed=2, limit=2).epoch(1))
     finally:
         torch.set_num_threads(threads)
     assert len(full) == 5 and len(capped) == 2
@@ -138,8 +146,15 @@ def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, 
     """One run with the floor (no-op reducer + all-reduce alone), prefetching and TensorBoard."""
     base_out, base = plain_run
     out = tmp_path / "floor"
-    s = train(out, *SMALL, f"--partition.out_dir={shared_parts}", "--run.floor=true", "--train.prefetch=true",
-              "--run.tensorboard=true", "--network.isolate=true")
+    s = train(
+        out,
+        *SMALL,
+        f"--partition.out_dir={shared_parts}",
+        "--run.floor=true",
+        "--train.prefetch=true",
+        "--run.tensorboard=true",
+        "--network.isolate=true",
+    )
     # Same losses, accuracies and bytes epoch by epoch: the floor's extra passes, the
     # prefetching thread and the event files change nothing in the training.
     assert _trajectory(out) == _trajectory(base_out)
@@ -171,8 +186,15 @@ def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, 
     ea = EventAccumulator(str(out / "tensorboard"))
     ea.Reload()
     tags = set(ea.Tags()["scalars"])
-    for tag in ("train/loss", "accuracy/val_acc", "time/epoch_time_s", "phase/sample_s", "phase/allreduce_s",
-                "bytes/grad_bytes", "time/floor_epoch_time_s"):
+    for tag in (
+        "train/loss",
+        "accuracy/val_acc",
+        "time/epoch_time_s",
+        "phase/sample_s",
+        "phase/allreduce_s",
+        "bytes/grad_bytes",
+        "time/floor_epoch_time_s",
+    ):
         assert tag in tags, tag
     assert [e.step for e in ea.Scalars("train/loss")] == [r["epoch"] for r in recs]
     assert [e.value for e in ea.Scalars("accuracy/val_acc")] == pytest.approx([r["val_acc"] for r in recs])
@@ -182,6 +204,7 @@ def test_floor_prefetch_and_tensorboard_leave_training_bit_identical(plain_run, 
 # Prebuilt partitions (partition.prebuilt): lean loading and layer-wise evaluation
 # ---------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def big_small(tmp_path_factory):
     """A 6k-node (easy) graph written by generate_big and cut into 2 LDG parts by bigpart."""
@@ -190,8 +213,9 @@ def big_small(tmp_path_factory):
     from dgl_grappa.partition import bigpart
 
     root = tmp_path_factory.mktemp("bigsmall")
-    g = generate_big(SyntheticConfig(num_nodes=6000, avg_degree=10, preset="easy", seed=2), root / "graph",
-                     chunk_edges=20000)
+    g = generate_big(
+        SyntheticConfig(num_nodes=6000, avg_degree=10, preset="easy", seed=2), root / "graph", chunk_edges=20000
+    )
     stats = bigpart.write_partitions(g, bigpart.assign(g, "ldg", 2), 2, root / "parts", method="ldg")
     return root, g, stats
 
@@ -239,11 +263,25 @@ def test_prebuilt_partitions_train_and_evaluate_like_the_normal_path(big_small, 
     """bigpart's parts, lean loader, layer-wise evaluation vs the whole graph, METIS, load_local."""
     root, g, stats = big_small
     # bigpart writes no first-hop aggregates: the sampled first hop, halo dropped (as at scale).
-    common = ["--data.name=bigsynth", f"--data.path={root / 'graph'}", "--train.epochs=3", "--train.eval_every=0",
-              "--train.batch_size=500", "--model.hidden=32", "--train.lr=0.01", "--train.first_hop=sampled",
-              "--train.halo=drop"]
-    lw = train(tmp_path / "prebuilt", *common, "--partition.prebuilt=" + str(root / "parts"),
-               "--train.eval_chunk_nodes=700", "--train.eval_concurrency=1", "--train.steps_per_epoch=50")
+    common = [
+        "--data.name=bigsynth",
+        f"--data.path={root / 'graph'}",
+        "--train.epochs=3",
+        "--train.eval_every=0",
+        "--train.batch_size=500",
+        "--model.hidden=32",
+        "--train.lr=0.01",
+        "--train.first_hop=sampled",
+        "--train.halo=drop",
+    ]
+    lw = train(
+        tmp_path / "prebuilt",
+        *common,
+        "--partition.prebuilt=" + str(root / "parts"),
+        "--train.eval_chunk_nodes=700",
+        "--train.eval_concurrency=1",
+        "--train.steps_per_epoch=50",
+    )
     normal = train(tmp_path / "normal", *common)  # whole graph loaded, METIS, load_local, whole-graph eval
     rec = read_jsonl(tmp_path / "prebuilt" / "metrics.jsonl")[-1]
     assert rec["eval_stats"]["chunks"] >= 2 * 2  # two layers, several chunks, in turns

@@ -4,6 +4,7 @@ Real namespaces throughout; skipped (with the reason) only where they cannot be 
 No test asserts on absolute time: throughput is compared as a ratio with a measurement
 taken in the same test.
 """
+
 import json
 import os
 import signal
@@ -15,14 +16,15 @@ import warnings
 from pathlib import Path
 
 import pytest
+
 from dgl_grappa.cluster.hosts import Remote, WorkerIdentity, remote_argv, torchrun_env
 from dgl_grappa.cluster.testhosts import (
     NETNS_DIR,
     STATE_DIR,
     TestHosts,
     TestHostsError,
-    check_hosts_possible,
     cgroups,
+    check_hosts_possible,
     netem_available,
     sweep_stale,
 )
@@ -129,16 +131,23 @@ def test_hosts_reach_each_other_and_nothing_else(n):
                 p = h.popen([PY, "-c", LISTEN, h.address, "7000", f"h{h.index}"], stdout=subprocess.PIPE, text=True)
                 _ready(p)
             foreign = [f"{a}:{port}" for a in _machine_addresses()] + [f"127.0.0.1:{port}", f"10.77.0.200:{port}"]
-            probes = [h.popen([PY, "-c", PROBE, *[f"{o.address}:7000" for o in hosts], *foreign],
-                              stdout=subprocess.PIPE, text=True) for h in hosts]
+            probes = [
+                h.popen(
+                    [PY, "-c", PROBE, *[f"{o.address}:7000" for o in hosts], *foreign],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for h in hosts
+            ]
             for h, p in zip(hosts, probes):
                 got = json.loads(p.communicate(timeout=30)[0])
                 for o in hosts:
                     assert got[f"{o.address}:7000"] == f"h{o.index}", (h.index, got)
                 for t in foreign:
                     assert got[t].startswith("ERR"), f"host {h.index} reached {t} outside the job: {got}"
-                routes = subprocess.run(["ip", "-n", h.netns, "route"], capture_output=True, text=True,
-                                        timeout=10).stdout
+                routes = subprocess.run(
+                    ["ip", "-n", h.netns, "route"], capture_output=True, text=True, timeout=10
+                ).stdout
                 assert "default" not in routes and routes.count("\n") == 1, routes
     finally:
         outside.close()
@@ -151,11 +160,15 @@ def test_each_host_has_its_own_dev_shm():
         assert ls == [["grappa-probe"], []]  # a second process of host 0 sees it, host 1 does not
         assert not Path("/dev/shm/grappa-probe").exists()
         # sysfs of the host's own namespace: tools that read /sys/class/net see its interfaces
-        assert hosts[1].run(["ls", "/sys/class/net"], timeout=10, capture_output=True, text=True).stdout.split() \
-            == ["eth0", "lo"]
+        assert hosts[1].run(["ls", "/sys/class/net"], timeout=10, capture_output=True, text=True).stdout.split() == [
+            "eth0",
+            "lo",
+        ]
         # its own hostname, resolving to its own address; the other hosts resolve by name too
-        code = "import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()), " \
-               "socket.gethostbyname('h0'))"
+        code = (
+            "import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()), "
+            "socket.gethostbyname('h0'))"
+        )
         out = hosts[1].run([PY, "-c", code], timeout=10, capture_output=True, text=True, check=True).stdout.split()
         assert out == ["h1", hosts[1].address, hosts[0].address]
         assert socket.gethostname() != "h1" and "h1" not in Path("/etc/hosts").read_text().split()
@@ -171,8 +184,10 @@ def _transfer(hosts, pairs, nbytes):
         p = hosts[dst].popen([PY, "-c", RECV, hosts[dst].address, str(7100 + k)], stdout=subprocess.PIPE, text=True)
         _ready(p)
         recvs.append(p)
-    sends = [hosts[src].popen([PY, "-c", SEND, hosts[dst].address, str(7100 + k), str(nbytes)])
-             for k, (src, dst) in enumerate(pairs)]
+    sends = [
+        hosts[src].popen([PY, "-c", SEND, hosts[dst].address, str(7100 + k), str(nbytes)])
+        for k, (src, dst) in enumerate(pairs)
+    ]
     for s in sends:
         assert s.wait(timeout=60) == 0
     res = [json.loads(r.communicate(timeout=60)[0]) for r in recvs]
@@ -190,14 +205,16 @@ def test_shaping_per_host_links_and_shared_link():
         one, _ = _transfer(hosts, [(0, 1)], n)
         after = hosts.wire_bytes()
         d = [{k: a[k] - b[k] for k in ("tx_bytes", "rx_bytes")} for a, b in zip(after, before)]
-        disjoint, _ = _transfer(hosts, [(0, 1), (2, 3)], n)   # separate NICs: about 2x one link
-        incast, _ = _transfer(hosts, [(0, 1), (2, 1)], n)     # both into host 1's downlink: about 1x
+        disjoint, _ = _transfer(hosts, [(0, 1), (2, 3)], n)  # separate NICs: about 2x one link
+        incast, _ = _transfer(hosts, [(0, 1), (2, 1)], n)  # both into host 1's downlink: about 1x
         hosts.shape("100mbit", shared_link=True)
-        shared, _ = _transfer(hosts, [(0, 1), (2, 3)], n)     # one link for all: about 1x
+        shared, _ = _transfer(hosts, [(0, 1), (2, 3)], n)  # one link for all: about 1x
         hosts.shape()
         free2, _ = _transfer(hosts, [(0, 1)], 4 * n)
-    mbit = {k: round(v * 8 / 1e6) for k, v in dict(free=free, one=one, disjoint=disjoint, incast=incast,
-                                                     shared=shared, free_again=free2).items()}
+    mbit = {
+        k: round(v * 8 / 1e6)
+        for k, v in dict(free=free, one=one, disjoint=disjoint, incast=incast, shared=shared, free_again=free2).items()
+    }
     print("throughput Mbit/s:", mbit)
     assert one < 0.5 * free, mbit
     assert one < 0.5 * free2, mbit  # shape() with no argument removes the shaping again
@@ -211,12 +228,15 @@ def test_shaping_per_host_links_and_shared_link():
 
 def test_both_veth_ends_are_shaped():
     with TestHosts(2, bandwidth="200mbit") as hosts:
+
         def qd(ns: str, dev: str) -> str:
-            return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True,
-                                  timeout=10).stdout
+            return subprocess.run(
+                ["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True, timeout=10
+            ).stdout
+
         for h in hosts:
-            assert "tbf" in qd(h.netns, "eth0") and "200Mbit" in qd(h.netns, "eth0")   # upload
-            assert "tbf" in qd(hosts.jobns, f"h{h.index}")                              # download
+            assert "tbf" in qd(h.netns, "eth0") and "200Mbit" in qd(h.netns, "eth0")  # upload
+            assert "tbf" in qd(hosts.jobns, f"h{h.index}")  # download
         assert hosts.link == {"bandwidth": "200mbit", "latency_ms": 0.0, "shared_link": False}
 
 
@@ -225,10 +245,15 @@ def test_latency_needs_netem():
         with TestHosts(2, latency_ms=40) as hosts:
             p = hosts[1].popen([PY, "-c", LISTEN, hosts[1].address, "7000", "x"], stdout=subprocess.PIPE, text=True)
             _ready(p)
-            code = ("import socket, sys, time; t = time.time(); socket.create_connection((sys.argv[1], 7000), 5)"
-                    ".close(); print(time.time() - t)")
-            rtt = float(hosts[0].run([PY, "-c", code, hosts[1].address], timeout=30, capture_output=True,
-                                     text=True, check=True).stdout)
+            code = (
+                "import socket, sys, time; t = time.time(); socket.create_connection((sys.argv[1], 7000), 5)"
+                ".close(); print(time.time() - t)"
+            )
+            rtt = float(
+                hosts[0]
+                .run([PY, "-c", code, hosts[1].address], timeout=30, capture_output=True, text=True, check=True)
+                .stdout
+            )
             assert rtt >= 0.08  # a TCP connect is one round trip: 2 x 40 ms at least
     else:
         before = set(os.listdir(NETNS_DIR)) if NETNS_DIR.is_dir() else set()
@@ -237,8 +262,10 @@ def test_latency_needs_netem():
         assert "\n" not in str(e.value)
         after = set(os.listdir(NETNS_DIR)) if NETNS_DIR.is_dir() else set()
         assert after <= before, "a failed start left namespaces behind"
-        warnings.warn("this kernel has no netem: checked that latency_ms is refused with a clear error; "
-                      "the delay itself was not measured")
+        warnings.warn(
+            "this kernel has no netem: checked that latency_ms is refused with a clear error; "
+            "the delay itself was not measured"
+        )
 
 
 def test_bad_rate_is_one_line_error():
@@ -271,8 +298,9 @@ def _settled_cgroup(pid, want, tries=200):
 
 
 def _qdiscs(ns, dev):
-    return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True,
-                          timeout=10).stdout
+    return subprocess.run(
+        ["tc", "-n", ns, "qdisc", "show", "dev", dev], capture_output=True, text=True, timeout=10
+    ).stdout
 
 
 def _name(proc):
@@ -292,8 +320,9 @@ def test_two_hosts_on_one_core_get_half_a_core_each_and_dilated_links():
     lat = 4.0 if netem_available() else 0.0
     before = set(cgroups.named("dgh-"))
     pids = []
-    with TestHosts(2, bandwidth="1gbit", latency_ms=lat, cpu_shares=True, host_cpus=str(core),
-                   cpu_period_us=8000) as hosts:
+    with TestHosts(
+        2, bandwidth="1gbit", latency_ms=lat, cpu_shares=True, host_cpus=str(core), cpu_period_us=8000
+    ) as hosts:
         job = hosts.job
         assert hosts.cpu_share == 0.5 and hosts.dilation == 2.0
         assert hosts.link == {"bandwidth": "1gbit", "latency_ms": lat, "shared_link": False}  # as asked
@@ -305,14 +334,22 @@ def test_two_hosts_on_one_core_get_half_a_core_each_and_dilated_links():
             assert (int(_read(cpu_dir, "cpu.cfs_quota_us")), int(_read(cpu_dir, "cpu.cfs_period_us"))) == (4000, 8000)
             # what a host starts, and what that forks (an orphan whose parent exits at once), runs in its cgroups
             p = h.popen(["sleep", "300"])
-            orphan = int(h.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True,
-                               text=True).stdout)
+            orphan = int(
+                h.run(
+                    ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True, text=True
+                ).stdout
+            )
             pids += [p.pid, orphan]
             assert _settled_cgroup(p.pid, want) and _cgroup_of(orphan) == want
             assert {p.pid, orphan} <= set(cgroups.pids(list(h.cgroup_dirs)))
             # the launchers' path: the ssh-style shell string behind the host's prefix
-            out = subprocess.run(remote_argv(remote, h.index, h.address, ["cat", "/proc/self/cgroup"]),
-                                 capture_output=True, text=True, timeout=30, check=True).stdout
+            out = subprocess.run(
+                remote_argv(remote, h.index, h.address, ["cat", "/proc/self/cgroup"]),
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout
             assert f"cpu:/dgh-{job}-h{h.index}" in out and f"cpuset:/dgh-{job}-h{h.index}" in out
             # both ends of the host's link at bandwidth / D (and, with netem, latency x D, half on each end)
             for ns, dev in ((h.netns, "eth0"), (hosts.jobns, f"h{h.index}")):
@@ -402,12 +439,17 @@ def test_bad_host_cpus_is_one_line_and_leaves_nothing():
 @needs_cgroups
 def test_cluster_gives_hosts_cpu_shares_from_the_config(tmp_path):
     import psutil
+
     from dgl_grappa.cluster.remote import Cluster
     from dgl_grappa.config import load_config
 
     core = cgroups.usable_cpus()[0]
-    args = ["--launch.remote=netns", "--partition.num_parts=2", "--network.bandwidth=1gbit",
-            f"--run.output_dir={tmp_path}"]
+    args = [
+        "--launch.remote=netns",
+        "--partition.num_parts=2",
+        "--network.bandwidth=1gbit",
+        f"--run.output_dir={tmp_path}",
+    ]
     with Cluster(load_config(None, args + [f"--network.host_cpus={core}"]), 2, "job") as cl:
         job = cl.access.hosts.job
         d = cl.describe()
@@ -444,8 +486,9 @@ def test_gloo_allreduce_across_three_hosts():
         procs = []
         for h in hosts:
             ident = WorkerIdentity(h.index, 3, 0, 1, h.index, hosts[0].address, 29531, "torchrun")
-            argv = remote_argv(remote, h.index, h.address, [PY, "-c", ALLREDUCE], env=torchrun_env(ident),
-                               cwd=os.getcwd())
+            argv = remote_argv(
+                remote, h.index, h.address, [PY, "-c", ALLREDUCE], env=torchrun_env(ident), cwd=os.getcwd()
+            )
             procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         try:
             outs = [p.communicate(timeout=120) for p in procs]
@@ -468,8 +511,14 @@ def test_shell_quoting_through_a_host():
     # the ssh path's shell string, run by sh inside a host: argv, env and cwd arrive intact
     with TestHosts(1) as hosts:
         code = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['ODD'], os.getcwd()]))"
-        argv = remote_argv(Remote("netns", prefixes=(tuple(hosts[0].prefix()),)), 0, hosts[0].address,
-                           [PY, "-c", code, *NASTY], env={"ODD": "a'b\"c $d"}, cwd="/tmp")
+        argv = remote_argv(
+            Remote("netns", prefixes=(tuple(hosts[0].prefix()),)),
+            0,
+            hosts[0].address,
+            [PY, "-c", code, *NASTY],
+            env={"ODD": "a'b\"c $d"},
+            cwd="/tmp",
+        )
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
         assert json.loads(out) == [NASTY, "a'b\"c $d", "/tmp"]
 
@@ -486,8 +535,9 @@ def test_cleanup_after_an_exception_kills_everything_inside():
             for h in hosts:
                 pids.append(h.popen(["sleep", "300"]).pid)
                 # an orphan: its parent exits at once, so only the namespace knows it
-                out = h.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True,
-                            text=True).stdout
+                out = h.run(
+                    ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], timeout=10, capture_output=True, text=True
+                ).stdout
                 pids.append(int(out))
                 inodes |= {os.stat(NETNS_DIR / h.netns).st_ino, os.stat(h.mnt).st_ino}
             assert all(_alive(p) for p in pids)
@@ -549,8 +599,12 @@ def _kill_owner(shares=False):
 
 def _pids_of(netns):
     for _ in range(100):
-        pids = [int(x) for x in subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True,
-                                               timeout=10).stdout.split()]
+        pids = [
+            int(x)
+            for x in subprocess.run(
+                ["ip", "netns", "pids", netns], capture_output=True, text=True, timeout=10
+            ).stdout.split()
+        ]
         if pids:
             return pids
         time.sleep(0.05)  # nsenter enters the namespace a moment after Popen returns
@@ -579,13 +633,29 @@ def test_stale_job_with_cpu_shares_is_swept_cgroups_included():
 
 
 def test_command_line():
-    out = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "-n", "2", "--bandwidth", "500mbit", "--",
-                          "sh", "-c", 'echo "$TESTHOST_INDEX $MASTER_ADDR $TESTHOST_ADDRS"'],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            PY,
+            "-m",
+            "dgl_grappa.cluster.testhosts",
+            "-n",
+            "2",
+            "--bandwidth",
+            "500mbit",
+            "--",
+            "sh",
+            "-c",
+            'echo "$TESTHOST_INDEX $MASTER_ADDR $TESTHOST_ADDRS"',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "[h0] 0 10.77.0.1 10.77.0.1,10.77.0.2" in out.stdout and "[h1] 1 10.77.0.1" in out.stdout, out.stdout
     job = out.stdout.split()[1].rstrip(":")
     assert "nsenter --net=/run/netns/dgh-" in out.stdout and not _leftovers(job)
-    bad = subprocess.run([PY, "-m", "dgl_grappa.cluster.testhosts", "--latency-ms", "-1"], capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [PY, "-m", "dgl_grappa.cluster.testhosts", "--latency-ms", "-1"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "latency_ms=-1.0" in bad.stderr

@@ -9,6 +9,7 @@ exact expectation, and for the difference of the two samplers' counts (variance 
 other, with fixed seeds (so a run's outcome is fixed) and a threshold of p >= 1e-4; a sampler that
 prefers its first edges must fail the same test (checked).
 """
+
 import dgl
 import pytest
 import torch
@@ -54,7 +55,7 @@ def _statistic(graph, seeds, counts, expected_from, fanout: int, rounds: int, sc
     indptr = graph.adj_tensors("csc")[0]
     q, dof = 0.0, 0
     for v in seeds.tolist():
-        e = eids[indptr[v]:indptr[v + 1]].long()
+        e = eids[indptr[v] : indptr[v + 1]].long()
         d = e.numel()
         p = fanout / d
         var = scale * rounds * p * (1 - p) * d / (d - 1)
@@ -71,6 +72,7 @@ def _torch_draw(graph, seeds, fanout, hub_ratio=None):
     def draw(r):
         s.reseed(1000 + r)
         return s.sample(graph, seeds)[2][0]
+
     return draw
 
 
@@ -80,6 +82,7 @@ def _dgl_draw(graph, seeds, fanout):
     def draw(r):
         dgl.seed(5000 + r)
         return s.sample(graph, seeds)[2][0]
+
     return draw
 
 

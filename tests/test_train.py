@@ -1,4 +1,5 @@
 """End-to-end gradient-only training through the real CLI (spawned gloo workers)."""
+
 import json
 import statistics
 
@@ -11,8 +12,15 @@ from dgl_grappa.runtime.metrics import read_jsonl
 
 needs_cora = pytest.mark.planetoid  # data.root's planetoid/raw links them (conftest); left out where they are not
 
-SMALL = ["--data.synthetic.num_nodes=4000", "--data.synthetic.preset=easy", "--train.lr=0.01", "--train.epochs=3",
-         "--train.eval_every=1", "--train.batch_size=500", "--model.hidden=32"]
+SMALL = [
+    "--data.synthetic.num_nodes=4000",
+    "--data.synthetic.preset=easy",
+    "--train.lr=0.01",
+    "--train.epochs=3",
+    "--train.eval_every=1",
+    "--train.batch_size=500",
+    "--model.hidden=32",
+]
 
 
 def _model_bytes(in_feats, classes, **model):
@@ -34,8 +42,9 @@ def test_cora_two_workers(tmp_path, mode):
     assert len(records) == s["epochs"] and all(r["grad_bytes"] == s["grad_bytes_per_epoch"] for r in records)
     # Evaluated every 7th epoch and after the last one, whatever the config file says.
     last = s["epochs"] - 1
-    assert [r["epoch"] for r in records if "test_acc" in r] == [e for e in range(s["epochs"]) if (e + 1) % 7 == 0
-                                                                or e == last]
+    assert [r["epoch"] for r in records if "test_acc" in r] == [
+        e for e in range(s["epochs"]) if (e + 1) % 7 == 0 or e == last
+    ]
     assert s["epochs"] % 7 != 0  # so the last epoch is an evaluation of its own
     # One clock for every system: each epoch lasts as long as its slowest worker (from a
     # barrier at its start); the run's epoch time is the median of those, its training time the sum.
@@ -58,12 +67,23 @@ def test_corrections_end_to_end(tmp_path, correction, extra):
 
 
 # fullgraph: one step an epoch, so 20 epochs (20 steps) for GAT to learn; the others take 8 steps an epoch
-@pytest.mark.parametrize("model,mode,halo,epochs", [("gat", "fullgraph", "keep", 20), ("gcn", "minibatch", "keep", 3),
-                                                    ("gin", "minibatch", "drop", 3)])
+@pytest.mark.parametrize(
+    "model,mode,halo,epochs",
+    [("gat", "fullgraph", "keep", 20), ("gcn", "minibatch", "keep", 3), ("gin", "minibatch", "drop", 3)],
+)
 def test_models_and_halo(tmp_path, model, mode, halo, epochs):
-    s = train(tmp_path, *SMALL, f"--model.name={model}", f"--train.mode={mode}", f"--train.halo={halo}",
-              "--model.num_layers=3", "--train.fanouts=[5,5,5]", "--partition.num_parts=3",
-              f"--train.epochs={epochs}", f"--train.eval_every={epochs}")
+    s = train(
+        tmp_path,
+        *SMALL,
+        f"--model.name={model}",
+        f"--train.mode={mode}",
+        f"--train.halo={halo}",
+        "--model.num_layers=3",
+        "--train.fanouts=[5,5,5]",
+        "--partition.num_parts=3",
+        f"--train.epochs={epochs}",
+        f"--train.eval_every={epochs}",
+    )
     assert s["num_parts"] == 3 and s["feature_bytes_per_epoch"] == 0
     loaded = [w["halo_bytes_loaded"] for w in s["workers"]]
     assert all(b > 0 for b in loaded) if halo == "keep" else all(b == 0 for b in loaded)

@@ -6,6 +6,7 @@ A setting is (kind, graph and partitioning, the script's arguments); its rows ar
 (``base``) and each drop-in variant (the loader's keywords; none = the defaults), with the mean test accuracy the
 script printed over the runs, each run's value, and the drop-in's difference from DistDGL's mean in points.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,12 +28,17 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
     groups: dict = defaultdict(lambda: defaultdict(list))
     for r in runs:
         setting = (r["kind"], r["parts"], r["args"])
-        variant = ("DistDGL (unconverted)" if r["system"] == "base"
-                   else r.get("label") or f"drop-in {r['loader_kwargs'] or '(defaults)'}")
+        variant = (
+            "DistDGL (unconverted)"
+            if r["system"] == "base"
+            else r.get("label") or f"drop-in {r['loader_kwargs'] or '(defaults)'}"
+        )
         groups[setting][variant].append(r["acc"])
     names = {args: f"A{i + 1}" for i, args in enumerate(sorted({k[2] for k in groups}))}
-    lines = ["| kind | graph, partitions | arguments | system | runs | test acc (mean) | each run | vs DistDGL |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| kind | graph, partitions | arguments | system | runs | test acc (mean) | each run | vs DistDGL |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     data = []
     for (kind, parts, args), variants in sorted(groups.items()):
         base = variants.get("DistDGL (unconverted)")
@@ -40,10 +46,21 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
         for name in sorted(variants, key=lambda v: (not v.startswith("DistDGL"), v)):
             accs = variants[name]
             diff = "" if ref is None or name.startswith("DistDGL") else f"{100 * (mean(accs) - ref):+.2f}"
-            lines.append(f"| {kind} | {parts} | {names[args]} | {name} | {len(accs)} | {mean(accs):.4f} | "
-                         f"{', '.join(f'{a:.4f}' for a in accs)} | {diff} |")
-            data.append({"kind": kind, "parts": parts, "args": args, "system": name, "accs": accs,
-                         "mean": mean(accs), "diff_points": None if not diff else float(diff)})
+            lines.append(
+                f"| {kind} | {parts} | {names[args]} | {name} | {len(accs)} | {mean(accs):.4f} | "
+                f"{', '.join(f'{a:.4f}' for a in accs)} | {diff} |"
+            )
+            data.append(
+                {
+                    "kind": kind,
+                    "parts": parts,
+                    "args": args,
+                    "system": name,
+                    "accs": accs,
+                    "mean": mean(accs),
+                    "diff_points": None if not diff else float(diff),
+                }
+            )
     lines += ["", "Arguments (the script's own, besides the launcher's):", ""]
     lines += [f"- {name}: `{args}`" for args, name in names.items()]
     return "\n".join(lines), data
@@ -51,8 +68,11 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("results", nargs="?",
-                    default=str(Path(os.environ.get("DROPIN_OUT", ROOT / "runs" / "dropin-exp")) / "results.jsonl"))
+    ap.add_argument(
+        "results",
+        nargs="?",
+        default=str(Path(os.environ.get("DROPIN_OUT", ROOT / "runs" / "dropin-exp")) / "results.jsonl"),
+    )
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     text, data = table(rows(Path(a.results)))

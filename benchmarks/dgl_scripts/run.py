@@ -11,6 +11,7 @@ this host. It appends one JSON line to ``$DROPIN_OUT/results.jsonl`` (default ``
 the script printed, trainer 0's epoch times and the loader's budget line; the job folder stays beside it.
 Partitions are made once per (graph, method, parts) under ``$DROPIN_OUT/parts``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,19 +29,26 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import dgl  # noqa: E402
 import torch  # noqa: E402
+from dglscript import even, run_script  # noqa: E402
 
 from dgl_grappa.config import DataConfig, SyntheticConfig, load_config  # noqa: E402
 from dgl_grappa.data import load_dataset  # noqa: E402
 from dgl_grappa.partition.aggregates import prepare  # noqa: E402
 
-from dglscript import even, run_script  # noqa: E402
-
 STYLE = ROOT / "examples" / "dgl_style"
 OUT = Path(os.environ.get("DROPIN_OUT", ROOT / "runs" / "dropin-exp"))
-SCRIPTS = {"node": "node_classification.py", "link": "train_dist_unsupervised.py",
-           "transductive": "train_dist_transductive.py", "rgcn": "entity_classify_dist.py"}
-ACC = {"node": r"Test Acc (\d\.\d+)", "link": r"test acc (\d\.\d+)", "transductive": r"Test Acc (\d\.\d+)",
-       "rgcn": r"Test Acc (\d\.\d+)"}
+SCRIPTS = {
+    "node": "node_classification.py",
+    "link": "train_dist_unsupervised.py",
+    "transductive": "train_dist_transductive.py",
+    "rgcn": "entity_classify_dist.py",
+}
+ACC = {
+    "node": r"Test Acc (\d\.\d+)",
+    "link": r"test acc (\d\.\d+)",
+    "transductive": r"Test Acc (\d\.\d+)",
+    "rgcn": r"Test Acc (\d\.\d+)",
+}
 LOADER_CALL = re.compile(r"(Grappa(?:Edge|Hetero)?Loader\(g, )")
 
 
@@ -55,8 +63,9 @@ def homogeneous(a) -> Path:
     g.ndata["labels"] = g.ndata.pop("label")
     g.ndata["train_mask"] = even(g.ndata["train_mask"])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, "g", a.parts, str(folder), part_method=a.method,
-                                    balance_ntypes=g.ndata["train_mask"])
+    dgl.distributed.partition_graph(
+        g, "g", a.parts, str(folder), part_method=a.method, balance_ntypes=g.ndata["train_mask"]
+    )
     prepare(folder / "g.json")
     return folder / "g.json"
 
@@ -66,18 +75,27 @@ def heterogeneous(a) -> Path:
     folder = OUT / "parts" / name
     if (folder / "g.json").exists():
         return folder / "g.json"
-    cfg = load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true",
-                             f"--data.hetsynth.num_papers={a.papers}", f"--data.hetsynth.num_authors={a.papers // 2}",
-                             f"--data.hetsynth.num_fields={max(20, a.papers // 40)}",
-                             f"--data.hetsynth.feat_dim={a.feat_dim}"])
+    cfg = load_config(
+        None,
+        [
+            "--data.name=hetsynth",
+            "--model.name=rgcn",
+            "--model.embed=true",
+            f"--data.hetsynth.num_papers={a.papers}",
+            f"--data.hetsynth.num_authors={a.papers // 2}",
+            f"--data.hetsynth.num_fields={max(20, a.papers // 40)}",
+            f"--data.hetsynth.feat_dim={a.feat_dim}",
+        ],
+    )
     g = load_dataset(cfg.data)
     paper = g.nodes["paper"].data
     paper["labels"] = paper.pop("label")
     for key in ("train_mask", "val_mask", "test_mask"):
         paper[key] = even(paper[key])
     dgl.seed(0)
-    dgl.distributed.partition_graph(g, "g", a.parts, str(folder), part_method=a.method,
-                                    balance_ntypes={"paper": paper["train_mask"]})
+    dgl.distributed.partition_graph(
+        g, "g", a.parts, str(folder), part_method=a.method, balance_ntypes={"paper": paper["train_mask"]}
+    )
     return folder / "g.json"
 
 
@@ -88,8 +106,12 @@ def script_copy(a, run_dir: Path) -> Path:
     script = folder / SCRIPTS[a.kind]
     if a.system == "dropin":
         diff = STYLE / SCRIPTS[a.kind].replace(".py", ".diff")
-        done = subprocess.run(["patch", "-p1", "--forward", "-d", str(folder), "-i", str(diff)], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            ["patch", "-p1", "--forward", "-d", str(folder), "-i", str(diff)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         if a.loader_kwargs:
             text = script.read_text()
@@ -98,7 +120,7 @@ def script_copy(a, run_dir: Path) -> Path:
             while depth:  # the call's closing parenthesis
                 depth += {"(": 1, ")": -1}.get(text[i], 0)
                 i += 1
-            script.write_text(text[:i - 1] + ", " + a.loader_kwargs + text[i - 1:])
+            script.write_text(text[: i - 1] + ", " + a.loader_kwargs + text[i - 1 :])
     return script
 
 
@@ -138,11 +160,22 @@ def main() -> None:
     acc = re.findall(ACC[a.kind], text)
     budget = re.findall(r"drop-in loader, part \d+.*", (run_dir / "out" / "logs" / "trainer0.log").read_text())
     epoch_times = [float(x) for x in re.findall(r"Epoch Time\(s\): ([\d.]+)", logs[0])]
-    row = {"tag": tag, "seed": a.seed, "kind": a.kind, "system": a.system, "parts": part_config.parent.name,
-           "args": a.args, "loader_kwargs": a.loader_kwargs, "label": a.label, "commit": _commit(),
-           "acc": float(acc[-1]) if acc else None,
-           "acc_lines": re.findall(r".*(?:Val|Test|test|eval) [Aa]cc.*", text)[-6:], "budget": budget[:1],
-           "epoch_times_t0": epoch_times, "wall_s": round(wall, 1)}
+    row = {
+        "tag": tag,
+        "seed": a.seed,
+        "kind": a.kind,
+        "system": a.system,
+        "parts": part_config.parent.name,
+        "args": a.args,
+        "loader_kwargs": a.loader_kwargs,
+        "label": a.label,
+        "commit": _commit(),
+        "acc": float(acc[-1]) if acc else None,
+        "acc_lines": re.findall(r".*(?:Val|Test|test|eval) [Aa]cc.*", text)[-6:],
+        "budget": budget[:1],
+        "epoch_times_t0": epoch_times,
+        "wall_s": round(wall, 1),
+    }
     with open(OUT / "results.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
     print(json.dumps(row, indent=1))

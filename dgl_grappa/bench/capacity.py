@@ -16,6 +16,7 @@ machine owns (DistDGL pulls those), S = ceil(T / (P B)) steps per worker.
 * DistDGL: the same all-reduce plus ``rho x I x (4F + 8)`` bytes of remote feature rows
   (4F per row back, an 8-byte id per row out) and the remote-sampling RPCs per step.
 """
+
 from __future__ import annotations
 
 import math
@@ -118,8 +119,13 @@ def epoch_bytes(w: Workload) -> dict:
     """
     s = w.steps
     g, d = s * grappa_step_bytes(w), s * distdgl_step_bytes(w)
-    return {"steps": s, "grappa": g, "distdgl": d, "distdgl_features": s * distdgl_feature_step_bytes(w),
-            "ratio": d / g if g else math.inf}
+    return {
+        "steps": s,
+        "grappa": g,
+        "distdgl": d,
+        "distdgl_features": s * distdgl_feature_step_bytes(w),
+        "ratio": d / g if g else math.inf,
+    }
 
 
 def part_bytes(w: Workload, edge_bytes: float = 4.0, halo: str = "drop", cut: float = 0.0) -> dict:
@@ -260,8 +266,7 @@ def reach_fractions(train_frac: float, degree: float, cut: float, halo_share: fl
     q_inner, q_halo, before = t, 0.0, t
     for _ in range(hops):
         before = q_inner
-        q_inner, q_halo = (1.0 - (1.0 - t) * math.exp(-a * q_inner - b * q_halo),
-                           -math.expm1(-lam * q_inner))
+        q_inner, q_halo = (1.0 - (1.0 - t) * math.exp(-a * q_inner - b * q_halo), -math.expm1(-lam * q_inner))
     if not keep_halo:
         return q_inner, 0.0
     if lam < 1e-9:  # every halo node has one edge into the part
@@ -270,8 +275,16 @@ def reach_fractions(train_frac: float, degree: float, cut: float, halo_share: fl
     return q_inner, halo
 
 
-def resident_bytes(w: Workload, *, halo: str = "keep", exact: bool = True, precision: str = "fp32",
-                   inner_frac: float = 1.0, halo_frac: float = 1.0, budget: float | None = None) -> dict:
+def resident_bytes(
+    w: Workload,
+    *,
+    halo: str = "keep",
+    exact: bool = True,
+    precision: str = "fp32",
+    inner_frac: float = 1.0,
+    halo_frac: float = 1.0,
+    budget: float | None = None,
+) -> dict:
     """Feature-width bytes one worker holds (features, first-hop aggregates, halo rows), and what a budget leaves.
 
     Args:
@@ -306,8 +319,9 @@ def resident_bytes(w: Workload, *, halo: str = "keep", exact: bool = True, preci
     return {"resident": total, "own_fp32": own, "ratio": total / own, "halo_kept_frac": kept}
 
 
-def epoch_seconds(w: Workload, step_compute_s: float, bandwidth_Bps: float, latency_s: float = 0.0,
-                  remote_row_s: float = 0.0) -> dict:
+def epoch_seconds(
+    w: Workload, step_compute_s: float, bandwidth_Bps: float, latency_s: float = 0.0, remote_row_s: float = 0.0
+) -> dict:
     """Epoch time per worker: compute, plus bytes / bandwidth (per-machine links).
 
     DistDGL's remote fetch sits on the critical path of a step unless prefetched, so its
@@ -338,12 +352,23 @@ def epoch_seconds(w: Workload, step_compute_s: float, bandwidth_Bps: float, late
     fetch = distdgl_step_bytes(w) / bandwidth_Bps
     cpu = step_compute_s + w.remote_fraction * w.input_rows * remote_row_s
     ring_latency = 2 * (w.num_parts - 1) * latency_s  # fetch already holds the all-reduce's bytes
-    return {"grappa": s * (step_compute_s + ar),
-            "distdgl_low": s * max(cpu, fetch), "distdgl_high": s * (cpu + fetch + ring_latency)}
+    return {
+        "grappa": s * (step_compute_s + ar),
+        "distdgl_low": s * max(cpu, fetch),
+        "distdgl_high": s * (cpu + fetch + ring_latency),
+    }
 
 
-def scale_step_time(measured_s: float, measured_rows: float, measured_width: float, measured_cores: float,
-                    rows: float, width: float, cores: float, efficiency: float = 0.5) -> float:
+def scale_step_time(
+    measured_s: float,
+    measured_rows: float,
+    measured_width: float,
+    measured_cores: float,
+    rows: float,
+    width: float,
+    cores: float,
+    efficiency: float = 0.5,
+) -> float:
     """Per-step compute time moved to another workload and machine: proportional to
     input rows x (F + hidden), inversely to cores x parallel efficiency.
 
@@ -354,7 +379,22 @@ def scale_step_time(measured_s: float, measured_rows: float, measured_width: flo
     return measured_s * (rows / measured_rows) * (width / measured_width) * (measured_cores / (cores * efficiency))
 
 
-__all__ = ["GB", "Workload", "distdgl_feature_step_bytes", "distdgl_step_bytes", "epoch_bytes", "epoch_seconds",
-           "grappa_step_bytes", "part_bytes", "part_cut", "random_halo_share", "random_remote_fraction",
-           "reach_fractions", "resident_bytes", "ring_factor", "scale_step_time", "stored_row_bytes",
-           "zero_truncated_poisson_rate"]
+__all__ = [
+    "GB",
+    "Workload",
+    "distdgl_feature_step_bytes",
+    "distdgl_step_bytes",
+    "epoch_bytes",
+    "epoch_seconds",
+    "grappa_step_bytes",
+    "part_bytes",
+    "part_cut",
+    "random_halo_share",
+    "random_remote_fraction",
+    "reach_fractions",
+    "resident_bytes",
+    "ring_factor",
+    "scale_step_time",
+    "stored_row_bytes",
+    "zero_truncated_poisson_rate",
+]

@@ -5,6 +5,7 @@ are drawn on a linear axis with the ratio to the baseline written on each bar: o
 a 25x gap looks like a small step. What Grappa reads once per partitioning is drawn on top of
 its per-epoch bytes, spread over the epochs, so the bar is everything it moved.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -68,8 +69,9 @@ def _accuracy(plt, result: dict, path: Path) -> Path:
                 ax.axvline(reached[name], color=line.get_color(), ls=":", lw=0.9)
     if script:
         if not any(r["curve"] for r in result["runs"].values()):
-            ax.text(0.5, 0.5, f"no {figure} found in the scripts' output", ha="center", va="center",
-                    transform=ax.transAxes)
+            ax.text(
+                0.5, 0.5, f"no {figure} found in the scripts' output", ha="center", va="center", transform=ax.transAxes
+            )
         ax.set_xlabel("training time (s; the training passes before the line was printed)")
         ax.set_ylabel(f"{figure} (as the script printed it)")
         title = f"{Path(script['script']).name}: {figure} against training time"
@@ -99,11 +101,24 @@ def _bytes(plt, result: dict, path: Path) -> Path:
     base_i = next((i for i, r in enumerate(rows) if r["system"] == result["baseline"]), 0)
     fig, ax = plt.subplots(figsize=(7.2, 1.4 + 0.7 * len(rows)))
     y = list(range(len(rows)))
-    ax.barh(y, per_epoch, height=0.55, color="C0",
-            label="every epoch (wire, measured)" if measured else "every epoch (app count)")
+    ax.barh(
+        y,
+        per_epoch,
+        height=0.55,
+        color="C0",
+        label="every epoch (wire, measured)" if measured else "every epoch (app count)",
+    )
     if any(once):
-        ax.barh(y, once, left=per_epoch, height=0.55, color="C1", hatch="//", edgecolor="white",
-                label="one-time reads (per partitioning), spread per epoch")
+        ax.barh(
+            y,
+            once,
+            left=per_epoch,
+            height=0.55,
+            color="C1",
+            hatch="//",
+            edgecolor="white",
+            label="one-time reads (per partitioning), spread per epoch",
+        )
     top = max(totals) or 1.0
     for i, (pe, ot, tot) in enumerate(zip(per_epoch, once, totals)):
         # the one-time reads are a share per epoch here; the table's wire ratio leaves them out, so say both
@@ -114,8 +129,15 @@ def _bytes(plt, result: dict, path: Path) -> Path:
                 text += f" ({ratio_text(pe, per_epoch[base_i], names[base_i]).removesuffix(' of ' + names[base_i])}"
                 text += " without them)"
         inside = tot > 0.55 * top  # a long bar carries its text, a short one has it to its right
-        ax.text(tot * 0.98 if inside else tot + 0.01 * top, i, text, va="center", ha="right" if inside else "left",
-                fontsize=8, color="white" if inside else "black")
+        ax.text(
+            tot * 0.98 if inside else tot + 0.01 * top,
+            i,
+            text,
+            va="center",
+            ha="right" if inside else "left",
+            fontsize=8,
+            color="white" if inside else "black",
+        )
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=9)
     ax.invert_yaxis()

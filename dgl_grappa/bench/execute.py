@@ -4,6 +4,7 @@ file rewritten after every run (:mod:`dgl_grappa.bench.storage`).
 A system whose stored entry is still good is not run again (:mod:`dgl_grappa.bench.staleness`);
 one failing run never stops the sweep. A run's figures are :func:`derive_metrics` of its summary.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -48,8 +49,9 @@ def derive_metrics(summary: dict) -> dict:
     m = {k: v for k, v in summary.items() if isinstance(v, SCALARS)}
     one_time = summary.get("one_time_bytes_total")
     if one_time is None:
-        one_time = sum(float(w.get("halo_bytes_loaded") or 0) for w in summary.get("workers") or []
-                       if isinstance(w, dict))
+        one_time = sum(
+            float(w.get("halo_bytes_loaded") or 0) for w in summary.get("workers") or [] if isinstance(w, dict)
+        )
         m["one_time_bytes_source"] = "halo_bytes_loaded"
     else:
         m["one_time_bytes_source"] = "one_time_bytes_total"
@@ -138,14 +140,30 @@ def ensure_cell_partition(cell: Cell, graphs: _GraphCache) -> dict:
     before = read_stats(cell.partition_dir)
     reused = before is not None and before.get("fingerprint") == json.loads(json.dumps(cell.partition_fp))
     if not reused:
-        print(f"  partitioning {cell.axes['dataset']}: {cell.axes['partition']} into {cell.axes['parts']} parts, "
-              f"seed {cell.cfg.partition.seed} -> {cell.partition_dir}", flush=True)
+        print(
+            f"  partitioning {cell.axes['dataset']}: {cell.axes['partition']} into {cell.axes['parts']} parts, "
+            f"seed {cell.cfg.partition.seed} -> {cell.partition_dir}",
+            flush=True,
+        )
     stats, g = ensure_partitions(cell.cfg, graphs.get(cell.cfg))  # DGL's own prints go to the run's partition.log
     graphs.put(cell.cfg, g)
-    keep = ("edge_cut", "halo_share", "inner_nodes", "halo_nodes", "num_nodes", "num_edges", "seconds", "method",
-            "seed")
-    return {"dir": str(cell.partition_dir), "fingerprint": digest(cell.partition_fp), "reused": reused,
-            **{k: stats.get(k) for k in keep}}
+    keep = (
+        "edge_cut",
+        "halo_share",
+        "inner_nodes",
+        "halo_nodes",
+        "num_nodes",
+        "num_edges",
+        "seconds",
+        "method",
+        "seed",
+    )
+    return {
+        "dir": str(cell.partition_dir),
+        "fingerprint": digest(cell.partition_fp),
+        "reused": reused,
+        **{k: stats.get(k) for k in keep},
+    }
 
 
 def _one_line(exc: BaseException) -> str:
@@ -177,16 +195,26 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
             skipped += 1
             print(f"skip {cell.cell_id}: done (every system ok with the same config)", flush=True)
     total = sum(len(n) for _, n, _ in todo)
-    print(f"bench: {len(cells)} cells selected, {skipped} done, {len(todo)} to run ({total} runs); "
-          f"output in {out_dir}", flush=True)
+    print(
+        f"bench: {len(cells)} cells selected, {skipped} done, {len(todo)} to run ({total} runs); output in {out_dir}",
+        flush=True,
+    )
     prog = Progress(total)
     counts = {"runs": 0, "ok": 0, "failed": 0, "skipped_cells": skipped}
     graphs = _GraphCache()
     remaining = [n for _, need, _ in todo for n in need]
     for cell, need, doc in todo:
         path = cell_path(out_dir, cell.cell_id)
-        doc.update({"schema": SCHEMA, "cell_id": cell.cell_id, "axes": cell.axes, "config": normalised(cell.cfg),
-                    "fingerprint": cell_fingerprint(cell), "command": command})
+        doc.update(
+            {
+                "schema": SCHEMA,
+                "cell_id": cell.cell_id,
+                "axes": cell.axes,
+                "config": normalised(cell.cfg),
+                "fingerprint": cell_fingerprint(cell),
+                "command": command,
+            }
+        )
         doc.setdefault("systems", {})
         for n in need:
             why = stale_reason(doc["systems"].get(n), cell.systems[n])
@@ -201,17 +229,29 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
         for n in need:
             ps = cell.systems[n]
             remaining.remove(n)
-            entry = {"kind": ps.system.kind, "entry": ps.system.entry, "overrides": ps.system.overrides,
-                     "config": ps.config, "fingerprint": ps.fingerprint, "log": str(_log_path(ps)),
-                     "out_dir": ps.cfg.run.output_dir}
+            entry = {
+                "kind": ps.system.kind,
+                "entry": ps.system.entry,
+                "overrides": ps.system.overrides,
+                "config": ps.config,
+                "fingerprint": ps.fingerprint,
+                "log": str(_log_path(ps)),
+                "out_dir": ps.cfg.run.output_dir,
+            }
             print(f"[{prog.done + 1}/{total}] {cell.cell_id} {n}: running (log {entry['log']})", flush=True)
             t0 = time.perf_counter()
             try:
                 if part_error:
                     raise RuntimeError(part_error)
                 summary, records = run_system(ps, isolation_plan(ps.cfg))
-                entry.update({"status": "ok", "metrics": derive_metrics(summary),
-                              "summary": {k: v for k, v in summary.items() if k != "config"}, "records": records})
+                entry.update(
+                    {
+                        "status": "ok",
+                        "metrics": derive_metrics(summary),
+                        "summary": {k: v for k, v in summary.items() if k != "config"},
+                        "records": records,
+                    }
+                )
                 counts["ok"] += 1
             except Exception as exc:  # noqa: BLE001 - one failing run never stops the sweep
                 entry.update({"status": "failed", "reason": _one_line(exc)})
@@ -229,9 +269,11 @@ def run_cells(cells: list[Cell], out_dir: Path, command: str, archive: Path | No
             if entry["status"] == "ok":
                 m = entry["metrics"]
                 q = kind_of(cell.cfg).metric.test_key  # the kind's test figure: accuracy, MRR, ...
-                what = (f"ok in {wall:.0f} s: {q.replace('_', ' ')} {m.get(q) or float('nan'):.4f}, epoch "
-                        f"{m.get('epoch_time_s') or float('nan'):.3f} s, "
-                        f"{format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch")
+                what = (
+                    f"ok in {wall:.0f} s: {q.replace('_', ' ')} {m.get(q) or float('nan'):.4f}, epoch "
+                    f"{m.get('epoch_time_s') or float('nan'):.3f} s, "
+                    f"{format_bytes(m.get('bytes_per_epoch_amortised'))}/epoch"
+                )
             else:
                 what = f"FAILED in {wall:.0f} s: {entry['reason']}"
             print(f"    {what} | {prog.eta(remaining)}", flush=True)

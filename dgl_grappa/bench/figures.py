@@ -1,4 +1,5 @@
 """How compare's tables write a figure: ratios to the baseline, seconds, footnotes folded to the terminal's width."""
+
 from __future__ import annotations
 
 import textwrap

@@ -4,18 +4,22 @@ Runs are named by key in files (``distdgl``, ``grappa-none``, ``distdgl-grappa``
 short, part of compare.json and the benchmark cells. A reader needs words: which system, and
 for Grappa which gradient correction when it is not the package's default.
 """
+
 from __future__ import annotations
 
 from ..config import GrappaConfig
 from ..kinds import metric_of
 from ..runtime.grading import TARGET_FRACTION
 
-CORRECTIONS = {"none": "plain gradient averaging", "batch": "batch-level correction",
-               "node": "node-level correction", "shrinkage": "shrinkage correction"}
+CORRECTIONS = {
+    "none": "plain gradient averaging",
+    "batch": "batch-level correction",
+    "node": "node-level correction",
+    "shrinkage": "shrinkage correction",
+}
 """``grappa.correction`` in words."""
 
 DEFAULT_CORRECTION = GrappaConfig().correction
-
 
 
 def system_label(name: str, short: bool = False) -> str:
@@ -40,7 +44,7 @@ def system_label(name: str, short: bool = False) -> str:
     if name == "grappa":
         return "Grappa"
     if name.startswith("grappa-"):
-        variant = name[len("grappa-"):]
+        variant = name[len("grappa-") :]
         if variant == DEFAULT_CORRECTION:
             return "Grappa"
         if variant in CORRECTIONS and not short:
@@ -59,7 +63,7 @@ def systems_legend(names: list[str]) -> str:
     parts = []
     for n in names:
         text = system_label(n)
-        if n.startswith("grappa-") and n[len("grappa-"):] == DEFAULT_CORRECTION:
+        if n.startswith("grappa-") and n[len("grappa-") :] == DEFAULT_CORRECTION:
             text += f" ({CORRECTIONS[DEFAULT_CORRECTION]}, the default)"
         parts.append(f"`{n}`: {text}")
     return "; ".join(parts)

@@ -16,6 +16,7 @@ status is 1 when a run of this invocation failed). Axis overrides on the command
 config file. The report is regenerated from the JSON files at the end of every invocation
 (also after Ctrl+C), or alone with ``bench.report_only``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,8 +57,17 @@ def report(cfg: Config, cells: list[Cell], out_dir: Path, command: str, regenera
     preamble = _preamble(cfg).read_text() if b.preamble else ""
     view = current_view(read_cells(out_dir, _archive(cfg)), cells)
     pairs = parse_pairs(b.pairs, [parse_system(e).name for e in b.systems])
-    return write_report(b.report_kind, view, make_plan(cells, cfg), path, command=command, regenerate=regenerate,
-                        preamble=preamble, pairs=pairs, baseline_partition=b.baseline_partition)
+    return write_report(
+        b.report_kind,
+        view,
+        make_plan(cells, cfg),
+        path,
+        command=command,
+        regenerate=regenerate,
+        preamble=preamble,
+        pairs=pairs,
+        baseline_partition=b.baseline_partition,
+    )
 
 
 @contextlib.contextmanager
@@ -69,8 +79,10 @@ def _lock(out_dir: Path):
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         f.close()
-        raise ConfigError(f"another bench is running on {out_dir} (its lock: {out_dir / '.bench.lock'}); wait for it "
-                          "or give this one its own --bench.out_dir") from None
+        raise ConfigError(
+            f"another bench is running on {out_dir} (its lock: {out_dir / '.bench.lock'}); wait for it "
+            "or give this one its own --bench.out_dir"
+        ) from None
     try:
         yield
     finally:
@@ -107,8 +119,10 @@ def load_bench(path: str | None, args: list[str]) -> tuple[Config, Config, list[
     names = list(defined)
     unknown = [n for n in plan_cfg.bench.partial if n not in names]
     if unknown:
-        raise ConfigError(f"bench.partial names {unknown[0]!r}, which is not in bench.systems ({', '.join(names)}); "
-                          "list only names of bench.systems")
+        raise ConfigError(
+            f"bench.partial names {unknown[0]!r}, which is not in bench.systems ({', '.join(names)}); "
+            "list only names of bench.systems"
+        )
     parse_pairs(plan_cfg.bench.pairs, names)  # the file's systems: a selection may run a pair's half alone
     if not any(k == "bench.systems" for k, _ in pairs):  # partial systems run only when selected by name
         run_cfg.bench.systems = [e for e in run_cfg.bench.systems if parse_system(e).name not in plan_cfg.bench.partial]
@@ -129,9 +143,12 @@ def cmd_bench(config_path: str | None, args: list[str]) -> int:
     matrix = expand(plan_cfg, out_dir, file_overrides)
     extra = sorted({c.cell_id for c in selected} - {c.cell_id for c in matrix})
     if extra:
-        print(f"bench: {len(extra)} selected cell(s) are outside the matrix of {config_path} and will not be in "
-              f"its report (e.g. {extra[0]})", flush=True)
-    _preamble(plan_cfg)   # a report that cannot be written is found out before hours of runs
+        print(
+            f"bench: {len(extra)} selected cell(s) are outside the matrix of {config_path} and will not be in "
+            f"its report (e.g. {extra[0]})",
+            flush=True,
+        )
+    _preamble(plan_cfg)  # a report that cannot be written is found out before hours of runs
     if run_cfg.bench.report_only:
         path = report(plan_cfg, matrix, out_dir, command, invoked)
         where = f"{out_dir / 'cells'}" + (f" and {plan_cfg.bench.archive}" if plan_cfg.bench.archive else "")
@@ -147,14 +164,19 @@ def cmd_bench(config_path: str | None, args: list[str]) -> int:
         finally:
             path = report(plan_cfg, matrix, out_dir, command, invoked)
             print(f"bench: report {path}", flush=True)
-    print(f"bench: {counts['runs']} runs ({counts['ok']} ok, {counts['failed']} failed), "
-          f"{counts['skipped_cells']} cells skipped as done", flush=True)
+    print(
+        f"bench: {counts['runs']} runs ({counts['ok']} ok, {counts['failed']} failed), "
+        f"{counts['skipped_cells']} cells skipped as done",
+        flush=True,
+    )
     if counts["failed"]:
-        print("bench: some runs failed (see the report's coverage section and their logs); run the same command "
-              "again to retry them", file=sys.stderr)
+        print(
+            "bench: some runs failed (see the report's coverage section and their logs); run the same command "
+            "again to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0
-
 
 
 __all__ = ["cmd_bench", "expand", "load_bench", "report"]

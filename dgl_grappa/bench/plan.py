@@ -25,6 +25,7 @@ Cells that share a partitioning (data and partition settings) share its folder,
 ``<bench.out_dir>/partitions/<hash>/`` (a METIS partitioning is shared across seeds: METIS
 ignores ``partition.seed``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,17 @@ def system_kind(name: str) -> str:
     return "grappa"
 
 
-SHARED = ("data.", "partition.", "network.", "bench.", "model.name", "model.num_layers", "train.seed",
-          "run.output_dir", "name")
+SHARED = (
+    "data.",
+    "partition.",
+    "network.",
+    "bench.",
+    "model.name",
+    "model.num_layers",
+    "train.seed",
+    "run.output_dir",
+    "name",
+)
 """Keys a system may not override: what all systems of a cell share, and the cell's axes."""
 UNSHAPED = ("", "unshaped", "none")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -82,8 +92,10 @@ def parse_system(entry: str) -> System:
     name, _, rest = entry.partition(":")
     name = name.strip()
     if not _NAME.fullmatch(name):
-        raise ConfigError(f"bench.systems entry {entry!r}: the name {name!r} must be letters, digits, '_', '.', "
-                          "'+' or '-'; write e.g. \"grappa-old: --grappa.correction=batch\"")
+        raise ConfigError(
+            f"bench.systems entry {entry!r}: the name {name!r} must be letters, digits, '_', '.', "
+            "'+' or '-'; write e.g. \"grappa-old: --grappa.correction=batch\""
+        )
     try:
         words = shlex.split(rest)
     except ValueError as exc:
@@ -94,7 +106,8 @@ def parse_system(entry: str) -> System:
             raise ConfigError(
                 f"bench.systems entry {entry!r} overrides {key}, which all systems of a cell share (data, "
                 "partition, network, the axes); set it on an axis (bench.partitions, bench.parts, ...) or for "
-                "every system in bench.overrides")
+                "every system in bench.overrides"
+            )
         overrides.append(f"--{key}={raw}")
     return System(name=name, kind=system_kind(name), overrides=overrides, entry=entry.strip())
 
@@ -170,16 +183,22 @@ def _fanouts(spec: list[str], layers: int, base: Config, dataset: str) -> list[i
         try:
             fan = [int(x) for x in spec[layers - 1].replace("[", "").replace("]", "").split(",") if x.strip()]
         except ValueError:
-            raise ConfigError(f"bench.fanouts[{layers - 1}]={spec[layers - 1]!r} is not a comma-separated list of "
-                              "integers; write e.g. \"10,25\"") from None
+            raise ConfigError(
+                f"bench.fanouts[{layers - 1}]={spec[layers - 1]!r} is not a comma-separated list of "
+                'integers; write e.g. "10,25"'
+            ) from None
         if len(fan) != layers:
-            raise ConfigError(f"bench.fanouts[{layers - 1}]={spec[layers - 1]!r} has {len(fan)} entries; entry i "
-                              f"is for i+1 layers, so this one needs {layers}")
+            raise ConfigError(
+                f"bench.fanouts[{layers - 1}]={spec[layers - 1]!r} has {len(fan)} entries; entry i "
+                f"is for i+1 layers, so this one needs {layers}"
+            )
         return fan
     if len(base.train.fanouts) == layers:
         return list(base.train.fanouts)
-    raise ConfigError(f"no fan-outs for {layers} layers: bench.fanouts has no entry {layers - 1} and {dataset} has "
-                      f"train.fanouts={base.train.fanouts}; add e.g. bench.fanouts: [\"10\", \"10,25\", \"10,15,25\"]")
+    raise ConfigError(
+        f"no fan-outs for {layers} layers: bench.fanouts has no entry {layers - 1} and {dataset} has "
+        f'train.fanouts={base.train.fanouts}; add e.g. bench.fanouts: ["10", "10,25", "10,15,25"]'
+    )
 
 
 EXTRA_KEYS = tuple(k for k in SELECT_KEYS if k != "systems")
@@ -198,13 +217,15 @@ def parse_extra(entry: str, key: str = "bench.extra") -> dict[str, list]:
     for token in entry.split():
         name, sep, value = token.partition("=")
         if not sep or name not in EXTRA_KEYS:
-            raise ConfigError(f"{key}: {token!r} is not an axis setting; write e.g. \"parts=[8] layers=[2]\" with keys "
-                              f"{', '.join(EXTRA_KEYS)}")
+            raise ConfigError(
+                f'{key}: {token!r} is not an axis setting; write e.g. "parts=[8] layers=[2]" with keys '
+                f"{', '.join(EXTRA_KEYS)}"
+            )
         if name in out:
             raise ConfigError(f"{key}: {name} is set twice in {entry!r}; set each axis once")
         out[name] = coerce(f"{key}.{name}", value, hints[name])
     if not out:
-        raise ConfigError(f"{key}: an entry is empty; write e.g. \"parts=[8] layers=[2]\"")
+        raise ConfigError(f'{key}: an entry is empty; write e.g. "parts=[8] layers=[2]"')
     return out
 
 
@@ -237,8 +258,9 @@ def restrict_extra(entries: list[str], selection: dict[str, list]) -> list[str]:
 def cell_id(axes: dict) -> str:
     """``<dataset>-<partition>-p<parts>-<model>-l<layers>-<network>-s<seed>``."""
     bw = axes["bandwidth"] or "unshaped"
-    return (f"{axes['dataset']}-{axes['partition']}-p{axes['parts']}-{axes['model']}-l{axes['layers']}-{bw}"
-            f"-s{axes['seed']}")
+    return (
+        f"{axes['dataset']}-{axes['partition']}-p{axes['parts']}-{axes['model']}-l{axes['layers']}-{bw}-s{axes['seed']}"
+    )
 
 
 def expand(cfg: Config, out_dir: Path, file_overrides: list[str]) -> list[Cell]:
@@ -258,8 +280,9 @@ def expand(cfg: Config, out_dir: Path, file_overrides: list[str]) -> list[Cell]:
     """
     b = cfg.bench
     if not b.datasets:
-        raise ConfigError("bench.datasets is empty; list base config files, "
-                          "e.g. bench.datasets: [configs/bench/cora.yaml]")
+        raise ConfigError(
+            "bench.datasets is empty; list base config files, e.g. bench.datasets: [configs/bench/cora.yaml]"
+        )
     systems = [parse_system(e) for e in b.systems]
     if not systems:
         raise ConfigError("bench.systems is empty; list at least one, e.g. [distdgl, grappa]")
@@ -271,8 +294,9 @@ def expand(cfg: Config, out_dir: Path, file_overrides: list[str]) -> list[Cell]:
     common = list(file_overrides) + list(b.overrides)
     stems: dict[str, str] = {}
     cells: list[Cell] = []
-    benches = [b] + [dataclasses.replace(b, extra=[], **parse_extra(e, f"bench.extra[{i}]"))
-                     for i, e in enumerate(b.extra)]
+    benches = [b] + [
+        dataclasses.replace(b, extra=[], **parse_extra(e, f"bench.extra[{i}]")) for i, e in enumerate(b.extra)
+    ]
     seen: set[str] = set()
     for sub in benches:
         for cell in _product(sub, common, systems, out_dir, stems):
@@ -286,8 +310,9 @@ def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: 
     cells: list[Cell] = []
     for ds in b.datasets:
         if not Path(ds).is_file():
-            raise ConfigError(f"bench.datasets: {ds} does not exist; give a base config file, "
-                              "e.g. configs/bench/cora.yaml")
+            raise ConfigError(
+                f"bench.datasets: {ds} does not exist; give a base config file, e.g. configs/bench/cora.yaml"
+            )
         stem = Path(ds).stem
         if stems.get(stem, ds) != ds:
             raise ConfigError(f"bench.datasets: {ds} and {stems[stem]} have the same name {stem!r}; rename one")
@@ -302,9 +327,18 @@ def _product(b, common: list[str], systems: list[System], out_dir: Path, stems: 
                         for layers in b.layers or [base.model.num_layers]:
                             fan = _fanouts(b.fanouts, layers, base, ds)
                             for bw in [_bandwidth(x) for x in (b.bandwidths or [base.network.bandwidth])]:
-                                axes = {"dataset": stem, "dataset_config": ds, "data_name": base.data.name,
-                                        "partition": method, "parts": k, "model": model, "layers": layers,
-                                        "fanouts": fan, "bandwidth": bw, "seed": seed}
+                                axes = {
+                                    "dataset": stem,
+                                    "dataset_config": ds,
+                                    "data_name": base.data.name,
+                                    "partition": method,
+                                    "parts": k,
+                                    "model": model,
+                                    "layers": layers,
+                                    "fanouts": fan,
+                                    "bandwidth": bw,
+                                    "seed": seed,
+                                }
                                 cells.append(_cell(ds, axes, common, systems, out_dir))
     ids = [c.cell_id for c in cells]
     if len(set(ids)) != len(ids):
@@ -332,29 +366,47 @@ def _check_model(ds: str, model: str, base: Config, common: list[str]) -> None:
         raise ConfigError(
             f"bench.models: {ds} cannot train model {model!r} ({str(exc).splitlines()[0].rstrip('.')}); give each "
             f"dataset the models it serves, e.g. leave {ds} out of bench.datasets and add the bench.extra line "
-            f"\"datasets=[{ds}] models=[{base.model.name}]\"") from None
+            f'"datasets=[{ds}] models=[{base.model.name}]"'
+        ) from None
 
 
 def _cell(ds: str, axes: dict, common: list[str], systems: list[System], out_dir: Path) -> Cell:
     cid = cell_id(axes)
-    axis = [f"--partition.method={axes['partition']}", f"--partition.num_parts={axes['parts']}",
-            f"--model.name={axes['model']}", f"--model.num_layers={axes['layers']}",
-            f"--train.fanouts=[{','.join(map(str, axes['fanouts']))}]", f"--network.bandwidth={axes['bandwidth']}",
-            f"--train.seed={axes['seed']}", f"--partition.seed={axes['seed']}"]
-    cfg = load_config(ds, common + axis + [f"--name={cid}", "--run.progress=false",
-                                           f"--run.output_dir={out_dir / 'runs' / cid}"])
+    axis = [
+        f"--partition.method={axes['partition']}",
+        f"--partition.num_parts={axes['parts']}",
+        f"--model.name={axes['model']}",
+        f"--model.num_layers={axes['layers']}",
+        f"--train.fanouts=[{','.join(map(str, axes['fanouts']))}]",
+        f"--network.bandwidth={axes['bandwidth']}",
+        f"--train.seed={axes['seed']}",
+        f"--partition.seed={axes['seed']}",
+    ]
+    cfg = load_config(
+        ds, common + axis + [f"--name={cid}", "--run.progress=false", f"--run.output_dir={out_dir / 'runs' / cid}"]
+    )
     pfp = partition_fingerprint(cfg)
     pdir = out_dir / "partitions" / digest(pfp)
     cfg = dataclasses.replace(cfg, partition=dataclasses.replace(cfg.partition, out_dir=str(pdir.resolve())))
     cell = Cell(cell_id=cid, axes=axes, cfg=cfg, partition_fp=pfp, partition_dir=pdir)
     for s in systems:
-        scfg = load_config(ds, common + axis + s.overrides + [
-            f"--name={cid}.{s.name}", "--run.progress=false",
-            f"--run.output_dir={(out_dir / 'runs' / cid / s.name).resolve()}", f"--partition.out_dir={pdir.resolve()}"])
+        scfg = load_config(
+            ds,
+            common
+            + axis
+            + s.overrides
+            + [
+                f"--name={cid}.{s.name}",
+                "--run.progress=false",
+                f"--run.output_dir={(out_dir / 'runs' / cid / s.name).resolve()}",
+                f"--partition.out_dir={pdir.resolve()}",
+            ],
+        )
         resolve(scfg)  # a system's overrides must suit the kind of job (one line before anything runs)
         norm = normalised(scfg)
-        cell.systems[s.name] = PlannedSystem(system=s, cfg=scfg, config=norm,
-                                             fingerprint=digest({"kind": s.kind, "config": norm}))
+        cell.systems[s.name] = PlannedSystem(
+            system=s, cfg=scfg, config=norm, fingerprint=digest({"kind": s.kind, "config": norm})
+        )
     return cell
 
 
@@ -365,6 +417,7 @@ def cell_fingerprint(cell: Cell) -> str:
 
 def make_plan(cells: list[Cell], cfg: Config) -> dict:
     """The configured matrix for the report: cell ids, their axes and planned systems."""
+
     def values(key):
         out = []
         for c in cells:
@@ -373,8 +426,10 @@ def make_plan(cells: list[Cell], cfg: Config) -> dict:
                 out.append(v)
         return out
 
-    return {"cells": {c.cell_id: {"axes": c.axes, "systems": list(c.systems)} for c in cells},
-            "axes": {a: values(a) for a in ("dataset", "partition", "parts", "model", "layers", "bandwidth", "seed")},
-            "systems": [parse_system(e).name for e in cfg.bench.systems],
-            "system_entries": list(cfg.bench.systems),
-            "partial": list(cfg.bench.partial)}
+    return {
+        "cells": {c.cell_id: {"axes": c.axes, "systems": list(c.systems)} for c in cells},
+        "axes": {a: values(a) for a in ("dataset", "partition", "parts", "model", "layers", "bandwidth", "seed")},
+        "systems": [parse_system(e).name for e in cfg.bench.systems],
+        "system_entries": list(cfg.bench.systems),
+        "partial": list(cfg.bench.partial),
+    }

@@ -5,6 +5,7 @@ A system whose entry is ``ok`` and whose stored config equals the one the bench 
 cell whose selected systems all are is skipped. Failed and changed systems run again. The
 report marks stored runs that no longer match the plan ``stale`` (:func:`current_view`).
 """
+
 from __future__ import annotations
 
 from ..config import HETERO_DATASETS, Config, config_changes
@@ -43,8 +44,9 @@ def stale_reason(stored: dict | None, planned: PlannedSystem) -> str | None:
         return f"kind {stored.get('kind')} -> {planned.system.kind}"
     config = stored.get("config") or {}
     hetero = (config.get("data") or {}).get("name") in HETERO_DATASETS
-    keys = NEW_BEHAVIOUR_KEYS.get(planned.system.kind, ()) + (NEW_HETERO_KEYS.get(planned.system.kind, ())
-                                                               if hetero else ())
+    keys = NEW_BEHAVIOUR_KEYS.get(planned.system.kind, ()) + (
+        NEW_HETERO_KEYS.get(planned.system.kind, ()) if hetero else ()
+    )
     for key in keys:
         if not _has_key(config, key) and _has_key(planned.config, key):
             return f"run before {key} existed (the defaults have changed since)"

@@ -35,6 +35,7 @@ The reports read a cell through :class:`dgl_grappa.bench.report.CellResult`
 (:func:`dgl_grappa.bench.report.read_result`), the runs' figures through
 :func:`dgl_grappa.bench.execute.derive_metrics`.
 """
+
 from __future__ import annotations
 
 import gzip

@@ -14,6 +14,7 @@ Example:
     >>> entries, remote = access.open(entries)                                 # doctest: +SKIP
     >>> remote_argv(remote, 0, entries[0].host, ["hostname"])                  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import logging
@@ -91,8 +92,13 @@ class SshAccess:
 
     def __init__(self, launch: LaunchConfig, job: str = ""):
         self.job = job
-        self.remote = Remote("ssh", user=launch.ssh_user, port=launch.ssh_port, identity_file=launch.ssh_identity,
-                             ssh_options=_ssh_options(launch.ssh_options))
+        self.remote = Remote(
+            "ssh",
+            user=launch.ssh_user,
+            port=launch.ssh_port,
+            identity_file=launch.ssh_identity,
+            ssh_options=_ssh_options(launch.ssh_options),
+        )
 
     def open(self, entries: list[IpConfigEntry]) -> tuple[list[IpConfigEntry], Remote]:
         return list(entries), self.remote

@@ -26,6 +26,7 @@ waits, at most 30 s, until the launcher's stop request reaches it), and ``"once"
 when the fault fires; while it exists the fault does not fire again (so the restarted job runs
 through). A JSON list holds several faults (each with its own ``once`` file).
 """
+
 from __future__ import annotations
 
 import json

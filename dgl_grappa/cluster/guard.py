@@ -28,6 +28,7 @@ Example (what the launcher runs on host 1)::
     ssh 10.0.0.2 \\
         'cd /work && exec env RANK=1 ... python -m dgl_grappa.cluster.guard -- python -m dgl_grappa worker --config C'
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,11 @@ def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:
                 except OSError:
                     data = b""
                 if not data:  # the launcher hung up or is gone
-                    print(f"dgl_grappa.cluster.guard: launcher gone (stdin closed); killing {cmd[0]} (pid {child.pid})",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"dgl_grappa.cluster.guard: launcher gone (stdin closed); killing {cmd[0]} (pid {child.pid})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return EXIT_HANGUP
     finally:
         kill_session(child)
@@ -93,13 +97,14 @@ def run(cmd: list[str], watch_stdin: bool = True, poll_s: float = 0.5) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m dgl_grappa.cluster.guard [--no-stdin] -- CMD ...`` or ``--kill-job ID``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    own, cmd = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa.cluster.guard",
-                                 description="run a command that dies when its launcher goes away")
-    ap.add_argument("--no-stdin", action="store_true",
-                    help="do not watch stdin (only signals end the command early)")
-    ap.add_argument("--kill-job", default="", metavar="ID",
-                    help=f"kill every process whose environment has {ENV_JOB}=ID, then exit")
+    own, cmd = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    ap = argparse.ArgumentParser(
+        prog="python -m dgl_grappa.cluster.guard", description="run a command that dies when its launcher goes away"
+    )
+    ap.add_argument("--no-stdin", action="store_true", help="do not watch stdin (only signals end the command early)")
+    ap.add_argument(
+        "--kill-job", default="", metavar="ID", help=f"kill every process whose environment has {ENV_JOB}=ID, then exit"
+    )
     args = ap.parse_args(own)
     if args.kill_job:
         n = kill_job(args.kill_job)

@@ -20,6 +20,7 @@ Example:
     >>> [(s.rank, s.host, s.local_rank) for s in slots][:3]
     [(0, '10.0.0.1', 0), (1, '10.0.0.1', 1), (2, '10.0.0.2', 0)]
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -35,8 +36,10 @@ from ..env import ENV_JOIN
 DGL_DEFAULT_PORT = 30050
 """The port DGL's ``read_ip_config`` uses for a line without one."""
 DEFAULT_MASTER_PORT = 29500
-_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 REMOTES = ("ssh", "netns", "none")
 
@@ -44,6 +47,7 @@ REMOTES = ("ssh", "netns", "none")
 # ---------------------------------------------------------------------------------------
 # ip_config.txt
 # ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class IpConfigEntry:
@@ -98,13 +102,14 @@ def parse_ip_config(text: str, source: str = "ip_config") -> list[IpConfigEntry]
             continue
         where = f"{source} line {no}"
         if len(fields) > 2:
-            raise ConfigError(f"{where}: {line.strip()!r} has {len(fields)} fields; "
-                              "each line must be 'IP [port]'")
+            raise ConfigError(f"{where}: {line.strip()!r} has {len(fields)} fields; each line must be 'IP [port]'")
         entry = IpConfigEntry(_check_host(fields[0], where), _port(fields[1], where) if len(fields) == 2 else None)
         key = (entry.host, entry.port or DGL_DEFAULT_PORT)
         if key in seen:
-            raise ConfigError(f"{where}: {key[0]} port {key[1]} repeats line {seen[key]}; "
-                              "give machines on one address different ports")
+            raise ConfigError(
+                f"{where}: {key[0]} port {key[1]} repeats line {seen[key]}; "
+                "give machines on one address different ports"
+            )
         seen[key] = no
         out.append(entry)
     if not out:
@@ -133,6 +138,7 @@ def format_ip_config(entries: Sequence[IpConfigEntry]) -> str:
 # ---------------------------------------------------------------------------------------
 # Slurm's compressed lists
 # ---------------------------------------------------------------------------------------
+
 
 def _split_top(text: str) -> list[str]:
     # Split at commas outside brackets: "a[1,2],b" -> ["a[1,2]", "b"].
@@ -209,6 +215,7 @@ def expand_tasks_per_node(text: str) -> list[int]:
 # Worker identity from a torchrun or Slurm environment
 # ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WorkerIdentity:
     """Who a worker is in a multi-host job.
@@ -275,8 +282,10 @@ def worker_identity(env: Mapping[str, str]) -> WorkerIdentity:
         return _from_torchrun(env)
     if "SLURM_PROCID" in env:
         return _from_slurm(env)
-    raise ConfigError("no torchrun or Slurm environment (RANK/WORLD_SIZE or SLURM_PROCID); start workers "
-                      "with torchrun or srun, or let the launcher start them")
+    raise ConfigError(
+        "no torchrun or Slurm environment (RANK/WORLD_SIZE or SLURM_PROCID); start workers "
+        "with torchrun or srun, or let the launcher start them"
+    )
 
 
 def _from_torchrun(env: Mapping[str, str]) -> WorkerIdentity:
@@ -288,8 +297,11 @@ def _from_torchrun(env: Mapping[str, str]) -> WorkerIdentity:
     port = _int(env, "MASTER_PORT")
     _check(1 <= port <= 65535, f"MASTER_PORT={port} must be between 1 and 65535")
     if "LOCAL_RANK" in env:
-        _check("LOCAL_WORLD_SIZE" in env, "LOCAL_RANK is set but LOCAL_WORLD_SIZE is not; set it to the "
-                                          "number of workers on this host, as torchrun does")
+        _check(
+            "LOCAL_WORLD_SIZE" in env,
+            "LOCAL_RANK is set but LOCAL_WORLD_SIZE is not; set it to the "
+            "number of workers on this host, as torchrun does",
+        )
         local, lws = _int(env, "LOCAL_RANK"), _int(env, "LOCAL_WORLD_SIZE")
     else:
         local, lws = 0, _int(env, "LOCAL_WORLD_SIZE", 1)
@@ -320,8 +332,10 @@ def _from_slurm(env: Mapping[str, str]) -> WorkerIdentity:
     local = _int(env, "SLURM_LOCALID", 0)
     per_node = expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"]) if env.get("SLURM_TASKS_PER_NODE") else []
     if per_node:
-        _check(len(per_node) == len(nodes), f"SLURM_TASKS_PER_NODE gives {len(per_node)} hosts, "
-                                             f"SLURM_NODELIST {len(nodes)}")
+        _check(
+            len(per_node) == len(nodes),
+            f"SLURM_TASKS_PER_NODE gives {len(per_node)} hosts, SLURM_NODELIST {len(nodes)}",
+        )
         _check(sum(per_node) == world, f"SLURM_TASKS_PER_NODE adds up to {sum(per_node)}, SLURM_NTASKS={world}")
     lws = per_node[host] if per_node else _int(env, "SLURM_NTASKS_PER_NODE", max(1, world // len(nodes)))
     _check(0 <= local < lws, f"SLURM_LOCALID={local} must be in [0, {lws}) tasks on this host")
@@ -338,15 +352,21 @@ def torchrun_env(identity: WorkerIdentity) -> dict[str, str]:
     Returns:
         RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT.
     """
-    return {"RANK": str(identity.rank), "WORLD_SIZE": str(identity.world_size),
-            "LOCAL_RANK": str(identity.local_rank), "LOCAL_WORLD_SIZE": str(identity.local_world_size),
-            "GROUP_RANK": str(identity.host_index), "MASTER_ADDR": identity.master_addr,
-            "MASTER_PORT": str(identity.master_port)}
+    return {
+        "RANK": str(identity.rank),
+        "WORLD_SIZE": str(identity.world_size),
+        "LOCAL_RANK": str(identity.local_rank),
+        "LOCAL_WORLD_SIZE": str(identity.local_world_size),
+        "GROUP_RANK": str(identity.host_index),
+        "MASTER_ADDR": identity.master_addr,
+        "MASTER_PORT": str(identity.master_port),
+    }
 
 
 # ---------------------------------------------------------------------------------------
 # Placement
 # ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Slot:
@@ -380,15 +400,20 @@ def place_workers(num_workers: int, hosts: Sequence[str], workers_per_host: int 
     _check(len(hosts) >= 1, "no hosts given; list them in launch.hosts or an ip_config file")
     _check(workers_per_host >= 1, f"workers_per_host={workers_per_host} must be >= 1")
     cap = len(hosts) * workers_per_host
-    _check(num_workers <= cap, f"{num_workers} workers do not fit on {len(hosts)} hosts x {workers_per_host} "
-                               f"per host; add hosts or set workers_per_host={-(-num_workers // len(hosts))}")
-    return [Slot(r, r // workers_per_host, hosts[r // workers_per_host], r % workers_per_host)
-            for r in range(num_workers)]
+    _check(
+        num_workers <= cap,
+        f"{num_workers} workers do not fit on {len(hosts)} hosts x {workers_per_host} "
+        f"per host; add hosts or set workers_per_host={-(-num_workers // len(hosts))}",
+    )
+    return [
+        Slot(r, r // workers_per_host, hosts[r // workers_per_host], r % workers_per_host) for r in range(num_workers)
+    ]
 
 
 # ---------------------------------------------------------------------------------------
 # Remote commands
 # ---------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Remote:
@@ -422,15 +447,22 @@ def shell_command(argv: Sequence[str], env: Mapping[str, str] | None = None, cwd
     words = list(argv)
     if env:
         for k in env:
-            _check(bool(_ENV_NAME.fullmatch(k)),
-                   f"environment variable name {k!r} is invalid; use [A-Za-z_][A-Za-z0-9_]*")
+            _check(
+                bool(_ENV_NAME.fullmatch(k)), f"environment variable name {k!r} is invalid; use [A-Za-z_][A-Za-z0-9_]*"
+            )
         words = ["env"] + [f"{k}={v}" for k, v in env.items()] + words
     cmd = "exec " + shlex.join(words)
     return f"cd {shlex.quote(cwd)} && {cmd}" if cwd else cmd
 
 
-def remote_argv(remote: Remote, host_index: int, host: str, argv: Sequence[str],
-                env: Mapping[str, str] | None = None, cwd: str | None = None) -> list[str]:
+def remote_argv(
+    remote: Remote,
+    host_index: int,
+    host: str,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> list[str]:
     """The local command that runs ``argv`` on host ``host_index`` (address ``host``).
 
     All kinds run the same :func:`shell_command` string; only the prefix differs:
@@ -461,8 +493,10 @@ def remote_argv(remote: Remote, host_index: int, host: str, argv: Sequence[str],
         out += list(remote.ssh_options)
         return out + [f"{remote.user}@{host}" if remote.user else host, script]
     if remote.kind == "netns":
-        _check(0 <= host_index < len(remote.prefixes),
-               f"host {host_index} has no namespace prefix ({len(remote.prefixes)} test hosts); "
-               "start one TestHosts host per launch host")
+        _check(
+            0 <= host_index < len(remote.prefixes),
+            f"host {host_index} has no namespace prefix ({len(remote.prefixes)} test hosts); "
+            "start one TestHosts host per launch host",
+        )
         return list(remote.prefixes[host_index]) + ["sh", "-c", script]
     return ["sh", "-c", script]

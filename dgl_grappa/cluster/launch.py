@@ -14,6 +14,7 @@ worker uses the GPU of its LOCAL_RANK (:func:`select_device`). A host with more 
 GPUs shares them (worker k on GPU k mod the count); NCCL refuses two ranks on one GPU, so
 there gloo all-reduces the CUDA buckets too (:func:`gpus_shared`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -122,8 +123,10 @@ def check_dgl_cuda(device: torch.device) -> None:
         dgl.graph(([0], [0])).to(device)
     except Exception as exc:  # noqa: BLE001 - DGLError, RuntimeError: DGL words it differently by version
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
-                          f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu") from None
+        raise ConfigError(
+            f"run.device=cuda needs a CUDA build of DGL ({first}); install it with "
+            f"'{DGL_CUDA_WHEEL}', or use --run.device=cpu"
+        ) from None
 
 
 def select_device(device: str, local_rank: int = 0, check_dgl: bool = False) -> torch.device:
@@ -142,12 +145,14 @@ def select_device(device: str, local_rank: int = 0, check_dgl: bool = False) -> 
     if device == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ConfigError("run.device=cuda but torch sees no CUDA device here (no GPU, or no driver); "
-                          "use --run.device=cpu")
+        raise ConfigError(
+            "run.device=cuda but torch sees no CUDA device here (no GPU, or no driver); use --run.device=cpu"
+        )
     n = torch.cuda.device_count()
     if local_rank >= n:
-        log.info("run.device=cuda: LOCAL_RANK=%d on a host of %d GPU(s): it shares GPU %d", local_rank, n,
-                 local_rank % n)
+        log.info(
+            "run.device=cuda: LOCAL_RANK=%d on a host of %d GPU(s): it shares GPU %d", local_rank, n, local_rank % n
+        )
     torch.cuda.set_device(local_rank % n)
     dev = torch.device("cuda", local_rank % n)
     if check_dgl:
@@ -192,10 +197,21 @@ def init_distributed_env(who, timeout_s: float, device: str = "cpu", remote: str
     slot, sharing = gpu_place(who, remote)
     select_device(device, slot)
     shared = device == "cuda" and gpus_shared(sharing)
-    dist.init_process_group(backend_for(device, shared), init_method="env://", rank=who.rank, world_size=who.world_size,
-                            timeout=datetime.timedelta(seconds=timeout_s))
-    return Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
-                    host_index=who.host_index, gpu_slot=slot)
+    dist.init_process_group(
+        backend_for(device, shared),
+        init_method="env://",
+        rank=who.rank,
+        world_size=who.world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return Identity(
+        rank=who.rank,
+        world_size=who.world_size,
+        part=who.rank,
+        local_rank=who.local_rank,
+        host_index=who.host_index,
+        gpu_slot=slot,
+    )
 
 
 def shutdown_distributed(clean: bool = True) -> None:
@@ -254,8 +270,15 @@ class WorkerFailed(JobFailed):
         user_error: the one-line message of a worker's :class:`UserError`, else None.
     """
 
-    def __init__(self, msg: str, rank: int | None = None, exit_code: int | None = None, timed_out: bool = False,
-                 user_error: str | None = None, stalled: bool = False):
+    def __init__(
+        self,
+        msg: str,
+        rank: int | None = None,
+        exit_code: int | None = None,
+        timed_out: bool = False,
+        user_error: str | None = None,
+        stalled: bool = False,
+    ):
         super().__init__(msg)
         self.rank, self.exit_code, self.timed_out, self.user_error = rank, exit_code, timed_out, user_error
         self.stalled = stalled
@@ -288,8 +311,7 @@ def _beat(beats, rank: int, every_s: float) -> None:
         time.sleep(every_s)
 
 
-def _worker_entry(rank: int, fn: Callable, parent_pid: int, stoppable: bool, beats, beat_s: float,
-                  args: tuple) -> None:
+def _worker_entry(rank: int, fn: Callable, parent_pid: int, stoppable: bool, beats, beat_s: float, args: tuple) -> None:
     """A spawned worker's first frame: die with the launcher, take stop requests, beat, then ``fn``."""
     die_with_parent(parent_pid)
     if stoppable:
@@ -328,8 +350,15 @@ class _Watch:
         return None
 
 
-def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll_s: float = 1.0,
-                  stop: StopSignals | None = None, peer_timeout_s: float = 0.0) -> None:
+def spawn_workers(
+    fn: Callable,
+    nprocs: int,
+    args: tuple,
+    timeout_s: float,
+    poll_s: float = 1.0,
+    stop: StopSignals | None = None,
+    peer_timeout_s: float = 0.0,
+) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes and wait, at most timeout_s.
 
     The first worker that dies (any signal, any non-zero status) or raises ends the wait:
@@ -355,8 +384,13 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
     """
     beats = mp.get_context("spawn").Array("d", nprocs, lock=False) if peer_timeout_s > 0 else None
     beat_s = max(0.2, min(2.0, peer_timeout_s / 5))
-    ctx = mp.start_processes(_worker_entry, args=(fn, os.getpid(), stop is not None, beats, beat_s, args),
-                             nprocs=nprocs, join=False, start_method="spawn")
+    ctx = mp.start_processes(
+        _worker_entry,
+        args=(fn, os.getpid(), stop is not None, beats, beat_s, args),
+        nprocs=nprocs,
+        join=False,
+        start_method="spawn",
+    )
     procs = ctx.processes
     log.info("workers started: %s", ", ".join(f"rank {i} pid {p.pid}" for i, p in enumerate(procs)))
     watch = _Watch(beats, peer_timeout_s) if beats is not None else None
@@ -370,8 +404,11 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
             if stop is not None and stop.signum:
                 if stop_by is None:
                     name = signal.Signals(stop.signum).name
-                    log.warning("%s: asking every worker to stop at its next checkpointed step (at most %.0f s)", name,
-                                STOP_GRACE_S)
+                    log.warning(
+                        "%s: asking every worker to stop at its next checkpointed step (at most %.0f s)",
+                        name,
+                        STOP_GRACE_S,
+                    )
                     for p in procs:
                         if p.exitcode is None:
                             with contextlib.suppress(ProcessLookupError):
@@ -389,7 +426,7 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
                     trace = queue.get()
                     last = [ln for ln in trace.splitlines() if ln.strip()][-1:] or [""]
                     marker = f"{UserError.__module__}.{UserError.__name__}: "
-                    user = last[0][len(marker):] if last[0].startswith(marker) else None
+                    user = last[0][len(marker) :] if last[0].startswith(marker) else None
                     raise WorkerFailed(user or f"worker {i} failed:\n{trace}", rank=i, user_error=user)
                 raise WorkerFailed(f"worker {i} {rc_text(p.exitcode)}", rank=i, exit_code=p.exitcode)
             if all(p.exitcode == 0 for p in procs):
@@ -398,12 +435,19 @@ def spawn_workers(fn: Callable, nprocs: int, args: tuple, timeout_s: float, poll
             if late is not None:
                 rank, age = late
                 _kill_all(procs)
-                raise WorkerFailed(f"worker {rank} (rank {rank} on host {socket.gethostname()}) stopped answering: "
-                                   f"no heartbeat for {age:.0f} s (run.peer_timeout_s={peer_timeout_s:g}); every "
-                                   "worker was killed and the job stopped", rank=rank, stalled=True)
+                raise WorkerFailed(
+                    f"worker {rank} (rank {rank} on host {socket.gethostname()}) stopped answering: "
+                    f"no heartbeat for {age:.0f} s (run.peer_timeout_s={peer_timeout_s:g}); every "
+                    "worker was killed and the job stopped",
+                    rank=rank,
+                    stalled=True,
+                )
             if time.monotonic() > deadline:
-                raise WorkerFailed(f"the job ran past run.timeout_s={timeout_s:.0f}s; all workers were killed "
-                                   "(raise --run.timeout_s if the job is just slow)", timed_out=True)
+                raise WorkerFailed(
+                    f"the job ran past run.timeout_s={timeout_s:.0f}s; all workers were killed "
+                    "(raise --run.timeout_s if the job is just slow)",
+                    timed_out=True,
+                )
     finally:
         if stop is not None:
             stop.defer = False
@@ -416,8 +460,10 @@ def check_port_free(port: int, key: str, host: str = "127.0.0.1") -> None:
         try:
             s.bind((host, port))
         except OSError as exc:
-            raise ConfigError(f"{key}={port}: port {port} on {host} is already in use ({exc.strerror}); pick another "
-                              f"port, or {key}=0 for a free one") from None
+            raise ConfigError(
+                f"{key}={port}: port {port} on {host} is already in use ({exc.strerror}); pick another "
+                f"port, or {key}=0 for a free one"
+            ) from None
 
 
 def set_threads(n: int) -> None:

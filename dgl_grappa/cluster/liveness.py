@@ -28,6 +28,7 @@ Example:
     >>> w.judge([True, True], host_of=[0, 1], addresses=["10.0.0.1", "10.0.0.2"])   # no reports yet
     []
 """
+
 from __future__ import annotations
 
 import errno
@@ -43,8 +44,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ptree import kill_with_parent
 from .membership import Entered, fenced_by, newest_generation, read_pending
+from .ptree import kill_with_parent
 
 log = logging.getLogger("dgl_grappa")
 
@@ -84,6 +85,7 @@ def _read(path: Path) -> dict | None:
 # A worker's side
 # ---------------------------------------------------------------------------------------
 
+
 class Beacon:
     """One worker's liveness: a reporter process (listener, probes, reports) and a thread (fence, cuts).
 
@@ -115,8 +117,19 @@ class Beacon:
     def start(self) -> "Beacon":
         """Start the reporter process and the fence thread (both end with this process)."""
         self.reporter = subprocess.Popen(
-            [sys.executable, "-m", "dgl_grappa.cluster.liveness", str(self.folder), str(self.rank), self.address,
-             str(self.every_s), str(os.getpid())], stdin=subprocess.DEVNULL, preexec_fn=kill_with_parent)
+            [
+                sys.executable,
+                "-m",
+                "dgl_grappa.cluster.liveness",
+                str(self.folder),
+                str(self.rank),
+                self.address,
+                str(self.every_s),
+                str(os.getpid()),
+            ],
+            stdin=subprocess.DEVNULL,
+            preexec_fn=kill_with_parent,
+        )
         threading.Thread(target=self._loop, name="dgl_grappa-fence", daemon=True).start()
         return self
 
@@ -157,8 +170,12 @@ class Beacon:
                 return
             n = cut_connections()
             Entered.gen = newer[0]
-        log.warning("generation %d replaces this worker's group (%s): %d connection(s) of the old one cut",
-                    newer[0], newer[1], n)
+        log.warning(
+            "generation %d replaces this worker's group (%s): %d connection(s) of the old one cut",
+            newer[0],
+            newer[1],
+            n,
+        )
 
 
 def _stopped(pid: int) -> bool | None:
@@ -257,15 +274,30 @@ class Reporter:
     def _write(self, n: int, seen: dict, net_down: bool) -> None:
         path = _report_path(self.folder, self.rank)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"rank": self.rank, "n": n, "pid": self.worker_pid, "address": self.address,
-                                   "port": self.port, "seen": seen, "net_down": net_down}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "rank": self.rank,
+                    "n": n,
+                    "pid": self.worker_pid,
+                    "address": self.address,
+                    "port": self.port,
+                    "seen": seen,
+                    "net_down": net_down,
+                }
+            )
+        )
         os.replace(tmp, path)
 
 
 def fence_exit(rank: int, g) -> None:
     """End this stale worker at once (no cleanup, no file written): generation ``g`` replaced it."""
-    log.error("worker %d was replaced in generation %d (%s): this stale worker stops and writes nothing", rank,
-              g.gen, g.reason)
+    log.error(
+        "worker %d was replaced in generation %d (%s): this stale worker stops and writes nothing",
+        rank,
+        g.gen,
+        g.reason,
+    )
     for h in logging.getLogger("dgl_grappa").handlers:
         h.flush()
     os._exit(EXIT_FENCED)
@@ -301,6 +333,7 @@ def cut_connections() -> int:
 # ---------------------------------------------------------------------------------------
 # The launcher's side
 # ---------------------------------------------------------------------------------------
+
 
 @dataclass
 class Verdict:
@@ -400,28 +433,47 @@ class Watch:
             elsewhere = [r for r in live if host_of[r] != h]
             if not mine:
                 cut[h] = "no worker on another host reached it and its own workers stopped reporting"
-            elif (any(self.seen[r].report.get("net_down") for r in mine) and none_reached(mine, elsewhere)):
+            elif any(self.seen[r].report.get("net_down") for r in mine) and none_reached(mine, elsewhere):
                 cut[h] = "its own network is down"
-            elif any(not none_reached([w for w in witnesses if host_of[w] != g], on[g])
-                     for g in hosts if g != h and any(host_of[w] != g for w in witnesses)):
+            elif any(
+                not none_reached([w for w in witnesses if host_of[w] != g], on[g])
+                for g in hosts
+                if g != h and any(host_of[w] != g for w in witnesses)
+            ):
                 cut[h] = "no worker on another host reached it"
             else:
                 tied.append(h)
         if len(tied) > 1 and not cut:
             names = ", ".join(f"{h} ({addresses[h]})" for h in tied)
-            return [Verdict("partition", [r for h in tied for r in on[h]], -1,
-                            f"hosts {names} cannot reach each other for {t:g} s (run.peer_timeout_s): the network "
-                            "between them is down and no side can be told from the other", "network partition")]
-        out = [Verdict("unreachable", on[h], h,
-                       f"host {h} ({addresses[h]}) is unreachable: {how} for {t:g} s (run.peer_timeout_s); "
-                       f"worker(s) {', '.join(map(str, on[h]))} on it", f"host {h} unreachable")
-               for h, how in sorted(cut.items())]
+            return [
+                Verdict(
+                    "partition",
+                    [r for h in tied for r in on[h]],
+                    -1,
+                    f"hosts {names} cannot reach each other for {t:g} s (run.peer_timeout_s): the network "
+                    "between them is down and no side can be told from the other",
+                    "network partition",
+                )
+            ]
+        out = [
+            Verdict(
+                "unreachable",
+                on[h],
+                h,
+                f"host {h} ({addresses[h]}) is unreachable: {how} for {t:g} s (run.peer_timeout_s); "
+                f"worker(s) {', '.join(map(str, on[h]))} on it",
+                f"host {h} unreachable",
+            )
+            for h, how in sorted(cut.items())
+        ]
         for r in live:
             age = now - self.seen[r].changed
             if r not in fresh and host_of[r] not in cut:
                 h = host_of[r]
-                line = (f"worker {r} (rank {r} on host {h}, {addresses[h]}) stopped answering: no heartbeat for "
-                        f"{age:.0f} s (run.peer_timeout_s={t:g})")
+                line = (
+                    f"worker {r} (rank {r} on host {h}, {addresses[h]}) stopped answering: no heartbeat for "
+                    f"{age:.0f} s (run.peer_timeout_s={t:g})"
+                )
                 out.append(Verdict("stalled", [r], h, line, f"it stopped answering for {age:.0f} s"))
         return out
 
@@ -430,9 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m dgl_grappa.cluster.liveness FOLDER RANK ADDRESS EVERY_S WORKER_PID``: a worker's reporter."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa.cluster.liveness",
-                                 description="a worker's liveness reporter (the multi-host launcher starts it beside "
-                                             "each worker; not a command for users)")
+    ap = argparse.ArgumentParser(
+        prog="python -m dgl_grappa.cluster.liveness",
+        description="a worker's liveness reporter (the multi-host launcher starts it beside "
+        "each worker; not a command for users)",
+    )
     ap.add_argument("folder", help="the job's membership folder")
     ap.add_argument("rank", type=int, help="the worker's rank")
     ap.add_argument("address", help="its host's address (the one its collectives use)")

@@ -26,6 +26,7 @@ Example:
     >>> fenced_by(d, rank=2, since=0).gen, fenced_by(d, rank=2, since=1)
     (1, None)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -240,12 +241,26 @@ def folded_change(gens: list[Generation]) -> dict:
         joined.update({j["rank"]: j for j in g.joined})
         reasons += [r for r in g.reason.split("; ") if r and r not in reasons]
         unreachable += [a for a in g.unreachable if a not in unreachable]
-    return {"gen": gens[-1].gen, "lost": sorted(lost), "joined": [joined[r] for r in sorted(joined)],
-            "reason": "; ".join(reasons), "folded": [g.gen for g in gens[:-1]], "unreachable": unreachable}
+    return {
+        "gen": gens[-1].gen,
+        "lost": sorted(lost),
+        "joined": [joined[r] for r in sorted(joined)],
+        "reason": "; ".join(reasons),
+        "folded": [g.gen for g in gens[:-1]],
+        "unreachable": unreachable,
+    }
 
 
-def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, timeout_s: float,
-               backend: str = "gloo", poll_s: float = 0.05, form_s: float | None = None) -> Generation:
+def rendezvous(
+    folder: str | Path,
+    g: Generation,
+    rank: int,
+    world_size: int,
+    timeout_s: float,
+    backend: str = "gloo",
+    poll_s: float = 0.05,
+    form_s: float | None = None,
+) -> Generation:
     """Join generation ``g``'s process group (the default group) as ``rank`` of ``world_size``, or a newer one.
 
     Every member counts itself in at the generation's store (on rank 0's host); the group is made
@@ -276,15 +291,19 @@ def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, ti
             g, deadline = newer, time.monotonic() + form_s
         left = deadline - time.monotonic()
         if left <= 0:
-            raise RuntimeError(f"generation {g.gen} did not form within {form_s:.0f} s: its members did not all "
-                               "arrive")
+            raise RuntimeError(f"generation {g.gen} did not form within {form_s:.0f} s: its members did not all arrive")
         Entered.enter(g.gen)
         if rank != 0 and not _listening(g.master_addr, g.master_port):
             time.sleep(poll_s * 4)  # not up yet (rank 0 still starting) or gone: look again, quietly
             continue
         try:
-            store = dist.TCPStore(g.master_addr, g.master_port, is_master=rank == 0, wait_for_workers=False,
-                                  timeout=datetime.timedelta(seconds=min(_CONNECT_S, timeout_s, max(left, 0.1))))
+            store = dist.TCPStore(
+                g.master_addr,
+                g.master_port,
+                is_master=rank == 0,
+                wait_for_workers=False,
+                timeout=datetime.timedelta(seconds=min(_CONNECT_S, timeout_s, max(left, 0.1))),
+            )
             key = f"arrived/{g.gen}"
             store.add(key, 1)
             while int(store.add(key, 0)) < world_size:
@@ -304,8 +323,11 @@ def rendezvous(folder: str | Path, g: Generation, rank: int, world_size: int, ti
         except RuntimeError as exc:  # a member lost while the group connected: the launcher writes the next one
             if dist.is_initialized():
                 dist.destroy_process_group()
-            log.warning("generation %d broke while its group connected (%s): waiting for the next one", g.gen,
-                        " ".join(str(exc).split())[-160:])
+            log.warning(
+                "generation %d broke while its group connected (%s): waiting for the next one",
+                g.gen,
+                " ".join(str(exc).split())[-160:],
+            )
             newer = wait_generation(folder, g.gen, max(0.0, deadline - time.monotonic()))
             if newer is None:
                 raise
@@ -323,14 +345,26 @@ def _listening(addr: str, port: int) -> bool:
         return False
 
 
-def join_generation(g: Generation, rank: int, world_size: int, timeout_s: float, backend: str = "gloo",
-                    folder: str | Path | None = None, form_s: float | None = None) -> Generation:
+def join_generation(
+    g: Generation,
+    rank: int,
+    world_size: int,
+    timeout_s: float,
+    backend: str = "gloo",
+    folder: str | Path | None = None,
+    form_s: float | None = None,
+) -> Generation:
     """Join generation ``g`` (or, with ``folder``, a newer one written meanwhile: :func:`rendezvous`, which waits
     at most ``form_s`` for it to form)."""
     if folder is not None:
         return rendezvous(folder, g, rank, world_size, timeout_s, backend, form_s=form_s)
     import torch.distributed as dist  # deferred: the launcher reads generations without torch.distributed
 
-    dist.init_process_group(backend, init_method=f"tcp://{g.master_addr}:{g.master_port}", rank=rank,
-                            world_size=world_size, timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{g.master_addr}:{g.master_port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     return g

@@ -31,6 +31,7 @@ Example:
     >>> argv = isolate_argv(["python", "-m", "dgl_grappa", "train"], net=True, bandwidth="1gbit")  # doctest: +SKIP
     >>> subprocess.run(argv, check=True)                                                           # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,6 +46,7 @@ import subprocess
 import sys
 
 from ..config import TC_RATE, ConfigError
+
 # ENV_NETNS is "1" inside a private namespace (set by the helper): only then does the wire
 # meter read the counters (in the host namespace they would include everybody's traffic).
 from ..env import ENV_NETNS
@@ -72,6 +74,7 @@ def in_private_netns() -> bool:
 # ---------------------------------------------------------------------------------------
 # Building the isolated command (used by launchers)
 # ---------------------------------------------------------------------------------------
+
 
 def rate_bits(rate: str) -> float:
     """A tc rate such as "200mbit" in bits per second.
@@ -141,6 +144,7 @@ def require_isolation(*, net: bool = True, bandwidth: str = "", shm: str = "") -
 # The helper process
 # ---------------------------------------------------------------------------------------
 
+
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -150,13 +154,14 @@ def _fail(msg: str) -> None:
     sys.exit(EXIT_ISOLATION)
 
 
-
 def _unshare(libc, flags: int) -> None:
     if libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         if err == 1:  # EPERM
-            _fail("creating a private namespace needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); "
-                  "run as root, or leave network.bandwidth empty")
+            _fail(
+                "creating a private namespace needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); "
+                "run as root, or leave network.bandwidth empty"
+            )
         _fail(f"unshare failed: {os.strerror(err)}")
 
 
@@ -191,13 +196,14 @@ def _lo_up() -> None:
 def _shape(bandwidth: str) -> None:
     tc = shutil.which("tc") or next((p for p in ("/usr/sbin/tc", "/sbin/tc") if os.path.exists(p)), None)
     if tc is None:
-        _fail(f"network.bandwidth={bandwidth} needs the tc command (iproute2); install it, e.g. "
-              "apt-get install -y iproute2")
+        _fail(
+            f"network.bandwidth={bandwidth} needs the tc command (iproute2); install it, e.g. "
+            "apt-get install -y iproute2"
+        )
     # The bucket must hold at least one 64 KiB loopback segment (GSO) and ~4 ms of traffic,
     # or tbf drops packets instead of delaying them.
     burst = max(256 * 1024, int(rate_bits(bandwidth) / 8 / 250))
-    cmd = [tc, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", bandwidth, "burst", str(burst),
-           "latency", "100ms"]
+    cmd = [tc, "qdisc", "add", "dev", "lo", "root", "tbf", "rate", bandwidth, "burst", str(burst), "latency", "100ms"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         _fail(f"'{' '.join(cmd)}' failed: {p.stderr.strip() or p.returncode}")
@@ -208,17 +214,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--" in argv:
         i = argv.index("--")
-        own, cmd = argv[:i], argv[i + 1:]
+        own, cmd = argv[:i], argv[i + 1 :]
     else:
         own, cmd = argv, []
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa.cluster.netns",
-                                 description="run a command in private network / mount namespaces")
+    ap = argparse.ArgumentParser(
+        prog="python -m dgl_grappa.cluster.netns", description="run a command in private network / mount namespaces"
+    )
     ap.add_argument("--net", action="store_true", help="private network namespace, lo up")
     ap.add_argument("--bandwidth", default="", help="shape lo with tc tbf at this rate (e.g. 1gbit)")
     ap.add_argument("--shm", default="", help="private /dev/shm tmpfs of this size (e.g. 8g)")
     ap.add_argument("--check", action="store_true", help="make the namespaces, then exit 0 (no command)")
-    ap.add_argument("--join-mnt", type=int, default=0, metavar="PID",
-                    help="enter the mount namespace of process PID (e.g. to share its private /dev/shm)")
+    ap.add_argument(
+        "--join-mnt",
+        type=int,
+        default=0,
+        metavar="PID",
+        help="enter the mount namespace of process PID (e.g. to share its private /dev/shm)",
+    )
     args = ap.parse_args(own)
     if not cmd and not args.check:
         ap.error("no command after --")

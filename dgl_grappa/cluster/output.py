@@ -7,6 +7,7 @@ own edge-cut count: the edges no part owns, always 0), and METIS prints its own 
 :func:`library_output_to` moves file descriptors 1 and 2 (and with them Python's ``print``)
 onto a log file for the span of one call, and restores them in ``finally``.
 """
+
 from __future__ import annotations
 
 import contextlib

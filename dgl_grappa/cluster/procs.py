@@ -5,6 +5,7 @@ Nothing here is specific to DistDGL or to Grappa: ``compare`` runs Grappa jobs w
 its launcher with it. Every process of a job carries the :data:`ENV_JOB` tag, every wait is
 bounded, and whatever the outcome no process of the command outlives :func:`run_isolated`.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -120,8 +121,16 @@ def isolation_plan(cfg, force: bool | None = None) -> bool:
     return check_isolation(net=True) is None
 
 
-def run_isolated(argv: list[str], cfg, isolate: bool, timeout_s: float, *, shm: str = "",
-                 label: str = "job", log_path: Path | None = None) -> None:
+def run_isolated(
+    argv: list[str],
+    cfg,
+    isolate: bool,
+    timeout_s: float,
+    *,
+    shm: str = "",
+    label: str = "job",
+    log_path: Path | None = None,
+) -> None:
     """Run ``argv`` (in private namespaces when ``isolate``), bounded, killed as a tree at the end.
 
     Args:
@@ -147,13 +156,20 @@ def run_isolated(argv: list[str], cfg, isolate: bool, timeout_s: float, *, shm: 
         sink = open(log_path, "w")
     try:
         # Own session: the whole job is one process group, killable at once.
-        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT if sink else None,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT if sink else None,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise JobFailed(f"{label} ran past {timeout_s:.0f}s and was killed"
-                            + (f" (log: {log_path})" if log_path else "")) from None
+            raise JobFailed(
+                f"{label} ran past {timeout_s:.0f}s and was killed" + (f" (log: {log_path})" if log_path else "")
+            ) from None
         finally:
             # Nothing of the job may outlive it: on success, failure, timeout or Ctrl+C.
             kill_session(proc)

@@ -8,6 +8,7 @@ bounded.
 Free of heavy imports (stdlib and psutil only), like :mod:`dgl_grappa.cluster.guard`, which
 imports it on remote hosts before torch or DGL are importable.
 """
+
 from __future__ import annotations
 
 import ctypes

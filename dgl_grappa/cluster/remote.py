@@ -25,6 +25,7 @@ and environment; only the prefix differs.
 Every wait is bounded; a failure is a :class:`~dgl_grappa.cluster.procs.JobFailed` naming the host,
 the command and the tail of its log.
 """
+
 from __future__ import annotations
 
 import logging
@@ -38,9 +39,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import Config, ConfigError
+from ..env import ENV_FAULT
 from .access import HostAccess, host_access
 from .hosts import DGL_DEFAULT_PORT, IpConfigEntry, Remote, Slot, place_workers, read_ip_config, remote_argv
-from ..env import ENV_FAULT
 from .procs import ENV_JOB, JobFailed, rc_text, tail
 
 log = logging.getLogger("dgl_grappa")
@@ -107,8 +108,10 @@ class RemoteProcess:
     def failure(self, what: str = "") -> str:
         """A one-paragraph message: what failed (``what`` unless its name says it), its exit status, its log's tail."""
         label = self.name if not what or self.name.startswith(what) else f"{what} {self.name}"
-        return f"{label} on host {self.host_index} {rc_text(self.popen.returncode)}\n" \
-               f"  last lines of {self.log_path}:\n{tail(self.log_path)}"
+        return (
+            f"{label} on host {self.host_index} {rc_text(self.popen.returncode)}\n"
+            f"  last lines of {self.log_path}:\n{tail(self.log_path)}"
+        )
 
 
 class Cluster:
@@ -147,15 +150,19 @@ class Cluster:
             self.entries, spare = self.entries[:-spare], 0
         n = len(self.entries) - spare
         if n < 1:
-            raise ConfigError(f"launch.spare_hosts={la.spare_hosts} leaves no host for the workers of the "
-                              f"{len(self.entries)} listed; list more hosts or fewer spares")
+            raise ConfigError(
+                f"launch.spare_hosts={la.spare_hosts} leaves no host for the workers of the "
+                f"{len(self.entries)} listed; list more hosts or fewer spares"
+            )
         self.workers_per_host = la.workers_per_host or -(-num_workers // n)
         self.slots: list[Slot] = place_workers(num_workers, [e.host for e in self.entries][:n], self.workers_per_host)
         used = self.slots[-1].host_index + 1
         if used != n:
-            raise ConfigError(f"{n} hosts listed but {num_workers} workers at {self.workers_per_host} per host use "
-                              f"only {used}; drop the idle hosts or change launch.workers_per_host"
-                              + (f" (the {spare} spare host(s) are not counted)" if spare else ""))
+            raise ConfigError(
+                f"{n} hosts listed but {num_workers} workers at {self.workers_per_host} per host use "
+                f"only {used}; drop the idle hosts or change launch.workers_per_host"
+                + (f" (the {spare} spare host(s) are not counted)" if spare else "")
+            )
         # checks what it can before anything is built (test hosts: the spares are made too)
         self.access: HostAccess = host_access(cfg, len(self.entries), job)
         self.remote: Remote | None = None
@@ -184,8 +191,12 @@ class Cluster:
         self.access.close(self._kill_job, used)
 
     def _kill_job(self, host_index: int) -> None:
-        self.run(host_index, [sys.executable, "-m", "dgl_grappa.cluster.guard", "--kill-job", self.job], timeout=30,
-                 tag=False)
+        self.run(
+            host_index,
+            [sys.executable, "-m", "dgl_grappa.cluster.guard", "--kill-job", self.job],
+            timeout=30,
+            tag=False,
+        )
 
     # --- what hosts there are --------------------------------------------------------------
 
@@ -209,8 +220,11 @@ class Cluster:
         and latency x D, so measured times are D x the emulated cluster's), ``host_cpu_share``
         (cores per host, None without CPU shares) and each host's ``cpus``.
         """
-        out = {"remote": self.kind, "workers_per_host": self.workers_per_host,
-               "hosts": [{"host": i, "address": a, "ranks": self.ranks_on(i)} for i, a in enumerate(self.addresses)]}
+        out = {
+            "remote": self.kind,
+            "workers_per_host": self.workers_per_host,
+            "hosts": [{"host": i, "address": a, "ranks": self.ranks_on(i)} for i, a in enumerate(self.addresses)],
+        }
         out.update(self.access.describe(out["hosts"]))
         return out
 
@@ -243,14 +257,29 @@ class Cluster:
     def _local_env(self) -> dict[str, str]:
         return self.access.local_env()
 
-    def argv(self, host_index: int, argv: Sequence[str], env: dict[str, str] | None = None,
-             cwd: str | None = None, *, tag: bool = True) -> list[str]:
+    def argv(
+        self,
+        host_index: int,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        *,
+        tag: bool = True,
+    ) -> list[str]:
         """The local command that runs ``argv`` on a host with :meth:`remote_env`."""
-        return remote_argv(self.remote, host_index, self.addresses[host_index], list(argv),
-                           env=self.remote_env(env, tag=tag), cwd=cwd)
+        return remote_argv(
+            self.remote, host_index, self.addresses[host_index], list(argv), env=self.remote_env(env, tag=tag), cwd=cwd
+        )
 
-    def start(self, host_index: int, argv: Sequence[str], env: dict[str, str], log_path: Path, name: str,
-              cwd: str | None = None) -> RemoteProcess:
+    def start(
+        self,
+        host_index: int,
+        argv: Sequence[str],
+        env: dict[str, str],
+        log_path: Path,
+        name: str,
+        cwd: str | None = None,
+    ) -> RemoteProcess:
         """Start a long-lived command on a host under the guard; it is stopped by :meth:`close`.
 
         Args:
@@ -266,8 +295,14 @@ class Cluster:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         f = open(log_path, "w")
         try:
-            p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=f, stderr=subprocess.STDOUT,
-                                 env=self._local_env(), start_new_session=True)
+            p = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env=self._local_env(),
+                start_new_session=True,
+            )
         except BaseException:
             f.close()
             raise
@@ -275,8 +310,9 @@ class Cluster:
         self.procs.append(rp)
         return rp
 
-    def run(self, host_index: int, argv: Sequence[str], timeout: float, *, tag: bool = True,
-            input: bytes | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self, host_index: int, argv: Sequence[str], timeout: float, *, tag: bool = True, input: bytes | None = None
+    ) -> subprocess.CompletedProcess:
         """Run a short command on a host to completion (bounded); JobFailed on a non-zero status."""
         cmd = self.argv(host_index, argv, tag=tag)
         try:
@@ -288,8 +324,9 @@ class Cluster:
             raise JobFailed(f"'{shlex.join(argv)}' on host {host_index} {rc_text(p.returncode)}: {err}")
         return p
 
-    def copy_to(self, host_index: int, root: str | Path, rel_paths: Sequence[str],
-                timeout: float = _COPY_TIMEOUT_S) -> None:
+    def copy_to(
+        self, host_index: int, root: str | Path, rel_paths: Sequence[str], timeout: float = _COPY_TIMEOUT_S
+    ) -> None:
         """Copy files or folders under ``root`` to the same path on a host (``tar`` through the remote command).
 
         Args:
@@ -301,24 +338,33 @@ class Cluster:
         root = str(Path(root).resolve())
         q = shlex.quote(root)
         remote = self.argv(host_index, ["sh", "-c", f"mkdir -p {q} && exec tar -C {q} -xf -"])
-        self._pipe(["tar", "-C", root, "-cf", "-", "--", *rel_paths], remote, timeout,
-                   f"copying {len(rel_paths)} paths under {root} to host {host_index}")
+        self._pipe(
+            ["tar", "-C", root, "-cf", "-", "--", *rel_paths],
+            remote,
+            timeout,
+            f"copying {len(rel_paths)} paths under {root} to host {host_index}",
+        )
 
-    def fetch_from(self, host_index: int, root: str | Path, rel_paths: Sequence[str],
-                   timeout: float = _COPY_TIMEOUT_S) -> None:
+    def fetch_from(
+        self, host_index: int, root: str | Path, rel_paths: Sequence[str], timeout: float = _COPY_TIMEOUT_S
+    ) -> None:
         """Copy files under ``root`` on a host to the same folder here (the inverse of :meth:`copy_to`)."""
         root = str(Path(root).resolve())
         Path(root).mkdir(parents=True, exist_ok=True)
         remote = self.argv(host_index, ["tar", "-C", root, "-cf", "-", "--", *rel_paths])
-        self._pipe(remote, ["tar", "-C", root, "-xf", "-"], timeout,
-                   f"fetching {', '.join(rel_paths)} under {root} from host {host_index}")
+        self._pipe(
+            remote,
+            ["tar", "-C", root, "-xf", "-"],
+            timeout,
+            f"fetching {', '.join(rel_paths)} under {root} from host {host_index}",
+        )
 
     def _pipe(self, producer: list[str], consumer: list[str], timeout: float, what: str) -> None:
         env = self._local_env()
-        a = subprocess.Popen(producer, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                             start_new_session=True)
-        b = subprocess.Popen(consumer, stdin=a.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                             start_new_session=True)
+        a = subprocess.Popen(producer, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        b = subprocess.Popen(
+            consumer, stdin=a.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True
+        )
         a.stdout.close()  # b holds the read end; a sees EPIPE if b dies
         deadline = time.monotonic() + timeout
         try:
@@ -338,8 +384,7 @@ class Cluster:
         b.stderr.close()
 
 
-def wait_all(procs: Sequence[RemoteProcess], deadline: float, what: str, timeout_s: float,
-             poll_s: float = 0.2) -> None:
+def wait_all(procs: Sequence[RemoteProcess], deadline: float, what: str, timeout_s: float, poll_s: float = 0.2) -> None:
     """Wait until every process has exited 0; bounded by ``deadline`` (time.monotonic()).
 
     Raises:
@@ -355,6 +400,8 @@ def wait_all(procs: Sequence[RemoteProcess], deadline: float, what: str, timeout
             return
         if time.monotonic() > deadline:
             running = [p.name for p, rc in zip(procs, rcs) if rc is None]
-            raise JobFailed(f"the job ran past run.timeout_s={timeout_s:.0f}s ({', '.join(running)} still "
-                            "running); every process was stopped (raise --run.timeout_s if it is just slow)")
+            raise JobFailed(
+                f"the job ran past run.timeout_s={timeout_s:.0f}s ({', '.join(running)} still "
+                "running); every process was stopped (raise --run.timeout_s if it is just slow)"
+            )
         time.sleep(poll_s)

@@ -18,6 +18,7 @@ orphans.
 * Orphans (:func:`die_with_parent`): a spawned worker asks the kernel for SIGKILL when its
   launcher dies, even by SIGKILL (Linux ``PR_SET_PDEATHSIG``).
 """
+
 from __future__ import annotations
 
 import signal
@@ -36,7 +37,6 @@ write the checkpoint and exit; past it every worker is killed (schedulers usuall
 STOP_WORKER = signal.SIGUSR1
 """The launcher's request to a worker: stop at the next agreed step (its own signal, so that a SIGTERM
 sent to one worker is still that worker's death)."""
-
 
 
 class Stopped(JobFailed):

@@ -5,6 +5,7 @@ Example:
     ...     t = torch.ones(1); dist.all_reduce(t); assert t.item() == world_size
     >>> run_distributed(check, world_size=2)    # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -18,12 +18,26 @@ Example:
     >>> cfg.train.epochs, cfg.partition.num_parts
     (3, 2)
 """
+
 from __future__ import annotations
 
 from .bench import PAIR, BenchConfig, CompareConfig, parse_pairs
-from .data import (HETERO_DATASETS, HETSYNTH_ETYPES, HETSYNTH_LABELLED, HETSYNTH_NTYPES, OGB_DATASETS,
-                   OGBN_MAG_ETYPES, OGBN_MAG_NTYPES, DataConfig, HetSynthConfig, SyntheticConfig, cache_root,
-                   default_data_root, hetero_schema, select_etypes)
+from .data import (
+    HETERO_DATASETS,
+    HETSYNTH_ETYPES,
+    HETSYNTH_LABELLED,
+    HETSYNTH_NTYPES,
+    OGB_DATASETS,
+    OGBN_MAG_ETYPES,
+    OGBN_MAG_NTYPES,
+    DataConfig,
+    HetSynthConfig,
+    SyntheticConfig,
+    cache_root,
+    default_data_root,
+    hetero_schema,
+    select_etypes,
+)
 from .errors import ConfigError, require
 from .launch import TC_RATE, DistDGLConfig, LaunchConfig, NetworkConfig
 from .loader import coerce, config_changes, load_config, parse_overrides, write_resolved_config
@@ -34,12 +48,47 @@ from .training import GrappaConfig, LinkConfig, ModelConfig, TrainConfig, dropin
 from .tree import Config, to_dict, uses_hosts
 
 __all__ = [
-    "HETERO_DATASETS", "HETSYNTH_ETYPES", "HETSYNTH_LABELLED", "HETSYNTH_NTYPES", "OGBN_MAG_ETYPES",
-    "OGBN_MAG_NTYPES", "OGB_DATASETS", "PAIR", "TC_RATE", "BenchConfig",
-    "CheckpointConfig", "CompareConfig", "Config", "ConfigError", "DataConfig", "DistDGLConfig", "GrappaConfig",
-    "HetSynthConfig", "LaunchConfig", "LinkConfig", "ModelConfig", "NetworkConfig", "PartitionConfig", "RunConfig",
-    "ScheduleConfig", "SyntheticConfig", "TrainConfig", "cache_root", "coerce", "config_changes",
-    "default_data_root", "dropin_problem", "hetero_schema",
-    "load_config", "parse_budget", "parse_overrides", "parse_pairs", "require", "select_etypes", "to_dict",
-    "uses_hosts", "validate", "write_resolved_config",
+    "HETERO_DATASETS",
+    "HETSYNTH_ETYPES",
+    "HETSYNTH_LABELLED",
+    "HETSYNTH_NTYPES",
+    "OGBN_MAG_ETYPES",
+    "OGBN_MAG_NTYPES",
+    "OGB_DATASETS",
+    "PAIR",
+    "TC_RATE",
+    "BenchConfig",
+    "CheckpointConfig",
+    "CompareConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DistDGLConfig",
+    "GrappaConfig",
+    "HetSynthConfig",
+    "LaunchConfig",
+    "LinkConfig",
+    "ModelConfig",
+    "NetworkConfig",
+    "PartitionConfig",
+    "RunConfig",
+    "ScheduleConfig",
+    "SyntheticConfig",
+    "TrainConfig",
+    "cache_root",
+    "coerce",
+    "config_changes",
+    "default_data_root",
+    "dropin_problem",
+    "hetero_schema",
+    "load_config",
+    "parse_budget",
+    "parse_overrides",
+    "parse_pairs",
+    "require",
+    "select_etypes",
+    "to_dict",
+    "uses_hosts",
+    "validate",
+    "write_resolved_config",
 ]

@@ -1,4 +1,5 @@
 """The ``compare`` and ``bench`` sections: side-by-side runs and the benchmark matrix."""
+
 from __future__ import annotations
 
 import re
@@ -38,21 +39,31 @@ class CompareConfig:
 
     def check(self) -> None:
         """Something to run, a target accuracy that is a fraction, a metric pattern that compiles."""
-        require(self.distdgl or bool(self.variants) or self.dropin,
-                "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]")
-        require(0.0 <= self.target_acc <= 1.0,
-                f"compare.target_acc={self.target_acc} must be in [0, 1] (0 = automatic)")
-        require(not self.dropin_script or bool(self.script),
-                f"compare.dropin_script={self.dropin_script} is the converted copy of compare.script, which is "
-                "not set: name the unmodified script with --compare.script=PATH")
+        require(
+            self.distdgl or bool(self.variants) or self.dropin,
+            "compare has nothing to run; list at least one variant, e.g. --compare.variants=[batch]",
+        )
+        require(
+            0.0 <= self.target_acc <= 1.0, f"compare.target_acc={self.target_acc} must be in [0, 1] (0 = automatic)"
+        )
+        require(
+            not self.dropin_script or bool(self.script),
+            f"compare.dropin_script={self.dropin_script} is the converted copy of compare.script, which is "
+            "not set: name the unmodified script with --compare.script=PATH",
+        )
         if self.metric:
             try:
                 groups = re.compile(self.metric).groups
             except re.error as exc:
-                raise ConfigError(f"compare.metric={self.metric!r} is not a regular expression ({exc}); "
-                                  "e.g. --compare.metric='Test Acc (\\d+\\.\\d+)'") from None
-            require(groups <= 1, f"compare.metric={self.metric!r} has {groups} groups; put the number in one "
-                                 "group, e.g. 'Test Acc (\\d+\\.\\d+)', and use (?:...) for any other")
+                raise ConfigError(
+                    f"compare.metric={self.metric!r} is not a regular expression ({exc}); "
+                    "e.g. --compare.metric='Test Acc (\\d+\\.\\d+)'"
+                ) from None
+            require(
+                groups <= 1,
+                f"compare.metric={self.metric!r} has {groups} groups; put the number in one "
+                "group, e.g. 'Test Acc (\\d+\\.\\d+)', and use (?:...) for any other",
+            )
 
 
 @dataclass
@@ -130,9 +141,11 @@ class BenchConfig:
 
     def check(self) -> None:
         """Pairs belong to the accuracy report (their entries are read against ``systems`` by :func:`parse_pairs`)."""
-        require(not self.pairs or self.report_kind == "accuracy",
-                f"bench.pairs={self.pairs} is set but bench.report_kind={self.report_kind}: pairs grade test "
-                "accuracy; set --bench.report_kind=accuracy or leave bench.pairs empty")
+        require(
+            not self.pairs or self.report_kind == "accuracy",
+            f"bench.pairs={self.pairs} is set but bench.report_kind={self.report_kind}: pairs grade test "
+            "accuracy; set --bench.report_kind=accuracy or leave bench.pairs empty",
+        )
 
 
 PAIR = re.compile(r"\s*(\S+)\s+vs\s+(\S+)\s*")
@@ -153,14 +166,20 @@ def parse_pairs(entries: list[str], names: list[str]) -> list[tuple[str, str]]:
     for entry in entries:
         m = PAIR.fullmatch(str(entry))
         if m is None:
-            raise ConfigError(f"bench.pairs entry {entry!r} is not \"A vs B\"; write e.g. \"distdgl-grappa vs grappa\" "
-                              "with two names of bench.systems")
+            raise ConfigError(
+                f'bench.pairs entry {entry!r} is not "A vs B"; write e.g. "distdgl-grappa vs grappa" '
+                "with two names of bench.systems"
+            )
         for n in m.groups():
             if n not in names:
-                raise ConfigError(f"bench.pairs entry {entry!r} names {n!r}, which is not in bench.systems "
-                                  f"({', '.join(names)}); pair only names of bench.systems")
+                raise ConfigError(
+                    f"bench.pairs entry {entry!r} names {n!r}, which is not in bench.systems "
+                    f"({', '.join(names)}); pair only names of bench.systems"
+                )
         if m.group(1) == m.group(2):
-            raise ConfigError(f"bench.pairs entry {entry!r} pairs {m.group(1)!r} with itself; name two different "
-                              "systems of bench.systems")
+            raise ConfigError(
+                f"bench.pairs entry {entry!r} pairs {m.group(1)!r} with itself; name two different "
+                "systems of bench.systems"
+            )
         out.append((m.group(1), m.group(2)))
     return out

@@ -4,6 +4,7 @@ The schema (node types, relations, labelled types) of ``hetsynth`` lives here, b
 because the config's own rules check ``data.target``, ``data.etypes`` and ``data.hetsynth.feat_types``
 against it before anything is loaded; the generator (:mod:`dgl_grappa.data.hetsynth`) builds exactly it.
 """
+
 from __future__ import annotations
 
 import os
@@ -84,31 +85,47 @@ class SyntheticConfig:
         require(self.num_nodes >= 10, f"data.synthetic.num_nodes={self.num_nodes} is too small; use at least 10")
         require(self.avg_degree > 0, f"data.synthetic.avg_degree={self.avg_degree} must be > 0")
         require(self.num_classes >= 2, f"data.synthetic.num_classes={self.num_classes} must be >= 2")
-        require(self.num_communities >= self.num_classes,
-                f"data.synthetic.num_communities={self.num_communities} must be >= num_classes ({self.num_classes})")
+        require(
+            self.num_communities >= self.num_classes,
+            f"data.synthetic.num_communities={self.num_communities} must be >= num_classes ({self.num_classes})",
+        )
         require(self.feat_dim >= 1, f"data.synthetic.feat_dim={self.feat_dim} must be >= 1")
         require(0.0 <= self.homophily <= 1.0, f"data.synthetic.homophily={self.homophily} must be in [0, 1]")
         require(self.noise >= 0, f"data.synthetic.noise={self.noise} must be >= 0")
         require(self.degree_exponent > 1.0, f"data.synthetic.degree_exponent={self.degree_exponent} must be > 1")
-        require(0 < self.train_frac < 1 and 0 <= self.val_frac < 1 and self.train_frac + self.val_frac < 1,
-                f"data.synthetic.train_frac={self.train_frac} / val_frac={self.val_frac} must be fractions that "
-                "leave a test split")
+        require(
+            0 < self.train_frac < 1 and 0 <= self.val_frac < 1 and self.train_frac + self.val_frac < 1,
+            f"data.synthetic.train_frac={self.train_frac} / val_frac={self.val_frac} must be fractions that "
+            "leave a test split",
+        )
 
 
 HETSYNTH_NTYPES = ("author", "field", "paper")
 """The node types of ``hetsynth`` (every one may carry features, ``data.hetsynth.feat_types``)."""
-HETSYNTH_ETYPES = (("author", "writes", "paper"), ("paper", "written_by", "author"), ("paper", "cites", "paper"),
-                   ("paper", "cited_by", "paper"), ("paper", "has_topic", "field"), ("field", "topic_of", "paper"))
+HETSYNTH_ETYPES = (
+    ("author", "writes", "paper"),
+    ("paper", "written_by", "author"),
+    ("paper", "cites", "paper"),
+    ("paper", "cited_by", "paper"),
+    ("paper", "has_topic", "field"),
+    ("field", "topic_of", "paper"),
+)
 """The relations of ``hetsynth`` (canonical: source type, name, destination type): three and their reverses,
 so that messages flow both ways."""
 HETSYNTH_LABELLED = ("paper",)
 """The node types of ``hetsynth`` with labels and train/val/test masks."""
 OGBN_MAG_NTYPES = ("author", "field_of_study", "institution", "paper")
 """The node types of ogbn-mag (only papers have features, labels and splits)."""
-OGBN_MAG_ETYPES = (("author", "affiliated_with", "institution"), ("author", "writes", "paper"),
-                   ("paper", "cites", "paper"), ("paper", "has_topic", "field_of_study"),
-                   ("institution", "rev_affiliated_with", "author"), ("paper", "rev_writes", "author"),
-                   ("paper", "rev_cites", "paper"), ("field_of_study", "rev_has_topic", "paper"))
+OGBN_MAG_ETYPES = (
+    ("author", "affiliated_with", "institution"),
+    ("author", "writes", "paper"),
+    ("paper", "cites", "paper"),
+    ("paper", "has_topic", "field_of_study"),
+    ("institution", "rev_affiliated_with", "author"),
+    ("paper", "rev_writes", "author"),
+    ("paper", "rev_cites", "paper"),
+    ("field_of_study", "rev_has_topic", "paper"),
+)
 """The relations of ogbn-mag: OGB's four and their reverses (``rev_<name>``, as DGL's RGCN example adds them),
 so that messages reach papers from every type."""
 HETERO_DATASETS = ("hetsynth", "ogbn-mag")
@@ -165,19 +182,28 @@ class HetSynthConfig:
             require(getattr(self, key) >= 1, f"data.hetsynth.{key}={getattr(self, key)} must be >= 1")
         require(self.num_papers >= 10, f"data.hetsynth.num_papers={self.num_papers} is too small; use at least 10")
         require(self.num_classes >= 2, f"data.hetsynth.num_classes={self.num_classes} must be >= 2")
-        require(self.fields_per_paper <= self.num_fields, f"data.hetsynth.fields_per_paper={self.fields_per_paper} is "
-                                                          f"more than data.hetsynth.num_fields={self.num_fields}")
-        require(self.papers_per_author > 0 and self.citations >= 0,
-                f"data.hetsynth.papers_per_author={self.papers_per_author} must be > 0 and citations={self.citations} "
-                ">= 0")
+        require(
+            self.fields_per_paper <= self.num_fields,
+            f"data.hetsynth.fields_per_paper={self.fields_per_paper} is "
+            f"more than data.hetsynth.num_fields={self.num_fields}",
+        )
+        require(
+            self.papers_per_author > 0 and self.citations >= 0,
+            f"data.hetsynth.papers_per_author={self.papers_per_author} must be > 0 and citations={self.citations} >= 0",
+        )
         require(0.0 <= self.homophily <= 1.0, f"data.hetsynth.homophily={self.homophily} must be in [0, 1]")
         require(self.noise >= 0, f"data.hetsynth.noise={self.noise} must be >= 0")
-        require(0 < self.train_frac < 1 and 0 <= self.val_frac < 1 and self.train_frac + self.val_frac < 1,
-                f"data.hetsynth.train_frac={self.train_frac} / val_frac={self.val_frac} must be fractions that leave "
-                "a test split")
+        require(
+            0 < self.train_frac < 1 and 0 <= self.val_frac < 1 and self.train_frac + self.val_frac < 1,
+            f"data.hetsynth.train_frac={self.train_frac} / val_frac={self.val_frac} must be fractions that leave "
+            "a test split",
+        )
         for ft in self.feat_types:
-            require(ft in HETSYNTH_NTYPES, f"data.hetsynth.feat_types entry {ft!r} is not a node type of hetsynth "
-                                           f"({', '.join(HETSYNTH_NTYPES)}); list node types, e.g. [paper]")
+            require(
+                ft in HETSYNTH_NTYPES,
+                f"data.hetsynth.feat_types entry {ft!r} is not a node type of hetsynth "
+                f"({', '.join(HETSYNTH_NTYPES)}); list node types, e.g. [paper]",
+            )
 
 
 def hetero_schema(data) -> dict | None:
@@ -192,12 +218,19 @@ def hetero_schema(data) -> dict | None:
         ['paper']
     """
     if data.name == "hetsynth":
-        return {"ntypes": list(HETSYNTH_NTYPES), "etypes": [tuple(e) for e in HETSYNTH_ETYPES],
-                "featured": [t for t in HETSYNTH_NTYPES if t in data.hetsynth.feat_types],
-                "labelled": list(HETSYNTH_LABELLED)}
+        return {
+            "ntypes": list(HETSYNTH_NTYPES),
+            "etypes": [tuple(e) for e in HETSYNTH_ETYPES],
+            "featured": [t for t in HETSYNTH_NTYPES if t in data.hetsynth.feat_types],
+            "labelled": list(HETSYNTH_LABELLED),
+        }
     if data.name == "ogbn-mag":
-        return {"ntypes": list(OGBN_MAG_NTYPES), "etypes": [tuple(e) for e in OGBN_MAG_ETYPES],
-                "featured": ["paper"], "labelled": ["paper"]}
+        return {
+            "ntypes": list(OGBN_MAG_NTYPES),
+            "etypes": [tuple(e) for e in OGBN_MAG_ETYPES],
+            "featured": ["paper"],
+            "labelled": ["paper"],
+        }
     return None
 
 
@@ -219,11 +252,15 @@ def select_etypes(names: list[str], canonical: list[tuple]) -> list[tuple]:
         hit = [c for c in canonical if n in (c[1], ":".join(c))]
         if not hit:
             known = ", ".join(c[1] for c in canonical)
-            raise ConfigError(f"data.etypes entry {n!r} is not a relation of the graph ({known}); name relations "
-                              "of the graph, e.g. --data.etypes=[cites,cited_by], or leave it empty for all")
+            raise ConfigError(
+                f"data.etypes entry {n!r} is not a relation of the graph ({known}); name relations "
+                "of the graph, e.g. --data.etypes=[cites,cited_by], or leave it empty for all"
+            )
         if len(hit) > 1:
-            raise ConfigError(f"data.etypes entry {n!r} names {len(hit)} relations; write it as source:name:"
-                              f"destination, e.g. {':'.join(hit[0])}")
+            raise ConfigError(
+                f"data.etypes entry {n!r} names {len(hit)} relations; write it as source:name:"
+                f"destination, e.g. {':'.join(hit[0])}"
+            )
         if hit[0] not in out:
             out.append(hit[0])
     return out
@@ -233,8 +270,18 @@ def select_etypes(names: list[str], canonical: list[tuple]) -> list[tuple]:
 class DataConfig:
     """Which graph to train on."""
 
-    name: Literal["synthetic", "cora", "citeseer", "ogbn-arxiv", "ogbn-products", "ogbn-mag", "ogbn-papers100M",
-                  "dgl", "bigsynth", "hetsynth"] = "synthetic"
+    name: Literal[
+        "synthetic",
+        "cora",
+        "citeseer",
+        "ogbn-arxiv",
+        "ogbn-products",
+        "ogbn-mag",
+        "ogbn-papers100M",
+        "dgl",
+        "bigsynth",
+        "hetsynth",
+    ] = "synthetic"
     """synthetic (generated, no files), cora / citeseer (the Planetoid files, downloaded once into ``root``),
     ogbn-arxiv / ogbn-products / ogbn-mag / ogbn-papers100M (the OGB node-property graphs in OGB's own
     layout, downloaded once into ``root``; ogbn-mag is heterogeneous: ``model.name: rgcn``; ogbn-papers100M
@@ -273,22 +320,32 @@ class DataConfig:
         """The generator's ranges, the file a user graph needs, and the node and edge types a heterogeneous
         graph is trained on (they must be the graph's)."""
         self.synthetic.check()
-        require(self.name != "dgl" or bool(self.path),
-                "data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>")
-        require(self.name != "bigsynth" or bool(self.path),
-                "data.path is empty but data.name=bigsynth; set --data.path=<folder written by generate_big>")
+        require(
+            self.name != "dgl" or bool(self.path),
+            "data.path is empty but data.name=dgl; set --data.path=<file saved with dgl.save_graphs>",
+        )
+        require(
+            self.name != "bigsynth" or bool(self.path),
+            "data.path is empty but data.name=bigsynth; set --data.path=<folder written by generate_big>",
+        )
         schema = hetero_schema(self)
         if schema is None:
-            require(not self.target and not self.etypes,
-                    f"data.target / data.etypes name node and edge types, but data.name={self.name} is a homogeneous "
-                    "graph; leave them empty (or use --data.name=hetsynth)")
+            require(
+                not self.target and not self.etypes,
+                f"data.target / data.etypes name node and edge types, but data.name={self.name} is a homogeneous "
+                "graph; leave them empty (or use --data.name=hetsynth)",
+            )
             return
         self.hetsynth.check()
         target = self.target or schema["labelled"][0]
-        require(target in schema["ntypes"],
-                f"data.target={target!r} is not a node type of data.name={self.name} "
-                f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}")
-        require(target in schema["labelled"],
-                f"data.target={target} has no labels (the labelled node type of data.name={self.name} is "
-                f"{', '.join(schema['labelled'])}); use --data.target={schema['labelled'][0]}")
+        require(
+            target in schema["ntypes"],
+            f"data.target={target!r} is not a node type of data.name={self.name} "
+            f"({', '.join(schema['ntypes'])}); use --data.target={schema['labelled'][0]}",
+        )
+        require(
+            target in schema["labelled"],
+            f"data.target={target} has no labels (the labelled node type of data.name={self.name} is "
+            f"{', '.join(schema['labelled'])}); use --data.target={schema['labelled'][0]}",
+        )
         select_etypes(self.etypes, schema["etypes"])  # a name that is no relation is a one-line error

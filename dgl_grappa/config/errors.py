@@ -1,10 +1,10 @@
 """The one error type of the config tree and the helper every rule raises it through."""
+
 from __future__ import annotations
 
 
 class ConfigError(ValueError):
     """A user error in the configuration (bad key, bad value, missing file)."""
-
 
 
 def require(ok: bool, msg: str) -> None:

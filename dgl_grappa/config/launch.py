@@ -1,4 +1,5 @@
 """The ``network``, ``launch`` and ``distdgl`` sections: links, hosts and starters, and the DistDGL job."""
+
 from __future__ import annotations
 
 import re
@@ -58,27 +59,38 @@ class NetworkConfig:
     def check(self) -> None:
         """The rate, the delay, the dilation factor, the cpu list and the CFS period, each on its own."""
         bw = self.bandwidth
-        require(bw == "" or TC_RATE.fullmatch(bw.lower()) is not None,
-                f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit")
+        require(
+            bw == "" or TC_RATE.fullmatch(bw.lower()) is not None,
+            f"network.bandwidth={bw!r} is not a tc rate; write e.g. 1gbit, 200mbit or 500kbit",
+        )
         require(self.latency_ms >= 0, f"network.latency_ms={self.latency_ms} must be >= 0")
         d = str(self.dilation).strip().lower()
         try:
             factor = float(d) if d not in ("auto", "off") else 1.0
         except ValueError:
             factor = float("nan")
-        require(factor > 0 and factor != float("inf"),  # also false for nan
-                f"network.dilation={self.dilation!r} is not auto, off or a factor > 0; write e.g. "
-                "--network.dilation=2")
+        require(
+            factor > 0 and factor != float("inf"),  # also false for nan
+            f"network.dilation={self.dilation!r} is not auto, off or a factor > 0; write e.g. --network.dilation=2",
+        )
         ranges = [r.partition("-") for r in self.host_cpus.split(",")]
-        require(not self.host_cpus or (re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", self.host_cpus) is not None
-                                       and all(int(a) <= int(b) for a, _, b in ranges if b)),
-                f"network.host_cpus={self.host_cpus!r} is not a cpu list; write e.g. 0, 0-3 or 0,2")
-        require(1.0 <= float(self.cpu_period_ms) <= 1000.0,
-                f"network.cpu_period_ms={self.cpu_period_ms} is out of range; write a period from 1 to 1000 ms, "
-                "e.g. 20")
-        require(not self.host_cpus or d != "off",
-                f"network.host_cpus={self.host_cpus} shares the cores out among test hosts, but network.dilation=off "
-                "turns CPU shares off; set --network.dilation=auto or leave host_cpus empty")
+        require(
+            not self.host_cpus
+            or (
+                re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", self.host_cpus) is not None
+                and all(int(a) <= int(b) for a, _, b in ranges if b)
+            ),
+            f"network.host_cpus={self.host_cpus!r} is not a cpu list; write e.g. 0, 0-3 or 0,2",
+        )
+        require(
+            1.0 <= float(self.cpu_period_ms) <= 1000.0,
+            f"network.cpu_period_ms={self.cpu_period_ms} is out of range; write a period from 1 to 1000 ms, e.g. 20",
+        )
+        require(
+            not self.host_cpus or d != "off",
+            f"network.host_cpus={self.host_cpus} shares the cores out among test hosts, but network.dilation=off "
+            "turns CPU shares off; set --network.dilation=auto or leave host_cpus empty",
+        )
 
     def tunes_cpu_shares(self) -> bool:
         """Whether ``dilation`` (a factor) or ``host_cpus`` is set, which only test hosts' CPU shares serve."""
@@ -104,10 +116,14 @@ class DistDGLConfig:
         """Samplers, ports, the two bounds and the tmpfs size."""
         require(self.num_samplers >= 0, f"distdgl.num_samplers={self.num_samplers} must be >= 0")
         require(0 <= self.base_port <= 65000, f"distdgl.base_port={self.base_port} must be in 0..65000")
-        require(self.startup_timeout_s > 0 and self.shutdown_timeout_s > 0,
-                "distdgl.startup_timeout_s and distdgl.shutdown_timeout_s must be > 0")
-        require(re.fullmatch(r"[0-9]+[kmg]?", self.shm_size.lower()) is not None,
-                f"distdgl.shm_size={self.shm_size!r} is not a size; write e.g. 8g or 512m")
+        require(
+            self.startup_timeout_s > 0 and self.shutdown_timeout_s > 0,
+            "distdgl.startup_timeout_s and distdgl.shutdown_timeout_s must be > 0",
+        )
+        require(
+            re.fullmatch(r"[0-9]+[kmg]?", self.shm_size.lower()) is not None,
+            f"distdgl.shm_size={self.shm_size!r} is not a size; write e.g. 8g or 512m",
+        )
 
 
 @dataclass
@@ -172,43 +188,66 @@ class LaunchConfig:
 
     def check(self) -> None:
         """The host fields: one way to list machines, well-formed names and options, what each ``remote`` needs."""
-        require(not (self.hosts and self.ip_config),
-                "launch.hosts and launch.ip_config are both set; list the machines in one of them")
-        require(self.workers_per_host >= 0,
-                f"launch.workers_per_host={self.workers_per_host} must be >= 0 (0 = automatic)")
+        require(
+            not (self.hosts and self.ip_config),
+            "launch.hosts and launch.ip_config are both set; list the machines in one of them",
+        )
+        require(
+            self.workers_per_host >= 0, f"launch.workers_per_host={self.workers_per_host} must be >= 0 (0 = automatic)"
+        )
         require(1 <= self.ssh_port <= 65535, f"launch.ssh_port={self.ssh_port} must be between 1 and 65535")
-        require(0 <= self.master_port <= 65535,
-                f"launch.master_port={self.master_port} must be in 0..65535 (0 = free port)")
+        require(
+            0 <= self.master_port <= 65535, f"launch.master_port={self.master_port} must be in 0..65535 (0 = free port)"
+        )
         require(self.max_restarts >= 0, f"launch.max_restarts={self.max_restarts} must be >= 0")
-        require(self.on_failure != "continue" or self.remote in ("ssh", "netns"),
-                "launch.on_failure=continue keeps a job training when one of its machines is lost; it needs the "
-                "workers on hosts (launch.remote=ssh, or netns for test hosts): on one machine use "
-                "--launch.on_failure=restart with --launch.max_restarts")
+        require(
+            self.on_failure != "continue" or self.remote in ("ssh", "netns"),
+            "launch.on_failure=continue keeps a job training when one of its machines is lost; it needs the "
+            "workers on hosts (launch.remote=ssh, or netns for test hosts): on one machine use "
+            "--launch.on_failure=restart with --launch.max_restarts",
+        )
         require(self.spare_hosts >= 0, f"launch.spare_hosts={self.spare_hosts} must be >= 0")
-        require(self.spare_hosts == 0 or self.on_failure == "continue",
-                f"launch.spare_hosts={self.spare_hosts} keeps hosts idle for take-overs, which only "
-                "launch.on_failure=continue makes; add --launch.on_failure=continue or drop the spares")
+        require(
+            self.spare_hosts == 0 or self.on_failure == "continue",
+            f"launch.spare_hosts={self.spare_hosts} keeps hosts idle for take-overs, which only "
+            "launch.on_failure=continue makes; add --launch.on_failure=continue or drop the spares",
+        )
         for item in self.env:
-            require(_ENV_ITEM.fullmatch(item) is not None,
-                    f"launch.env entry {item!r} is not KEY=VALUE; write e.g. GLOO_SOCKET_IFNAME=eth0")
+            require(
+                _ENV_ITEM.fullmatch(item) is not None,
+                f"launch.env entry {item!r} is not KEY=VALUE; write e.g. GLOO_SOCKET_IFNAME=eth0",
+            )
         for opt in self.ssh_options:
-            require(bool(opt.strip()),
-                    "launch.ssh_options has an empty entry; write options like StrictHostKeyChecking=no")
+            require(
+                bool(opt.strip()), "launch.ssh_options has an empty entry; write options like StrictHostKeyChecking=no"
+            )
         seen: set[str] = set()
         for h in self.hosts:
-            require(bool(re.fullmatch(r"[A-Za-z0-9:][A-Za-z0-9.:-]*", h)),
-                    f"launch.hosts entry {h!r} is not an address or host name; write e.g. 10.0.0.1 or node01")
-            require(h not in seen, f"launch.hosts lists {h} twice; give each machine once (use workers_per_host "
-                                   "for several workers on one machine)")
+            require(
+                bool(re.fullmatch(r"[A-Za-z0-9:][A-Za-z0-9.:-]*", h)),
+                f"launch.hosts entry {h!r} is not an address or host name; write e.g. 10.0.0.1 or node01",
+            )
+            require(
+                h not in seen,
+                f"launch.hosts lists {h} twice; give each machine once (use workers_per_host "
+                "for several workers on one machine)",
+            )
             seen.add(h)
         if self.remote == "none":
-            require(not self.hosts and not self.ip_config,
-                    "launch.hosts/launch.ip_config list machines but launch.remote=none runs on this machine only; "
-                    "set --launch.remote=ssh (or netns for test hosts)")
+            require(
+                not self.hosts and not self.ip_config,
+                "launch.hosts/launch.ip_config list machines but launch.remote=none runs on this machine only; "
+                "set --launch.remote=ssh (or netns for test hosts)",
+            )
         if self.remote == "ssh":
-            require(bool(self.hosts or self.ip_config),
-                    "launch.remote=ssh needs the machines: set launch.hosts=[...] or launch.ip_config=<ip_config.txt>")
+            require(
+                bool(self.hosts or self.ip_config),
+                "launch.remote=ssh needs the machines: set launch.hosts=[...] or launch.ip_config=<ip_config.txt>",
+            )
         if self.remote == "netns":
             bad = [h for i, h in enumerate(self.hosts) if h != f"h{i}"]
-            require(not bad, f"launch.hosts={self.hosts}: with launch.remote=netns list the test hosts by name in "
-                             f"order, h0, h1, ... (or leave it empty: one host per workers_per_host workers)")
+            require(
+                not bad,
+                f"launch.hosts={self.hosts}: with launch.remote=netns list the test hosts by name in "
+                f"order, h0, h1, ... (or leave it empty: one host per workers_per_host workers)",
+            )

@@ -4,6 +4,7 @@ Precedence: ``--section.key=value`` on the command line > the YAML file > field 
 Unknown keys are rejected by name, and every user error is raised as :class:`ConfigError`
 whose message is one line naming the key, the bad value and the fix.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,10 +27,12 @@ _FALSE = {"false", "0", "no", "off"}
 _OFF_WORDS = {"network.dilation"}
 
 # What to do instead, for a choice the list of allowed values alone does not answer.
-_OTHERWISE = {"data.name": "; any other graph: save it with dgl.save_graphs(path, [g]) and use --data.name=dgl "
-                           "--data.path=path (docs/configuration.md#your-own-graph), or add the aggregates to "
-                           "partitions DGL already wrote with python -m dgl_grappa prepare --part-config PATH "
-                           "(docs/dropin.md)"}
+_OTHERWISE = {
+    "data.name": "; any other graph: save it with dgl.save_graphs(path, [g]) and use --data.name=dgl "
+    "--data.path=path (docs/configuration.md#your-own-graph), or add the aggregates to "
+    "partitions DGL already wrote with python -m dgl_grappa prepare --part-config PATH "
+    "(docs/dropin.md)"
+}
 
 
 def coerce(key: str, value: Any, tp: Any) -> Any:
@@ -42,8 +45,9 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         near = [c for c in choices if isinstance(value, str) and str(c).lower() == value.lower()]
         if near:
             raise ConfigError(f"{key}={value!r} is not allowed; did you mean {near[0]}? (names are case-sensitive)")
-        raise ConfigError(f"{key}={value!r} is not allowed; use one of {', '.join(map(str, choices))}"
-                          f"{_OTHERWISE.get(key, '')}")
+        raise ConfigError(
+            f"{key}={value!r} is not allowed; use one of {', '.join(map(str, choices))}{_OTHERWISE.get(key, '')}"
+        )
     if origin is list:
         (item_tp,) = get_args(tp)
         if isinstance(value, str):
@@ -84,7 +88,7 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
         if isinstance(value, dict):  # YAML reads an unquoted "name: value" list entry as a mapping
-            raise ConfigError(f"{key}={value!r} is not a string; quote it, e.g. \"name: --a.b=v\"")
+            raise ConfigError(f'{key}={value!r} is not a string; quote it, e.g. "name: --a.b=v"')
         raise ConfigError(f"{key}={value!r} is not a string")
     raise TypeError(f"unsupported config type {tp} for {key}")  # programming error
 
@@ -101,8 +105,7 @@ def _apply(obj: Any, mapping: dict, prefix: str) -> None:
     for key, value in mapping.items():
         full = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(
-                f"unknown config key '{full}'; known keys here: {', '.join(sorted(names))}")
+            raise ConfigError(f"unknown config key '{full}'; known keys here: {', '.join(sorted(names))}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             _apply(getattr(obj, key), value, f"{full}.")
@@ -125,8 +128,10 @@ def _set_dotted(cfg: Config, dotted: str, raw: str) -> None:
             try:
                 value = yaml.safe_load(raw) if raw.strip() else raw
             except yaml.YAMLError:
-                raise ConfigError(f"--{full}={raw} cannot be read as a YAML value; write e.g. a list as "
-                                  f"[a, b] and quote empty strings: [\"\", b]") from None
+                raise ConfigError(
+                    f"--{full}={raw} cannot be read as a YAML value; write e.g. a list as "
+                    f'[a, b] and quote empty strings: ["", b]'
+                ) from None
             if tp is str and not isinstance(value, str):
                 value = raw  # keep strings verbatim ("001" stays "001")
             setattr(obj, part, coerce(full, value, tp))
@@ -199,9 +204,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise _DuplicateKey(f"key '{key}' is given twice in one block (lines {seen[key]} and "
-                                    f"{key_node.start_mark.line + 1}), and only the second would count; merge them "
-                                    "into one")
+                raise _DuplicateKey(
+                    f"key '{key}' is given twice in one block (lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1}), and only the second would count; merge them "
+                    "into one"
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -227,8 +234,9 @@ def load_config(path: str | os.PathLike | None, overrides: list[str] | None = No
     if path is not None:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file '{p}' does not exist; pass an existing YAML file, e.g. "
-                              "configs/default.yaml")
+            raise ConfigError(
+                f"config file '{p}' does not exist; pass an existing YAML file, e.g. configs/default.yaml"
+            )
         try:
             data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader) or {}
         except _DuplicateKey as exc:

@@ -1,4 +1,5 @@
 """The ``partition`` and ``schedule`` sections: how the graph is cut, and how often it is cut again."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

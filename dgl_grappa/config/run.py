@@ -1,4 +1,5 @@
 """The ``checkpoint`` and ``run`` sections: what resume starts from, and the job's files, processes and bounds."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,10 @@ class CheckpointConfig:
 
     def check(self) -> None:
         """How often and how many."""
-        require(self.every >= 0,
-                f"checkpoint.every={self.every} must be >= 0 (0 = only at repartition boundaries and the end)")
+        require(
+            self.every >= 0,
+            f"checkpoint.every={self.every} must be >= 0 (0 = only at repartition boundaries and the end)",
+        )
         require(self.keep_last >= 1, f"checkpoint.keep_last={self.keep_last} must be >= 1")
 
 
@@ -77,8 +80,10 @@ class RunConfig:
         require(self.timeout_s > 0, f"run.timeout_s={self.timeout_s} must be > 0")
         require(self.collective_timeout_s > 0, f"run.collective_timeout_s={self.collective_timeout_s} must be > 0")
         require(self.eval_timeout_s > 0, f"run.eval_timeout_s={self.eval_timeout_s} must be > 0")
-        require(math.isfinite(self.peer_timeout_s) and self.peer_timeout_s >= 1,
-                f"run.peer_timeout_s={self.peer_timeout_s} must be a number of seconds >= 1 (a heartbeat comes "
-                "every few seconds), e.g. --run.peer_timeout_s=30")
+        require(
+            math.isfinite(self.peer_timeout_s) and self.peer_timeout_s >= 1,
+            f"run.peer_timeout_s={self.peer_timeout_s} must be a number of seconds >= 1 (a heartbeat comes "
+            "every few seconds), e.g. --run.peer_timeout_s=30",
+        )
         require(self.num_threads >= 0, f"run.num_threads={self.num_threads} must be >= 0")
         require(bool(self.output_dir), "run.output_dir is empty; set --run.output_dir=<folder>")

@@ -1,4 +1,5 @@
 """The ``model``, ``train``, ``link`` and ``grappa`` sections: what is trained, how, and how gradients meet."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,7 @@ from typing import Literal
 from .errors import ConfigError, require
 
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]*)?(?:e[0-9]+)?)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)")
-_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30,
-          "tib": 2 ** 40}
+_UNITS = {"b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def parse_budget(text: str) -> tuple[float, int]:
@@ -30,8 +30,10 @@ def parse_budget(text: str) -> tuple[float, int]:
     except ValueError:
         mult = -1.0
     if mult < 0 or mult != mult:
-        raise ConfigError(f"train.memory_budget={text!r} is neither a multiple of the own feature rows (e.g. 1.5) "
-                          "nor a size (e.g. 8GB, 512MiB); 0 means no limit")
+        raise ConfigError(
+            f"train.memory_budget={text!r} is neither a multiple of the own feature rows (e.g. 1.5) "
+            "nor a size (e.g. 8GB, 512MiB); 0 means no limit"
+        )
     return mult, 0
 
 
@@ -101,13 +103,16 @@ class ModelConfig:
         require(self.hidden >= 1, f"model.hidden={self.hidden} must be >= 1")
         require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must be in [0, 1)")
         require(self.heads >= 1, f"model.heads={self.heads} must be >= 1")
-        require(self.name != "gat" or self.hidden % self.heads == 0,
-                f"model.hidden={self.hidden} is not divisible by model.heads={self.heads}; pick a multiple of heads")
+        require(
+            self.name != "gat" or self.hidden % self.heads == 0,
+            f"model.hidden={self.hidden} is not divisible by model.heads={self.heads}; pick a multiple of heads",
+        )
         if self.embed:
             require(self.embed_dim >= 1, f"model.embed_dim={self.embed_dim} must be >= 1")
             require(self.embed_lr > 0, f"model.embed_lr={self.embed_lr} must be > 0")
-            require(self.embed_halo_sync >= 0,
-                    f"model.embed_halo_sync={self.embed_halo_sync} must be >= 0 (0: never sync)")
+            require(
+                self.embed_halo_sync >= 0, f"model.embed_halo_sync={self.embed_halo_sync} must be >= 0 (0: never sync)"
+            )
 
 
 @dataclass
@@ -228,15 +233,18 @@ class TrainConfig:
         """Ranges of the loop's settings, the fan-outs' values and the memory budget's form."""
         require(self.epochs >= 1, f"train.epochs={self.epochs} must be >= 1")
         require(self.batch_size >= 1, f"train.batch_size={self.batch_size} must be >= 1")
-        require(all(f == -1 or f >= 1 for f in self.fanouts),
-                f"train.fanouts={self.fanouts} has an entry that is neither -1 (all) nor >= 1")
+        require(
+            all(f == -1 or f >= 1 for f in self.fanouts),
+            f"train.fanouts={self.fanouts} has an entry that is neither -1 (all) nor >= 1",
+        )
         require(self.lr > 0, f"train.lr={self.lr} must be > 0")
         require(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
         require(self.eval_every >= 0, f"train.eval_every={self.eval_every} must be >= 0 (0 = only at the end)")
         require(self.steps_per_epoch >= 0, f"train.steps_per_epoch={self.steps_per_epoch} must be >= 0 (0 = no cap)")
         require(self.eval_chunk_nodes >= 1, f"train.eval_chunk_nodes={self.eval_chunk_nodes} must be >= 1")
-        require(self.eval_concurrency >= 0,
-                f"train.eval_concurrency={self.eval_concurrency} must be >= 0 (0 = all workers)")
+        require(
+            self.eval_concurrency >= 0, f"train.eval_concurrency={self.eval_concurrency} must be >= 0 (0 = all workers)"
+        )
         parse_budget(self.memory_budget)  # a one-line ConfigError when it is neither a multiple nor a size
 
 
@@ -322,6 +330,8 @@ def dropin_problem(correction: str, halo: str) -> str | None:
         A one-line message naming the setting and the fix, or None when the drop-in can run.
     """
     if correction == "node":
-        return ("grappa.correction=node weights the loss itself, so it is not a drop-in; use "
-                "--grappa.correction=batch, shrinkage or none with the drop-in loader")
+        return (
+            "grappa.correction=node weights the loss itself, so it is not a drop-in; use "
+            "--grappa.correction=batch, shrinkage or none with the drop-in loader"
+        )
     return None

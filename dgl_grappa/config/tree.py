@@ -1,4 +1,5 @@
 """The whole tree: one :class:`Config` of the sections, its plain-dict view, and whether it runs across hosts."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -33,12 +33,22 @@ Example:
     >>> num_classes(g)
     16
 """
+
 from __future__ import annotations
 
 import dgl
 
-from ..config import (HETERO_DATASETS, OGB_DATASETS, Config, ConfigError, DataConfig, ModelConfig, hetero_schema,
-                      select_etypes, validate)
+from ..config import (
+    HETERO_DATASETS,
+    OGB_DATASETS,
+    Config,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    hetero_schema,
+    select_etypes,
+    validate,
+)
 from .bigsynth import BigGraph
 from .common import STANDARD_KEYS, make_graph, num_classes, target_type
 from .hetsynth import hetsynth_graph
@@ -71,8 +81,11 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
     # the model section is not this function's to check).
     # (a heterogeneous graph: with its model, RGCN on learnable rows, so that only the data.* checks can fail)
     hetero = cfg.name in HETERO_DATASETS
-    validate(Config(data=cfg, model=ModelConfig(name="rgcn" if hetero else "sage",
-                                                 embed=cfg.synthetic.featureless or hetero)))
+    validate(
+        Config(
+            data=cfg, model=ModelConfig(name="rgcn" if hetero else "sage", embed=cfg.synthetic.featureless or hetero)
+        )
+    )
     if cfg.name == "synthetic":
         return synthetic_graph(cfg.synthetic)
     if cfg.name in ("cora", "citeseer"):
@@ -91,9 +104,11 @@ def load_dataset(cfg: DataConfig) -> dgl.DGLGraph:
         if cfg.etypes:  # the relations kept: every system cuts, trains and evaluates this graph
             g = dgl.edge_type_subgraph(g, select_etypes(cfg.etypes, hetero_schema(cfg)["etypes"]))
         return g
-    raise ConfigError(f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, "
-                      f"{', '.join(OGB_DATASETS)}, dgl, bigsynth, hetsynth; any other graph: save it with "
-                      "dgl.save_graphs(path, [g]) and use --data.name=dgl --data.path=path")
+    raise ConfigError(
+        f"data.name={cfg.name!r} is not allowed; use one of synthetic, cora, citeseer, "
+        f"{', '.join(OGB_DATASETS)}, dgl, bigsynth, hetsynth; any other graph: save it with "
+        "dgl.save_graphs(path, [g]) and use --data.name=dgl --data.path=path"
+    )
 
 
 def dataset_num_classes(cfg: DataConfig) -> int | None:
@@ -110,7 +125,19 @@ def dataset_num_classes(cfg: DataConfig) -> int | None:
 
 
 __all__ = [
-    "STANDARD_KEYS", "SBMArrays", "cache_root", "dataset_num_classes", "effective_noise", "generate_sbm",
-    "load_dataset", "load_ogb", "load_planetoid", "load_user_graph", "make_graph", "num_classes", "planetoid_cache_dir",
-    "synthetic_graph", "target_type",
+    "STANDARD_KEYS",
+    "SBMArrays",
+    "cache_root",
+    "dataset_num_classes",
+    "effective_noise",
+    "generate_sbm",
+    "load_dataset",
+    "load_ogb",
+    "load_planetoid",
+    "load_user_graph",
+    "make_graph",
+    "num_classes",
+    "planetoid_cache_dir",
+    "synthetic_graph",
+    "target_type",
 ]

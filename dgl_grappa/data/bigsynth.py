@@ -31,6 +31,7 @@ Folder layout (``meta.json`` is written last; a folder without it is incomplete)
     split.npy                 int8  [N]  0 train, 1 val, 2 test
     in_degree.npy             int64 [N]  full-graph in-degree (= out-degree: symmetric)
 """
+
 from __future__ import annotations
 
 import json
@@ -58,14 +59,19 @@ _STREAM_EDGES, _STREAM_FEAT = 1, 2
 
 def _edge_dtype(n: int) -> np.dtype:
     # int32 ids halve the edge files and their I/O whenever they fit.
-    return np.dtype(np.int32) if n < 2 ** 31 else np.dtype(np.int64)
+    return np.dtype(np.int32) if n < 2**31 else np.dtype(np.int64)
 
 
 def _write_npy_header(fh, dtype: np.dtype, shape: tuple) -> None:
     """Start a .npy file whose data is then appended with ``ndarray.tofile``."""
     np.lib.format.write_array_header_1_0(
-        fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
-             "shape": tuple(int(s) for s in shape)})
+        fh,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+            "fortran_order": False,
+            "shape": tuple(int(s) for s in shape),
+        },
+    )
 
 
 class BigGraph:
@@ -84,8 +90,10 @@ class BigGraph:
         self.root = Path(root)
         f = self.root / META
         if not f.is_file():
-            raise ConfigError(f"{self.root} holds no complete generated graph ({META} missing); "
-                              "run dgl_grappa.data.bigsynth.generate_big first")
+            raise ConfigError(
+                f"{self.root} holds no complete generated graph ({META} missing); "
+                "run dgl_grappa.data.bigsynth.generate_big first"
+            )
         self.meta = json.loads(f.read_text())
         if self.meta.get("format") != FORMAT:
             raise ConfigError(f"{f}: format {self.meta.get('format')!r}, expected {FORMAT!r}")
@@ -199,15 +207,27 @@ class BigGraph:
         src = np.concatenate([c[1] for c in chunks])
         dst = np.concatenate([c[2] for c in chunks])
         return make_graph(
-            torch.from_numpy(src), torch.from_numpy(dst), self.num_nodes,
-            feat=torch.from_numpy(np.array(self.feat)), label=torch.from_numpy(self.label),
+            torch.from_numpy(src),
+            torch.from_numpy(dst),
+            self.num_nodes,
+            feat=torch.from_numpy(np.array(self.feat)),
+            label=torch.from_numpy(self.label),
             train_mask=torch.from_numpy(self.mask("train_mask")),
             val_mask=torch.from_numpy(self.mask("val_mask")),
-            test_mask=torch.from_numpy(self.mask("test_mask")))
+            test_mask=torch.from_numpy(self.mask("test_mask")),
+        )
 
 
-def write_arrays(out_dir: str | Path, src: np.ndarray, dst: np.ndarray, *, feat: np.ndarray, label: np.ndarray,
-                 split: np.ndarray, chunk_edges: int = 4_000_000) -> BigGraph:
+def write_arrays(
+    out_dir: str | Path,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    feat: np.ndarray,
+    label: np.ndarray,
+    split: np.ndarray,
+    chunk_edges: int = 4_000_000,
+) -> BigGraph:
     """Store an in-memory graph in the on-disk format of :func:`generate_big`.
 
     For graphs that are not generated here (any direction, no symmetry required), so that
@@ -235,19 +255,33 @@ def write_arrays(out_dir: str | Path, src: np.ndarray, dst: np.ndarray, *, feat:
     chunks = []
     for i, a in enumerate(range(0, max(len(src), 1), chunk_edges)):
         name = f"{i:05d}"
-        np.save(out / "edges" / f"src_{name}.npy", np.asarray(src[a:a + chunk_edges]).astype(edtype))
-        np.save(out / "edges" / f"dst_{name}.npy", np.asarray(dst[a:a + chunk_edges]).astype(edtype))
-        chunks.append({"src": f"edges/src_{name}.npy", "dst": f"edges/dst_{name}.npy",
-                       "num_edges": int(len(src[a:a + chunk_edges]))})
+        np.save(out / "edges" / f"src_{name}.npy", np.asarray(src[a : a + chunk_edges]).astype(edtype))
+        np.save(out / "edges" / f"dst_{name}.npy", np.asarray(dst[a : a + chunk_edges]).astype(edtype))
+        chunks.append(
+            {
+                "src": f"edges/src_{name}.npy",
+                "dst": f"edges/dst_{name}.npy",
+                "num_edges": int(len(src[a : a + chunk_edges])),
+            }
+        )
     np.save(out / "feat.npy", np.asarray(feat, dtype=np.float32))
     np.save(out / "label.npy", np.asarray(label, dtype=np.int64))
     np.save(out / "block.npy", np.asarray(label, dtype=np.int64))
     np.save(out / "split.npy", np.asarray(split, dtype=np.int8))
     in_degree = np.bincount(np.asarray(dst, dtype=np.int64), minlength=n).astype(np.int64)
     np.save(out / "in_degree.npy", in_degree)
-    meta = {"format": FORMAT, "num_nodes": n, "num_edges": int(len(src)), "num_pairs": None, "feat_dim": f_dim,
-            "num_classes": int(np.max(label)) + 1 if n else 0, "edge_dtype": edtype.name,
-            "max_degree": int(in_degree.max()) if n else 0, "config": None, "chunks": chunks}
+    meta = {
+        "format": FORMAT,
+        "num_nodes": n,
+        "num_edges": int(len(src)),
+        "num_pairs": None,
+        "feat_dim": f_dim,
+        "num_classes": int(np.max(label)) + 1 if n else 0,
+        "edge_dtype": edtype.name,
+        "max_degree": int(in_degree.max()) if n else 0,
+        "config": None,
+        "chunks": chunks,
+    }
     (out / META).write_text(json.dumps(meta, indent=1))
     return BigGraph(out)
 
@@ -266,14 +300,20 @@ def _sbm_context(cfg: SyntheticConfig, rng: np.random.Generator) -> tuple[np.nda
     blk_end = np.cumsum(counts)
     blk_start = blk_end - counts
     cum0 = np.concatenate(([0.0], cum))
-    ctx = {"cum": cum, "order": order, "block_sorted": block[order],
-           "blk_lo": cum0[blk_start], "blk_hi": cum0[blk_end],
-           "blk_start": blk_start, "blk_end": blk_end, "homophily": float(cfg.homophily)}
+    ctx = {
+        "cum": cum,
+        "order": order,
+        "block_sorted": block[order],
+        "blk_lo": cum0[blk_start],
+        "blk_hi": cum0[blk_end],
+        "blk_start": blk_start,
+        "blk_end": blk_end,
+        "homophily": float(cfg.homophily),
+    }
     return block, ctx
 
 
-def _draw_round(rng_key: list[int], need: int, n: int, ctx: dict, chunk_edges: int,
-                bucket_files: list[Path]) -> None:
+def _draw_round(rng_key: list[int], need: int, n: int, ctx: dict, chunk_edges: int, bucket_files: list[Path]) -> None:
     """Draw ``need`` candidate pairs in chunks and append their keys to the bucket files."""
     nb = len(bucket_files)
     handles = [open(f, "ab") for f in bucket_files]
@@ -292,14 +332,20 @@ def _draw_round(rng_key: list[int], need: int, n: int, ctx: dict, chunk_edges: i
             keys, bucket = keys[order], bucket[order]
             bounds = np.searchsorted(bucket, np.arange(nb + 1))
             for b in range(nb):
-                keys[bounds[b]:bounds[b + 1]].tofile(handles[b])
+                keys[bounds[b] : bounds[b + 1]].tofile(handles[b])
     finally:
         for h in handles:
             h.close()
 
 
-def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int = 4_000_000,
-                 feat_rows: int = 1 << 17, overwrite: bool = False) -> BigGraph:
+def generate_big(
+    cfg: SyntheticConfig,
+    out_dir: str | Path,
+    *,
+    chunk_edges: int = 4_000_000,
+    feat_rows: int = 1 << 17,
+    overwrite: bool = False,
+) -> BigGraph:
     """Generate the DC-SBM graph of ``cfg`` on disk, holding O(N) + one chunk in memory.
 
     Args:
@@ -362,8 +408,12 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
         need = int(deficit * 1.25) + 16 if deficit > 0 else 0
     total = int(counts.sum())
     if total < 0.85 * target:
-        warnings.warn(f"generated mean degree {2 * total / n:.2f} instead of {cfg.avg_degree}: the "
-                      f"blocks (~{n / cfg.num_communities:.0f} nodes) saturate", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"generated mean degree {2 * total / n:.2f} instead of {cfg.avg_degree}: the "
+            f"blocks (~{n / cfg.num_communities:.0f} nodes) saturate",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     drop = np.empty(0, dtype=np.int64)
     if total > target:
         # The last top-up overshot: drop a seeded random subset of pairs (global positions).
@@ -389,8 +439,7 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
         name = f"{b:05d}"
         np.save(out / "edges" / f"src_{name}.npy", src)
         np.save(out / "edges" / f"dst_{name}.npy", dst)
-        chunks.append({"src": f"edges/src_{name}.npy", "dst": f"edges/dst_{name}.npy",
-                       "num_edges": int(src.shape[0])})
+        chunks.append({"src": f"edges/src_{name}.npy", "dst": f"edges/dst_{name}.npy", "num_edges": int(src.shape[0])})
         del src, dst
     shutil.rmtree(out / "_pairs", ignore_errors=True)
     del ctx
@@ -402,7 +451,7 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
     mu *= CLASS_MEAN_NORM / np.maximum(np.linalg.norm(mu, axis=1, keepdims=True), 1e-12)
     mu32 = mu.astype(np.float32)
     noise = effective_noise(cfg)
-    scale = np.float32(1.0 / np.sqrt(noise ** 2 + CLASS_MEAN_NORM ** 2 / f_dim))
+    scale = np.float32(1.0 / np.sqrt(noise**2 + CLASS_MEAN_NORM**2 / f_dim))
     with open(out / "feat.npy", "wb") as fh:
         _write_npy_header(fh, np.float32, (n, f_dim))
         for i, a in enumerate(range(0, n, feat_rows)):
@@ -420,7 +469,7 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
     n_val = max(0, min(int(round(cfg.val_frac * n)), n - n_train - 1))
     split = np.full(n, 2, dtype=np.int8)
     split[perm[:n_train]] = 0
-    split[perm[n_train:n_train + n_val]] = 1
+    split[perm[n_train : n_train + n_val]] = 1
     del perm
     np.save(out / "label.npy", label)
     np.save(out / "block.npy", block)
@@ -428,10 +477,19 @@ def generate_big(cfg: SyntheticConfig, out_dir: str | Path, *, chunk_edges: int 
     np.save(out / "in_degree.npy", in_degree)
 
     meta = {
-        "format": FORMAT, "num_nodes": n, "num_edges": int(in_degree.sum()), "num_pairs": total - int(drop.size),
-        "feat_dim": f_dim, "num_classes": c, "noise": noise, "edge_dtype": edtype.name,
+        "format": FORMAT,
+        "num_nodes": n,
+        "num_edges": int(in_degree.sum()),
+        "num_pairs": total - int(drop.size),
+        "feat_dim": f_dim,
+        "num_classes": c,
+        "noise": noise,
+        "edge_dtype": edtype.name,
         "max_degree": int(in_degree.max()) if n else 0,
-        "config": asdict(cfg), "chunk_edges": chunk_edges, "feat_rows": feat_rows, "topup_rounds": rounds,
+        "config": asdict(cfg),
+        "chunk_edges": chunk_edges,
+        "feat_rows": feat_rows,
+        "topup_rounds": rounds,
         "seconds": {"edges": t_edges, "features": t_feat, "total": time.perf_counter() - t0},
         "chunks": chunks,
     }

@@ -3,6 +3,7 @@
 Every loader returns a homogeneous int64 DGLGraph whose ndata holds exactly the standard
 keys below, with fixed dtypes, so the rest of the package never has to guess.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -54,8 +55,10 @@ def hold_out_of(cfg) -> HoldOut | None:
         RuntimeError: no kinds of job are installed (:mod:`dgl_grappa.kinds` was not imported).
     """
     if _hold_out_of is None:
-        raise RuntimeError("what a run holds out is its kind of job's, and no kind is installed: import "
-                           "dgl_grappa.kinds before partitioning, evaluating or checkpointing a run")
+        raise RuntimeError(
+            "what a run holds out is its kind of job's, and no kind is installed: import "
+            "dgl_grappa.kinds before partitioning, evaluating or checkpointing a run"
+        )
     return _hold_out_of(cfg)
 
 
@@ -64,9 +67,17 @@ def hold_out_of(cfg) -> HoldOut | None:
 STANDARD_KEYS = ("feat", "label", "train_mask", "val_mask", "test_mask")
 
 
-def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: torch.Tensor | None,
-               label: torch.Tensor, train_mask: torch.Tensor, val_mask: torch.Tensor,
-               test_mask: torch.Tensor) -> dgl.DGLGraph:
+def make_graph(
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_nodes: int,
+    *,
+    feat: torch.Tensor | None,
+    label: torch.Tensor,
+    train_mask: torch.Tensor,
+    val_mask: torch.Tensor,
+    test_mask: torch.Tensor,
+) -> dgl.DGLGraph:
     """Build the standard output graph.
 
     Args:
@@ -80,8 +91,7 @@ def make_graph(src: torch.Tensor, dst: torch.Tensor, num_nodes: int, *, feat: to
         A homogeneous DGLGraph (idtype int64) with ndata ``feat`` (float32 [N, F]),
         ``label`` (int64 [N]) and the three bool masks.
     """
-    g = dgl.graph((src.to(torch.int64), dst.to(torch.int64)), num_nodes=int(num_nodes),
-                  idtype=torch.int64)
+    g = dgl.graph((src.to(torch.int64), dst.to(torch.int64)), num_nodes=int(num_nodes), idtype=torch.int64)
     if feat is not None:
         g.ndata["feat"] = feat.to(torch.float32).contiguous()
     g.ndata["label"] = label.to(torch.int64).contiguous()

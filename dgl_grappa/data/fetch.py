@@ -12,6 +12,7 @@ renamed into place: a file that does not match is deleted and reported in one li
 download leaves no file that looks complete. Every wait is bounded: :data:`TIMEOUT_S` per connection or
 read, :data:`DEADLINE_S` for the whole download.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -130,8 +131,10 @@ def lock_folder(folder: Path, lock: str) -> tuple[IO, Callable[[], None]]:
         folder.mkdir(parents=True, exist_ok=True)
         fh = open(folder / lock, "w")
     except OSError as exc:
-        raise ConfigError(f"cannot create the data folder '{folder}' ({exc.strerror}); set --data.root or env "
-                          "DGL_GRAPPA_DATA to a writable folder") from None
+        raise ConfigError(
+            f"cannot create the data folder '{folder}' ({exc.strerror}); set --data.root or env "
+            "DGL_GRAPPA_DATA to a writable folder"
+        ) from None
 
     def undo() -> None:
         if not lock_was_there:
@@ -169,9 +172,19 @@ def _fetch_all(files: list[str], folder: Path, url: str, deadline: float, explai
             raise ConfigError(
                 f"{fname} downloaded from {url} has SHA-256 {got[:16]}..., not the known "
                 f"{SHA256[fname][:16]}... (it was deleted); the server sent another file: check "
-                f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'")
+                f"env DGL_GRAPPA_PLANETOID_URL, or put the original {', '.join(files)} into '{folder}'"
+            )
         os.replace(tmp, dest)
 
 
-__all__ = ["DEADLINE_S", "PLANETOID_URL", "SHA256", "SUFFIXES", "TIMEOUT_S", "base_url", "fetch_planetoid",
-           "lock_folder", "planetoid_files"]
+__all__ = [
+    "DEADLINE_S",
+    "PLANETOID_URL",
+    "SHA256",
+    "SUFFIXES",
+    "TIMEOUT_S",
+    "base_url",
+    "fetch_planetoid",
+    "lock_folder",
+    "planetoid_files",
+]

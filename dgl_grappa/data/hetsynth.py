@@ -26,6 +26,7 @@ Example:
     >>> sorted(g.ntypes), len(g.canonical_etypes)
     (['author', 'field', 'paper'], 6)
 """
+
 from __future__ import annotations
 
 import dgl
@@ -43,8 +44,14 @@ def _members(cls: np.ndarray, c: int) -> list[np.ndarray]:
     return np.split(order, np.cumsum(counts)[:-1])
 
 
-def _draw(rng: np.random.Generator, want: np.ndarray, members: list[np.ndarray], n: int, homophily: float,
-          weight: np.ndarray | None = None) -> np.ndarray:
+def _draw(
+    rng: np.random.Generator,
+    want: np.ndarray,
+    members: list[np.ndarray],
+    n: int,
+    homophily: float,
+    weight: np.ndarray | None = None,
+) -> np.ndarray:
     """One node per entry of ``want`` (a class): from that class with probability ``homophily``, else from all
     ``n`` nodes; in proportion to ``weight`` when given (else uniform)."""
     out = np.empty(want.shape[0], dtype=np.int64)
@@ -83,9 +90,11 @@ def generate_hetsynth(cfg: HetSynthConfig) -> dict:
     rng = np.random.default_rng(cfg.seed)
     c = int(cfg.num_classes)
     n = {"paper": int(cfg.num_papers), "author": int(cfg.num_authors), "field": int(cfg.num_fields)}
-    cls = {"paper": rng.permutation(np.arange(n["paper"], dtype=np.int64) % c),
-           "author": rng.integers(0, c, n["author"]).astype(np.int64),
-           "field": np.arange(n["field"], dtype=np.int64) % c}
+    cls = {
+        "paper": rng.permutation(np.arange(n["paper"], dtype=np.int64) % c),
+        "author": rng.integers(0, c, n["author"]).astype(np.int64),
+        "field": np.arange(n["field"], dtype=np.int64) % c,
+    }
     paper_members = _members(cls["paper"], c)
     h = float(cfg.homophily)
 
@@ -108,16 +117,21 @@ def generate_hetsynth(cfg: HetSynthConfig) -> dict:
     ff = _draw(rng, cls["paper"][fp], _members(cls["field"], c), n["field"], h)
     fp, ff = _unique_pairs(fp, ff, n["field"])
 
-    edges = {("author", "writes", "paper"): (a, p), ("paper", "written_by", "author"): (p, a),
-             ("paper", "cites", "paper"): (cs, cd), ("paper", "cited_by", "paper"): (cd, cs),
-             ("paper", "has_topic", "field"): (fp, ff), ("field", "topic_of", "paper"): (ff, fp)}
+    edges = {
+        ("author", "writes", "paper"): (a, p),
+        ("paper", "written_by", "author"): (p, a),
+        ("paper", "cites", "paper"): (cs, cd),
+        ("paper", "cited_by", "paper"): (cd, cs),
+        ("paper", "has_topic", "field"): (fp, ff),
+        ("field", "topic_of", "paper"): (ff, fp),
+    }
     assert list(edges) == [tuple(e) for e in HETSYNTH_ETYPES]
 
     # class-mean features (one set of means for every type: a class looks alike wherever it is)
     f = int(cfg.feat_dim)
     mu = rng.standard_normal((c, f))
     mu *= CLASS_MEAN_NORM / np.maximum(np.linalg.norm(mu, axis=1, keepdims=True), 1e-12)
-    scale = np.float32(1.0 / np.sqrt(cfg.noise ** 2 + CLASS_MEAN_NORM ** 2 / f))
+    scale = np.float32(1.0 / np.sqrt(cfg.noise**2 + CLASS_MEAN_NORM**2 / f))
     feat = {}
     for t in HETSYNTH_NTYPES:  # drawn for every type, so that feat_types does not change the random stream
         x = rng.standard_normal((n[t], f), dtype=np.float32) * np.float32(cfg.noise) + mu.astype(np.float32)[cls[t]]
@@ -129,9 +143,17 @@ def generate_hetsynth(cfg: HetSynthConfig) -> dict:
     n_val = max(0, min(int(round(cfg.val_frac * n["paper"])), n["paper"] - n_train - 1))
     split = np.full(n["paper"], 2, dtype=np.int8)
     split[perm[:n_train]] = 0
-    split[perm[n_train:n_train + n_val]] = 1
-    return {"edges": edges, "num_nodes": n, "classes": cls, "feat": feat, "label": cls["paper"],
-            "train_mask": split == 0, "val_mask": split == 1, "test_mask": split == 2}
+    split[perm[n_train : n_train + n_val]] = 1
+    return {
+        "edges": edges,
+        "num_nodes": n,
+        "classes": cls,
+        "feat": feat,
+        "label": cls["paper"],
+        "train_mask": split == 0,
+        "val_mask": split == 1,
+        "test_mask": split == 2,
+    }
 
 
 def hetsynth_graph(cfg: HetSynthConfig) -> dgl.DGLGraph:
@@ -147,8 +169,11 @@ def hetsynth_graph(cfg: HetSynthConfig) -> dgl.DGLGraph:
         ``test_mask`` (bool).
     """
     a = generate_hetsynth(cfg)
-    g = dgl.heterograph({e: (torch.from_numpy(s), torch.from_numpy(d)) for e, (s, d) in a["edges"].items()},
-                        num_nodes_dict=a["num_nodes"], idtype=torch.int64)
+    g = dgl.heterograph(
+        {e: (torch.from_numpy(s), torch.from_numpy(d)) for e, (s, d) in a["edges"].items()},
+        num_nodes_dict=a["num_nodes"],
+        idtype=torch.int64,
+    )
     for t, x in a["feat"].items():
         g.nodes[t].data["feat"] = torch.from_numpy(x).contiguous()
     g.nodes["paper"].data["label"] = torch.from_numpy(a["label"]).to(torch.int64)

@@ -23,6 +23,7 @@ Example:
     >>> split.graph.num_edges(), split.val[0].numel(), split.test[0].numel(), tuple(split.test_neg.shape)
     (10, 2, 2, (2, 5))
 """
+
 from __future__ import annotations
 
 import math
@@ -57,8 +58,12 @@ class LinkSplit:
 
     def stats(self) -> dict:
         """Counts for logs and the partitioning's statistics."""
-        return {"pairs": self.num_pairs, "val_pairs": int(self.val[0].numel()), "test_pairs": int(self.test[0].numel()),
-                "train_edges": int(self.graph.num_edges())}
+        return {
+            "pairs": self.num_pairs,
+            "val_pairs": int(self.val[0].numel()),
+            "test_pairs": int(self.test[0].numel()),
+            "train_edges": int(self.graph.num_edges()),
+        }
 
 
 def hold_out_edges(g: dgl.DGLGraph, val_frac: float, test_frac: float, seed: int = 0):
@@ -89,16 +94,20 @@ def hold_out_edges(g: dgl.DGLGraph, val_frac: float, test_frac: float, seed: int
     total = int(pairs.numel())
     if total == 0:
         why = "it has none" if g.num_edges() == 0 else f"its {g.num_edges()} edges are self-loops"
-        raise ConfigError(f"train.task=link: the graph has no edge to hold out ({why}); link prediction needs a graph "
-                          "with edges between its nodes")
+        raise ConfigError(
+            f"train.task=link: the graph has no edge to hold out ({why}); link prediction needs a graph "
+            "with edges between its nodes"
+        )
     # round first: 0.1 x 30 is 3.0000000000000004 in floating point, and 3 pairs are meant
     n_val, n_test = math.ceil(round(val_frac * total, 9)), math.ceil(round(test_frac * total, 9))
     if n_val + n_test >= total:
-        raise ConfigError(f"train.task=link: the graph's {total} undirected edges are too few: "
-                          f"link.val_frac={val_frac} and link.test_frac={test_frac} hold out {n_val} and {n_test}, "
-                          "leaving none to train on; use a graph with more edges")
+        raise ConfigError(
+            f"train.task=link: the graph's {total} undirected edges are too few: "
+            f"link.val_frac={val_frac} and link.test_frac={test_frac} hold out {n_val} and {n_test}, "
+            "leaving none to train on; use a graph with more edges"
+        )
     perm = torch.randperm(total, generator=torch.Generator().manual_seed(seed))
-    val_keys, test_keys = pairs[perm[:n_val]], pairs[perm[n_val:n_val + n_test]]
+    val_keys, test_keys = pairs[perm[:n_val]], pairs[perm[n_val : n_val + n_test]]
     held = torch.isin(key, torch.cat([val_keys, test_keys])) & (lo != hi)
     train = dgl.remove_edges(g, held.nonzero(as_tuple=True)[0].to(g.idtype))
     return train, (val_keys // n, val_keys % n), (test_keys // n, test_keys % n), total
@@ -123,9 +132,14 @@ def link_split(g: dgl.DGLGraph, cfg: LinkConfig) -> LinkSplit:
     """
     train, val, test, total = hold_out_edges(g, cfg.val_frac, cfg.test_frac, cfg.seed)
     n = g.num_nodes()
-    return LinkSplit(graph=train, val=val, test=test, num_pairs=total,
-                     val_neg=eval_negatives(n, val[0].numel(), cfg.eval_negatives, cfg.seed, 0),
-                     test_neg=eval_negatives(n, test[0].numel(), cfg.eval_negatives, cfg.seed, 1))
+    return LinkSplit(
+        graph=train,
+        val=val,
+        test=test,
+        num_pairs=total,
+        val_neg=eval_negatives(n, val[0].numel(), cfg.eval_negatives, cfg.seed, 0),
+        test_neg=eval_negatives(n, test[0].numel(), cfg.eval_negatives, cfg.seed, 1),
+    )
 
 
 def edge_hold_out(cfg: LinkConfig) -> HoldOut:
@@ -137,5 +151,8 @@ def edge_hold_out(cfg: LinkConfig) -> HoldOut:
         >>> edge_hold_out(LinkConfig()).settings
         {'val_frac': 0.05, 'test_frac': 0.1, 'seed': 0}
     """
-    return HoldOut("link", {"val_frac": cfg.val_frac, "test_frac": cfg.test_frac, "seed": cfg.seed},
-                   cut=lambda g: hold_out_edges(g, cfg.val_frac, cfg.test_frac, cfg.seed)[0])
+    return HoldOut(
+        "link",
+        {"val_frac": cfg.val_frac, "test_frac": cfg.test_frac, "seed": cfg.seed},
+        cut=lambda g: hold_out_edges(g, cfg.val_frac, cfg.test_frac, cfg.seed)[0],
+    )

@@ -24,6 +24,7 @@ What each becomes (the package's standard contract, :mod:`dgl_grappa.data`):
   loaded whole; unlabelled nodes in no split), which :mod:`dgl_grappa.partition.bigpart` cuts into DGL's
   layout for ``partition.prebuilt``.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -86,11 +87,16 @@ class OgbInfo:
     def required(self) -> list[str]:
         """The files OGB's layout must hold (paths inside the dataset's folder)."""
         split = f"split/{self.split}/" + ("paper/" if self.layout == "hetero" else "")
-        files = {"csv": ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz",
-                         "raw/num-node-list.csv.gz"],
-                 "hetero": ["raw/num-node-dict.csv.gz", "raw/triplet-type-list.csv.gz",
-                            "raw/node-feat/paper/node-feat.csv.gz", "raw/node-label/paper/node-label.csv.gz"],
-                 "binary": ["raw/data.npz", "raw/node-label.npz"]}[self.layout]
+        files = {
+            "csv": ["raw/edge.csv.gz", "raw/node-feat.csv.gz", "raw/node-label.csv.gz", "raw/num-node-list.csv.gz"],
+            "hetero": [
+                "raw/num-node-dict.csv.gz",
+                "raw/triplet-type-list.csv.gz",
+                "raw/node-feat/paper/node-feat.csv.gz",
+                "raw/node-label/paper/node-label.csv.gz",
+            ],
+            "binary": ["raw/data.npz", "raw/node-label.npz"],
+        }[self.layout]
         return files + [f"{split}{k}.csv.gz" for k in ("train", "valid", "test")]
 
 
@@ -134,6 +140,7 @@ class _Progress:
         self.bar = None
         if sys.stderr.isatty():
             from tqdm import tqdm
+
             self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=label, leave=False)
 
     def update(self, n: int) -> None:
@@ -186,9 +193,11 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
     if folder.is_dir():
         missing = _missing(name, folder)
         if missing:
-            raise ConfigError(f"{name}: '{folder}' lacks {', '.join(missing)} of OGB's files; complete it (the "
-                              f"ogb package writes it with NodePropPredDataset('{name}', root='{root}')), or delete "
-                              "it to download it again")
+            raise ConfigError(
+                f"{name}: '{folder}' lacks {', '.join(missing)} of OGB's files; complete it (the "
+                f"ogb package writes it with NodePropPredDataset('{name}', root='{root}')), or delete "
+                "it to download it again"
+            )
         return folder
     lock, undo = lock_folder(root, ".ogb.lock")
     url = f"{base_url()}/{info.archive}.zip"
@@ -222,12 +231,15 @@ def fetch_ogb(name: str, root: str | os.PathLike) -> Path:
             damaged = isinstance(exc, zipfile.BadZipFile)
             reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
             if damaged:
-                raise ConfigError(f"{name}: the archive {url} is damaged ({reason}; it was deleted); download it "
-                                  f"again, or unpack OGB's {info.archive}.zip into '{root}' as {folder.name}/"
-                                  ) from None
-            raise ConfigError(f"{name}: downloading {url} failed ({reason}); put OGB's files ({files}) into "
-                              f"'{folder}' (unpack {info.archive}.zip there), or set --data.root to a folder that "
-                              f"holds {folder.name}/") from None
+                raise ConfigError(
+                    f"{name}: the archive {url} is damaged ({reason}; it was deleted); download it "
+                    f"again, or unpack OGB's {info.archive}.zip into '{root}' as {folder.name}/"
+                ) from None
+            raise ConfigError(
+                f"{name}: downloading {url} failed ({reason}); put OGB's files ({files}) into "
+                f"'{folder}' (unpack {info.archive}.zip there), or set --data.root to a folder that "
+                f"holds {folder.name}/"
+            ) from None
         finally:
             part.unlink(missing_ok=True)
             shutil.rmtree(work, ignore_errors=True)
@@ -254,9 +266,11 @@ def _check(name: str, folder: Path, nodes: int, classes: int, width: int) -> Non
     info = KNOWN[name]
     got, want = (nodes, classes, width), (info.nodes, info.classes, info.width)
     if got != want:
-        raise ConfigError(f"{name} in '{folder}' has {nodes} nodes, {classes} classes and {width} features, not "
-                          f"OGB's {info.nodes}, {info.classes} and {info.width}: these are not OGB's files; delete "
-                          "the folder to download it again")
+        raise ConfigError(
+            f"{name} in '{folder}' has {nodes} nodes, {classes} classes and {width} features, not "
+            f"OGB's {info.nodes}, {info.classes} and {info.width}: these are not OGB's files; delete "
+            "the folder to download it again"
+        )
 
 
 def _both_ways(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -276,9 +290,16 @@ def _parse_csv(name: str, folder: Path) -> dgl.DGLGraph:
     _check(name, folder, n, int(label.max()) + 1, feat.shape[1])
     split = _split(folder, info, n)
     src, dst = _both_ways(edges[:, 0], edges[:, 1], n)
-    return make_graph(src, dst, n, feat=torch.from_numpy(feat), label=torch.from_numpy(label),
-                      train_mask=torch.from_numpy(split == 0), val_mask=torch.from_numpy(split == 1),
-                      test_mask=torch.from_numpy(split == 2))
+    return make_graph(
+        src,
+        dst,
+        n,
+        feat=torch.from_numpy(feat),
+        label=torch.from_numpy(label),
+        train_mask=torch.from_numpy(split == 0),
+        val_mask=torch.from_numpy(split == 1),
+        test_mask=torch.from_numpy(split == 2),
+    )
 
 
 def _parse_hetero(name: str, folder: Path) -> dgl.DGLGraph:
@@ -295,8 +316,9 @@ def _parse_hetero(name: str, folder: Path) -> dgl.DGLGraph:
         data[(dst_t, f"rev_{rel}", src_t)] = (d, s)
     want = {tuple(e) for e in OGBN_MAG_ETYPES}
     if set(data) != want:
-        raise ConfigError(f"{name} in '{folder}' has the relations {sorted(data)}, not OGB's; delete the folder to "
-                          "download it again")
+        raise ConfigError(
+            f"{name} in '{folder}' has the relations {sorted(data)}, not OGB's; delete the folder to download it again"
+        )
     g = dgl.heterograph(data, num_nodes_dict=counts, idtype=torch.int64)
     feat = _csv(raw / "node-feat" / "paper" / "node-feat.csv.gz", np.float32)
     label = _csv(raw / "node-label" / "paper" / "node-label.csv.gz").reshape(-1).copy()
@@ -345,9 +367,11 @@ def load_ogb(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
     if info.layout == "binary":
         big = ogb_big_graph(name, root)
         if big.num_nodes > BIG_LOAD_LIMIT:
-            raise ConfigError(f"{name} has {big.num_nodes} nodes, too many to load whole; cut its memory-mapped "
-                              f"copy '{big.root}' with dgl_grappa.partition.bigpart.write_partitions and train with "
-                              "--partition.prebuilt=<that folder> (docs/scaling.md)")
+            raise ConfigError(
+                f"{name} has {big.num_nodes} nodes, too many to load whole; cut its memory-mapped "
+                f"copy '{big.root}' with dgl_grappa.partition.bigpart.write_partitions and train with "
+                "--partition.prebuilt=<that folder> (docs/scaling.md)"
+            )
         return big.to_dgl()
     folder = fetch_ogb(name, root)
     processed = folder / "processed" / PROCESSED
@@ -369,8 +393,10 @@ def _npz_member(z: zipfile.ZipFile, key: str, fortran_ok: bool = False):
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, fortran, dtype = read(f)
     if fortran and not fortran_ok and len(shape) > 1 and min(shape) > 1:
-        raise ConfigError(f"{key} in {z.filename} is stored in Fortran order, which cannot be read row by row; "
-                          "these are not OGB's files: delete the folder to download it again")
+        raise ConfigError(
+            f"{key} in {z.filename} is stored in Fortran order, which cannot be read row by row; "
+            "these are not OGB's files: delete the folder to download it again"
+        )
     return f, shape, dtype, fortran
 
 
@@ -400,8 +426,7 @@ def ogb_big_graph(name: str, root: str | os.PathLike, *, chunk: int = 1 << 24) -
     out = folder / "big"
     if (out / BIG_META).is_file():
         return BigGraph(out)
-    print(f"[data] {name}: converting OGB's data.npz into the memory-mapped folder '{out}' (once)",
-          file=sys.stderr)
+    print(f"[data] {name}: converting OGB's data.npz into the memory-mapped folder '{out}' (once)", file=sys.stderr)
     work = folder / f".big.{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     (work / "edges").mkdir(parents=True)
@@ -416,13 +441,13 @@ def ogb_big_graph(name: str, root: str | os.PathLike, *, chunk: int = 1 << 24) -
                 rows = min(chunk // max(width, 1), n - a)
                 _read_rows(f, rows, width, dtype).astype(np.float32).tofile(out_f)
         f, (_, e), dtype, pairs = _npz_member(z, "edge_index", fortran_ok=True)
-        edtype = np.dtype(np.int32) if n < 2 ** 31 else np.dtype(np.int64)
+        edtype = np.dtype(np.int32) if n < 2**31 else np.dtype(np.int64)
         names = []
         # [2, E] in C order: every source, then every destination; in Fortran order: (source, destination) pairs
         for row in ("pairs",) if pairs else ("src", "dst"):
             for i, a in enumerate(range(0, e, chunk)):
                 part = _read_rows(f, min(chunk, e - a), 2 if pairs else 1, dtype).astype(edtype)
-                for side, col in ((("src", part[:, 0]), ("dst", part[:, 1])) if pairs else ((row, part),)):
+                for side, col in (("src", part[:, 0]), ("dst", part[:, 1])) if pairs else ((row, part),):
                     np.save(work / "edges" / f"{side}_{i:05d}.npy", col)
                 if row != "dst":
                     names.append((f"edges/src_{i:05d}.npy", f"edges/dst_{i:05d}.npy", len(part)))
@@ -439,15 +464,34 @@ def ogb_big_graph(name: str, root: str | os.PathLike, *, chunk: int = 1 << 24) -
     np.save(work / "block.npy", label)
     np.save(work / "split.npy", _split(folder, info, n))
     np.save(work / "in_degree.npy", in_degree)
-    chunks = ([{"src": s, "dst": d, "num_edges": k} for s, d, k in names]
-              + [{"src": d, "dst": s, "num_edges": k} for s, d, k in names])
-    meta = {"format": BIG_FORMAT, "num_nodes": n, "num_edges": 2 * e, "num_pairs": None, "feat_dim": width,
-            "num_classes": classes, "edge_dtype": edtype.name, "max_degree": int(in_degree.max()) if n else 0,
-            "config": {"source": name}, "chunks": chunks}
+    chunks = [{"src": s, "dst": d, "num_edges": k} for s, d, k in names] + [
+        {"src": d, "dst": s, "num_edges": k} for s, d, k in names
+    ]
+    meta = {
+        "format": BIG_FORMAT,
+        "num_nodes": n,
+        "num_edges": 2 * e,
+        "num_pairs": None,
+        "feat_dim": width,
+        "num_classes": classes,
+        "edge_dtype": edtype.name,
+        "max_degree": int(in_degree.max()) if n else 0,
+        "config": {"source": name},
+        "chunks": chunks,
+    }
     (work / BIG_META).write_text(json.dumps(meta, indent=1))  # last: a folder without it is incomplete
     os.replace(work, out)
     return BigGraph(out)
 
 
-__all__ = ["BIG_LOAD_LIMIT", "KNOWN", "OGB_URL", "OgbInfo", "base_url", "dataset_dir", "fetch_ogb", "load_ogb",
-           "ogb_big_graph"]
+__all__ = [
+    "BIG_LOAD_LIMIT",
+    "KNOWN",
+    "OGB_URL",
+    "OgbInfo",
+    "base_url",
+    "dataset_dir",
+    "fetch_ogb",
+    "load_ogb",
+    "ogb_big_graph",
+]

@@ -18,6 +18,7 @@ its ``planetoid/raw`` folder, nor ``$DGL_GRAPPA_PLANETOID``, they are downloaded
 ``<data.root>/planetoid/raw`` and checked against known checksums (:mod:`dgl_grappa.data.fetch`); DGL
 itself still never goes online.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -89,7 +90,8 @@ def _source_files(name: str, root: Path) -> dict[str, Path]:
         raise ConfigError(
             f"data.root='{root}' lacks {len(missing)} of the {len(PLANETOID_SUFFIXES)} {name} files "
             f"(missing: {', '.join(missing)}); put all ind.{name}.{{{','.join(PLANETOID_SUFFIXES)}}} "
-            f"there or set --data.root to the folder that has them")
+            f"there or set --data.root to the folder that has them"
+        )
     return found
 
 
@@ -145,7 +147,8 @@ class _OfflineGuard:
     def download(self):  # noqa: D401 - DGL hook
         raise ConfigError(
             f"DGL wanted to download {self.name} into '{self.raw_path}' although dgl_grappa "
-            f"prepared its files offline; this DGL version uses another layout: report it")
+            f"prepared its files offline; this DGL version uses another layout: report it"
+        )
 
 
 class _OfflineCora(_OfflineGuard, CoraGraphDataset):
@@ -181,8 +184,9 @@ def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
     given = Path(root).expanduser()
     root_path = _find_root(name, given)  # a user's incomplete copy is reported, not replaced
     if root_path is None:
-        root_path = fetch_planetoid(name, download_dir(given), f"{name}: data.root='{given}' holds no Planetoid "
-                                                                f"files and ")
+        root_path = fetch_planetoid(
+            name, download_dir(given), f"{name}: data.root='{given}' holds no Planetoid files and "
+        )
     files = _source_files(name, root_path)  # raises before DGL is ever called
 
     raw_dir = planetoid_cache_dir(name, root_path)
@@ -193,7 +197,8 @@ def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
     except OSError as exc:
         raise ConfigError(
             f"cannot create the dataset cache '{dgl_dir}' ({exc.strerror}); "
-            f"set env DGL_GRAPPA_CACHE to a writable folder") from None
+            f"set env DGL_GRAPPA_CACHE to a writable folder"
+        ) from None
 
     # Several workers may load the same dataset at once: serialise linking and DGL's
     # process/save so nobody reads a half-written processed cache.
@@ -213,6 +218,13 @@ def load_planetoid(name: str, root: str | os.PathLike) -> dgl.DGLGraph:
 
     nd = g.ndata
     src, dst = g.edges()
-    return make_graph(src, dst, g.num_nodes(), feat=nd["feat"], label=nd["label"],
-                      train_mask=nd["train_mask"], val_mask=nd["val_mask"],
-                      test_mask=nd["test_mask"])
+    return make_graph(
+        src,
+        dst,
+        g.num_nodes(),
+        feat=nd["feat"],
+        label=nd["label"],
+        train_mask=nd["train_mask"],
+        val_mask=nd["val_mask"],
+        test_mask=nd["test_mask"],
+    )

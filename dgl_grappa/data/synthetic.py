@@ -19,6 +19,7 @@ Model
   by the seed, and rescaled to norm :data:`CLASS_MEAN_NORM` (independent of ``feat_dim``,
   so the difficulty is set by ``noise`` alone).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -94,7 +95,13 @@ def _sample_cdf(cum: np.ndarray, u: np.ndarray) -> np.ndarray:
 def _draw_edges(rng: np.random.Generator, m: int, ctx: dict) -> tuple[np.ndarray, np.ndarray]:
     """Draw ``m`` (source, destination) pairs of the DC-SBM, both as node ids."""
     cum, order, blk_lo, blk_hi, blk_start, blk_end = (
-        ctx["cum"], ctx["order"], ctx["blk_lo"], ctx["blk_hi"], ctx["blk_start"], ctx["blk_end"])
+        ctx["cum"],
+        ctx["order"],
+        ctx["blk_lo"],
+        ctx["blk_hi"],
+        ctx["blk_start"],
+        ctx["blk_end"],
+    )
     total = cum[-1]
     # Positions index the nodes sorted by block, so a block is a contiguous slice of
     # ``cum`` and a within-block draw is just a uniform draw inside that slice's range.
@@ -145,9 +152,14 @@ def generate_sbm(cfg: SyntheticConfig) -> SBMArrays:
     blk_start = blk_end - counts
     cum0 = np.concatenate(([0.0], cum))
     ctx = {
-        "cum": cum, "order": order, "block_sorted": block_sorted,
-        "blk_lo": cum0[blk_start], "blk_hi": cum0[blk_end],
-        "blk_start": blk_start, "blk_end": blk_end, "homophily": float(cfg.homophily),
+        "cum": cum,
+        "order": order,
+        "block_sorted": block_sorted,
+        "blk_lo": cum0[blk_start],
+        "blk_hi": cum0[blk_end],
+        "blk_start": blk_start,
+        "blk_end": blk_end,
+        "homophily": float(cfg.homophily),
     }
 
     target = int(round(n * float(cfg.avg_degree) / 2.0))
@@ -176,7 +188,10 @@ def generate_sbm(cfg: SyntheticConfig) -> SBMArrays:
         warnings.warn(
             f"synthetic graph reached mean degree {2 * keys.shape[0] / n:.2f} instead of "
             f"{cfg.avg_degree}: the blocks (~{n / k:.0f} nodes) saturate; lower "
-            f"num_communities, homophily or avg_degree", RuntimeWarning, stacklevel=2)
+            f"num_communities, homophily or avg_degree",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     if keys.shape[0] > target:
         # The last top-up overshot: drop a random subset (keeps the model's distribution).
         drop = rng.choice(keys.shape[0], size=keys.shape[0] - target, replace=False)
@@ -199,7 +214,7 @@ def generate_sbm(cfg: SyntheticConfig) -> SBMArrays:
     feat += mu.astype(np.float32)[label]
     # Scale to about unit variance per dimension: accuracy is unchanged (a global scale), but
     # GNN training with the usual learning rates starts from sane logits.
-    feat *= np.float32(1.0 / np.sqrt(noise ** 2 + CLASS_MEAN_NORM ** 2 / f))
+    feat *= np.float32(1.0 / np.sqrt(noise**2 + CLASS_MEAN_NORM**2 / f))
 
     # Random split by fraction; the remainder after train and val is test.
     perm = rng.permutation(n)
@@ -209,10 +224,18 @@ def generate_sbm(cfg: SyntheticConfig) -> SBMArrays:
     n_val = max(0, min(n_val, n - n_train - 1))
     split = np.full(n, 2, dtype=np.int8)
     split[perm[:n_train]] = 0
-    split[perm[n_train:n_train + n_val]] = 1
+    split[perm[n_train : n_train + n_val]] = 1
 
-    return SBMArrays(src=src, dst=dst, block=block, label=label, feat=feat,
-                     train_mask=split == 0, val_mask=split == 1, test_mask=split == 2)
+    return SBMArrays(
+        src=src,
+        dst=dst,
+        block=block,
+        label=label,
+        feat=feat,
+        train_mask=split == 0,
+        val_mask=split == 1,
+        test_mask=split == 2,
+    )
 
 
 def synthetic_graph(cfg: SyntheticConfig) -> dgl.DGLGraph:
@@ -229,11 +252,15 @@ def synthetic_graph(cfg: SyntheticConfig) -> dgl.DGLGraph:
     """
     a = generate_sbm(cfg)
     return make_graph(
-        torch.from_numpy(a.src), torch.from_numpy(a.dst), a.num_nodes,
-        feat=None if cfg.featureless else torch.from_numpy(a.feat), label=torch.from_numpy(a.label),
-        train_mask=torch.from_numpy(a.train_mask), val_mask=torch.from_numpy(a.val_mask),
-        test_mask=torch.from_numpy(a.test_mask))
+        torch.from_numpy(a.src),
+        torch.from_numpy(a.dst),
+        a.num_nodes,
+        feat=None if cfg.featureless else torch.from_numpy(a.feat),
+        label=torch.from_numpy(a.label),
+        train_mask=torch.from_numpy(a.train_mask),
+        val_mask=torch.from_numpy(a.val_mask),
+        test_mask=torch.from_numpy(a.test_mask),
+    )
 
 
-__all__ = ["CLASS_MEAN_NORM", "PRESET_NOISE", "SBMArrays", "effective_noise", "generate_sbm",
-           "synthetic_graph"]
+__all__ = ["CLASS_MEAN_NORM", "PRESET_NOISE", "SBMArrays", "effective_noise", "generate_sbm", "synthetic_graph"]

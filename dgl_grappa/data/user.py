@@ -5,6 +5,7 @@ the three split masks under the keys named in the config (``data.feat_key`` etc.
 returned under the standard names with standard dtypes; other ndata and all edata are
 dropped so that the rest of the package sees one fixed contract.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,24 +33,26 @@ _KEY_FIELDS = (
 def _read_single_graph(path: Path) -> dgl.DGLGraph:
     if not path.is_file():
         raise ConfigError(
-            f"data.path='{path}' does not exist; set --data.path to a file written by "
-            f"dgl.save_graphs(path, [g])")
+            f"data.path='{path}' does not exist; set --data.path to a file written by dgl.save_graphs(path, [g])"
+        )
     try:
         graphs, _ = dgl.load_graphs(str(path))
     except (DGLError, OSError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
             f"data.path='{path}' could not be read by dgl.load_graphs ({first}); "
-            f"save the graph with dgl.save_graphs(path, [g])") from None
+            f"save the graph with dgl.save_graphs(path, [g])"
+        ) from None
     if len(graphs) != 1:
         raise ConfigError(
-            f"data.path='{path}' holds {len(graphs)} graphs; save exactly one with "
-            f"dgl.save_graphs(path, [g])")
+            f"data.path='{path}' holds {len(graphs)} graphs; save exactly one with dgl.save_graphs(path, [g])"
+        )
     g = graphs[0]
     if not g.is_homogeneous:
         raise ConfigError(
             f"data.path='{path}' holds a heterogeneous graph (node types {g.ntypes}, edge "
-            f"types {g.etypes}); convert it with dgl.to_homogeneous(g, ndata=[...]) and save that")
+            f"types {g.etypes}); convert it with dgl.to_homogeneous(g, ndata=[...]) and save that"
+        )
     return g
 
 
@@ -62,8 +65,7 @@ def _mask(name: str, key: str, t: torch.Tensor, n: int) -> torch.Tensor:
     if t.dtype == torch.bool:
         return t
     if t.is_complex() or not bool(((t == 0) | (t == 1)).all()):
-        raise ConfigError(
-            f"ndata['{key}'] ({name}) has values other than 0/1; store a bool or 0/1 mask of shape [{n}]")
+        raise ConfigError(f"ndata['{key}'] ({name}) has values other than 0/1; store a bool or 0/1 mask of shape [{n}]")
     return t != 0
 
 
@@ -96,7 +98,8 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         if key not in g.ndata:
             raise ConfigError(
                 f"data.{field_name}='{key}' is not an ndata key of '{path}' (keys present: "
-                f"{', '.join(present) or 'none'}); set --data.{field_name}=<one of them>")
+                f"{', '.join(present) or 'none'}); set --data.{field_name}=<one of them>"
+            )
         values[std] = g.ndata[key]
 
     feat = values["feat"]
@@ -104,23 +107,32 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
         raise ConfigError(
             f"ndata['{cfg.feat_key}'] (features) of data.path='{cfg.path}' is 1-D (shape {tuple(feat.shape)}): "
             f"store a [{n}, F] tensor of feature rows (a single feature per node: feat[:, None]) and save the "
-            "graph again")
+            "graph again"
+        )
     if feat.dim() != 2 or not (feat.is_floating_point() or feat.dtype in _INT_DTYPES):
         raise ConfigError(
             f"ndata['{cfg.feat_key}'] (features) has shape {tuple(feat.shape)} and dtype {feat.dtype}; "
-            f"store a numeric [{n}, F] tensor")
+            f"store a numeric [{n}, F] tensor"
+        )
     if feat.is_floating_point() and feat.numel():
         big = float(feat.abs().max())
         if big > FEATURE_WARN and bool(torch.isfinite(feat).all()):
-            log.warning("ndata['%s'] (features) of data.path='%s' holds values up to %.3g: a model's first layer "
-                        "multiplies them, and the loss can reach the limits of float32; scale them (e.g. standardise "
-                        "each column) if training misbehaves", cfg.feat_key, cfg.path, big)
+            log.warning(
+                "ndata['%s'] (features) of data.path='%s' holds values up to %.3g: a model's first layer "
+                "multiplies them, and the loss can reach the limits of float32; scale them (e.g. standardise "
+                "each column) if training misbehaves",
+                cfg.feat_key,
+                cfg.path,
+                big,
+            )
     if feat.is_floating_point():
         bad = ~torch.isfinite(feat)
         if bool(bad.any()):
-            raise ConfigError(f"ndata['{cfg.feat_key}'] (features) of data.path='{cfg.path}' holds {int(bad.sum())} "
-                              f"values that are not finite (inf or NaN) in {int(bad.any(1).sum())} nodes; training on "
-                              "them gives a NaN loss: replace them (e.g. torch.nan_to_num) and save the graph again")
+            raise ConfigError(
+                f"ndata['{cfg.feat_key}'] (features) of data.path='{cfg.path}' holds {int(bad.sum())} "
+                f"values that are not finite (inf or NaN) in {int(bad.any(1).sum())} nodes; training on "
+                "them gives a NaN loss: replace them (e.g. torch.nan_to_num) and save the graph again"
+            )
 
     label = values["label"]
     if label.dim() == 2 and label.shape[1] == 1:
@@ -128,26 +140,27 @@ def load_user_graph(cfg: DataConfig) -> dgl.DGLGraph:
     if label.dim() != 1:
         raise ConfigError(
             f"ndata['{cfg.label_key}'] (labels) has shape {tuple(label.shape)}; store class ids "
-            f"of shape [{n}] (for one-hot labels use label.argmax(1))")
+            f"of shape [{n}] (for one-hot labels use label.argmax(1))"
+        )
     if label.is_floating_point():
         if not bool((label == label.round()).all()):
             raise ConfigError(
-                f"ndata['{cfg.label_key}'] (labels) is {label.dtype} with non-integer values; store int64 class ids")
+                f"ndata['{cfg.label_key}'] (labels) is {label.dtype} with non-integer values; store int64 class ids"
+            )
     elif label.dtype not in _INT_DTYPES:
         raise ConfigError(f"ndata['{cfg.label_key}'] (labels) has dtype {label.dtype}; store int64 class ids")
     label = label.to(torch.int64)
 
-    masks = {name: _mask(name, getattr(cfg, f), values[name], n)
-             for name, f in _KEY_FIELDS if name.endswith("_mask")}
+    masks = {name: _mask(name, getattr(cfg, f), values[name], n) for name, f in _KEY_FIELDS if name.endswith("_mask")}
     if not bool(masks["train_mask"].any()):
-        raise ConfigError(
-            f"ndata['{cfg.train_mask_key}'] (train_mask) selects no node; mark the training nodes")
+        raise ConfigError(f"ndata['{cfg.train_mask_key}'] (train_mask) selects no node; mark the training nodes")
     labelled = masks["train_mask"] | masks["val_mask"] | masks["test_mask"]
     # Unlabelled nodes may carry -1 (a common convention) as long as no split uses them.
     if n and bool((label[labelled] < 0).any()):
         raise ConfigError(
             f"ndata['{cfg.label_key}'] has negative labels on nodes inside a split mask; "
-            f"use class ids >= 0 or leave those nodes out of the masks")
+            f"use class ids >= 0 or leave those nodes out of the masks"
+        )
     check_class_ids(label, n, f"ndata['{cfg.label_key}'] (labels) of data.path='{cfg.path}'")
 
     src, dst = g.edges()
@@ -177,8 +190,11 @@ def check_class_ids(label: torch.Tensor, n: int, what: str) -> None:
     top = int(label.max())
     if top >= max(n, 1):
         node = int(torch.argmax(label))
-        raise ConfigError(f"{what} hold class id {top} (node {node}), but {n} nodes have at most {n} classes (ids "
-                          f"0..{n - 1}); number the classes 0..C-1 (e.g. torch.unique(label, return_inverse=True)[1]) "
-                          "and save the graph again")
+        raise ConfigError(
+            f"{what} hold class id {top} (node {node}), but {n} nodes have at most {n} classes (ids "
+            f"0..{n - 1}); number the classes 0..C-1 (e.g. torch.unique(label, return_inverse=True)[1]) "
+            "and save the graph again"
+        )
+
 
 __all__ = ["FEATURE_WARN", "check_class_ids", "load_user_graph"]

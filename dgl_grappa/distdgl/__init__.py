@@ -47,16 +47,25 @@ Layout: :mod:`.machine_id` (the override, applied by importing this package), :m
 :class:`TrafficCounter`), :mod:`.cli`. Running a command bounded in its namespaces and
 killing process trees is :mod:`dgl_grappa.cluster.procs` (nothing DistDGL-specific).
 """
-from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401  (first: the override, see above)
+
 from ..cluster.procs import JobFailed
+from ..kinds.embeddings import dist_num_classes as num_classes
 from .cli import main
 from .job import TRAINER_MODULE, trainer_command
 from .launcher import launch, log  # noqa: F401
-from ..kinds.embeddings import dist_num_classes as num_classes
+from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401  (first: the override, see above)
 from .metering import TrafficCounter, TrainerMeter
 from .run import run_distdgl
 
 __all__ = [
-    "ENV_MACHINE_ID", "JobFailed", "TRAINER_MODULE", "TrafficCounter", "TrainerMeter", "launch", "main",
-    "num_classes", "run_distdgl", "trainer_command",
+    "ENV_MACHINE_ID",
+    "JobFailed",
+    "TRAINER_MODULE",
+    "TrafficCounter",
+    "TrainerMeter",
+    "launch",
+    "main",
+    "num_classes",
+    "run_distdgl",
+    "trainer_command",
 ]

@@ -1,4 +1,5 @@
 """Command line: ``python -m dgl_grappa.distdgl`` (and its internal ``_launch`` / ``_server``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         a = ap.parse_args(argv[1:i])
         cfg = load_config(a.config)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in launch()
-        trainer = argv[i + 1:]
+        trainer = argv[i + 1 :]
         try:
             launch(cfg, a.part_config, a.out, trainer, trainer if a.script_servers else None)
         except JobFailed as exc:
@@ -58,16 +59,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(detail, file=sys.stderr, flush=True)
             return EXIT_USER_ERROR if exc.user_error else 1
         return 0
-    ap = argparse.ArgumentParser(prog="python -m dgl_grappa.distdgl",
-                                 description="run the DistDGL job (servers + trainers) on the config's partitions")
+    ap = argparse.ArgumentParser(
+        prog="python -m dgl_grappa.distdgl",
+        description="run the DistDGL job (servers + trainers) on the config's partitions",
+    )
     ap.add_argument("--config", default=None, help="YAML config")
     ap.add_argument("--grappa", action="store_true", help="drop-in Grappa: local-only loader + corrected hook")
-    ap.add_argument("--script", default=None,
-                    help="trainer script of your own (default: compare.script, "
-                         "else python -m dgl_grappa.distdgl.train)")
-    ap.add_argument("--script-args", default=None,
-                    help="the script's own arguments, passed verbatim (compare.script_args): nothing is added; "
-                         "{ip_config}, {part_config}, {graph_name}, {out_dir}, {config} and {grappa} are filled in")
+    ap.add_argument(
+        "--script",
+        default=None,
+        help="trainer script of your own (default: compare.script, else python -m dgl_grappa.distdgl.train)",
+    )
+    ap.add_argument(
+        "--script-args",
+        default=None,
+        help="the script's own arguments, passed verbatim (compare.script_args): nothing is added; "
+        "{ip_config}, {part_config}, {graph_name}, {out_dir}, {config} and {grappa} are filled in",
+    )
     a, rest = ap.parse_known_args(argv)
     try:
         cfg = load_config(a.config, rest)
@@ -104,10 +112,12 @@ def script_line(s: dict, out: Path) -> str:
     else:
         metric = "no metric pattern (set --compare.metric='<regex with one group>')"
     memory = s.get("machine_peak_rss_bytes_max") or s.get("peak_rss_bytes_max")
-    return (f"{s['system']}: {s['epochs']} epochs, epoch {s['epoch_time_s']:.3f} s ({s['steps_per_epoch']:.0f} steps); "
-            f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
-            f"{format_bytes(s.get('app_bytes_per_epoch'))}; one-time {format_bytes(s.get('one_time_bytes_total'))}; "
-            f"peak memory per machine {format_bytes(memory)}; {metric}; wrote {out / 'summary.json'}")
+    return (
+        f"{s['system']}: {s['epochs']} epochs, epoch {s['epoch_time_s']:.3f} s ({s['steps_per_epoch']:.0f} steps); "
+        f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
+        f"{format_bytes(s.get('app_bytes_per_epoch'))}; one-time {format_bytes(s.get('one_time_bytes_total'))}; "
+        f"peak memory per machine {format_bytes(memory)}; {metric}; wrote {out / 'summary.json'}"
+    )
 
 
 def summary_line(s: dict, out: Path) -> str:
@@ -121,18 +131,26 @@ def summary_line(s: dict, out: Path) -> str:
         'distdgl: val MRR 0.5200 test MRR 0.5000 epoch 3.500 s'
     """
     quality = metric_of(s.get("task")).line(s, sep=" ")  # the job's kind's figures (accuracies, MRR, ...)
-    return (f"{s['system']}: {quality} epoch {s['epoch_time_s']:.3f} s; "
-            f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
-            f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker "
-            f"{format_bytes(s['feature_bytes_per_epoch'])}; "
-            + (f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
-               f"({s['restart_fraction_of_train']:.2f}x training time); " if s.get("switches") else "")
-            + f"wrote {out / 'summary.json'}")
+    return (
+        f"{s['system']}: {quality} epoch {s['epoch_time_s']:.3f} s; "
+        f"per epoch: wire {format_bytes(s.get('wire_bytes_per_epoch'))}, app "
+        f"{format_bytes(s['app_bytes_per_epoch'])}, remote features/worker "
+        f"{format_bytes(s['feature_bytes_per_epoch'])}; "
+        + (
+            f"{len(s['switches'])} restarts {s['restart_s_total']:.1f} s "
+            f"({s['restart_fraction_of_train']:.2f}x training time); "
+            if s.get("switches")
+            else ""
+        )
+        + f"wrote {out / 'summary.json'}"
+    )
 
 
 def _job_line(rec: dict, out: Path) -> str:
     """What the launcher knows of a job whose script wrote no summary.json: statuses, wall time, logs."""
-    return (f"{rec['system']}: the script ran to its end on {rec['machines']} machines in {rec['wall_time_s']:.1f} s "
-            f"(trainers exited {[t['exit_code'] for t in rec['trainers']]}, servers "
-            f"{[s['exit_code'] for s in rec['servers']]}); it wrote no summary.json, so no metrics here: its own "
-            f"output is in {out / 'logs'}/trainer<i>.log; wrote {out / JOB_FILE}")
+    return (
+        f"{rec['system']}: the script ran to its end on {rec['machines']} machines in {rec['wall_time_s']:.1f} s "
+        f"(trainers exited {[t['exit_code'] for t in rec['trainers']]}, servers "
+        f"{[s['exit_code'] for s in rec['servers']]}); it wrote no summary.json, so no metrics here: its own "
+        f"output is in {out / 'logs'}/trainer<i>.log; wrote {out / JOB_FILE}"
+    )

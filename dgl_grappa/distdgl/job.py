@@ -15,6 +15,7 @@ A script runs through :mod:`dgl_grappa.distdgl.runscript` (the machine-id overri
 script as ``__main__``), in its trainers and, as DGL's ``tools/launch.py`` has it, in its servers
 too: what the script pickles by name (a ``DistEmbedding`` initialiser) resolves there.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,10 @@ def trainer_command(cfg, script: str | None = None) -> list[str]:
         return [sys.executable, "-m", TRAINER_MODULE]
     p = Path(chosen)
     if not p.is_file():
-        raise ConfigError(f"DistDGL trainer script {p} does not exist; set --compare.script=<path to your own "
-                          f"DistDGL script>, or leave it empty for the package's trainer ({TRAINER_MODULE})")
+        raise ConfigError(
+            f"DistDGL trainer script {p} does not exist; set --compare.script=<path to your own "
+            f"DistDGL script>, or leave it empty for the package's trainer ({TRAINER_MODULE})"
+        )
     return [sys.executable, "-m", RUNSCRIPT_MODULE, str(p.resolve())]
 
 
@@ -102,8 +105,9 @@ def expand_script_args(text: str, values: dict[str, str], *, grappa: bool) -> li
     try:
         tokens = shlex.split(text)
     except ValueError as exc:
-        raise ConfigError(f"compare.script_args={text!r} cannot be split into arguments ({exc}); "
-                          "check its quotes") from None
+        raise ConfigError(
+            f"compare.script_args={text!r} cannot be split into arguments ({exc}); check its quotes"
+        ) from None
     known = ", ".join("{" + k + "}" for k in PLACEHOLDERS)
     out: list[str] = []
     for tok in tokens:
@@ -115,35 +119,45 @@ def expand_script_args(text: str, values: dict[str, str], *, grappa: bool) -> li
         def fill(m: re.Match) -> str:
             name = m.group(1)
             if name == "grappa":
-                raise ConfigError(f"compare.script_args: {{grappa}} must be an argument of its own, not part of "
-                                  f"{tok!r}")
+                raise ConfigError(
+                    f"compare.script_args: {{grappa}} must be an argument of its own, not part of {tok!r}"
+                )
             if name not in values:
-                raise ConfigError(f"compare.script_args names {{{name}}}, which the launcher does not know; "
-                                  f"use {known}")
+                raise ConfigError(
+                    f"compare.script_args names {{{name}}}, which the launcher does not know; use {known}"
+                )
             return values[name]
 
         out.append(_PLACEHOLDER.sub(fill, tok))
     if grappa and "{grappa}" not in tokens:
-        raise ConfigError("the drop-in run (--grappa, compare.dropin) passes --grappa to the script, but "
-                          "compare.script_args has no {grappa}: add it where the script takes the flag")
+        raise ConfigError(
+            "the drop-in run (--grappa, compare.dropin) passes --grappa to the script, but "
+            "compare.script_args has no {grappa}: add it where the script takes the flag"
+        )
     return out
 
 
 def converted(cfg, script: str | None) -> bool:
     """``script`` is the converted copy, ``compare.dropin_script``: it is the drop-in without ``--grappa``."""
-    return bool(script and cfg.compare.dropin_script) and Path(script).resolve() == Path(
-        cfg.compare.dropin_script).resolve()
+    return (
+        bool(script and cfg.compare.dropin_script)
+        and Path(script).resolve() == Path(cfg.compare.dropin_script).resolve()
+    )
 
 
 def check_script_args(cfg, *, grappa: bool, script: str | None = None) -> None:
     """Raise the ConfigError that :func:`expand_script_args` would, before anything starts."""
     if cfg.compare.script_args:
-        expand_script_args(cfg.compare.script_args, {k: k for k in PLACEHOLDERS if k != "grappa"},
-                           grappa=grappa and not converted(cfg, script))
+        expand_script_args(
+            cfg.compare.script_args,
+            {k: k for k in PLACEHOLDERS if k != "grappa"},
+            grappa=grappa and not converted(cfg, script),
+        )
 
 
-def job_command(cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bool, script: str | None,
-                extra_args: list[str] | None) -> tuple[list[str], list[str]]:
+def job_command(
+    cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None
+) -> tuple[list[str], list[str]]:
     """The trainers' and the servers' full commands (the launcher adds nothing to them).
 
     Args:
@@ -163,21 +177,32 @@ def job_command(cfg, out: Path, part_config: Path, resolved: Path, *, grappa: bo
     own = script is None and not cfg.compare.script
     if cfg.compare.script_args and not own:
         graph_name = json.loads(part_config.read_text()).get("graph_name", "")
-        values = {"ip_config": str(ip_config_path(out)), "part_config": str(part_config), "graph_name": graph_name,
-                  "out_dir": str(out), "config": str(resolved)}
-        trainer = program + expand_script_args(cfg.compare.script_args, values,
-                                               grappa=grappa and not converted(cfg, script))
+        values = {
+            "ip_config": str(ip_config_path(out)),
+            "part_config": str(part_config),
+            "graph_name": graph_name,
+            "out_dir": str(out),
+            "config": str(resolved),
+        }
+        trainer = program + expand_script_args(
+            cfg.compare.script_args, values, grappa=grappa and not converted(cfg, script)
+        )
     else:
-        trainer = (program + ["--config", str(resolved)] + (["--grappa"] if grappa else []) + list(extra_args or [])
-                   + ["--ip_config", str(ip_config_path(out)), "--part_config", str(part_config),
-                      "--out_dir", str(out)])
+        trainer = (
+            program
+            + ["--config", str(resolved)]
+            + (["--grappa"] if grappa else [])
+            + list(extra_args or [])
+            + ["--ip_config", str(ip_config_path(out)), "--part_config", str(part_config), "--out_dir", str(out)]
+        )
     # The package's trainer pickles nothing of its __main__ to the servers: a bare DGL server
     # (the machine's memory is then DGL's alone). A script's servers run the script.
     return trainer, (server_command() if own else trainer)
 
 
-def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
-             quiet: bool) -> dict:
+def run_job(
+    cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool, quiet: bool
+) -> dict:
     """One DistDGL job (servers + trainers) on ``cfg.partition.out_dir``; its summary.json.
 
     Args:
@@ -206,10 +231,24 @@ def run_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: lis
         (out / "metrics.jsonl").unlink(missing_ok=True)
     # The json itself when partition.prebuilt names one (a folder may hold several graphs).
     part_config = prebuilt_part_config(cfg.partition.prebuilt or cfg.partition.out_dir).resolve()
-    trainer, server = job_command(cfg, out, part_config, resolved, grappa=grappa, script=script,
-                                  extra_args=extra_args)
-    argv = [sys.executable, "-m", "dgl_grappa.distdgl", "_launch", "--config", str(resolved), "--out", str(out),
-            "--part-config", str(part_config)] + (["--script-servers"] if server == trainer else []) + ["--"] + trainer
+    trainer, server = job_command(cfg, out, part_config, resolved, grappa=grappa, script=script, extra_args=extra_args)
+    argv = (
+        [
+            sys.executable,
+            "-m",
+            "dgl_grappa.distdgl",
+            "_launch",
+            "--config",
+            str(resolved),
+            "--out",
+            str(out),
+            "--part-config",
+            str(part_config),
+        ]
+        + (["--script-servers"] if server == trainer else [])
+        + ["--"]
+        + trainer
+    )
     bound = cfg.distdgl.startup_timeout_s + cfg.run.timeout_s + cfg.distdgl.shutdown_timeout_s + 60
     label = "distdgl-grappa" if grappa else "distdgl"
     run_isolated(argv, cfg, in_ns, bound, label=label, log_path=out / f"{label}.log" if quiet else None)

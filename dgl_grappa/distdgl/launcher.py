@@ -1,4 +1,5 @@
 """The launcher (runs inside the job's network namespace): one DistDGL server and trainer per partition."""
+
 from __future__ import annotations
 
 import json
@@ -92,14 +93,18 @@ def _failure(msg: str, path: Path) -> JobFailed:
     arguments (argparse's line) is a user error, in one line."""
     rejected = [ln for ln in tail(path, 5).splitlines() if "error: unrecognized arguments" in ln]
     if rejected:
-        return JobFailed(f"DistDGL {path.stem}: {rejected[-1].strip()}; a script with arguments of its own gets "
-                         "exactly those from --script-args=\"...\" (compare.script_args), with {ip_config}, "
-                         "{part_config} and {graph_name} for what the launcher knows", user_error=True)
+        return JobFailed(
+            f"DistDGL {path.stem}: {rejected[-1].strip()}; a script with arguments of its own gets "
+            'exactly those from --script-args="..." (compare.script_args), with {ip_config}, '
+            "{part_config} and {graph_name} for what the launcher knows",
+            user_error=True,
+        )
     return JobFailed(f"{msg}\n  last lines of {path}:\n{tail(path)}")
 
 
-def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
-           server_argv: list[str] | None = None) -> None:
+def launch(
+    cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str], server_argv: list[str] | None = None
+) -> None:
     """Run one DistDGL job: a server and a trainer per partition, all bounded, all cleaned up.
 
     Every process of machine i (server, trainer, and the trainer's sampler processes) gets
@@ -145,11 +150,18 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
     threads = threads_per_worker(n, cfg.run.num_threads)
     base_env = dict(os.environ)
     base_env.setdefault(ENV_JOB, uuid.uuid4().hex)
-    base_env.update({
-        "DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": "1", "DGL_NUM_CLIENT": str(num_clients),
-        "DGL_CONF_PATH": str(Path(part_config).resolve()), "DGL_NUM_SAMPLER": str(dd.num_samplers),
-        "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1",
-    })
+    base_env.update(
+        {
+            "DGL_IP_CONFIG": str(ip_config),
+            "DGL_NUM_SERVER": "1",
+            "DGL_NUM_CLIENT": str(num_clients),
+            "DGL_CONF_PATH": str(Path(part_config).resolve()),
+            "DGL_NUM_SAMPLER": str(dd.num_samplers),
+            "DGL_GRAPH_FORMAT": "csc",
+            "DGLBACKEND": "pytorch",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     records = _records_env(out, server_argv)
     procs: dict[str, subprocess.Popen] = {}
     files = []
@@ -159,8 +171,9 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
     def start(name: str, argv: list[str], env: dict) -> subprocess.Popen:
         f = open(logs / f"{name}.log", "w")
         files.append(f)
-        p = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             cwd=os.getcwd())
+        p = subprocess.Popen(
+            argv, env=env, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=os.getcwd()
+        )
         procs[name] = p
         return p
 
@@ -168,16 +181,28 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
         servers = []
         server_argv = list(server_argv or server_command())
         for i in range(n):
-            env = dict(base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1",
-                       **{ENV_MACHINE_ID: str(i)})
+            env = dict(
+                base_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1", **{ENV_MACHINE_ID: str(i)}
+            )
             argv = server_argv
-            servers.append(start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv,
-                                 env))
+            servers.append(
+                start(f"server{i}", isolate_argv(argv, net=False, shm=dd.shm_size) if isolate else argv, env)
+            )
         trainers = []
         for i in range(n):
-            env = dict(base_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(master_port), WORLD_SIZE=str(n), RANK=str(i),
-                       OMP_NUM_THREADS=str(threads), **{ENV_MACHINE_ID: str(i)}, **records)
+            env = dict(
+                base_env,
+                DGL_ROLE="client",
+                DGL_DIST_MODE="distributed",
+                DGL_GROUP_ID="0",
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(master_port),
+                WORLD_SIZE=str(n),
+                RANK=str(i),
+                OMP_NUM_THREADS=str(threads),
+                **{ENV_MACHINE_ID: str(i)},
+                **records,
+            )
             argv = list(trainer_argv)
             if isolate:
                 # The trainer joins its server's mount namespace: same private /dev/shm.
@@ -186,8 +211,13 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
                 argv.insert(argv.index("--"), "--join-mnt")
                 argv.insert(argv.index("--"), str(servers[i].pid))
             trainers.append(start(f"trainer{i}", argv, env))
-        log.info("DistDGL: %d machines (server + trainer each%s), servers on ports %s, logs in %s", n,
-                 ", private /dev/shm" if isolate else "", ports[:n], logs)
+        log.info(
+            "DistDGL: %d machines (server + trainer each%s), servers on ports %s, logs in %s",
+            n,
+            ", private /dev/shm" if isolate else "",
+            ports[:n],
+            logs,
+        )
 
         supervise(cfg, trainers, servers, logs, t0)
     finally:
@@ -201,8 +231,9 @@ def launch(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
             f.close()
 
 
-def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str],
-                    server_argv: list[str] | None = None) -> None:
+def launch_on_hosts(
+    cfg, part_config: str, out_dir: str | Path, trainer_argv: list[str], server_argv: list[str] | None = None
+) -> None:
     """One DistDGL job across hosts (``launch.remote: ssh | netns``): a server and a trainer on each.
 
     Host i is DGL machine i: its server serves partition i and its trainer, rank i, trains
@@ -224,8 +255,10 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
     part_config = str(Path(part_config).resolve())
     cluster = Cluster(cfg, n, os.environ.get(ENV_JOB) or uuid.uuid4().hex)
     if cluster.workers_per_host != 1:
-        raise ConfigError(f"DistDGL serves one partition per machine: partition.num_parts={n} needs {n} hosts "
-                          f"(launch.workers_per_host=1), not {len(cluster.entries)}")
+        raise ConfigError(
+            f"DistDGL serves one partition per machine: partition.num_parts={n} needs {n} hosts "
+            f"(launch.workers_per_host=1), not {len(cluster.entries)}"
+        )
     records = _records_env(out, server_argv)
     with cluster:
         ip_config = ip_config_path(out)
@@ -239,24 +272,45 @@ def launch_on_hosts(cfg, part_config: str, out_dir: str | Path, trainer_argv: li
                 cluster.copy_to(i, part_dir, part_files(part_dir, [i], cfg.train.halo, metadata=False))
         master_port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
         threads = cluster.threads_per_worker(cfg.run.num_threads)
-        dgl_env = {"DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": "1",
-                   "DGL_NUM_CLIENT": str(n * (1 + dd.num_samplers)), "DGL_CONF_PATH": part_config,
-                   "DGL_NUM_SAMPLER": str(dd.num_samplers), "DGL_GRAPH_FORMAT": "csc", "DGLBACKEND": "pytorch"}
+        dgl_env = {
+            "DGL_IP_CONFIG": str(ip_config),
+            "DGL_NUM_SERVER": "1",
+            "DGL_NUM_CLIENT": str(n * (1 + dd.num_samplers)),
+            "DGL_CONF_PATH": part_config,
+            "DGL_NUM_SAMPLER": str(dd.num_samplers),
+            "DGL_GRAPH_FORMAT": "csc",
+            "DGLBACKEND": "pytorch",
+        }
         t0 = time.monotonic()
         servers, trainers = [], []
         for i in range(n):
             env = dict(dgl_env, DGL_ROLE="server", DGL_SERVER_ID=str(i), OMP_NUM_THREADS="1")
-            servers.append(cluster.start(i, list(server_argv or server_command()), env, logs / f"server{i}.log",
-                                         f"server{i}"))
+            servers.append(
+                cluster.start(i, list(server_argv or server_command()), env, logs / f"server{i}.log", f"server{i}")
+            )
         for i in range(n):
             who = WorkerIdentity(i, n, 0, 1, i, cluster.addresses[0], master_port, "torchrun")
-            env = dict(dgl_env, DGL_ROLE="client", DGL_DIST_MODE="distributed", DGL_GROUP_ID="0",
-                       **torchrun_env(who), **{ENV_WIRE: "nic"}, **records)
+            env = dict(
+                dgl_env,
+                DGL_ROLE="client",
+                DGL_DIST_MODE="distributed",
+                DGL_GROUP_ID="0",
+                **torchrun_env(who),
+                **{ENV_WIRE: "nic"},
+                **records,
+            )
             if threads:
                 env["OMP_NUM_THREADS"] = str(threads)
             trainers.append(cluster.start(i, list(trainer_argv), env, logs / f"trainer{i}.log", f"trainer{i}"))
-        log.info("DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
-                 "ports %s, logs in %s", n, cluster.kind, " ".join(cluster.addresses), ports, logs)
+        log.info(
+            "DistDGL: %d machines on %s hosts %s (server + trainer each, the host's own /dev/shm), servers on "
+            "ports %s, logs in %s",
+            n,
+            cluster.kind,
+            " ".join(cluster.addresses),
+            ports,
+            logs,
+        )
         supervise(cfg, trainers, servers, logs, t0)
         described = cluster.describe()
         if records and (out / JOB_FILE).is_file():  # a script's job: its record says where it ran
@@ -317,8 +371,10 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
         for i, rc in enumerate(rcs):
             if rc == EXIT_USER_ERROR:  # the trainer's last line names the problem and the fix
                 lines = [ln for ln in tail(logs / f"trainer{i}.log", 5).splitlines() if "error: " in ln]
-                raise JobFailed(lines[-1].split("error: ", 1)[-1] if lines else f"DistDGL trainer {i} stopped "
-                                "on a user error", user_error=True)
+                raise JobFailed(
+                    lines[-1].split("error: ", 1)[-1] if lines else f"DistDGL trainer {i} stopped on a user error",
+                    user_error=True,
+                )
             if rc is not None and rc != 0:
                 fail(f"DistDGL trainer {i} {rc_text(rc)}; the job was stopped", f"trainer{i}")
         if all(rc == 0 for rc in rcs):
@@ -335,11 +391,17 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
             log.info("DistDGL: all %d trainers connected after %.1f s", n, now - t0)
             ready_logged = True
         if ready < n and now > startup_deadline:
-            fail(f"only {ready} of {n} DistDGL trainers connected within distdgl.startup_timeout_s="
-                 f"{dd.startup_timeout_s:.0f}s", "trainer0")
+            fail(
+                f"only {ready} of {n} DistDGL trainers connected within distdgl.startup_timeout_s="
+                f"{dd.startup_timeout_s:.0f}s",
+                "trainer0",
+            )
         if now > deadline:
-            fail(f"the DistDGL job ran past run.timeout_s={cfg.run.timeout_s:.0f}s (+ startup); all "
-                 "processes were killed", "trainer0")
+            fail(
+                f"the DistDGL job ran past run.timeout_s={cfg.run.timeout_s:.0f}s (+ startup); all "
+                "processes were killed",
+                "trainer0",
+            )
         time.sleep(0.2)
     # Rank 0's client shuts the servers down at exit; give them a bounded time to go.
     shutdown_deadline = time.monotonic() + dd.shutdown_timeout_s
@@ -347,15 +409,20 @@ def supervise(cfg, trainers: list, servers: list, logs: Path, t0: float) -> None
         time.sleep(0.1)
     late = [i for i, s in enumerate(servers) if s.poll() is None]
     if late:
-        log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late,
-                    dd.shutdown_timeout_s)
+        log.warning("DistDGL servers %s did not exit within %.0f s after training; killed", late, dd.shutdown_timeout_s)
     # The machines' memory, next to what the trainers report (distdgl.run merges it into the summary).
     (logs.parent / SERVERS_FILE).write_text(json.dumps({"peak_rss_bytes": peaks}))
-    record = {"wall_time_s": round(wall, 3), "machines": n,
-              "trainers": [{"rank": i, "exit_code": t.returncode, "log": str(logs / f"trainer{i}.log")}
-                           for i, t in enumerate(trainers)],
-              "servers": [{"id": i, "exit_code": s.poll(), "log": str(logs / f"server{i}.log"),
-                           "peak_rss_bytes": peaks[i]} for i, s in enumerate(servers)]}
+    record = {
+        "wall_time_s": round(wall, 3),
+        "machines": n,
+        "trainers": [
+            {"rank": i, "exit_code": t.returncode, "log": str(logs / f"trainer{i}.log")} for i, t in enumerate(trainers)
+        ],
+        "servers": [
+            {"id": i, "exit_code": s.poll(), "log": str(logs / f"server{i}.log"), "peak_rss_bytes": peaks[i]}
+            for i, s in enumerate(servers)
+        ],
+    }
     (logs.parent / JOB_FILE).write_text(json.dumps(record, indent=1))
 
 

@@ -26,6 +26,7 @@ Example (what :mod:`.runscript` does when the launcher asks)::
 
     install("runs/x/epochs")        # then the script runs; runs/x/epochs/trainer0.jsonl fills
 """
+
 from __future__ import annotations
 
 import atexit
@@ -108,12 +109,21 @@ class LoaderMeter:
         finally:
             t = time.perf_counter() - t0
             counts = self.traffic.take()
-            rec = {"pass": self.passes, "loader": type(loader).__name__,
-                   "loader_id": self.ids.setdefault(id(loader), len(self.ids)), "train": train,
-                   "complete": complete, "time_s": t, "steps": steps, **counts,
-                   "grad_bytes": steps * _DDP_BYTES[0], "wire_bytes": self.wire.stop(),
-                   "one_time_bytes": int(getattr(loader, "one_time_bytes", 0) or 0),
-                   "peak_rss_bytes": peak_rss_bytes(), "log_offset": _log_offset()}
+            rec = {
+                "pass": self.passes,
+                "loader": type(loader).__name__,
+                "loader_id": self.ids.setdefault(id(loader), len(self.ids)),
+                "train": train,
+                "complete": complete,
+                "time_s": t,
+                "steps": steps,
+                **counts,
+                "grad_bytes": steps * _DDP_BYTES[0],
+                "wire_bytes": self.wire.stop(),
+                "one_time_bytes": int(getattr(loader, "one_time_bytes", 0) or 0),
+                "peak_rss_bytes": peak_rss_bytes(),
+                "log_offset": _log_offset(),
+            }
             if nic0 is not None:
                 rx, tx = nic_bytes()
                 rec.update(host_rx_bytes=rx - nic0[0], host_tx_bytes=tx - nic0[1], hostname=socket.gethostname())
@@ -166,6 +176,7 @@ def loader_classes() -> list[type]:
     import dgl.distributed  # deferred: the trainer's script imports DGL anyway; the caller's side needs none
 
     from ..method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
+
     return [dgl.distributed.DistDataLoader, GrappaLoader, GrappaEdgeLoader, GrappaHeteroLoader]
 
 

@@ -20,6 +20,7 @@ Example (what the launcher does for machine 1 of a one-host job)::
 
     DGL_GRAPPA_MACHINE_ID=1 DGL_ROLE=client ... python -m dgl_grappa.distdgl.runscript train_dist.py --ip_config ...
 """
+
 import multiprocessing.spawn
 import os
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Inside a trainer: byte counters, the epoch meter, evaluation and the summary."""
+
 from __future__ import annotations
 
 import os
@@ -36,11 +37,19 @@ class TrafficView:
         now = self.counter.totals()
         d = {k: now[k] - self._last[k] for k in now}
         self._last = now
-        return {"pull_rows": d["pull_rows"], "remote_rows": d["remote_rows"], "feature_bytes": d["feature_bytes"],
-                "embed_pull_bytes": d["embed_pull_bytes"], "embed_grad_bytes": d["embed_grad_bytes"],
-                "embed_bytes": d["embed_pull_bytes"] + d["embed_grad_bytes"],
-                "other_pull_bytes": d["other_pull_bytes"], "rpc_bytes": d["rpc_sent"] + d["rpc_recv"],
-                "rpc_sent": d["rpc_sent"], "rpc_recv": d["rpc_recv"], "fetch_s": d["fetch_s"]}
+        return {
+            "pull_rows": d["pull_rows"],
+            "remote_rows": d["remote_rows"],
+            "feature_bytes": d["feature_bytes"],
+            "embed_pull_bytes": d["embed_pull_bytes"],
+            "embed_grad_bytes": d["embed_grad_bytes"],
+            "embed_bytes": d["embed_pull_bytes"] + d["embed_grad_bytes"],
+            "other_pull_bytes": d["other_pull_bytes"],
+            "rpc_bytes": d["rpc_sent"] + d["rpc_recv"],
+            "rpc_sent": d["rpc_sent"],
+            "rpc_recv": d["rpc_recv"],
+            "fetch_s": d["fetch_s"],
+        }
 
 
 class TrafficCounter:
@@ -64,8 +73,17 @@ class TrafficCounter:
 
     _installed: "TrafficCounter | None" = None
 
-    FIELDS = ("pull_rows", "remote_rows", "feature_bytes", "embed_pull_bytes", "embed_grad_bytes", "other_pull_bytes",
-              "rpc_sent", "rpc_recv", "fetch_s")
+    FIELDS = (
+        "pull_rows",
+        "remote_rows",
+        "feature_bytes",
+        "embed_pull_bytes",
+        "embed_grad_bytes",
+        "other_pull_bytes",
+        "rpc_sent",
+        "rpc_recv",
+        "fetch_s",
+    )
     """The running totals (never reset: each reader takes its own differences, :meth:`view`)."""
 
     def __init__(self):
@@ -90,14 +108,28 @@ class TrafficCounter:
         counter = cls()
         fast_pull, ser, deser = rpc.fast_pull, rpc.serialize_to_payload, rpc.deserialize_from_payload
 
-        def counted_fast_pull(name, id_tensor, part_id, service_id, machine_count, group_count, machine_id,
-                              client_id, local_data, policy):
+        def counted_fast_pull(
+            name, id_tensor, part_id, service_id, machine_count, group_count, machine_id, client_id, local_data, policy
+        ):
             t = time.perf_counter()
             remote = int((part_id != machine_id).sum())
-            row_bytes = (local_data.numel() // max(local_data.shape[0], 1)) * local_data.element_size() \
-                if local_data.dim() else local_data.element_size()
-            out = fast_pull(name, id_tensor, part_id, service_id, machine_count, group_count, machine_id,
-                            client_id, local_data, policy)
+            row_bytes = (
+                (local_data.numel() // max(local_data.shape[0], 1)) * local_data.element_size()
+                if local_data.dim()
+                else local_data.element_size()
+            )
+            out = fast_pull(
+                name,
+                id_tensor,
+                part_id,
+                service_id,
+                machine_count,
+                group_count,
+                machine_id,
+                client_id,
+                local_data,
+                policy,
+            )
             counter.pull_rows += int(id_tensor.numel())
             counter.remote_rows += remote
             nbytes = remote * (row_bytes + 8)
@@ -168,9 +200,21 @@ class TrainerMeter:
         >>> meter.finish(model.module)                                 # doctest: +SKIP
     """
 
-    def __init__(self, cfg, g, out_dir: str | Path, correction=None, system: str = "distdgl", *,
-                 mode: str = "minibatch", halo: str = "remote", model=None, optimizer=None, held=None,
-                 one_time_bytes: int = 0):
+    def __init__(
+        self,
+        cfg,
+        g,
+        out_dir: str | Path,
+        correction=None,
+        system: str = "distdgl",
+        *,
+        mode: str = "minibatch",
+        halo: str = "remote",
+        model=None,
+        optimizer=None,
+        held=None,
+        one_time_bytes: int = 0,
+    ):
         self.cfg, self.g, self.out = cfg, g, Path(out_dir)
         self.correction = correction
         self.system, self.mode, self.halo = system, mode, halo
@@ -230,7 +274,7 @@ class TrainerMeter:
         """
         cap = min(c for c in (self.cfg.train.steps_per_epoch, cap, 1 << 62) if c > 0)
         self._times = times = self.epoch_meter.start()  # the barrier
-        self.traffic.take()    # drop whatever happened between epochs
+        self.traffic.take()  # drop whatever happened between epochs
         if self.correction is not None:
             self.correction.take_bytes()
         self._losses = []
@@ -265,60 +309,93 @@ class TrainerMeter:
         """
         cur = self._cur
         cur["embed_bytes"] += int(embed_bytes)
-        cur["grad_bytes"] = (self.correction.take_bytes() if self.correction is not None
-                             else cur["steps"] * gradient_bytes(model))
+        cur["grad_bytes"] = (
+            self.correction.take_bytes() if self.correction is not None else cur["steps"] * gradient_bytes(model)
+        )
         cur["loss"] = sum(self._losses) / len(self._losses) if self._losses else float("nan")
         # Also the point where every rank has finished its steps (uneven ones included).
         rec = dict(cur, **self.epoch_meter.end())
         everyone = all_workers(cur)
-        for k in ("feature_bytes", "other_pull_bytes", "rpc_bytes", "remote_rows", "pull_rows", "grad_bytes",
-                  "embed_bytes"):
+        for k in (
+            "feature_bytes",
+            "other_pull_bytes",
+            "rpc_bytes",
+            "remote_rows",
+            "pull_rows",
+            "grad_bytes",
+            "embed_bytes",
+        ):
             rec[f"{k}_all"] = sum(w[k] for w in everyone)
-        rec["app_bytes"] = (rec["feature_bytes_all"] + rec["other_pull_bytes_all"] + rec["rpc_bytes_all"]
-                            + rec["embed_bytes_all"] + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone]))
+        rec["app_bytes"] = (
+            rec["feature_bytes_all"]
+            + rec["other_pull_bytes_all"]
+            + rec["rpc_bytes_all"]
+            + rec["embed_bytes_all"]
+            + ring_allreduce_wire_bytes([w["grad_bytes"] for w in everyone])
+        )
         rec.update(self.evaluator.after_epoch(model, epoch, inputs))
         self.epoch_meter.record(rec)
         if self.rank == 0:
             figures = self.kind.metric.line(rec, sep=" ", context=self.kind.run_summary(self.cfg, None))
             acc = f" {figures}" if figures else ""
             emb = f", embedding rows {format_bytes(rec['embed_bytes_all'])}" if self.cfg.model.embed else ""
-            print(f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
-                  f"{format_bytes(rec['feature_bytes_all'])}{emb}, wire {format_bytes(rec['wire_bytes'])}{acc}",
-                  flush=True)
+            print(
+                f"epoch {epoch}: {rec['epoch_time_s']:.2f} s, loss {rec['loss']:.3f}, remote features "
+                f"{format_bytes(rec['feature_bytes_all'])}{emb}, wire {format_bytes(rec['wire_bytes'])}{acc}",
+                flush=True,
+            )
         return rec
 
     def finish(self, model, extra: dict | None = None) -> dict | None:
         """Write summary.json (rank 0, with ``extra`` merged in) and return it; None on other ranks."""
         recs = self.records
         # Which DGL machine this trainer is, and whether the one-host override chose it.
-        mine = {"rank": self.rank, "machine_id": rpc.get_machine_id(), "hostname": os.uname().nodename,
-                "machine_id_override": os.environ.get(ENV_MACHINE_ID), **self.epoch_meter.worker_figures(),
-                "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in recs]),
-                "remote_rows_total": sum(r["remote_rows"] for r in recs),
-                "pull_rows_total": sum(r["pull_rows"] for r in recs),
-                "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in recs]),
-                "steps_per_epoch": median([r["steps"] for r in recs]), "one_time_bytes": self.one_time_bytes,
-                "link_edges": getattr(self.held, "edges", None)}
+        mine = {
+            "rank": self.rank,
+            "machine_id": rpc.get_machine_id(),
+            "hostname": os.uname().nodename,
+            "machine_id_override": os.environ.get(ENV_MACHINE_ID),
+            **self.epoch_meter.worker_figures(),
+            "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in recs]),
+            "remote_rows_total": sum(r["remote_rows"] for r in recs),
+            "pull_rows_total": sum(r["pull_rows"] for r in recs),
+            "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in recs]),
+            "steps_per_epoch": median([r["steps"] for r in recs]),
+            "one_time_bytes": self.one_time_bytes,
+            "link_edges": getattr(self.held, "edges", None),
+        }
         per_worker = all_workers(mine)
         if self.rank != 0:
             return None
         c = self.cfg
-        own = {"rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
-               "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
-               "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
-               "embed": c.model.embed,
-               # learnable rows pulled and their gradients sent back, per epoch, all workers (model.embed)
-               "embed_bytes_per_epoch": sum(w["embed_bytes_per_epoch"] for w in per_worker),
-               "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
-               "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
-               "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),
-               "network_bandwidth": c.network.bandwidth or None, **(extra or {})}
+        own = {
+            "rpc_bytes_per_epoch": max(w["rpc_bytes_per_epoch"] for w in per_worker),
+            "remote_rows_total": sum(w["remote_rows_total"] for w in per_worker),
+            "pull_rows_total": sum(w["pull_rows_total"] for w in per_worker),
+            "embed": c.model.embed,
+            # learnable rows pulled and their gradients sent back, per epoch, all workers (model.embed)
+            "embed_bytes_per_epoch": sum(w["embed_bytes_per_epoch"] for w in per_worker),
+            "app_bytes_per_epoch": wire_per_epoch(recs, "app_bytes"),
+            "one_time_bytes_total": sum(w["one_time_bytes"] for w in per_worker),
+            "one_time_bytes_per_epoch": sum(w["one_time_bytes"] for w in per_worker) / max(len(recs), 1),
+            "network_bandwidth": c.network.bandwidth or None,
+            **(extra or {}),
+        }
         own.update(self.kind.run_summary(c, per_worker))
-        summary = run_summary(c, recs, per_worker, system=self.system, num_parts=self.world, mode=self.mode,
-                              halo=self.halo,
-                              correction=c.grappa.correction if self.correction is not None else "none (DDP)",
-                              steps_per_epoch=max(w["steps_per_epoch"] for w in per_worker),
-                              model_grad_bytes=gradient_bytes(model), own=own, metric=self.kind.metric)
+        summary = run_summary(
+            c,
+            recs,
+            per_worker,
+            system=self.system,
+            num_parts=self.world,
+            mode=self.mode,
+            halo=self.halo,
+            correction=c.grappa.correction if self.correction is not None else "none (DDP)",
+            steps_per_epoch=max(w["steps_per_epoch"] for w in per_worker),
+            model_grad_bytes=gradient_bytes(model),
+            own=own,
+            metric=self.kind.metric,
+        )
         write_json(self.out / "summary.json", summary)
         self.epoch_meter.close()
         return summary

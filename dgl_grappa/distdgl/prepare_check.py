@@ -16,6 +16,7 @@ Example:
     >>> [n.call for n in first_hop_calls('loader = GrappaLoader(g, s, 64, first_hop="block", part_config=p)')]
     ['GrappaLoader(first_hop="block")']
 """
+
 from __future__ import annotations
 
 import ast
@@ -63,9 +64,14 @@ def first_hop_calls(source: str) -> list[FirstHopCall]:
         if mode not in ("block", "exact"):
             continue
         feat = _constant(kw["feat_key"]) if "feat_key" in kw else None
-        out.append(FirstHopCall(node.lineno, f'{name}(first_hop="{mode}")',
-                                "aggregate" in kw and _constant(kw["aggregate"]) == "gcn",
-                                feat if feat not in (None, AUTO_KEY) else None))
+        out.append(
+            FirstHopCall(
+                node.lineno,
+                f'{name}(first_hop="{mode}")',
+                "aggregate" in kw and _constant(kw["aggregate"]) == "gcn",
+                feat if feat not in (None, AUTO_KEY) else None,
+            )
+        )
     return out
 
 
@@ -90,12 +96,16 @@ def prepare_command(part_config: Path, gcn: bool = False, feat_key: str | None =
         >>> prepare_command(Path("parts/g.json"), gcn=True)
         'python -m dgl_grappa prepare --part-config parts/g.json --gcn'
     """
-    return (f"python -m dgl_grappa prepare --part-config {part_config}" + (f" --feat-key {feat_key}" if feat_key
-                                                                            else "") + (" --gcn" if gcn else ""))
+    return (
+        f"python -m dgl_grappa prepare --part-config {part_config}"
+        + (f" --feat-key {feat_key}" if feat_key else "")
+        + (" --gcn" if gcn else "")
+    )
 
 
-def check_prepared(part_config: str | Path, script: str | None, *, first_hop: str = "sampled",
-                   gcn: bool = False) -> None:
+def check_prepared(
+    part_config: str | Path, script: str | None, *, first_hop: str = "sampled", gcn: bool = False
+) -> None:
     """Raise one line naming the command to run when the drop-in run would read aggregates the folder lacks.
 
     Args:
@@ -109,9 +119,11 @@ def check_prepared(part_config: str | Path, script: str | None, *, first_hop: st
     part_config = Path(part_config)
     if script is None:
         if first_hop != "sampled" and missing(part_config, gcn):
-            raise ConfigError(f"train.first_hop={first_hop} reads the first-hop aggregates that prepare adds, and "
-                              f"{part_config} has none: run `{prepare_command(part_config, gcn)}` first (once per "
-                              "partitioning), or set --train.first_hop=sampled")
+            raise ConfigError(
+                f"train.first_hop={first_hop} reads the first-hop aggregates that prepare adds, and "
+                f"{part_config} has none: run `{prepare_command(part_config, gcn)}` first (once per "
+                "partitioning), or set --train.first_hop=sampled"
+            )
         return
     if _heterogeneous(part_config):
         return  # the homogeneous loaders cannot run on it (a script's call to one is in a branch not taken here)
@@ -121,9 +133,11 @@ def check_prepared(part_config: str | Path, script: str | None, *, first_hop: st
         return  # the launcher says what is wrong with the file
     for c in first_hop_calls(source):
         if missing(part_config, c.gcn):
-            raise ConfigError(f"{Path(script).name}:{c.line} makes {c.call}, which reads the first-hop aggregates "
-                              f"that prepare adds, and {part_config} has none: run "
-                              f"`{prepare_command(part_config, c.gcn, c.feat_key)}` first (once per partitioning)")
+            raise ConfigError(
+                f"{Path(script).name}:{c.line} makes {c.call}, which reads the first-hop aggregates "
+                f"that prepare adds, and {part_config} has none: run "
+                f"`{prepare_command(part_config, c.gcn, c.feat_key)}` first (once per partitioning)"
+            )
 
 
 def check_job(cfg, part_config: str | Path, *, grappa: bool, script: str | None) -> None:

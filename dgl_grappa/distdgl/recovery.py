@@ -8,6 +8,7 @@ the whole run (:class:`~dgl_grappa.runtime.restarts.RestartBudget`, shared by th
 repartitioning run). A user error (one line, e.g. a checkpoint that cannot be written) is
 not retried.
 """
+
 from __future__ import annotations
 
 import re
@@ -55,9 +56,24 @@ def supports_checkpoints(cfg, script: str | None) -> bool:
     return not (script or cfg.compare.script) or cfg.schedule.k > 0
 
 
-def run_resumable_job(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
-                      quiet: bool, start: int, stop: int, segment_start: int, resume: str | None,
-                      budget: RestartBudget, ckdir: Path | None, timing: dict | None = None, **where) -> dict:
+def run_resumable_job(
+    cfg,
+    out: Path,
+    *,
+    grappa: bool,
+    script: str | None,
+    extra_args: list[str] | None,
+    in_ns: bool,
+    quiet: bool,
+    start: int,
+    stop: int,
+    segment_start: int,
+    resume: str | None,
+    budget: RestartBudget,
+    ckdir: Path | None,
+    timing: dict | None = None,
+    **where,
+) -> dict:
     """Run the DistDGL job for epochs [start, stop); when it dies, again from the newest checkpoint.
 
     Args:

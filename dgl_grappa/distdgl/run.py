@@ -1,4 +1,5 @@
 """The DistDGL side's entry point: :func:`run_distdgl`, one job or one job per partitioning."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,8 +7,8 @@ import json
 from pathlib import Path
 
 from ..cluster.launch import check_port_free
-from ..cluster.remote import DILATION_KEYS
 from ..cluster.procs import isolation_plan
+from ..cluster.remote import DILATION_KEYS
 from ..config import ConfigError, dropin_problem
 from ..partition.prebuilt import prebuilt_stats
 from ..partition.store import ensure_partitions
@@ -51,9 +52,17 @@ def _announce(out: Path) -> None:
         log.warning("%s (copy them elsewhere first to keep them, or set --run.output_dir)", note)
 
 
-def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False, script: str | None = None,
-                extra_args: list[str] | None = None, isolate: bool | None = None, quiet: bool = False,
-                announce: bool = False) -> dict:
+def run_distdgl(
+    cfg,
+    out_dir: str | Path | None = None,
+    *,
+    grappa: bool = False,
+    script: str | None = None,
+    extra_args: list[str] | None = None,
+    isolate: bool | None = None,
+    quiet: bool = False,
+    announce: bool = False,
+) -> dict:
     """Run the DistDGL job (baseline, or the drop-in script with ``--grappa``) and return its summary.
 
     Args:
@@ -104,61 +113,85 @@ def run_distdgl(cfg, out_dir: str | Path | None = None, *, grappa: bool = False,
 
     check_output_dir(out_dir or cfg.run.output_dir, "run.output_dir")
     if cfg.schedule.k > 0 and cfg.launch.copy_partitions:
-        raise ConfigError("DistDGL with schedule.k > 0 resumes every segment from rank 0's checkpoint file, which "
-                          "needs storage all hosts share: set --launch.copy_partitions=false (shared run.output_dir)")
+        raise ConfigError(
+            "DistDGL with schedule.k > 0 resumes every segment from rank 0's checkpoint file, which "
+            "needs storage all hosts share: set --launch.copy_partitions=false (shared run.output_dir)"
+        )
     out = Path(out_dir or cfg.run.output_dir).resolve()
     cfg = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, output_dir=str(out)))
     in_ns = isolation_plan(cfg, isolate)
     if cfg.launch.master_port:
         check_port_free(cfg.launch.master_port, "launch.master_port")
     if cfg.distdgl.base_port and not in_ns:  # inside a private namespace every port is free
-
         for i in range(cfg.partition.num_parts + 1):
             check_port_free(cfg.distdgl.base_port + 10 * i, "distdgl.base_port")
     if cfg.schedule.k > 0:
         if cfg.checkpoint.resume:
-            raise ConfigError("checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
-                              "partitioning); its trainers are restarted in-run with --launch.max_restarts=N")
+            raise ConfigError(
+                "checkpoint.resume is not available for a DistDGL run with schedule.k > 0 (one job per "
+                "partitioning); its trainers are restarted in-run with --launch.max_restarts=N"
+            )
         if announce:
             _announce(out)
         return run_segments(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns, quiet=quiet)
 
     point = resolve_resume(cfg, out_dir=out)
     if cfg.partition.prebuilt:  # a folder made elsewhere (DGL's layout); the drop-in needs it prepared
-
         stats = prebuilt_stats(cfg)
     else:
         stats, _ = ensure_partitions(cfg)
     if grappa and 0 in stats.get("train_nodes", []):
-        raise ConfigError(f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
-                          "loader needs some on every machine; use fewer parts or --partition.balance_train=true")
+        raise ConfigError(
+            f"partition part {stats['train_nodes'].index(0)} has no training nodes, and the drop-in "
+            "loader needs some on every machine; use fewer parts or --partition.balance_train=true"
+        )
     check_job(cfg, stats["part_config"], grappa=grappa, script=script)  # before any server starts
     if announce:  # everything checked: the job goes ahead (its checkpoints, logs and files are replaced)
         _announce(out)
-    cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
-        cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent)))
+    cfg = dataclasses.replace(
+        cfg, partition=dataclasses.replace(cfg.partition, out_dir=str(Path(stats["part_config"]).resolve().parent))
+    )
     ckdir = checkpoint_dir(cfg, out) if supports_checkpoints(cfg, script) else None
     if ckdir is not None and point is None:
         CheckpointStore(ckdir).clear()  # a fresh run: checkpoints of an earlier one must not be resumed
     budget = restart_budget(cfg.launch, "DistDGL job")
-    summary = run_resumable_job(cfg, out, grappa=grappa, script=script, extra_args=extra_args, in_ns=in_ns,
-                                quiet=quiet, start=point.epoch if point else 0, stop=cfg.train.epochs, segment_start=0,
-                                resume=point.path if point else None, budget=budget, ckdir=ckdir)
+    summary = run_resumable_job(
+        cfg,
+        out,
+        grappa=grappa,
+        script=script,
+        extra_args=extra_args,
+        in_ns=in_ns,
+        quiet=quiet,
+        start=point.epoch if point else 0,
+        stop=cfg.train.epochs,
+        segment_start=0,
+        resume=point.path if point else None,
+        budget=budget,
+        ckdir=ckdir,
+    )
     summary["edge_cut"] = stats["edge_cut"]
     summary["restarts"] = budget.taken
     if summary.get("has_summary") is False:  # the script wrote no metrics: what the launcher measured
         (out / JOB_FILE).write_text(json.dumps(summary, indent=1))
         chosen = script or cfg.compare.script
-        measured = script_summary(out, cfg.partition.num_parts, summary["system"], chosen,
-                                  pattern_for(cfg.compare.metric, chosen) or pattern_for("", cfg.compare.script))
+        measured = script_summary(
+            out,
+            cfg.partition.num_parts,
+            summary["system"],
+            chosen,
+            pattern_for(cfg.compare.metric, chosen) or pattern_for("", cfg.compare.script),
+        )
         if measured is None:
             return summary
         records = measured.pop("records")
-        measured.update(edge_cut=stats["edge_cut"], restarts=budget.taken,
-                        job={k: summary[k] for k in ("wall_time_s", "machines", "trainers", "servers", "command")
-                             if k in summary},
-                        # across hosts: where it ran, and the test hosts' time dilation
-                        **{k: summary[k] for k in ("cluster", *DILATION_KEYS) if k in summary})
+        measured.update(
+            edge_cut=stats["edge_cut"],
+            restarts=budget.taken,
+            job={k: summary[k] for k in ("wall_time_s", "machines", "trainers", "servers", "command") if k in summary},
+            # across hosts: where it ran, and the test hosts' time dilation
+            **{k: summary[k] for k in ("cluster", *DILATION_KEYS) if k in summary},
+        )
         summary = measured
         (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary.update(machine_memory(out, summary))
@@ -171,17 +204,25 @@ def _check_script_args(cfg, *, grappa: bool, script: str | None, extra_args: lis
     if not cfg.compare.script_args:
         return
     if not (script or cfg.compare.script):
-        raise ConfigError("compare.script_args is set but no script is: name it with --compare.script=PATH "
-                          "(or --script PATH); the package's trainer takes the package's arguments")
+        raise ConfigError(
+            "compare.script_args is set but no script is: name it with --compare.script=PATH "
+            "(or --script PATH); the package's trainer takes the package's arguments"
+        )
     if cfg.schedule.k > 0:
-        raise ConfigError(f"compare.script_args passes the script its own arguments only, and repartitioning "
-                          f"(schedule.k={cfg.schedule.k}) resumes every partitioning's job through the package's "
-                          "--start_epoch/--resume arguments: use --schedule.k=0, or a script that takes the package's "
-                          "arguments (empty compare.script_args)")
+        raise ConfigError(
+            f"compare.script_args passes the script its own arguments only, and repartitioning "
+            f"(schedule.k={cfg.schedule.k}) resumes every partitioning's job through the package's "
+            "--start_epoch/--resume arguments: use --schedule.k=0, or a script that takes the package's "
+            "arguments (empty compare.script_args)"
+        )
     if cfg.checkpoint.resume:
-        raise ConfigError("checkpoint.resume needs the package's --resume argument, which compare.script_args does "
-                          "not pass: put the script's own resume flag into compare.script_args instead")
+        raise ConfigError(
+            "checkpoint.resume needs the package's --resume argument, which compare.script_args does "
+            "not pass: put the script's own resume flag into compare.script_args instead"
+        )
     if extra_args:
-        raise ConfigError(f"extra trainer arguments {extra_args} cannot go with compare.script_args (the script "
-                          "gets exactly its own): put them into compare.script_args")
+        raise ConfigError(
+            f"extra trainer arguments {extra_args} cannot go with compare.script_args (the script "
+            "gets exactly its own): put them into compare.script_args"
+        )
     check_script_args(cfg, grappa=grappa, script=script)

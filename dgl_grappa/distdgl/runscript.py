@@ -21,6 +21,7 @@ Example::
     DGL_ROLE=server DGL_SERVER_ID=0 ... python -m dgl_grappa.distdgl.runscript node_classification.py \\
         --graph_name g --ip_config ip_config.txt --part_config parts/g.json
 """
+
 from __future__ import annotations
 
 import os
@@ -28,9 +29,9 @@ import runpy
 import sys
 import traceback
 
-from . import machine_id  # noqa: F401  (first: applies the override, here and in spawned children)
 from ..cluster.procs import EXIT_USER_ERROR
 from ..config import ConfigError
+from . import machine_id  # noqa: F401  (first: applies the override, here and in spawned children)
 from .loader_meter import install
 
 MODULE = "dgl_grappa.distdgl.runscript"

@@ -17,6 +17,7 @@ Example:
     >>> metric_label("Test Acc (\\\\d+(?:\\\\.\\\\d+)?)")
     'Test Acc'
 """
+
 from __future__ import annotations
 
 import re
@@ -26,9 +27,9 @@ NUMBER = r"(\d+(?:\.\d+)?)"
 
 DGL_EXAMPLES = {
     # DGL v2.1's distributed examples, by file name: the line each prints after evaluating
-    "node_classification.py": "Test Acc " + NUMBER,      # "Part 0, Val Acc 0.71, Test Acc 0.70, ..." per trainer
+    "node_classification.py": "Test Acc " + NUMBER,  # "Part 0, Val Acc 0.71, Test Acc 0.70, ..." per trainer
     "train_dist_transductive.py": "Test Acc " + NUMBER,  # the same line, per trainer
-    "entity_classify_dist.py": "Test Acc " + NUMBER,     # "Val Acc 0.90, Test Acc 0.89, ..." on rank 0
+    "entity_classify_dist.py": "Test Acc " + NUMBER,  # "Val Acc 0.90, Test Acc 0.89, ..." on rank 0
     "train_dist_unsupervised.py": "test acc " + NUMBER,  # "eval acc 0.36; test acc 0.37" on rank 0
 }
 """The metric pattern of each of DGL's distributed examples (and of their copies in examples/dgl_style/)."""

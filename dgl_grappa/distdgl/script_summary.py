@@ -8,6 +8,7 @@ counts together (and the wire's, where measured). The summary has the fields com
 in every system's summary.json, with the script's own metric (:mod:`.script_metric`) in place of the
 package's evaluation, and is written as ``summary.json`` and ``metrics.jsonl`` beside ``job.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,17 +42,31 @@ def _exit_peak(passes: list[dict]) -> int | None:
 def _epoch(k: int, mine: list[dict]) -> dict:
     """Epoch ``k`` of the job from every trainer's k-th training pass (``mine``, in rank order)."""
     grads = [r["grad_bytes"] for r in mine]
-    rec = {"epoch": k, "epoch_time_s": max(r["time_s"] for r in mine), "worker_epoch_time_s": mine[0]["time_s"],
-           "steps": mine[0]["steps"], "steps_max": max(r["steps"] for r in mine), "loader": mine[0]["loader"],
-           "grad_bytes": mine[0]["grad_bytes"], "feature_bytes": mine[0]["feature_bytes"],
-           "wire_bytes": mine[0].get("wire_bytes"),
-           "peak_rss_bytes_max": max((r["peak_rss_bytes"] or 0) for r in mine) or None}
+    rec = {
+        "epoch": k,
+        "epoch_time_s": max(r["time_s"] for r in mine),
+        "worker_epoch_time_s": mine[0]["time_s"],
+        "steps": mine[0]["steps"],
+        "steps_max": max(r["steps"] for r in mine),
+        "loader": mine[0]["loader"],
+        "grad_bytes": mine[0]["grad_bytes"],
+        "feature_bytes": mine[0]["feature_bytes"],
+        "wire_bytes": mine[0].get("wire_bytes"),
+        "peak_rss_bytes_max": max((r["peak_rss_bytes"] or 0) for r in mine) or None,
+    }
     for key in APP_KEYS + ("remote_rows", "pull_rows", "grad_bytes"):
         rec[f"{key}_all"] = sum(r.get(key, 0) for r in mine)
     rec["app_bytes"] = sum(rec[f"{key}_all"] for key in APP_KEYS) + ring_allreduce_wire_bytes(grads)
     if any("host_tx_bytes" in r for r in mine):  # across hosts: each trainer counted its own host's interfaces
-        rec["wire_hosts"] = [{"host": i, "hostname": r.get("hostname"), "tx_bytes": r.get("host_tx_bytes", 0),
-                              "rx_bytes": r.get("host_rx_bytes", 0)} for i, r in enumerate(mine)]
+        rec["wire_hosts"] = [
+            {
+                "host": i,
+                "hostname": r.get("hostname"),
+                "tx_bytes": r.get("host_tx_bytes", 0),
+                "rx_bytes": r.get("host_rx_bytes", 0),
+            }
+            for i, r in enumerate(mine)
+        ]
         rec["wire_bytes"] = sum(h["tx_bytes"] for h in rec["wire_hosts"])  # every byte leaves one host
     return rec
 
@@ -79,8 +94,12 @@ def script_summary(out: Path, n: int, system: str, script: str, pattern: str | N
     if epochs == 0:
         return None
     records = [_epoch(k, [t[k] for t in train]) for k in range(epochs)]
-    metrics = [read_metric(out / "logs" / f"trainer{i}.log", pattern, [r.get("log_offset") for r in t])
-               if pattern else {"last": None, "after_epoch": {}} for i, t in enumerate(train)]
+    metrics = [
+        read_metric(out / "logs" / f"trainer{i}.log", pattern, [r.get("log_offset") for r in t])
+        if pattern
+        else {"last": None, "after_epoch": {}}
+        for i, t in enumerate(train)
+    ]
     for k, rec in enumerate(records):  # the metric printed after epoch k, where a trainer printed one
         rec["metric"] = mean([m["after_epoch"][k] for m in metrics if k in m["after_epoch"]])
     workers = []
@@ -90,34 +109,49 @@ def script_summary(out: Path, n: int, system: str, script: str, pattern: str | N
         for r in p:
             if "loader_id" in r:
                 once[r["loader_id"]] = r.get("one_time_bytes", 0)  # a loader's count after its last pass
-        workers.append({
-            "rank": i, "loader": t[0]["loader"] if t else None, "epochs": len(t),
-            "epoch_time_s": median([r["time_s"] for r in t]) if t else None,
-            "steps_per_epoch": median([r["steps"] for r in t]) if t else 0,
-            "app_bytes_per_epoch": median([sum(r.get(k, 0) for k in APP_KEYS) + r["grad_bytes"] * ring for r in t])
-            if t else None,
-            "feature_bytes_per_epoch": median([r["feature_bytes"] for r in t]) if t else 0,
-            "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in t]) if t else 0,
-            "grad_bytes_per_epoch": median([r["grad_bytes"] for r in t]) if t else 0,
-            "host_tx_bytes_per_epoch": median([r["host_tx_bytes"] for r in t]) if t and "host_tx_bytes" in t[0]
-            else None,
-            "one_time_bytes": sum(once.values()), "peak_rss_bytes": _exit_peak(p),
-            "eval_passes": sum(1 for r in p if "train" in r and not r["train"]),
-            "metric": metrics[i]["last"]})
+        workers.append(
+            {
+                "rank": i,
+                "loader": t[0]["loader"] if t else None,
+                "epochs": len(t),
+                "epoch_time_s": median([r["time_s"] for r in t]) if t else None,
+                "steps_per_epoch": median([r["steps"] for r in t]) if t else 0,
+                "app_bytes_per_epoch": median([sum(r.get(k, 0) for k in APP_KEYS) + r["grad_bytes"] * ring for r in t])
+                if t
+                else None,
+                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in t]) if t else 0,
+                "rpc_bytes_per_epoch": median([r["rpc_bytes"] for r in t]) if t else 0,
+                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in t]) if t else 0,
+                "host_tx_bytes_per_epoch": median([r["host_tx_bytes"] for r in t])
+                if t and "host_tx_bytes" in t[0]
+                else None,
+                "one_time_bytes": sum(once.values()),
+                "peak_rss_bytes": _exit_peak(p),
+                "eval_passes": sum(1 for r in p if "train" in r and not r["train"]),
+                "metric": metrics[i]["last"],
+            }
+        )
     found = [w["metric"] for w in workers if w["metric"] is not None]
     once_total = sum(w["one_time_bytes"] for w in workers)
     summary = {
-        "system": system, "script": str(script), "measured": "loaders", "num_parts": n,
+        "system": system,
+        "script": str(script),
+        "measured": "loaders",
+        "num_parts": n,
         **epoch_summary(records),
         "steps_per_epoch": max(w["steps_per_epoch"] for w in workers),
         "app_bytes_per_epoch": wire_per_epoch(records, "app_bytes"),
         "grad_bytes_per_epoch": max(w["grad_bytes_per_epoch"] for w in workers),
         "feature_bytes_per_epoch": max(w["feature_bytes_per_epoch"] for w in workers),
-        "one_time_bytes_total": once_total, "one_time_bytes_per_epoch": once_total / epochs,
+        "one_time_bytes_total": once_total,
+        "one_time_bytes_per_epoch": once_total / epochs,
         "peak_rss_bytes_max": max((w["peak_rss_bytes"] or 0) for w in workers) or None,
-        "metric": mean(found), "metric_label": metric_label(pattern) if pattern else None,
-        "metric_pattern": pattern, "metric_per_trainer": [w["metric"] for w in workers],
-        "workers": workers, "records": records,
+        "metric": mean(found),
+        "metric_label": metric_label(pattern) if pattern else None,
+        "metric_pattern": pattern,
+        "metric_per_trainer": [w["metric"] for w in workers],
+        "workers": workers,
+        "records": records,
     }
     if (wh := hosts_wire_summary(records)) is not None:
         summary["wire_hosts"] = wh

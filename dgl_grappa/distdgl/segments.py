@@ -1,4 +1,5 @@
 """Repartitioning with DistDGL: one job per partitioning (segment), resumed from a checkpoint; merged summary."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,9 @@ from .recovery import run_resumable_job
 log = logging.getLogger("dgl_grappa")
 
 
-def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool,
-                  quiet: bool) -> dict:
+def run_segments(
+    cfg, out: Path, *, grappa: bool, script: str | None, extra_args: list[str] | None, in_ns: bool, quiet: bool
+) -> dict:
     """Repartitioning with DistDGL: one job per partitioning, resumed from a checkpoint.
 
     DGL servers cannot reload partitions, so segment j (epochs [j*k, min((j+1)*k, epochs)))
@@ -76,8 +78,13 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
                     if budget.left <= 0 or builder.alive():
                         raise
                     # The builder process died: a new one builds partitioning j (counts as a restart).
-                    budget.restart(f"the partition builder (pid {builder.pid}) died", None, start_of(j), segment=j,
-                                   action=f"building partitioning {j} again")
+                    budget.restart(
+                        f"the partition builder (pid {builder.pid}) died",
+                        None,
+                        start_of(j),
+                        segment=j,
+                        action=f"building partitioning {j} again",
+                    )
                     builder.close()
                     builder = start_builder(cfg)
                     builder.request(j)
@@ -94,13 +101,31 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
                 if point is None or point.epoch != start:
                     raise JobFailed(f"DistDGL segment {j}: no intact checkpoint at epoch {start} in {store.root}")
                 resume = point.path
-            seg_cfg = dataclasses.replace(cfg, partition=dataclasses.replace(
-                cfg.partition, out_dir=str(Path(stats[j]["part_config"]).resolve().parent)),
-                run=dataclasses.replace(cfg.run, output_dir=str(seg_out)))
+            seg_cfg = dataclasses.replace(
+                cfg,
+                partition=dataclasses.replace(
+                    cfg.partition, out_dir=str(Path(stats[j]["part_config"]).resolve().parent)
+                ),
+                run=dataclasses.replace(cfg.run, output_dir=str(seg_out)),
+            )
             log.info("DistDGL segment %d/%d: epochs [%d, %d) on partitioning %d", j + 1, n_seg, start, stop, j)
-            seg["summary"] = run_resumable_job(seg_cfg, seg_out, grappa=grappa, script=script, extra_args=extra_args,
-                                               in_ns=in_ns, quiet=quiet, start=start, stop=stop, segment_start=start,
-                                               resume=resume, budget=budget, ckdir=store.root, timing=seg, segment=j)
+            seg["summary"] = run_resumable_job(
+                seg_cfg,
+                seg_out,
+                grappa=grappa,
+                script=script,
+                extra_args=extra_args,
+                in_ns=in_ns,
+                quiet=quiet,
+                start=start,
+                stop=stop,
+                segment_start=start,
+                resume=resume,
+                budget=budget,
+                ckdir=store.root,
+                timing=seg,
+                segment=j,
+            )
             seg["records"] = read_jsonl(seg_out / "metrics.jsonl")
             segs.append(seg)
     finally:
@@ -111,34 +136,48 @@ def run_segments(cfg, out: Path, *, grappa: bool, script: str | None, extra_args
         a, b = segs[j - 1], segs[j]
         ra, rb = a["summary"]["restart"], b["summary"]["restart"]
         st = stats[j]
-        switches.append({
-            "epoch": j * k, "partitioning": j,
-            # End of segment j-1's last epoch -> start of segment j's first epoch.
-            "restart_s": rb["first_epoch_start"] - ra["last_epoch_end"],
-            "checkpoint_save_s": ra["save_s"],
-            "teardown_s": a["job_end"] - ra["last_epoch_end"],     # save + summary + trainer/server exit
-            "between_jobs_s": b["job_start"] - a["job_end"],       # mostly waiting for the build
-            "build_wait_s": b["build_wait_s"],
-            "launch_s": rb["process_start"] - b["job_start"],      # launcher + namespaces until the trainer runs
-            "trainer_init_s": rb["init_done"] - rb["process_start"],  # the next four together
-            "imports_s": rb["imports_done"] - rb["process_start"],
-            "connect_s": rb["connected"] - rb["imports_done"],      # servers up + RPC connect + process group
-            "distgraph_s": rb["graph_ready"] - rb["connected"],
-            "setup_s": rb["init_done"] - rb["graph_ready"],         # loader, model, checkpoint load, meter
-            "checkpoint_load_s": rb["load_s"],
-            "first_barrier_s": rb["first_epoch_start"] - rb["init_done"],
-            "build_s": st["build_s"], "build_in_background": True,
-            "overlap_prev": st.get("overlap_prev"), "edge_cut": st["edge_cut"],
-            "checksum_saved": ra["checksum_saved"], "checksum_loaded": rb["checksum_loaded"],
-        })
+        switches.append(
+            {
+                "epoch": j * k,
+                "partitioning": j,
+                # End of segment j-1's last epoch -> start of segment j's first epoch.
+                "restart_s": rb["first_epoch_start"] - ra["last_epoch_end"],
+                "checkpoint_save_s": ra["save_s"],
+                "teardown_s": a["job_end"] - ra["last_epoch_end"],  # save + summary + trainer/server exit
+                "between_jobs_s": b["job_start"] - a["job_end"],  # mostly waiting for the build
+                "build_wait_s": b["build_wait_s"],
+                "launch_s": rb["process_start"] - b["job_start"],  # launcher + namespaces until the trainer runs
+                "trainer_init_s": rb["init_done"] - rb["process_start"],  # the next four together
+                "imports_s": rb["imports_done"] - rb["process_start"],
+                "connect_s": rb["connected"] - rb["imports_done"],  # servers up + RPC connect + process group
+                "distgraph_s": rb["graph_ready"] - rb["connected"],
+                "setup_s": rb["init_done"] - rb["graph_ready"],  # loader, model, checkpoint load, meter
+                "checkpoint_load_s": rb["load_s"],
+                "first_barrier_s": rb["first_epoch_start"] - rb["init_done"],
+                "build_s": st["build_s"],
+                "build_in_background": True,
+                "overlap_prev": st.get("overlap_prev"),
+                "edge_cut": st["edge_cut"],
+                "checksum_saved": ra["checksum_saved"],
+                "checksum_loaded": rb["checksum_loaded"],
+            }
+        )
     summary = _merge_segment_summaries(segs, kind_of(cfg).metric)
     train_s = summary["train_time_s"]
     total = sum(s["restart_s"] for s in switches)
-    summary.update({"edge_cut": sum(s["edge_cut"] for s in stats) / len(stats),
-                    "edge_cuts": [s["edge_cut"] for s in stats], "schedule": dataclasses.asdict(cfg.schedule),
-                    "segments": n_seg, "switches": switches, "restart_s_total": total, "restarts": budget.taken,
-                    "restart_fraction_of_train": total / train_s if train_s else None,
-                    "config": dataclasses.asdict(cfg)})
+    summary.update(
+        {
+            "edge_cut": sum(s["edge_cut"] for s in stats) / len(stats),
+            "edge_cuts": [s["edge_cut"] for s in stats],
+            "schedule": dataclasses.asdict(cfg.schedule),
+            "segments": n_seg,
+            "switches": switches,
+            "restart_s_total": total,
+            "restarts": budget.taken,
+            "restart_fraction_of_train": total / train_s if train_s else None,
+            "config": dataclasses.asdict(cfg),
+        }
+    )
     summary.pop("restart", None)
     with (out / "metrics.jsonl").open("w") as f:
         for seg in segs:

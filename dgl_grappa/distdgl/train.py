@@ -49,6 +49,7 @@ not a bitwise copy.
 ``dgl_grappa.distdgl.TrainerMeter`` only measures (epoch time, bytes, wire bytes, global
 evaluation on rank 0, metrics.jsonl, summary.json); drop it and the script still trains.
 """
+
 import argparse
 import contextlib
 import datetime
@@ -64,11 +65,11 @@ from dgl_grappa.cluster.hosts import worker_identity
 from dgl_grappa.cluster.launch import backend_for, gpu_place, gpus_shared, select_device
 from dgl_grappa.cluster.procs import EXIT_USER_ERROR, process_start_time
 from dgl_grappa.config import ConfigError, load_config
-from dgl_grappa.env import ENV_MACHINE_ID
 
 # Importing the package dgl_grappa.distdgl (done before this module runs) gave this trainer
 # its machine id on a one-host cluster; a copied script must import it before DGL starts.
 from dgl_grappa.distdgl import TrainerMeter
+from dgl_grappa.env import ENV_MACHINE_ID
 from dgl_grappa.kinds import resolve
 from dgl_grappa.method.kernels import resolve_kernels
 from dgl_grappa.partition.layout import GRAPH_NAME
@@ -95,13 +96,27 @@ def save_trainer_checkpoint(store, cfg, model, optimizer, next_epoch, records, m
     a write that fails (disk full, ...) raises CheckpointError on every rank
     (:func:`dgl_grappa.runtime.agreement.save_on_rank0`, the protocol of Grappa's trainer).
     """
-    def state(ranks):
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "ranks": ranks,
-                "records": records, "checksum": param_checksum(model),
-                "schedule": {"k": cfg.schedule.k, "next": partitioning_index(next_epoch, cfg.schedule.k)}}
 
-    return save_on_rank0(store, state, records, next_epoch, fingerprint(cfg), sum(r.get("steps", 0) for r in records),
-                         meter.evaluator.wait_for_rank0, shard=shard)
+    def state(ranks):
+        return {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "ranks": ranks,
+            "records": records,
+            "checksum": param_checksum(model),
+            "schedule": {"k": cfg.schedule.k, "next": partitioning_index(next_epoch, cfg.schedule.k)},
+        }
+
+    return save_on_rank0(
+        store,
+        state,
+        records,
+        next_epoch,
+        fingerprint(cfg),
+        sum(r.get("steps", 0) for r in records),
+        meter.evaluator.wait_for_rank0,
+        shard=shard,
+    )
 
 
 def resume_trainer(path, cfg, model, optimizer):
@@ -131,12 +146,19 @@ def train():
     parser.add_argument("--grappa", action="store_true", help="local-only loader + coverage-corrected hook")
     parser.add_argument("--start_epoch", type=int, default=0, help="first epoch to train")
     parser.add_argument("--stop_epoch", type=int, default=None, help="train epochs [start, stop) (default: all)")
-    parser.add_argument("--checkpoint_dir", default=None,
-                        help="rank 0 writes checkpoints here every checkpoint.every epochs and after the last one")
+    parser.add_argument(
+        "--checkpoint_dir",
+        default=None,
+        help="rank 0 writes checkpoints here every checkpoint.every epochs and after the last one",
+    )
     parser.add_argument("--resume", default=None, help="load this checkpoint before training")
-    parser.add_argument("--segment_start", type=int, default=None,
-                        help="first epoch this job's metrics and summary cover (default: --start_epoch); a job "
-                             "resumed inside its segment takes the records since then from the checkpoint")
+    parser.add_argument(
+        "--segment_start",
+        type=int,
+        default=None,
+        help="first epoch this job's metrics and summary cover (default: --start_epoch); a job "
+        "resumed inside its segment takes the records since then from the checkpoint",
+    )
     args, overrides = parser.parse_known_args()
     # Restart accounting (wall clock): the process start includes the interpreter and every import.
     restart = {"process_start": process_start_time(), "imports_done": time.time()}
@@ -154,8 +176,9 @@ def train():
     device = select_device(cfg.run.device, slot, check_dgl=resolve_kernels(cfg.train.kernels, cfg.run.device) == "dgl")
     shared = cfg.run.device == "cuda" and gpus_shared(sharing)
     dgl.distributed.initialize(args.ip_config)
-    th.distributed.init_process_group(backend=backend_for(cfg.run.device, shared),
-                                      timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s))
+    th.distributed.init_process_group(
+        backend=backend_for(cfg.run.device, shared), timeout=datetime.timedelta(seconds=cfg.run.collective_timeout_s)
+    )
     restart["connected"] = time.time()
     g = dgl.distributed.DistGraph(args.graph_name, part_config=args.part_config)
     restart["graph_ready"] = time.time()
@@ -174,20 +197,34 @@ def train():
     stop = cfg.train.epochs if args.stop_epoch is None else min(args.stop_epoch, cfg.train.epochs)
     seg_start = args.start_epoch if args.segment_start is None else args.segment_start
     prior = []  # this rank's records before this job's segment (from a checkpoint)
-    meter = TrainerMeter(cfg, g, args.out_dir, correction, "distdgl-grappa" if args.grappa else "distdgl",
-                            mode="minibatch", halo=getattr(loader, "halo", "remote"), model=model,
-                            optimizer=optimizer, held=loader if args.grappa else None,
-                            one_time_bytes=getattr(loader, "one_time_bytes", job.read_once))
+    meter = TrainerMeter(
+        cfg,
+        g,
+        args.out_dir,
+        correction,
+        "distdgl-grappa" if args.grappa else "distdgl",
+        mode="minibatch",
+        halo=getattr(loader, "halo", "remote"),
+        model=model,
+        optimizer=optimizer,
+        held=loader if args.grappa else None,
+        one_time_bytes=getattr(loader, "one_time_bytes", job.read_once),
+    )
     if args.resume:
         t = time.perf_counter()
         ck = resume_trainer(args.resume, cfg, model.module, optimizer)
         job.restore(ck["my_shard"].get("embedding"), args.resume)  # its learnable rows, if any
-        restart.update(load_s=time.perf_counter() - t, checksum_checkpoint=ck["checksum"],
-                       checksum_loaded=param_checksum(model.module), resumed_epoch=ck["epoch"],
-                       resumed_from=args.resume)
+        restart.update(
+            load_s=time.perf_counter() - t,
+            checksum_checkpoint=ck["checksum"],
+            checksum_loaded=param_checksum(model.module),
+            resumed_epoch=ck["epoch"],
+            resumed_from=args.resume,
+        )
         if ck["epoch"] != args.start_epoch:
-            raise SystemExit(f"checkpoint {args.resume} is at epoch {ck['epoch']}, "
-                             f"not --start_epoch={args.start_epoch}")
+            raise SystemExit(
+                f"checkpoint {args.resume} is at epoch {ck['epoch']}, not --start_epoch={args.start_epoch}"
+            )
         prior = [r for r in ck["my_records"] if r["epoch"] < seg_start]
         meter.preload([r for r in ck["my_records"] if seg_start <= r["epoch"] < ck["epoch"]])
         k = cfg.schedule.k

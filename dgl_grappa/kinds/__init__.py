@@ -14,6 +14,7 @@ Example:
     >>> resolve(load_config(None, [])).name
     'node'
 """
+
 from __future__ import annotations
 
 import importlib
@@ -58,11 +59,14 @@ def register(kind: JobKind) -> JobKind:
         raise ValueError(f"a kind of job named {kind.name!r} is registered already; give yours another name")
     known = METRICS.get(kind.metric.name)
     if known is not None and known != kind.metric:
-        raise ValueError(f"task {kind.metric.name!r} is graded by another metric already; give your metric the "
-                         "kind's own task as its name")
+        raise ValueError(
+            f"task {kind.metric.name!r} is graded by another metric already; give your metric the "
+            "kind's own task as its name"
+        )
     if kind.metric.name != kind.task:
-        raise ValueError(f"kind {kind.name!r}: its metric's name ({kind.metric.name!r}) must be its task "
-                         f"({kind.task!r})")
+        raise ValueError(
+            f"kind {kind.name!r}: its metric's name ({kind.metric.name!r}) must be its task ({kind.task!r})"
+        )
     KINDS[kind.name] = kind
     METRICS.setdefault(kind.metric.name, kind.metric)
     return kind
@@ -90,8 +94,10 @@ def import_kind_module(spec: str) -> None:
         if name in sys.modules:
             return
         if not path.is_file():
-            raise ConfigError(f"train.kind_module={spec} does not exist; name the .py file (or the module) that "
-                              "registers your kind of job")
+            raise ConfigError(
+                f"train.kind_module={spec} does not exist; name the .py file (or the module) that "
+                "registers your kind of job"
+            )
         module_spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module
@@ -104,8 +110,10 @@ def import_kind_module(spec: str) -> None:
     try:
         importlib.import_module(spec)
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"train.kind_module={spec} cannot be imported ({exc}); name an importable module, or the "
-                          "path of a .py file, that registers your kind of job") from None
+        raise ConfigError(
+            f"train.kind_module={spec} cannot be imported ({exc}); name an importable module, or the "
+            "path of a .py file, that registers your kind of job"
+        ) from None
 
 
 def kind_of(cfg: Config) -> JobKind:
@@ -123,10 +131,15 @@ def kind_of(cfg: Config) -> JobKind:
         import_kind_module(cfg.train.kind_module)  # a kind of one's own: its module registers it
     graph = "heterogeneous" if cfg.hetero else "homogeneous"
     tasks = sorted({k.task for k in KINDS.values() if k.heterogeneous == cfg.hetero})
-    own = (f" (train.kind_module={cfg.train.kind_module} registers none for it)" if cfg.train.kind_module else
-           ", or name the module of a kind of your own with --train.kind_module")
-    raise ConfigError(f"train.task={cfg.train.task} is not trained on a {graph} graph (data.name={cfg.data.name}); "
-                      f"use --train.task={' or '.join(tasks)}{own}")
+    own = (
+        f" (train.kind_module={cfg.train.kind_module} registers none for it)"
+        if cfg.train.kind_module
+        else ", or name the module of a kind of your own with --train.kind_module"
+    )
+    raise ConfigError(
+        f"train.task={cfg.train.task} is not trained on a {graph} graph (data.name={cfg.data.name}); "
+        f"use --train.task={' or '.join(tasks)}{own}"
+    )
 
 
 def hold_out(cfg: Config) -> HoldOut | None:
@@ -144,5 +157,18 @@ def resolve(cfg: Config) -> JobKind:
     return kind
 
 
-__all__ = ["Batch", "DistJob", "Figure", "JobKind", "KINDS", "LocalRuntime", "METRICS", "Metric", "hold_out", "kind_of",
-           "metric_of", "register", "resolve"]
+__all__ = [
+    "Batch",
+    "DistJob",
+    "Figure",
+    "JobKind",
+    "KINDS",
+    "LocalRuntime",
+    "METRICS",
+    "Metric",
+    "hold_out",
+    "kind_of",
+    "metric_of",
+    "register",
+    "resolve",
+]

@@ -32,6 +32,7 @@ Example:
     >>> kind_of(load_config(None, ["--train.task=link", "--grappa.correction=none"])).name
     'link'
 """
+
 from __future__ import annotations
 
 import logging
@@ -135,8 +136,9 @@ class Batch(NamedTuple):
     extra: dict[str, Tensor | dict]
 
 
-def node_losses(out: Tensor, seeds: Tensor, rows: Tensor | None, label: Tensor, weights: Tensor,
-                device: torch.device) -> tuple[Tensor, Tensor]:
+def node_losses(
+    out: Tensor, seeds: Tensor, rows: Tensor | None, label: Tensor, weights: Tensor, device: torch.device
+) -> tuple[Tensor, Tensor]:
     """Cross-entropy per seed and the seeds' weights: the loss of node classification, every kind that has it.
 
     Blocks end at the seeds; with no seeds (a part without training nodes) they end at a
@@ -198,9 +200,16 @@ class LocalRuntime(ABC):
         """A log line for a worker that takes its steps with weight 0 (``lacks``: what it has none of, e.g.
         "has no training nodes"; ``have``: what the others have, e.g. "seeds")."""
         if num_local == 0:
-            log.warning("part %d %s: it takes the %d agreed steps per epoch with weight 0 (the average is over the "
-                        "%d of %d workers that have %s)", self.lp.part_id, lacks, self.steps, self.contributors,
-                        world_size, have)
+            log.warning(
+                "part %d %s: it takes the %d agreed steps per epoch with weight 0 (the average is over the "
+                "%d of %d workers that have %s)",
+                self.lp.part_id,
+                lacks,
+                self.steps,
+                self.contributors,
+                world_size,
+                have,
+            )
 
     def epoch_inputs(self, epoch: int, times=None, start: int = 0) -> Iterator[Batch]:
         """Yield one :class:`Batch` per step of epoch ``epoch``.
@@ -320,8 +329,10 @@ class DistJob(ABC):
         if self.embedding is None:
             return
         if shard is None:
-            raise CheckpointError(f"checkpoint {checkpoint} holds no embedding rows for this trainer; resume from a "
-                                  "checkpoint of this run, or start afresh")
+            raise CheckpointError(
+                f"checkpoint {checkpoint} holds no embedding rows for this trainer; resume from a "
+                "checkpoint of this run, or start afresh"
+            )
         self.load_shard(shard)
 
     def take_bytes(self) -> int:

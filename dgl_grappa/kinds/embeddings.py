@@ -25,6 +25,7 @@ Example:
     >>> embs = dist_embeddings(g, {"_N": g.num_nodes()}, dim=64, seed=0)      # doctest: +SKIP
     >>> opt = dgl.distributed.optim.SparseAdam(list(embs.values()), lr=0.01)  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dgl
@@ -79,11 +80,12 @@ def dist_embeddings(g, ntypes: list[str], dim: int, seed: int = 0) -> dict:
     for t in ntypes:
         homo = t == HOMOGENEOUS and len(g.ntypes) == 1
         policy = None if homo else g.get_node_partition_policy(t)
-        emb = dgl.distributed.DistEmbedding(g.num_nodes() if homo else g.num_nodes(t), dim, name=_name(t),
-                                            part_policy=policy)
+        emb = dgl.distributed.DistEmbedding(
+            g.num_nodes() if homo else g.num_nodes(t), dim, name=_name(t), part_policy=policy
+        )
         own = own_nodes(g, t)
         for a in range(0, own.numel(), 1 << 16):
-            chunk = own[a:a + (1 << 16)]
+            chunk = own[a : a + (1 << 16)]
             emb.weight[chunk] = initial_rows(chunk, dim, _seed(seed, t))
         out[t] = emb
     g.barrier()
@@ -104,13 +106,17 @@ def load_shard(g, embs: dict, optimizer, state: dict) -> None:
     """
     types = state.get("types") or {}
     if set(types) != set(embs):
-        raise CheckpointError("the checkpoint's embedding rows are of other node types than this graph's featureless "
-                          "ones; resume with the graph it was written with, or start afresh")
+        raise CheckpointError(
+            "the checkpoint's embedding rows are of other node types than this graph's featureless "
+            "ones; resume with the graph it was written with, or start afresh"
+        )
     for t, emb in embs.items():
         own = own_nodes(g, t)
         if not torch.equal(types[t]["global_ids"], own):
-            raise CheckpointError("the checkpoint's embedding rows belong to other nodes than this machine's "
-                                  "partition; resume on the partitioning it was written with, or start afresh")
+            raise CheckpointError(
+                "the checkpoint's embedding rows belong to other nodes than this machine's "
+                "partition; resume on the partitioning it was written with, or start afresh"
+            )
         emb.weight[own] = types[t]["weight"]
     opt_state = dict(state["optimizer"])
     # as DGL's own load() does before load_local_state_dict: the world size is not a hyper-parameter
@@ -152,12 +158,17 @@ def common_steps(mine: int, cfg) -> int:
     dist.all_reduce(n, op=dist.ReduceOp.MAX)
     common, most = -int(n[0]), int(n[1])
     if common < most and cfg.distdgl.num_samplers:  # on every trainer: they stop on the same error
-        raise ConfigError(f"model.embed=true: the trainers' loaders have {common} to {most} batches per epoch and "
-                          "DGL's sparse optimizer needs every trainer at every step, so some would stop early, which "
-                          "sampler processes do not allow; set --distdgl.num_samplers=0")
+        raise ConfigError(
+            f"model.embed=true: the trainers' loaders have {common} to {most} batches per epoch and "
+            "DGL's sparse optimizer needs every trainer at every step, so some would stop early, which "
+            "sampler processes do not allow; set --distdgl.num_samplers=0"
+        )
     if common < mine:
-        print(f"trainer {dist.get_rank()}: {mine} batches per epoch, the fewest of any trainer "
-              f"is {common}: DGL's sparse optimizer steps with every trainer, so it takes {common}", flush=True)
+        print(
+            f"trainer {dist.get_rank()}: {mine} batches per epoch, the fewest of any trainer "
+            f"is {common}: DGL's sparse optimizer steps with every trainer, so it takes {common}",
+            flush=True,
+        )
     return common
 
 

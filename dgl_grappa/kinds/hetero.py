@@ -14,6 +14,7 @@ Example:
     >>> kind_of(load_config(None, ["--data.name=hetsynth", "--model.name=rgcn", "--model.embed=true"])).name
     'hetero'
 """
+
 from __future__ import annotations
 
 import dgl
@@ -26,8 +27,8 @@ from ..method.dropin import GrappaHeteroLoader
 from ..method.embedding import NoEmbedding
 from ..method.hetero import HeteroEmbedding, HeteroFeatures, HeteroLocalPartition, TargetSeeds, load_local_hetero
 from ..method.hetero_halo import aggregate_rows
-from ..method.reducers import make_correction
 from ..method.kernels import build_rgcn_for, place_blocks, resolve_kernels
+from ..method.reducers import make_correction
 from ..method.sampler import LocalBatches
 from .base import Batch, DistJob, JobKind, LocalRuntime
 from .embeddings import common_steps, dist_embeddings, dist_num_classes, eval_rows, held_bytes, own_nodes
@@ -56,8 +57,12 @@ class HeteroRuntime(LocalRuntime):
         n_seeds = lp.train_ids.numel()
         # plain averaging only (the config refuses the corrections): every seed weighs 1
         self.weights = torch.ones(lp.num_inner_by_type[lp.target])
-        full = self.agree_steps(cfg, n_seeds, f"no partition holds a training node of type {lp.target} (its "
-                                              "train_mask is empty); give the graph training nodes")
+        full = self.agree_steps(
+            cfg,
+            n_seeds,
+            f"no partition holds a training node of type {lp.target} (its "
+            "train_mask is empty); give the graph training nodes",
+        )
         # first-hop completion: the relations with aggregates are not sampled in the first block (fan-out 0), the
         # model reads their precomputed means instead; the others (from featureless types) are
         self.exact = [e for e in lp.graph.canonical_etypes if e in lp.agg] if cfg.first_hop == "exact" else []
@@ -67,8 +72,9 @@ class HeteroRuntime(LocalRuntime):
         # DGL 2.1's fused CPU sampling (taken with more than one thread) breaks the block convention (destinations
         # first among the sources) for a node type all of whose relations have fan-out 0: not fused then
         sampler = TargetSeeds(dgl.dataloading.NeighborSampler(fanouts, fused=not self.exact), lp.target)
-        self.batches = LocalBatches(lp.graph, lp.train_ids, sampler, full, seed=cfg.train.seed * 1000 + ident.rank,
-                                    limit=self.steps)
+        self.batches = LocalBatches(
+            lp.graph, lp.train_ids, sampler, full, seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps
+        )
 
     def assemble(self, sample) -> Batch:
         input_nodes, seeds, blocks = sample
@@ -76,8 +82,9 @@ class HeteroRuntime(LocalRuntime):
         extra = {}
         if self.exact:  # the first block's destinations are the first source nodes of each type
             lp, b0 = self.lp, blocks[0]
-            extra["agg"] = {e: aggregate_rows(lp.agg[e], input_nodes[e[2]][: b0.num_dst_nodes(e[2])])
-                            for e in self.exact}
+            extra["agg"] = {
+                e: aggregate_rows(lp.agg[e], input_nodes[e[2]][: b0.num_dst_nodes(e[2])]) for e in self.exact
+            }
         return Batch(blocks, seeds, x, None, extra)
 
     def epoch_start(self, epoch: int, embedding) -> None:
@@ -106,32 +113,52 @@ class HeteroKind(JobKind):
         target = d.target or schema["labelled"][0]
         kept = select_etypes(d.etypes, schema["etypes"])
         used = {target} | {e[0] for e in kept} | {e[2] for e in kept}  # the node types the kept relations touch
-        require(m.name == "rgcn", f"data.name={d.name} is a heterogeneous graph, which model.name={m.name} cannot "
-                                  "train; use --model.name=rgcn (a GraphConv per relation, summed)")
+        require(
+            m.name == "rgcn",
+            f"data.name={d.name} is a heterogeneous graph, which model.name={m.name} cannot "
+            "train; use --model.name=rgcn (a GraphConv per relation, summed)",
+        )
         bare = [n for n in schema["ntypes"] if n in used and n not in schema["featured"]]
-        require(not bare or m.embed,
-                f"node types {', '.join(bare)} of data.name={d.name} have no features, so model.embed=false leaves "
-                "them without input; set --model.embed=true (a learnable row per node of those types)")
+        require(
+            not bare or m.embed,
+            f"node types {', '.join(bare)} of data.name={d.name} have no features, so model.embed=false leaves "
+            "them without input; set --model.embed=true (a learnable row per node of those types)",
+        )
         refused = [
             (t.mode == "minibatch", f"train.mode={t.mode}", "--train.mode=minibatch"),
-            (cfg.grappa.correction == "none", f"grappa.correction={cfg.grappa.correction}",
-             "--grappa.correction=none"),
-            (set(cfg.compare.variants) <= {"none"}, f"compare.variants=[{','.join(cfg.compare.variants)}]",
-             "--compare.variants=[none]"),
+            (cfg.grappa.correction == "none", f"grappa.correction={cfg.grappa.correction}", "--grappa.correction=none"),
+            (
+                set(cfg.compare.variants) <= {"none"},
+                f"compare.variants=[{','.join(cfg.compare.variants)}]",
+                "--compare.variants=[none]",
+            ),
             (cfg.schedule.k == 0, f"schedule.k={cfg.schedule.k}", "--schedule.k=0"),
-            (not cfg.partition.prebuilt and t.eval_mode != "layerwise", "layer-wise evaluation "
-             "(train.eval_mode=layerwise, partition.prebuilt)", "--train.eval_mode=whole without partition.prebuilt"),
+            (
+                not cfg.partition.prebuilt and t.eval_mode != "layerwise",
+                "layer-wise evaluation (train.eval_mode=layerwise, partition.prebuilt)",
+                "--train.eval_mode=whole without partition.prebuilt",
+            ),
             (not cfg.run.floor, "run.floor=true", "--run.floor=false"),
             (t.sampler != "torch", "train.sampler=torch", "--train.sampler=dgl (or auto: DGL samples it)"),
         ]
         for ok, what, fix in refused:
-            require(ok, f"data.name={d.name} (a heterogeneous graph) is not trained with {what}: the heterogeneous "
-                        f"runtime trains node classification on minibatches with plain gradient averaging; use {fix}")
+            require(
+                ok,
+                f"data.name={d.name} (a heterogeneous graph) is not trained with {what}: the heterogeneous "
+                f"runtime trains node classification on minibatches with plain gradient averaging; use {fix}",
+            )
 
     def load_part(self, cfg: Config, part_config: str, part: int) -> HeteroLocalPartition:
         # the budget holds the featured types' tables; the featureless types' learnable rows stay outside it
-        return load_local_hetero(part_config, part, cfg.train.halo, cfg.data.target, cfg.first_hop,
-                                 keep=budget_keep(cfg, sampled_layers(cfg)), halo_in_edges=cfg.train.halo_in_edges)
+        return load_local_hetero(
+            part_config,
+            part,
+            cfg.train.halo,
+            cfg.data.target,
+            cfg.first_hop,
+            keep=budget_keep(cfg, sampled_layers(cfg)),
+            halo_in_edges=cfg.train.halo_in_edges,
+        )
 
     def make_runtime(self, cfg: Config, ident, lp) -> HeteroRuntime:
         return HeteroRuntime(cfg, ident, lp)
@@ -139,13 +166,22 @@ class HeteroKind(JobKind):
     def make_embedding(self, cfg: Config, lp) -> HeteroEmbedding | NoEmbedding:
         # the featureless types' rows, per type: own rows trained here; the halo's copies trained here too and
         # synced every model.embed_halo_sync epochs (0: frozen, no byte moves)
-        return (HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed, sync_every=cfg.model.embed_halo_sync)
-                if lp.bare_types else NoEmbedding())
+        return (
+            HeteroEmbedding(lp, cfg.model.embed_dim, seed=cfg.train.seed, sync_every=cfg.model.embed_halo_sync)
+            if lp.bare_types
+            else NoEmbedding()
+        )
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         # a GraphConv per relation, each type's input at its own width
-        return build_rgcn_for(cfg.model, lp.input_dims(cfg.model.embed_dim), num_classes, lp.etypes, lp.target,
-                              resolve_kernels(cfg.train.kernels, cfg.run.device))
+        return build_rgcn_for(
+            cfg.model,
+            lp.input_dims(cfg.model.embed_dim),
+            num_classes,
+            lp.etypes,
+            lp.target,
+            resolve_kernels(cfg.train.kernels, cfg.run.device),
+        )
 
     def holding(self, cfg: Config, lp, embedding) -> dict:
         # every table: the featured types' rows (inner and halo) and aggregates, under train.memory_budget against
@@ -160,18 +196,30 @@ class HeteroKind(JobKind):
             resident += m["embed"]
             memory = {**memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
             own += m["embed_inner"]
-        return {"resident_bytes": resident, "resident_other_bytes": lp.resident_other_bytes, "own_fp32_bytes": own,
-                "memory": memory, "keep": lp.keep}
+        return {
+            "resident_bytes": resident,
+            "resident_other_bytes": lp.resident_other_bytes,
+            "own_fp32_bytes": own,
+            "memory": memory,
+            "keep": lp.keep,
+        }
 
     def worker_summary(self, lp) -> dict:
         """What summary.json says of the heterogeneous graph: node types, relations, target, featured and
         featureless types, and this worker's inner and halo nodes per type."""
-        return {"hetero": {"target": lp.target, "ntypes": lp.ntypes, "etypes": [":".join(e) for e in lp.etypes],
-                           "featured": sorted(lp.feat), "featureless": lp.bare_types,
-                           "inner_by_type": dict(lp.part_inner_by_type or lp.num_inner_by_type),
-                           "inner_kept_by_type": dict(lp.num_inner_by_type),
-                           "halo_by_type": dict(lp.keep["halo_by_type"]),
-                           **({"halo_in_edges": lp.keep["halo_in_edges"]} if "halo_in_edges" in lp.keep else {})}}
+        return {
+            "hetero": {
+                "target": lp.target,
+                "ntypes": lp.ntypes,
+                "etypes": [":".join(e) for e in lp.etypes],
+                "featured": sorted(lp.feat),
+                "featureless": lp.bare_types,
+                "inner_by_type": dict(lp.part_inner_by_type or lp.num_inner_by_type),
+                "inner_kept_by_type": dict(lp.num_inner_by_type),
+                "halo_by_type": dict(lp.keep["halo_by_type"]),
+                **({"halo_in_edges": lp.keep["halo_in_edges"]} if "halo_in_edges" in lp.keep else {}),
+            }
+        }
 
     def run_summary(self, cfg: Config, per_worker: list[dict] | None) -> dict:
         if not per_worker or "hetero" not in per_worker[0]:
@@ -180,8 +228,11 @@ class HeteroKind(JobKind):
         out = {k: h[k] for k in ("target", "ntypes", "etypes", "featured", "featureless")}
         # train.memory_budget's own figure: the featured types' tables over their own rows in fp32 (the largest
         # worker's); resident_ratio_max adds the learnable rows, which the budget does not hold
-        ratios = [w["memory"]["budgeted_bytes"] / w["memory"]["budget_unit_bytes"] for w in per_worker
-                  if (w.get("memory") or {}).get("budget_unit_bytes")]
+        ratios = [
+            w["memory"]["budgeted_bytes"] / w["memory"]["budget_unit_bytes"]
+            for w in per_worker
+            if (w.get("memory") or {}).get("budget_unit_bytes")
+        ]
         out["budgeted_ratio_max"] = max(ratios) if ratios else None
         return {"hetero": out}
 
@@ -243,36 +294,51 @@ class HeteroDistJob(DistJob):
         if grappa:
             # Grappa: this machine's own training nodes of the target type, sampled inside its local heterograph
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            self.loader = GrappaHeteroLoader(g, sampler, cfg.train.batch_size, self.correction, target=self.target,
-                                             halo=cfg.train.halo, seed=cfg.train.seed,
-                                             memory_budget=cfg.train.memory_budget, storage=cfg.train.storage)
+            self.loader = GrappaHeteroLoader(
+                g,
+                sampler,
+                cfg.train.batch_size,
+                self.correction,
+                target=self.target,
+                halo=cfg.train.halo,
+                seed=cfg.train.seed,
+                memory_budget=cfg.train.memory_budget,
+                storage=cfg.train.storage,
+            )
             if cfg.first_hop == "exact" and torch.distributed.get_rank() == 0:
-                print("the drop-in samples the first hop of every relation (the per-relation first-hop aggregates of "
-                      "train.first_hop=exact are the native runtime's)", flush=True)
+                print(
+                    "the drop-in samples the first hop of every relation (the per-relation first-hop aggregates of "
+                    "train.first_hop=exact are the native runtime's)",
+                    flush=True,
+                )
         else:
             # DGL's RGCN example: this trainer's share of the target type's training nodes, sampled over every relation
-            train_nid = dgl.distributed.node_split(g.nodes[self.target].data["train_mask"], g.get_partition_book(),
-                                                   ntype=self.target, force_even=True)
-            self.loader = dgl.dataloading.DistNodeDataLoader(g, {self.target: train_nid}, sampler,
-                                                             batch_size=cfg.train.batch_size, shuffle=True,
-                                                             drop_last=False)
+            train_nid = dgl.distributed.node_split(
+                g.nodes[self.target].data["train_mask"], g.get_partition_book(), ntype=self.target, force_even=True
+            )
+            self.loader = dgl.dataloading.DistNodeDataLoader(
+                g, {self.target: train_nid}, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False
+            )
         # the package's RGCN: a GraphConv per relation, summed (the example's RelGraphConvLayer)
-        dims = {t: int(g.nodes[t].data["feat"].shape[1]) if "feat" in g.nodes[t].data else int(cfg.model.embed_dim)
-                for t in g.ntypes}
-        self.model = build_rgcn_for(cfg.model, dims, dist_num_classes(g, self.target), g.canonical_etypes,
-                                    self.target, self.kernels)
+        dims = {
+            t: int(g.nodes[t].data["feat"].shape[1]) if "feat" in g.nodes[t].data else int(cfg.model.embed_dim)
+            for t in g.ntypes
+        }
+        self.model = build_rgcn_for(
+            cfg.model, dims, dist_num_classes(g, self.target), g.canonical_etypes, self.target, self.kernels
+        )
         self.bare = [t for t in g.ntypes if "feat" not in g.nodes[t].data]  # learnable rows for these types
         if self.bare and grappa:
             # Grappa: the featureless types' own rows and the halo's copies, trained here and synced every
             # model.embed_halo_sync epochs: replaces the DistEmbeddings
-            self.embedding = self.loader.embedding(cfg.model.embed_dim, seed=cfg.train.seed,
-                                                   halo_sync=cfg.model.embed_halo_sync)
+            self.embedding = self.loader.embedding(
+                cfg.model.embed_dim, seed=cfg.train.seed, halo_sync=cfg.model.embed_halo_sync
+            )
             self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
         elif self.bare:
             # DGL's RGCN example (--dgl-sparse): a DistEmbedding per featureless type and DGL's distributed SparseAdam
             self.embedding = dist_embeddings(g, self.bare, cfg.model.embed_dim, seed=cfg.train.seed)
-            self.emb_optimizer = dgl.distributed.optim.SparseAdam(list(self.embedding.values()),
-                                                                  lr=cfg.model.embed_lr)
+            self.emb_optimizer = dgl.distributed.optim.SparseAdam(list(self.embedding.values()), lr=cfg.model.embed_lr)
             self.common_steps = common_steps(-(-len(train_nid) // cfg.train.batch_size), cfg)
 
     def step_inputs(self, batch):

@@ -12,6 +12,7 @@ the rest once:
 * :class:`HomogeneousDistJob`: the same inside a DistDGL trainer (features pulled through the
   KVStore or served by the drop-in loader, a ``DistEmbedding`` or the loader's own rows).
 """
+
 from __future__ import annotations
 
 import dgl
@@ -21,8 +22,8 @@ from torch import Tensor, nn
 from ..config import Config, parse_budget, require
 from ..method import coverage as cov
 from ..method.embedding import LocalEmbedding, NoEmbedding
-from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.kernels import build_model_for, place_blocks, resolve_kernels
+from ..method.local_part import Keep, first_hop_table, load_local
 from ..method.resident import nbytes, on, residence
 from ..method.sampler import LocalFeatures, layer_sampler, resolve_sampler
 from .base import Batch, DistJob, JobKind, LocalRuntime, node_losses
@@ -65,8 +66,9 @@ class HomogeneousRuntime(LocalRuntime):
 
     def __init__(self, cfg: Config, lp):
         super().__init__(cfg, lp)
-        coverage, weights = cov.partition_weights(lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree,
-                                                  cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min)
+        coverage, weights = cov.partition_weights(
+            lp.src, lp.dst, lp.graph.num_nodes(), lp.in_degree, cfg.hops, cfg.grappa.self_loops, cfg.grappa.w_min
+        )
         self.coverage = coverage
         # model.embed: the input rows are learnable (the trainer's LocalEmbedding); a batch yields the
         # input nodes' local ids, looked up at the step itself, after the previous step's update (so
@@ -74,8 +76,9 @@ class HomogeneousRuntime(LocalRuntime):
         self.embed = bool(cfg.model.embed)
         # First-hop completion: the precomputed aggregates are read like features (all local).
         if cfg.first_hop == "exact" and lp.agg is None:
-            raise ValueError("train.first_hop=exact needs the part loaded with its aggregates: "
-                             "load_local(..., first_hop='exact')")
+            raise ValueError(
+                "train.first_hop=exact needs the part loaded with its aggregates: load_local(..., first_hop='exact')"
+            )
         agg = lp.agg if cfg.first_hop == "exact" else None
         self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
         self.sampler_kind = resolve_sampler(cfg.train.sampler, cfg.run.device, kernels=self.kernels)
@@ -120,22 +123,30 @@ class HomogeneousRuntime(LocalRuntime):
 
     def summary(self) -> dict:
         """Which sampler drew the batches, where the tables were held and their bytes on the device."""
-        return {"sampler": self.sampler_kind, "resident": self.where,
-                "resident_device_bytes": self.resident_device_bytes}
+        return {
+            "sampler": self.sampler_kind,
+            "resident": self.where,
+            "resident_device_bytes": self.resident_device_bytes,
+        }
 
     def describe(self) -> list[str]:
         if self.where != "device":
             return []
-        return [f"part {self.lp.part_id}: its tables ({self.resident_device_bytes / 2**20:.1f} MiB) are held on "
-                f"{self.device}, sampled there by the {self.sampler_kind} sampler"]
+        return [
+            f"part {self.lp.part_id}: its tables ({self.resident_device_bytes / 2**20:.1f} MiB) are held on "
+            f"{self.device}, sampled there by the {self.sampler_kind} sampler"
+        ]
 
 
 class HomogeneousKind(JobKind):
     """The builders node classification and link prediction share (a homogeneous part, the same input rows)."""
 
     def check(self, cfg: Config) -> None:
-        require(cfg.model.name != "rgcn", f"model.name=rgcn needs a heterogeneous graph, but data.name={cfg.data.name} "
-                                          "is homogeneous; use --data.name=hetsynth, or --model.name=sage")
+        require(
+            cfg.model.name != "rgcn",
+            f"model.name=rgcn needs a heterogeneous graph, but data.name={cfg.data.name} "
+            "is homogeneous; use --data.name=hetsynth, or --model.name=sage",
+        )
 
     def reach(self, cfg: Config) -> int | None:
         """How far the seeds' trees reach (the hops :class:`~dgl_grappa.method.local_part.Keep` keeps)."""
@@ -150,8 +161,16 @@ class HomogeneousKind(JobKind):
 
     def load_part(self, cfg: Config, part_config: str, part: int):
         # a prebuilt partitioning, possibly of a graph no process can hold, is read lean
-        return load_local(part_config, part, cfg.train.halo, cfg.first_hop, lean=bool(cfg.partition.prebuilt),
-                          keep=self.keep(cfg), aggregate=first_hop_table(cfg.model), features=not cfg.model.embed)
+        return load_local(
+            part_config,
+            part,
+            cfg.train.halo,
+            cfg.first_hop,
+            lean=bool(cfg.partition.prebuilt),
+            keep=self.keep(cfg),
+            aggregate=first_hop_table(cfg.model),
+            features=not cfg.model.embed,
+        )
 
     def make_embedding(self, cfg: Config, lp) -> LocalEmbedding | NoEmbedding:
         # own rows trained here by a sparse optimizer, halo rows frozen initial ones: no byte moves
@@ -165,8 +184,9 @@ class HomogeneousKind(JobKind):
 
     def build_model(self, cfg: Config, lp, num_classes: int) -> nn.Module:
         in_dim = cfg.model.embed_dim if cfg.model.embed else lp.feat.shape[1]
-        return build_model_for(cfg.model, in_dim, self.out_dim(cfg, num_classes),
-                               resolve_kernels(cfg.train.kernels, cfg.run.device))
+        return build_model_for(
+            cfg.model, in_dim, self.out_dim(cfg, num_classes), resolve_kernels(cfg.train.kernels, cfg.run.device)
+        )
 
     def holding(self, cfg: Config, lp, embedding) -> dict:
         # With learnable rows the node tables are the embedding's (own rows, their SparseAdam moments,
@@ -177,8 +197,13 @@ class HomogeneousKind(JobKind):
             resident += m["embed"]
             memory = {**lp.memory, **m, "resident": lp.memory.get("resident", 0) + m["embed"]}
             own = lp.part_inner * cfg.model.embed_dim * 4
-        return {"resident_bytes": resident, "resident_other_bytes": lp.resident_other_bytes,
-                "own_fp32_bytes": own, "memory": memory, "keep": lp.keep}
+        return {
+            "resident_bytes": resident,
+            "resident_other_bytes": lp.resident_other_bytes,
+            "own_fp32_bytes": own,
+            "memory": memory,
+            "keep": lp.keep,
+        }
 
     def machine_holding(self, cfg: Config, g, held=None) -> dict:
         """What a DistDGL machine holds of the graph: its KVStore shard (the server's node tensors, which the
@@ -258,11 +283,19 @@ class HomogeneousDistJob(DistJob):
     def dropin_options(self) -> dict:
         """The drop-in loader's keywords, from the config (the native runtime's settings)."""
         cfg = self.cfg
-        return dict(hops=cfg.hops, w_min=cfg.grappa.w_min, self_loops=cfg.grappa.self_loops, seed=cfg.train.seed,
-                    halo=cfg.train.halo, first_hop=cfg.first_hop, part_config=self.part_config,
-                    memory_budget=cfg.train.memory_budget, storage=cfg.train.storage,
-                    aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
-                    feat_key=None if self.embed else "feat")
+        return dict(
+            hops=cfg.hops,
+            w_min=cfg.grappa.w_min,
+            self_loops=cfg.grappa.self_loops,
+            seed=cfg.train.seed,
+            halo=cfg.train.halo,
+            first_hop=cfg.first_hop,
+            part_config=self.part_config,
+            memory_budget=cfg.train.memory_budget,
+            storage=cfg.train.storage,
+            aggregate="gcn" if first_hop_table(cfg.model) == "gcn" else "mean",
+            feat_key=None if self.embed else "feat",
+        )
 
     def inputs(self, input_nodes: Tensor) -> tuple[Tensor, dict]:
         """A batch's input rows and the model's keyword inputs, on the trainer's device."""

@@ -12,6 +12,7 @@ Example:
     >>> kind_of(load_config(None, [])).name
     'node'
 """
+
 from __future__ import annotations
 
 import time
@@ -50,8 +51,14 @@ class NodeRuntime(HomogeneousRuntime):
         if cfg.train.mode == "minibatch":
             # Workers without training seeds take every agreed step with weight 0 (see LocalBatches).
             full = self.agree_steps(cfg, n_seeds, nothing)
-            self.batches = LocalBatches(lp.graph, lp.train_ids, self.layer_sampler(cfg), full,
-                                        seed=cfg.train.seed * 1000 + ident.rank, limit=self.steps)
+            self.batches = LocalBatches(
+                lp.graph,
+                lp.train_ids,
+                self.layer_sampler(cfg),
+                full,
+                seed=cfg.train.seed * 1000 + ident.rank,
+                limit=self.steps,
+            )
         else:
             self.contributors = seeded_workers(n_seeds)
             if self.contributors == 0:
@@ -117,8 +124,9 @@ class NodeDistJob(HomogeneousDistJob):
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             return GrappaLoader(g, sampler, cfg.train.batch_size, self.correction, **self.dropin_options())
         self.train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
-        return dgl.dataloading.DistNodeDataLoader(g, self.train_nid, sampler, batch_size=cfg.train.batch_size,
-                                                  shuffle=True, drop_last=False)
+        return dgl.dataloading.DistNodeDataLoader(
+            g, self.train_nid, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False
+        )
 
     def baseline_batches(self) -> int:
         return -(-len(self.train_nid) // self.cfg.train.batch_size)  # its batches (no drop_last)

@@ -20,6 +20,7 @@ Example:
     >>> coverage(src, dst, 3, deg, hops=1, self_loops=False)
     tensor([0.6667, 1.0000, 1.0000])
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,8 +52,9 @@ def local_ratio(deg_local: Tensor, deg_global: Tensor, self_loops: bool = True) 
     return torch.where(dg > 0, dl / dg.clamp(min=1), torch.ones_like(dg))
 
 
-def coverage(src: Tensor, dst: Tensor, num_nodes: int, deg_global: Tensor, hops: int,
-             self_loops: bool = True) -> Tensor:
+def coverage(
+    src: Tensor, dst: Tensor, num_nodes: int, deg_global: Tensor, hops: int, self_loops: bool = True
+) -> Tensor:
     """c_hops(v) for every local node, by ``hops`` sparse mean aggregations on the local graph.
 
     Args:
@@ -89,8 +91,9 @@ def node_weights(cov: Tensor, w_min: float) -> Tensor:
     return cov.clamp(min=w_min, max=1.0)
 
 
-def partition_weights(src: Tensor, dst: Tensor, num_nodes: int, deg_global: Tensor, hops: int,
-                      self_loops: bool, w_min: float) -> tuple[Tensor, Tensor]:
+def partition_weights(
+    src: Tensor, dst: Tensor, num_nodes: int, deg_global: Tensor, hops: int, self_loops: bool, w_min: float
+) -> tuple[Tensor, Tensor]:
     """Coverage and node weights of every node of a worker's local graph (every runtime uses this).
 
     Args:
@@ -121,8 +124,18 @@ def shrink(a: Tensor, lam: float, target: Tensor | float) -> Tensor:
 def summarize(cov: Tensor) -> dict[str, float]:
     """Mean and percentiles of a coverage vector, for logs and summaries."""
     if cov.numel() == 0:
-        return {"mean": float("nan"), "p10": float("nan"), "p50": float("nan"), "p90": float("nan"),
-                "min": float("nan")}
+        return {
+            "mean": float("nan"),
+            "p10": float("nan"),
+            "p50": float("nan"),
+            "p90": float("nan"),
+            "min": float("nan"),
+        }
     q = torch.quantile(cov.to(torch.float64), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64))
-    return {"mean": float(cov.mean()), "p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2]),
-            "min": float(cov.min())}
+    return {
+        "mean": float(cov.mean()),
+        "p10": float(q[0]),
+        "p50": float(q[1]),
+        "p90": float(q[2]),
+        "min": float(cov.min()),
+    }

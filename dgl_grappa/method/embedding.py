@@ -34,6 +34,7 @@ Example:
     >>> torch.equal(emb(torch.tensor([2])), initial_rows(torch.tensor([9]), 8, 0))   # the halo row stays frozen
     True
 """
+
 from __future__ import annotations
 
 import copy
@@ -123,11 +124,17 @@ class LearnableRows:
     def describe(self, part: int) -> list[str]:
         """Log lines about the rows this worker holds."""
         sync = getattr(self, "sync_every", 0)
-        halo = (f"copies trained here, synced with their owners every {sync} epoch{'s' if sync > 1 else ''} "
-                "(model.embed_halo_sync)" if sync else "their initial rows, not trained here: 0 bytes on the network")
-        return [f"part {part}: embedding rows of {self.num_inner} own nodes (trained here, sparse Adam) and "
-                f"{self.num_halo} halo nodes ({halo}): {self.memory()['embed'] / 1e6:.2f} MB with the optimizer's "
-                "moments"]
+        halo = (
+            f"copies trained here, synced with their owners every {sync} epoch{'s' if sync > 1 else ''} "
+            "(model.embed_halo_sync)"
+            if sync
+            else "their initial rows, not trained here: 0 bytes on the network"
+        )
+        return [
+            f"part {part}: embedding rows of {self.num_inner} own nodes (trained here, sparse Adam) and "
+            f"{self.num_halo} halo nodes ({halo}): {self.memory()['embed'] / 1e6:.2f} MB with the optimizer's "
+            "moments"
+        ]
 
 
 class NoEmbedding:
@@ -204,9 +211,10 @@ class LocalEmbedding(LearnableRows, nn.Module):
         self.register_buffer("global_ids", gids.clone(), persistent=False)
         # from_pretrained draws nothing from torch's RNG (nn.Embedding's own init would, and by
         # a different amount on every worker).
-        self.own = nn.Embedding.from_pretrained(initial_rows(gids[: self.num_inner], self.dim, seed), freeze=False,
-                                                sparse=True)
-        halo = initial_rows(gids[self.num_inner:], self.dim, seed)
+        self.own = nn.Embedding.from_pretrained(
+            initial_rows(gids[: self.num_inner], self.dim, seed), freeze=False, sparse=True
+        )
+        halo = initial_rows(gids[self.num_inner :], self.dim, seed)
         # train_halo: the halo's copies are trained here too, by this worker's gradients only (its owner's row is
         # what evaluation reads)
         self.halo = nn.Embedding.from_pretrained(halo, freeze=False, sparse=True) if train_halo else None
@@ -233,8 +241,11 @@ class LocalEmbedding(LearnableRows, nn.Module):
         out = torch.zeros((ids.numel(), self.dim), dtype=torch.float32)
         # out of place: the own rows' gradient flows back through index_put, only to the rows asked for
         out = out.index_put((at_own,), self.own(ids[at_own]))
-        halo = (self.halo(ids[at_halo] - self.num_inner) if self.halo is not None
-                else self.halo_rows.index_select(0, ids[at_halo] - self.num_inner))
+        halo = (
+            self.halo(ids[at_halo] - self.num_inner)
+            if self.halo is not None
+            else self.halo_rows.index_select(0, ids[at_halo] - self.num_inner)
+        )
         return out.index_put((at_halo,), halo)
 
     def optimizer(self, lr: float) -> torch.optim.SparseAdam:
@@ -246,8 +257,9 @@ class LocalEmbedding(LearnableRows, nn.Module):
         that skip steps. (On one part, where the two systems train the same rows, their
         accuracy curves agree: docs/method.md.)
         """
-        return torch.optim.SparseAdam(list(self.own.parameters()) + ([] if self.halo is None else
-                                                                      list(self.halo.parameters())), lr=lr)
+        return torch.optim.SparseAdam(
+            list(self.own.parameters()) + ([] if self.halo is None else list(self.halo.parameters())), lr=lr
+        )
 
     def take_bytes(self) -> tuple[int, int]:
         """(remote, local) bytes of rows served since the last call: remote is 0, there is no remote path."""
@@ -277,8 +289,11 @@ class LocalEmbedding(LearnableRows, nn.Module):
     def shard_state(self, optimizer: torch.optim.Optimizer) -> dict:
         """This worker's part of a checkpoint: its own rows (with their global ids) and its optimizer's state."""
         # copies: an optimizer's state_dict() holds its live tensors, which its next step changes in place
-        return {"global_ids": self.global_ids[: self.num_inner].clone(), "weight": self.own.weight.detach().clone(),
-                "optimizer": copy.deepcopy(optimizer.state_dict())}
+        return {
+            "global_ids": self.global_ids[: self.num_inner].clone(),
+            "weight": self.own.weight.detach().clone(),
+            "optimizer": copy.deepcopy(optimizer.state_dict()),
+        }
 
     def load_shard(self, state: dict, optimizer: torch.optim.Optimizer) -> None:
         """Restore what :meth:`shard_state` returned, bit for bit.
@@ -287,8 +302,10 @@ class LocalEmbedding(LearnableRows, nn.Module):
             ConfigError: the shard belongs to other nodes (another partitioning).
         """
         if not torch.equal(state["global_ids"], self.global_ids[: self.num_inner]):
-            raise ConfigError("the checkpoint's embedding rows belong to other nodes than this worker's part (another "
-                              "partitioning); resume on the partitioning it was written with, or start afresh")
+            raise ConfigError(
+                "the checkpoint's embedding rows belong to other nodes than this worker's part (another "
+                "partitioning); resume on the partitioning it was written with, or start afresh"
+            )
         with torch.no_grad():
             self.own.weight.copy_(state["weight"])
         optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))  # its tensors would be shared, not copied
@@ -404,18 +421,19 @@ class HaloSync:
         req = []  # per table: (owner rank, table index, global id, halo row) of every halo row
         for k, (emb, owner) in enumerate(self.tables):
             halo = torch.arange(emb.halo_rows.shape[0])
-            who = rank_of[owner.to(torch.int64)[emb.num_inner:]]
+            who = rank_of[owner.to(torch.int64)[emb.num_inner :]]
             if bool((who < 0).any()):
                 raise RuntimeError("a halo row's owner is a part no worker holds")
-            req.append(torch.stack([who, torch.full_like(halo, k), emb.global_ids[emb.num_inner:], halo], 1))
+            req.append(torch.stack([who, torch.full_like(halo, k), emb.global_ids[emb.num_inner :], halo], 1))
         req = torch.cat(req) if req else torch.zeros((0, 4), dtype=torch.int64)
         req = req[torch.argsort(req[:, 0], stable=True)]
         want = torch.bincount(req[:, 0], minlength=world)
         asked = torch.empty_like(want)
         dist.all_to_all_single(asked, want)
         serve = torch.empty((int(asked.sum()), 2), dtype=torch.int64)
-        dist.all_to_all_single(serve, req[:, 1:3].contiguous(), output_split_sizes=asked.tolist(),
-                               input_split_sizes=want.tolist())
+        dist.all_to_all_single(
+            serve, req[:, 1:3].contiguous(), output_split_sizes=asked.tolist(), input_split_sizes=want.tolist()
+        )
         rows = torch.empty(serve.shape[0], dtype=torch.int64)
         for k, (emb, _) in enumerate(self.tables):  # the requested global ids -> this worker's own rows
             at = (serve[:, 0] == k).nonzero(as_tuple=True)[0]
@@ -423,11 +441,19 @@ class HaloSync:
             order = torch.argsort(own)
             pos = torch.searchsorted(own[order], serve[at, 1]).clamp(max=max(own.numel() - 1, 0))
             if at.numel() and (own.numel() == 0 or not torch.equal(own[order][pos], serve[at, 1])):
-                raise RuntimeError("a worker asked for the row of a node this worker does not own; the workers hold "
-                                   "different partitionings")
+                raise RuntimeError(
+                    "a worker asked for the row of a node this worker does not own; the workers hold "
+                    "different partitionings"
+                )
             rows[at] = order[pos]
-        self._plan = {"want": want.tolist(), "asked": asked.tolist(), "serve_table": serve[:, 0], "serve_row": rows,
-                      "recv_table": req[:, 1], "recv_row": req[:, 3]}
+        self._plan = {
+            "want": want.tolist(),
+            "asked": asked.tolist(),
+            "serve_table": serve[:, 0],
+            "serve_row": rows,
+            "recv_table": req[:, 1],
+            "recv_row": req[:, 3],
+        }
         self.one_time_bytes = int(asked.numel() * asked.element_size() + serve.numel() * serve.element_size())
 
     def _per_table(self, key: str):

@@ -36,6 +36,7 @@ Example:
     >>> lp = load_local_hetero("runs/h/partitions/0/grappa.json", 0, halo="keep")   # doctest: +SKIP
     >>> lp.num_inner_by_type, lp.graph.canonical_etypes                              # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import copy
@@ -57,8 +58,16 @@ from .hetero_halo import complete_halo_in_edges, per_type_ids
 from .local_part import Keep, budget_error, check_modes, precision_ladder, reached_nodes
 from .storage import NodeTable, row_bytes
 
-__all__ = ["HeteroEmbedding", "HeteroFeatures", "HeteroLocalPartition", "TargetSeeds", "canonical_etypes",
-           "load_local_hetero", "local_heterograph", "type_seed"]
+__all__ = [
+    "HeteroEmbedding",
+    "HeteroFeatures",
+    "HeteroLocalPartition",
+    "TargetSeeds",
+    "canonical_etypes",
+    "load_local_hetero",
+    "local_heterograph",
+    "type_seed",
+]
 
 
 def type_seed(seed: int, ntype: str) -> int:
@@ -175,9 +184,16 @@ def _node_data(feat_file: Path) -> dict:
     return read_node_tensors(feat_file)  # a truncated or corrupt file: one line, never zeros
 
 
-def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep", target: str = "",
-                      first_hop: str = "sampled", *, keep: Keep | None = None,
-                      halo_in_edges: str = "part") -> HeteroLocalPartition:
+def load_local_hetero(
+    part_config: str | Path,
+    part_id: int,
+    halo: str = "keep",
+    target: str = "",
+    first_hop: str = "sampled",
+    *,
+    keep: Keep | None = None,
+    halo_in_edges: str = "part",
+) -> HeteroLocalPartition:
     """Load worker ``part_id``'s local heterograph of a partitioning (no servers, no network).
 
     What it keeps follows the homogeneous loader's rule (:func:`~.local_part.load_local`), per worker:
@@ -231,8 +247,11 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     n_local = pg.num_nodes() if halo == "keep" else n_inner_all
     ntype_id = pg.ndata[dgl.NTYPE].to(torch.int64)[:n_local]
     gid = pg.ndata[dgl.NID].to(torch.int64)[:n_local]
-    owner_all = (pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata
-                 else torch.full((pg.num_nodes(),), part_id, dtype=torch.int64))[:n_local]
+    owner_all = (
+        pg.ndata["part_id"].to(torch.int64)
+        if "part_id" in pg.ndata
+        else torch.full((pg.num_nodes(),), part_id, dtype=torch.int64)
+    )[:n_local]
     node_map = meta["node_map"]
     type_gid = torch.empty_like(gid)
     for i, t in enumerate(ntypes):
@@ -247,8 +266,10 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     node = _node_data(feat_file)
     target = target or next((t for t in ntypes if f"{t}/train_mask" in node), "")
     if f"{target}/label" not in node or f"{target}/train_mask" not in node:
-        raise ConfigError(f"partition {part_config} has no labels or train_mask of node type {target!r}; set "
-                          "--data.target to the labelled type, or re-create it with `python -m dgl_grappa partition`")
+        raise ConfigError(
+            f"partition {part_config} has no labels or train_mask of node type {target!r}; set "
+            "--data.target to the labelled type, or re-create it with `python -m dgl_grappa partition`"
+        )
     featured = [t for t in ntypes if f"{t}/feat" in node]
     first = {t: [lo for lo, _ in node_map[t]] for t in ntypes}
     # the budget's unit: the part's own featured rows in fp32 (kept or not); the tables every node of a type holds
@@ -258,12 +279,26 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     agg_rels = [e for e in etypes if e[0] in featured] if exact else []
     tables = {t: ([width[t]] if t in featured else []) + [width[e[0]] for e in agg_rels if e[2] == t] for t in ntypes}
     top = max((float(node[f"{t}/feat"].abs().max()) for t in featured if node[f"{t}/feat"].numel()), default=0.0)
-    needed = _reached_typed(src, dst, etype_id, ntype_id, n_inner_all, node, target, featured, ntypes, etypes,
-                            first, gid, part_id, keep.reach, exact)
+    needed = _reached_typed(
+        src,
+        dst,
+        etype_id,
+        ntype_id,
+        n_inner_all,
+        node,
+        target,
+        featured,
+        ntypes,
+        etypes,
+        first,
+        gid,
+        part_id,
+        keep.reach,
+        exact,
+    )
     inner_kept = needed[:n_inner_all].nonzero(as_tuple=True)[0]
     halo_reach = needed[n_inner_all:].nonzero(as_tuple=True)[0] + n_inner_all
-    precision, halo_kept = _choose_typed(keep, ntype_id, inner_kept, halo_reach, tables, ntypes, own_fp32, part_id,
-                                         top)
+    precision, halo_kept = _choose_typed(keep, ntype_id, inner_kept, halo_reach, tables, ntypes, own_fp32, part_id, top)
     kept = torch.cat([inner_kept, halo_kept])
     if kept.numel() < n_local:  # relabel the kept nodes 0..k-1, inner first, and keep their edges
         new = torch.full((n_local,), -1, dtype=torch.int64)
@@ -276,13 +311,23 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     tabled = {t: int((ntype_id == i).sum()) for i, t in enumerate(ntypes)}
     completed = None
     if halo_in_edges == "featureless" and halo == "keep":
-        local = {"src": src, "dst": dst, "etype_id": etype_id, "ntype_id": ntype_id, "gid": gid, "type_gid": type_gid,
-                 "owner": owner_all, "inner": inner_k}
+        local = {
+            "src": src,
+            "dst": dst,
+            "etype_id": etype_id,
+            "ntype_id": ntype_id,
+            "gid": gid,
+            "type_gid": type_gid,
+            "owner": owner_all,
+            "inner": inner_k,
+        }
         arrays, completed = complete_halo_in_edges(part_config, node_map, local, ntypes, etypes, featured)
-        src, dst, etype_id, ntype_id, gid, type_gid, owner_all, inner_k = (arrays[k] for k in (
-            "src", "dst", "etype_id", "ntype_id", "gid", "type_gid", "owner", "inner"))
-    graph, nodes, n_inner, gids, owner = local_heterograph(src, dst, etype_id, inner_k, ntype_id, type_gid, owner_all,
-                                                           ntypes, etypes, halo)
+        src, dst, etype_id, ntype_id, gid, type_gid, owner_all, inner_k = (
+            arrays[k] for k in ("src", "dst", "etype_id", "ntype_id", "gid", "type_gid", "owner", "inner")
+        )
+    graph, nodes, n_inner, gids, owner = local_heterograph(
+        src, dst, etype_id, inner_k, ntype_id, type_gid, owner_all, ntypes, etypes, halo
+    )
     feat: dict[str, NodeTable] = {}
     for t in featured:
         table = NodeTable.empty(nodes[t].numel(), width[t], precision)
@@ -297,40 +342,86 @@ def load_local_hetero(part_config: str | Path, part_id: int, halo: str = "keep",
     # the kept halo's feature rows: read once, owner by owner (one owner's file in memory at a time)
     halo_rows = {t: nodes[t].numel() - n_inner[t] for t in ntypes}
     one_time = 0
-    halo_owners = torch.unique(torch.cat([owner[t][n_inner[t]:] for t in featured])) if featured else torch.zeros(0)
+    halo_owners = torch.unique(torch.cat([owner[t][n_inner[t] :] for t in featured])) if featured else torch.zeros(0)
     for p in halo_owners.tolist():
         other = _node_data(part_paths(part_config, p)[2])
         for t in featured:
-            at = (owner[t][n_inner[t]:] == p).nonzero(as_tuple=True)[0] + n_inner[t]
+            at = (owner[t][n_inner[t] :] == p).nonzero(as_tuple=True)[0] + n_inner[t]
             if at.numel():
                 feat[t].put(at, other[f"{t}/feat"][gid[nodes[t][at]] - first[t][p]].float())
                 one_time += int(at.numel() * row_bytes(width[t], precision))
         del other
     agg: dict[tuple, NodeTable] = {}
     if exact:
-        agg, agg_once = _relation_aggregates(part_config, part_id, etypes, featured,
-                                             {t: v[: tabled[t]] for t, v in nodes.items()}, n_inner,
-                                             {t: v[: tabled[t]] for t, v in owner.items()}, gid, first, precision)
+        agg, agg_once = _relation_aggregates(
+            part_config,
+            part_id,
+            etypes,
+            featured,
+            {t: v[: tabled[t]] for t, v in nodes.items()},
+            n_inner,
+            {t: v[: tabled[t]] for t, v in owner.items()},
+            gid,
+            first,
+            precision,
+        )
         one_time += agg_once
     if completed is not None:
         one_time += completed["one_time_bytes"]
     memory = _memory(feat, n_inner, [label, train_ids, *gids.values(), *owner.values()], graph, agg, precision)
     limit = keep.limit(own_fp32)
     return HeteroLocalPartition(
-        part_id=part_id, num_parts=len(next(iter(node_map.values()))), graph=graph, target=target, ntypes=ntypes,
-        etypes=etypes, num_inner_by_type=n_inner, global_ids=gids, owner=owner, feat=feat, label=label,
-        train_ids=train_ids, load_seconds=time.perf_counter() - t0, halo_bytes_loaded=one_time,
-        one_time_bytes=one_time, memory=memory, agg=agg, part_inner_by_type=part_inner,
-        keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": int(kept.numel()),
-              "inner_kept": int(inner_kept.numel()), "halo": n_local - n_inner_all,
-              "halo_reach": int(halo_reach.numel()), "halo_kept": int(halo_kept.numel()), "halo_by_type": halo_rows,
-              "budget_bytes": limit if limit < float("inf") else None,
-              **({"halo_in_edges": completed} if completed is not None else {})})
+        part_id=part_id,
+        num_parts=len(next(iter(node_map.values()))),
+        graph=graph,
+        target=target,
+        ntypes=ntypes,
+        etypes=etypes,
+        num_inner_by_type=n_inner,
+        global_ids=gids,
+        owner=owner,
+        feat=feat,
+        label=label,
+        train_ids=train_ids,
+        load_seconds=time.perf_counter() - t0,
+        halo_bytes_loaded=one_time,
+        one_time_bytes=one_time,
+        memory=memory,
+        agg=agg,
+        part_inner_by_type=part_inner,
+        keep={
+            "precision": precision,
+            "reach": keep.reach,
+            "nodes": n_local,
+            "kept": int(kept.numel()),
+            "inner_kept": int(inner_kept.numel()),
+            "halo": n_local - n_inner_all,
+            "halo_reach": int(halo_reach.numel()),
+            "halo_kept": int(halo_kept.numel()),
+            "halo_by_type": halo_rows,
+            "budget_bytes": limit if limit < float("inf") else None,
+            **({"halo_in_edges": completed} if completed is not None else {}),
+        },
+    )
 
 
-def _reached_typed(src: Tensor, dst: Tensor, etype_id: Tensor, ntype_id: Tensor, n_inner: int, node: dict,
-                   target: str, featured: list, ntypes: list, etypes: list, first: dict, gid: Tensor, part_id: int,
-                   reach: int | None, exact: bool) -> Tensor:
+def _reached_typed(
+    src: Tensor,
+    dst: Tensor,
+    etype_id: Tensor,
+    ntype_id: Tensor,
+    n_inner: int,
+    node: dict,
+    target: str,
+    featured: list,
+    ntypes: list,
+    etypes: list,
+    first: dict,
+    gid: Tensor,
+    part_id: int,
+    reach: int | None,
+    exact: bool,
+) -> Tensor:
     """Bool mask of the local nodes a worker keeps before the budget: what the seeds' trees reach (see
     :func:`load_local_hetero`), and every own node of a featureless type; every node with ``reach`` None."""
     n_local = ntype_id.numel()
@@ -351,16 +442,26 @@ def _reached_typed(src: Tensor, dst: Tensor, etype_id: Tensor, ntype_id: Tensor,
     return needed
 
 
-def _choose_typed(keep: Keep, ntype_id: Tensor, inner_kept: Tensor, halo_reach: Tensor, tables: dict, ntypes: list,
-                  own_fp32: int, part_id: int, top: float) -> tuple[str, Tensor]:
+def _choose_typed(
+    keep: Keep,
+    ntype_id: Tensor,
+    inner_kept: Tensor,
+    halo_reach: Tensor,
+    tables: dict,
+    ntypes: list,
+    own_fp32: int,
+    part_id: int,
+    top: float,
+) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget, as :func:`~.local_part.load_local` chooses them, with rows of
     several widths: a node of type t holds ``tables[t]`` (the widths of its feature and aggregate rows)."""
     ladder = precision_ladder(keep.storage, top)
     limit = keep.limit(own_fp32)
 
     def cost(ids: Tensor, precision: str) -> Tensor:
-        per = torch.tensor([float(sum(row_bytes(w, precision) for w in tables[t])) for t in ntypes],
-                           dtype=torch.float64)
+        per = torch.tensor(
+            [float(sum(row_bytes(w, precision) for w in tables[t])) for t in ntypes], dtype=torch.float64
+        )
         return per[ntype_id[ids]]
 
     for precision in ladder:
@@ -377,8 +478,18 @@ def _choose_typed(keep: Keep, ntype_id: Tensor, inner_kept: Tensor, halo_reach: 
     return precision, torch.sort(order[fits]).values
 
 
-def local_heterograph(src: Tensor, dst: Tensor, etype_id: Tensor, inner: Tensor, ntype_id: Tensor, type_gid: Tensor,
-                      owner: Tensor, ntypes: list[str], etypes: list[tuple], halo: str = "keep"):
+def local_heterograph(
+    src: Tensor,
+    dst: Tensor,
+    etype_id: Tensor,
+    inner: Tensor,
+    ntype_id: Tensor,
+    type_gid: Tensor,
+    owner: Tensor,
+    ntypes: list[str],
+    etypes: list[tuple],
+    halo: str = "keep",
+):
     """A worker's local heterograph from its part's homogeneous graph in DGL's layout (every runtime uses this).
 
     Args:
@@ -417,13 +528,25 @@ def local_heterograph(src: Tensor, dst: Tensor, etype_id: Tensor, inner: Tensor,
         owners[t] = owner[ids].to(torch.int64)
     graph = dgl.heterograph(
         {et: (typed[src[etype_id == j]], typed[dst[etype_id == j]]) for j, et in enumerate(etypes)},
-        num_nodes_dict={t: int(nodes[t].numel()) for t in ntypes}, idtype=torch.int64)
+        num_nodes_dict={t: int(nodes[t].numel()) for t in ntypes},
+        idtype=torch.int64,
+    )
     graph.create_formats_()  # CSC for sampling, COO for the whole-part ops: once, not in a step
     return graph, nodes, n_inner, gids, owners
 
 
-def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list, nodes: dict, n_inner: dict,
-                         owner: dict, gid: Tensor, first: dict, precision: str = "fp32") -> tuple[dict, int]:
+def _relation_aggregates(
+    part_config,
+    part_id: int,
+    etypes: list,
+    featured: list,
+    nodes: dict,
+    n_inner: dict,
+    owner: dict,
+    gid: Tensor,
+    first: dict,
+    precision: str = "fp32",
+) -> tuple[dict, int]:
     """Every local node's per-relation first-hop aggregates (relations from featured types), stored in
     ``precision``: own rows from the part's file, the kept halo's from their owners' (read once; the second value
     is those bytes, in the stored precision)."""
@@ -436,9 +559,11 @@ def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list
             if p not in files:
                 f = relation_agg_path(part_config, p, e)
                 if not f.is_file():
-                    raise ConfigError(f"{f} is missing: the partitioning has no first-hop aggregates of relation "
-                                      f"{':'.join(e)}; re-create it with `python -m dgl_grappa partition`, or use "
-                                      "--train.first_hop=sampled")
+                    raise ConfigError(
+                        f"{f} is missing: the partitioning has no first-hop aggregates of relation "
+                        f"{':'.join(e)}; re-create it with `python -m dgl_grappa partition`, or use "
+                        "--train.first_hop=sampled"
+                    )
                 files[p] = torch.from_numpy(np.load(f))
             return files[p]
 
@@ -447,8 +572,8 @@ def _relation_aggregates(part_config, part_id: int, etypes: list, featured: list
         rows = NodeTable.empty(nodes[d].numel(), width, precision)
         if n_inner[d]:
             rows.put(slice(0, n_inner[d]), own[gid[nodes[d][: n_inner[d]]] - first[d][part_id]].float())
-        for p in torch.unique(owner[d][n_inner[d]:]).tolist():
-            at = (owner[d][n_inner[d]:] == p).nonzero(as_tuple=True)[0] + n_inner[d]
+        for p in torch.unique(owner[d][n_inner[d] :]).tolist():
+            at = (owner[d][n_inner[d] :] == p).nonzero(as_tuple=True)[0] + n_inner[d]
             rows.put(at, table(p)[gid[nodes[d][at]] - first[d][p]].float())
             once += int(at.numel() * row_bytes(width, precision))
         out[e] = rows
@@ -462,8 +587,9 @@ def _split(table: NodeTable, n_inner: int) -> tuple[int, int]:
     return inner, int(table.nbytes) - inner
 
 
-def _memory(feat: dict, n_inner: dict, others: list, graph: dgl.DGLGraph, agg: dict | None = None,
-            precision: str = "fp32") -> dict:
+def _memory(
+    feat: dict, n_inner: dict, others: list, graph: dgl.DGLGraph, agg: dict | None = None, precision: str = "fp32"
+) -> dict:
     agg = agg or {}
     by_type = {t: dict(zip(("feat_inner", "feat_halo"), _split(x, n_inner[t]))) for t, x in feat.items()}
     fi, fh = (sum(b[k] for b in by_type.values()) for k in ("feat_inner", "feat_halo"))
@@ -472,9 +598,17 @@ def _memory(feat: dict, n_inner: dict, others: list, graph: dgl.DGLGraph, agg: d
     other = sum(int(x.numel() * x.element_size()) for x in others)
     # the graph's COO and CSC per relation
     other += sum(3 * graph.num_edges(e) * 8 + (graph.num_nodes(e[2]) + 1) * 8 for e in graph.canonical_etypes)
-    return {"precision": precision, "feat_inner": int(fi), "feat_halo": int(fh), "agg_inner": int(ai),
-            "agg_halo": int(ah), "resident": int(fi + fh + ai + ah), "other": int(other), "by_type": by_type,
-            "agg_by_relation": {":".join(e): int(x.nbytes) for e, x in agg.items()}}
+    return {
+        "precision": precision,
+        "feat_inner": int(fi),
+        "feat_halo": int(fh),
+        "agg_inner": int(ai),
+        "agg_halo": int(ah),
+        "resident": int(fi + fh + ai + ah),
+        "other": int(other),
+        "by_type": by_type,
+        "agg_by_relation": {":".join(e): int(x.nbytes) for e, x in agg.items()},
+    }
 
 
 class TargetSeeds:
@@ -545,9 +679,18 @@ class HeteroEmbedding(LearnableRows, nn.Module):
     def __init__(self, lp: HeteroLocalPartition, dim: int, seed: int = 0, sync_every: int = 0):
         super().__init__()
         self.dim, self.sync_every = int(dim), int(sync_every)
-        self.types = nn.ModuleDict({t: LocalEmbedding(lp.global_ids[t], lp.num_inner_by_type[t], dim,
-                                                      seed=type_seed(seed, t), train_halo=self.sync_every > 0)
-                                    for t in lp.bare_types})
+        self.types = nn.ModuleDict(
+            {
+                t: LocalEmbedding(
+                    lp.global_ids[t],
+                    lp.num_inner_by_type[t],
+                    dim,
+                    seed=type_seed(seed, t),
+                    train_halo=self.sync_every > 0,
+                )
+                for t in lp.bare_types
+            }
+        )
         self._sync: HaloSync | None = None
         if self.sync_every > 0:
             owner, part = getattr(lp, "owner", None), getattr(lp, "part_id", None)
@@ -597,11 +740,18 @@ class HeteroEmbedding(LearnableRows, nn.Module):
     def shard_state(self, optimizer: torch.optim.Optimizer) -> dict:
         """This worker's part of a checkpoint: every type's own rows (with their ids) and halo rows, the rows at the
         last sync, and the optimizer's state."""
-        return {"types": {t: {"global_ids": e.global_ids[: e.num_inner].clone(),
-                              "weight": e.own.weight.detach().clone(), "halo": e.halo_rows.detach().clone()}
-                          for t, e in self.types.items()},
-                "sync": self._sync.state_dict() if self._sync is not None else None,
-                "optimizer": copy.deepcopy(optimizer.state_dict())}
+        return {
+            "types": {
+                t: {
+                    "global_ids": e.global_ids[: e.num_inner].clone(),
+                    "weight": e.own.weight.detach().clone(),
+                    "halo": e.halo_rows.detach().clone(),
+                }
+                for t, e in self.types.items()
+            },
+            "sync": self._sync.state_dict() if self._sync is not None else None,
+            "optimizer": copy.deepcopy(optimizer.state_dict()),
+        }
 
     def load_shard(self, state: dict, optimizer: torch.optim.Optimizer) -> None:
         """Restore what :meth:`shard_state` returned, bit for bit.
@@ -612,16 +762,22 @@ class HeteroEmbedding(LearnableRows, nn.Module):
         """
         types = state.get("types") or {}
         if set(types) != set(self.types):
-            raise ConfigError("the checkpoint's embedding rows are of other node types than this graph's featureless "
-                              "ones; resume with the graph it was written with, or start afresh")
+            raise ConfigError(
+                "the checkpoint's embedding rows are of other node types than this graph's featureless "
+                "ones; resume with the graph it was written with, or start afresh"
+            )
         if (state.get("sync") is None) != (self._sync is None):
-            raise ConfigError("the checkpoint was written with another model.embed_halo_sync (halo rows synced or "
-                              "not); resume with the setting it was written with, or start afresh")
+            raise ConfigError(
+                "the checkpoint was written with another model.embed_halo_sync (halo rows synced or "
+                "not); resume with the setting it was written with, or start afresh"
+            )
         for t, e in self.types.items():
             if not torch.equal(types[t]["global_ids"], e.global_ids[: e.num_inner]):
-                raise ConfigError("the checkpoint's embedding rows belong to other nodes than this worker's part "
-                                  "(another partitioning); resume on the partitioning it was written with, or start "
-                                  "afresh")
+                raise ConfigError(
+                    "the checkpoint's embedding rows belong to other nodes than this worker's part "
+                    "(another partitioning); resume on the partitioning it was written with, or start "
+                    "afresh"
+                )
             with torch.no_grad():
                 e.own.weight.copy_(types[t]["weight"])
                 if "halo" in types[t]:  # older checkpoints: the frozen initial rows, which the halo holds already

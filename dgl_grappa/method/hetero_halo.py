@@ -17,6 +17,7 @@ nothing else, so they get no feature or aggregate row and cost the memory budget
 Example:
     >>> arrays, stats = complete_halo_in_edges(part_config, meta, arrays, ntypes, etypes, featured)  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dgl
@@ -32,8 +33,9 @@ EDGE_BYTES = 16
 """One-time bytes of an edge read from its owner: the source's global id and the relation, 8 bytes each."""
 
 
-def complete_halo_in_edges(part_config, node_map: dict, arrays: dict, ntypes: list[str], etypes: list[tuple],
-                           featured: list[str]) -> tuple[dict, dict]:
+def complete_halo_in_edges(
+    part_config, node_map: dict, arrays: dict, ntypes: list[str], etypes: list[tuple], featured: list[str]
+) -> tuple[dict, dict]:
     """A local part's edges and nodes with every kept halo node's in-edges over the relations from featureless types.
 
     Args:
@@ -67,16 +69,21 @@ def complete_halo_in_edges(part_config, node_map: dict, arrays: dict, ntypes: li
         order = torch.argsort(p_nid[:p_inner])
         at = order[torch.searchsorted(p_nid[:p_inner][order], a["gid"][mine]).clamp(max=max(p_inner - 1, 0))]
         if not torch.equal(p_nid[at], a["gid"][mine]):
-            raise RuntimeError(f"part {p} does not own the halo nodes this part says it does; the partitioning's "
-                               "files are of different partitionings")
+            raise RuntimeError(
+                f"part {p} does not own the halo nodes this part says it does; the partitioning's "
+                "files are of different partitionings"
+            )
         where = torch.full((pg.num_nodes(),), -1, dtype=torch.int64)
         where[at] = mine  # the owner's local id -> this part's local id, for the wanted nodes
         s, d = (x.to(torch.int64) for x in part_edges(pg))
         r = pg.edata[dgl.ETYPE].to(torch.int64)
         keep = (where[d] >= 0) & bare_rel[r]
         s, d, r = s[keep], d[keep], r[keep]
-        owner_p = (pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata
-                   else torch.full((pg.num_nodes(),), p, dtype=torch.int64))
+        owner_p = (
+            pg.ndata["part_id"].to(torch.int64)
+            if "part_id" in pg.ndata
+            else torch.full((pg.num_nodes(),), p, dtype=torch.int64)
+        )
         got.append((p_nid[s], pg.ndata[dgl.NTYPE].to(torch.int64)[s], owner_p[s], where[d], r))
         del pg
     s_gid, s_type, s_owner, d_local, rel = (torch.cat(x) for x in zip(*got))
@@ -103,9 +110,12 @@ def complete_halo_in_edges(part_config, node_map: dict, arrays: dict, ntypes: li
     a["type_gid"] = torch.cat([a["type_gid"], new_type_gid])
     a["owner"] = torch.cat([a["owner"], new_owner])
     a["inner"] = torch.cat([inner, torch.zeros(new_gid.numel(), dtype=torch.bool)])
-    stats.update(edges_read=int(rel.numel()), edges_added=int(rel.numel() - stale.sum()),
-                 nodes_added={t: int((new_type == i).sum()) for i, t in enumerate(ntypes)},
-                 one_time_bytes=int(rel.numel()) * EDGE_BYTES)
+    stats.update(
+        edges_read=int(rel.numel()),
+        edges_added=int(rel.numel() - stale.sum()),
+        nodes_added={t: int((new_type == i).sum()) for i, t in enumerate(ntypes)},
+        one_time_bytes=int(rel.numel()) * EDGE_BYTES,
+    )
     return a, stats
 
 

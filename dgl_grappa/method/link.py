@@ -41,6 +41,7 @@ Example:
     >>> positive_edges(*g.edges(), num_inner=2).tolist()                    # edges into an inner node
     [0, 1]
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,9 +93,13 @@ def edge_usability(src: Tensor, dst: Tensor, num_inner: int, owned: int) -> dict
     into = dst.long() < num_inner
     n_pos = int(into.sum())
     n_drop = int((into & (src.long() < num_inner)).sum())
-    return {"owned": int(owned), "positives": n_pos, "positives_halo_drop": n_drop,
-            "usable_fraction": n_pos / owned if owned else 1.0,
-            "usable_fraction_halo_drop": n_drop / owned if owned else 1.0}
+    return {
+        "owned": int(owned),
+        "positives": n_pos,
+        "positives_halo_drop": n_drop,
+        "usable_fraction": n_pos / owned if owned else 1.0,
+        "usable_fraction_halo_drop": n_drop / owned if owned else 1.0,
+    }
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,14 @@ class LocalNegativeSampler(_BaseNegativeSampler):
         ([1, 1, 1], True)
     """
 
-    def __init__(self, k: int, distribution: str = "uniform", degree: Tensor | None = None, seed: int = 0,
-                 pool: NegativePool | None = None):
+    def __init__(
+        self,
+        k: int,
+        distribution: str = "uniform",
+        degree: Tensor | None = None,
+        seed: int = 0,
+        pool: NegativePool | None = None,
+    ):
         if distribution not in NEGATIVE_DISTS:
             raise ConfigError(f"link.negative_dist={distribution!r} is not allowed; use uniform or degree")
         if k < 1:
@@ -183,8 +194,9 @@ class LocalNegativeSampler(_BaseNegativeSampler):
     def _draw(self, nodes: Tensor | None, n: int, count: int) -> Tensor:
         """``count`` draws from ``nodes`` (local ids; None: 0..n-1), uniform or by the degree weights."""
         if self.weights is None:
-            idx = torch.randint(0, n if nodes is None else nodes.numel(), (count,), generator=self.generator,
-                                dtype=torch.int64)
+            idx = torch.randint(
+                0, n if nodes is None else nodes.numel(), (count,), generator=self.generator, dtype=torch.int64
+            )
         else:
             w = self.weights[:n] if nodes is None else self.weights[nodes.long()]
             if float(w.sum()) == 0:
@@ -234,8 +246,16 @@ class LocalEdgeBatches:
         >>> for input_nodes, pair_graph, neg_pair_graph, blocks in batches.epoch(0): ...          # doctest: +SKIP
     """
 
-    def __init__(self, graph: dgl.DGLGraph, positives: Tensor, sampler, negatives, steps: int, seed: int = 0,
-                 limit: int | None = None):
+    def __init__(
+        self,
+        graph: dgl.DGLGraph,
+        positives: Tensor,
+        sampler,
+        negatives,
+        steps: int,
+        seed: int = 0,
+        limit: int | None = None,
+    ):
         if graph.num_nodes() == 0:
             raise ValueError("this worker's part has no nodes; use fewer parts")
         self.graph = graph
@@ -290,9 +310,13 @@ def as_local_negatives(negative_sampler, degree: Tensor, pool: NegativePool | No
     if isinstance(negative_sampler, LocalNegativeSampler):
         unbound = negative_sampler.distribution == "degree" and negative_sampler.weights is None
         if unbound or (pool is not None and negative_sampler.pool is None):
-            return LocalNegativeSampler(negative_sampler.k, negative_sampler.distribution,
-                                        degree if negative_sampler.distribution == "degree" else None,
-                                        negative_sampler.seed, negative_sampler.pool or pool)
+            return LocalNegativeSampler(
+                negative_sampler.k,
+                negative_sampler.distribution,
+                degree if negative_sampler.distribution == "degree" else None,
+                negative_sampler.seed,
+                negative_sampler.pool or pool,
+            )
         return negative_sampler
     if isinstance(negative_sampler, dgl.dataloading.negative_sampler.PerSourceUniform):
         return LocalNegativeSampler(negative_sampler.k, pool=pool)

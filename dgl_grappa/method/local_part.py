@@ -26,6 +26,7 @@ Link prediction may also hold a **negative pool** (``load_local(..., pool=)``): 
 the nodes other parts own, their rows read once like the halo's, so that negatives can be drawn
 from the whole graph (:mod:`.link`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -228,14 +229,18 @@ def _node_data(feat_file: Path, part_config, part_id: int, features: bool = True
         node.pop("feat", None)  # learnable rows instead (model.embed): the features are not held
     missing = [k for k in (("feat",) if features else ()) + ("label", "train_mask") if k not in node]
     if missing:
-        raise ConfigError(f"partition {part_config} lacks node data {missing}; re-create it with "
-                          "`python -m dgl_grappa partition`, or add them to the partition's node data")
+        raise ConfigError(
+            f"partition {part_config} lacks node data {missing}; re-create it with "
+            "`python -m dgl_grappa partition`, or add them to the partition's node data"
+        )
     if features and node["feat"].is_floating_point():
         bad = int((~torch.isfinite(node["feat"])).sum())
         if bad:
-            raise ConfigError(f"{feat_file}: the features hold {bad} values that are not finite (inf or NaN); "
-                              "training on them gives a NaN loss: replace them (e.g. torch.nan_to_num) and "
-                              "partition again")
+            raise ConfigError(
+                f"{feat_file}: the features hold {bad} values that are not finite (inf or NaN); "
+                "training on them gives a NaN loss: replace them (e.g. torch.nan_to_num) and "
+                "partition again"
+            )
     return node
 
 
@@ -261,8 +266,9 @@ def precision_ladder(storage: str, top: float) -> list[str]:
     raise ConfigError(f"train.storage={storage!r} is not allowed; use auto or one of {', '.join(PRECISIONS)}")
 
 
-def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int,
-                 setting: str = "--train.memory_budget") -> ConfigError:
+def budget_error(
+    part_id: int, precision: str, need_bytes: float, own_fp32: int, setting: str = "--train.memory_budget"
+) -> ConfigError:
     """The one-line error of a budget that cannot hold a part's own reachable rows and aggregates even in the
     last precision, naming the smallest budget that would (``need_bytes`` of tables against ``own_fp32``).
 
@@ -277,12 +283,24 @@ def budget_error(part_id: int, precision: str, need_bytes: float, own_fp32: int,
     return ConfigError(
         f"{setting.lstrip('-')} cannot hold part {part_id}'s own reachable rows and aggregates even in "
         f"{precision} ({need_bytes / 1e6:.2f} MB = {need:.3f} x its fp32 feature rows); use "
-        f"{setting}={math.ceil(need * 1000) / 1000} or more")
+        f"{setting}={math.ceil(need * 1000) / 1000} or more"
+    )
 
 
-def _choose(keep: Keep, n_inner: int, halo: Tensor, required: Tensor, width: int, inner_tables: int,
-            halo_tables: int, own_fp32: int, part_id: int, top: float, fixed: int = 0,
-            extra: int = 0) -> tuple[str, Tensor]:
+def _choose(
+    keep: Keep,
+    n_inner: int,
+    halo: Tensor,
+    required: Tensor,
+    width: int,
+    inner_tables: int,
+    halo_tables: int,
+    own_fp32: int,
+    part_id: int,
+    top: float,
+    fixed: int = 0,
+    extra: int = 0,
+) -> tuple[str, Tensor]:
     """(precision, halo nodes kept) under the budget: the most exact precision that holds every
     reachable node, else the last precision with the ``required`` halo nodes and a uniform sample of
     the others; ``required`` ones that do not fit are kept over the budget, with a warning.
@@ -307,17 +325,23 @@ def _choose(keep: Keep, n_inner: int, halo: Tensor, required: Tensor, width: int
     must = halo[required]
     need = n_inner * row * inner_tables + (must.numel() + extra) * row * halo_tables
     if need > limit:
-        over_budget_warning(keep, part_id, precision, must.numel(), extra, halo.numel(), fixed + need, own_fp32,
-                            setting)
+        over_budget_warning(
+            keep, part_id, precision, must.numel(), extra, halo.numel(), fixed + need, own_fp32, setting
+        )
         return precision, must
     optional = halo[~required]
     room = int((limit - need) // (row * halo_tables)) if halo_tables else optional.numel()
     gen = torch.Generator().manual_seed(keep.seed * 1_000_003 + part_id)
     chosen = optional[torch.randperm(optional.numel(), generator=gen)[:room]]
-    log.warning("part %d: %s holds %d of its %d reachable halo nodes in %s (a uniform sample; every seed kept): %s",
-                part_id, setting.lstrip("-"), must.numel() + chosen.numel(), halo.numel(), precision,
-                fits_hint(fixed + n_inner * row * inner_tables + (halo.numel() + extra) * row * halo_tables, own_fp32,
-                          setting))
+    log.warning(
+        "part %d: %s holds %d of its %d reachable halo nodes in %s (a uniform sample; every seed kept): %s",
+        part_id,
+        setting.lstrip("-"),
+        must.numel() + chosen.numel(),
+        halo.numel(),
+        precision,
+        fits_hint(fixed + n_inner * row * inner_tables + (halo.numel() + extra) * row * halo_tables, own_fp32, setting),
+    )
     return precision, torch.sort(torch.cat([must, chosen])).values
 
 
@@ -332,17 +356,35 @@ def fits_hint(need_bytes: float, own_fp32: int, setting: str = "--train.memory_b
     return f"{setting}={math.ceil(need_bytes / max(own_fp32, 1) * 1000) / 1000} holds them all"
 
 
-def over_budget_warning(keep: Keep, part_id: int, precision: str, n_required: int, extra: int, n_halo: int,
-                        need_bytes: float, own_fp32: int, setting: str = "--train.memory_budget") -> None:
+def over_budget_warning(
+    keep: Keep,
+    part_id: int,
+    precision: str,
+    n_required: int,
+    extra: int,
+    n_halo: int,
+    need_bytes: float,
+    own_fp32: int,
+    setting: str = "--train.memory_budget",
+) -> None:
     """Say, loudly, that a part holds more than its budget because the budget would cost positive edges."""
     limit = keep.limit(own_fp32)
     log.warning(
         "part %d: %s (%.3f x its own fp32 feature rows) cannot hold in %s the %d halo nodes that are "
         "sources of its positive edges%s (of %d reachable); sampling them would drop positive edges, so every one is "
         "kept and its tables take %.3f x its own fp32 rows (%.2f MB over the budget): %s, or --train.halo=drop trains "
-        "on the edges with both ends owned only", part_id, setting.lstrip("-"), limit / max(own_fp32, 1), precision,
-        n_required, f" and the {extra} nodes of its negative pool" if extra else "", n_halo,
-        need_bytes / max(own_fp32, 1), (need_bytes - limit) / 1e6, fits_hint(need_bytes, own_fp32, setting))
+        "on the edges with both ends owned only",
+        part_id,
+        setting.lstrip("-"),
+        limit / max(own_fp32, 1),
+        precision,
+        n_required,
+        f" and the {extra} nodes of its negative pool" if extra else "",
+        n_halo,
+        need_bytes / max(own_fp32, 1),
+        (need_bytes - limit) / 1e6,
+        fits_hint(need_bytes, own_fp32, setting),
+    )
 
 
 def positive_sources(src: Tensor, dst: Tensor, num_inner: int, n_local: int) -> Tensor:
@@ -360,9 +402,23 @@ def positive_sources(src: Tensor, dst: Tensor, num_inner: int, n_local: int) -> 
     return mask
 
 
-def choose_kept(src: Tensor, dst: Tensor, n_local: int, num_inner: int, seeds: Tensor, keep: Keep, width: int, *,
-                inner_tables: int, halo_tables: int, part_id: int, top: float, fixed: int = 0,
-                required: Tensor | None = None, extra: int = 0):
+def choose_kept(
+    src: Tensor,
+    dst: Tensor,
+    n_local: int,
+    num_inner: int,
+    seeds: Tensor,
+    keep: Keep,
+    width: int,
+    *,
+    inner_tables: int,
+    halo_tables: int,
+    part_id: int,
+    top: float,
+    fixed: int = 0,
+    required: Tensor | None = None,
+    extra: int = 0,
+):
     """Which local nodes a worker keeps, and in which precision (the loader's choice, see the module docstring).
 
     Args:
@@ -396,8 +452,20 @@ def choose_kept(src: Tensor, dst: Tensor, n_local: int, num_inner: int, seeds: T
     must = positive_sources(src, dst, num_inner, n_local) if keep.positives else torch.zeros(n_local, dtype=torch.bool)
     if required is not None:
         must |= required.bool()
-    precision, halo_kept = _choose(keep, inner_kept.numel(), halo_reach, must[halo_reach], width, inner_tables,
-                                   halo_tables, own_fp32, part_id, top, fixed, extra)
+    precision, halo_kept = _choose(
+        keep,
+        inner_kept.numel(),
+        halo_reach,
+        must[halo_reach],
+        width,
+        inner_tables,
+        halo_tables,
+        own_fp32,
+        part_id,
+        top,
+        fixed,
+        extra,
+    )
     return torch.cat([inner_kept, halo_kept]), inner_kept, halo_reach, precision
 
 
@@ -409,9 +477,17 @@ def relabel(src: Tensor, dst: Tensor, kept: Tensor, n_local: int) -> tuple[Tenso
     return new[src.long()[e]], new[dst.long()[e]]
 
 
-def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int, exact: bool,
-               precision: str, aggregate: str = "agg",
-               features: bool = True) -> tuple[NodeTable, Tensor, NodeTable | None]:
+def _halo_rows(
+    part_config,
+    meta: dict,
+    gids: Tensor,
+    owner: Tensor,
+    width: int,
+    exact: bool,
+    precision: str,
+    aggregate: str = "agg",
+    features: bool = True,
+) -> tuple[NodeTable, Tensor, NodeTable | None]:
     """Features (none without ``features``: width 0), in-degrees and (exact) aggregates of halo nodes,
     read once from their owners' files."""
     n = gids.numel()
@@ -434,12 +510,13 @@ def _halo_rows(part_config, meta: dict, gids: Tensor, owner: Tensor, width: int,
     return feat, deg, agg
 
 
-def _put_sidecar(table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18,
-                 what: str = "agg") -> None:
+def _put_sidecar(
+    table: NodeTable, rows: Tensor, part_config, part: int, idx: Tensor, chunk: int = 1 << 18, what: str = "agg"
+) -> None:
     """Fill ``table[rows]`` with part ``part``'s aggregates ``what`` of its inner rows ``idx``, a bounded chunk at a
     time."""
     for a in range(0, idx.numel(), chunk):
-        table.put(rows[a:a + chunk], load_sidecar(part_config, part, idx[a:a + chunk], what=what))
+        table.put(rows[a : a + chunk], load_sidecar(part_config, part, idx[a : a + chunk], what=what))
 
 
 def _remote_owner_rows(part_config, part_id: int, rows: Tensor) -> int:
@@ -489,8 +566,9 @@ def locate_ids(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
     return torch.where(hit, order[pos] if have.numel() else want, torch.full_like(want, -1))
 
 
-def pool_neighbours(part_config, ranges: list[tuple[int, int]], centres: Tensor, fanout: int,
-                    seed: int = 0) -> tuple[Tensor, Tensor]:
+def pool_neighbours(
+    part_config, ranges: list[tuple[int, int]], centres: Tensor, fanout: int, seed: int = 0
+) -> tuple[Tensor, Tensor]:
     """Up to ``fanout`` in-neighbours of every node of ``centres`` (global ids), drawn uniformly without
     replacement (seeded) from its owner's part, which DGL's 1-hop layout gives all of its inner nodes'
     in-edges; read once, one owner's structure at a time.
@@ -522,9 +600,19 @@ def pool_neighbours(part_config, ranges: list[tuple[int, int]], centres: Tensor,
     return (torch.cat(src) if src else empty), (torch.cat(dst) if dst else empty)
 
 
-def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
-               lean: bool = False, keep: Keep | None = None, aggregate: str = "agg",
-               features: bool = True, pool: float = 0.0, pool_fanout: int = 0) -> LocalPartition:
+def load_local(
+    part_config: str | Path,
+    part_id: int,
+    halo: str = "drop",
+    first_hop: str = "sampled",
+    *,
+    lean: bool = False,
+    keep: Keep | None = None,
+    aggregate: str = "agg",
+    features: bool = True,
+    pool: float = 0.0,
+    pool_fanout: int = 0,
+) -> LocalPartition:
     """Load worker ``part_id``'s local view of a partitioning (no servers, no network).
 
     Args:
@@ -568,15 +656,16 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     keep = keep or Keep()
     exact = first_hop == "exact"
     if exact and not features:
-        raise ValueError("first_hop='exact' aggregates features: load_local(..., features=False) needs "
-                         "first_hop='sampled'")
+        raise ValueError(
+            "first_hop='exact' aggregates features: load_local(..., features=False) needs first_hop='sampled'"
+        )
     t0 = time.perf_counter()
     meta, _, feat_file = part_paths(part_config, part_id)
     if lean:
         st = read_part_structure(part_config, part_id, halo)
         n_local, num_inner = st["num_nodes"], st["num_inner"]
         indptr, src = st["indptr"], st["indices"]
-        if int(src.numel()) >= 2 ** 31 or n_local >= 2 ** 31:
+        if int(src.numel()) >= 2**31 or n_local >= 2**31:
             raise ValueError(f"part {part_id} has {src.numel()} edges / {n_local} nodes: too many for int32 ids")
         dst = torch.repeat_interleave(torch.arange(n_local, dtype=torch.int32), indptr[1:] - indptr[:-1])
         gids, owner = st["global_ids"][:n_local].clone(), st["owner"][:n_local].clone()
@@ -588,8 +677,11 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
         n_local = graph.num_nodes()
         gids = pg.ndata[dgl.NID][:n_local]
         # DGL writes no part_id for a 1-part partitioning: every node is then owned by part 0.
-        owner = (pg.ndata["part_id"].to(torch.int64) if "part_id" in pg.ndata
-                 else torch.full_like(pg.ndata[dgl.NID], part_id))[:n_local]
+        owner = (
+            pg.ndata["part_id"].to(torch.int64)
+            if "part_id" in pg.ndata
+            else torch.full_like(pg.ndata[dgl.NID], part_id)
+        )[:n_local]
         num_parts = gpb.num_partitions()
         del pg
     node = _node_data(feat_file, part_config, part_id, features)
@@ -603,23 +695,37 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     pool_gids, pool_halo, extra_out, pool_src, pool_dst = None, None, torch.empty(0, dtype=torch.int64), None, None
     if pool > 0:
         if keep.reach is not None:
-            raise ValueError("a negative pool needs every node of the part kept: "
-                             "load_local(..., keep=Keep(reach=None))")
+            raise ValueError(
+                "a negative pool needs every node of the part kept: load_local(..., keep=Keep(reach=None))"
+            )
         pool_gids = remote_sample(ranges, part_id, math.ceil(pool * num_inner), keep.seed)
         at = locate_ids(pool_gids, gids, n_local)
         held_g = pool_gids
         if pool_fanout > 0:  # the pool's nodes outside the halo get a tree: a sample of their in-neighbours
-            pool_src, pool_dst = pool_neighbours(part_config, ranges, pool_gids[at < 0], pool_fanout,
-                                                 keep.seed * 7919 + part_id)
+            pool_src, pool_dst = pool_neighbours(
+                part_config, ranges, pool_gids[at < 0], pool_fanout, keep.seed * 7919 + part_id
+            )
             held_g = torch.unique(torch.cat([pool_gids, pool_src]))
         at_all = locate_ids(held_g, gids, n_local)
         pool_halo = torch.zeros(n_local, dtype=torch.bool)
         pool_halo[at_all[at_all >= num_inner]] = True
         extra_out = held_g[at_all < 0]  # sorted: read from their owners, appended after the kept nodes
     kept, inner_kept, halo_reach, precision = choose_kept(
-        src, dst, n_local, num_inner, train_local, keep, width, inner_tables=tables, halo_tables=tables,
-        part_id=part_id, top=top, required=pool_halo, extra=int(extra_out.numel()))
-    halo_kept = kept[inner_kept.numel():]
+        src,
+        dst,
+        n_local,
+        num_inner,
+        train_local,
+        keep,
+        width,
+        inner_tables=tables,
+        halo_tables=tables,
+        part_id=part_id,
+        top=top,
+        required=pool_halo,
+        extra=int(extra_out.numel()),
+    )
+    halo_kept = kept[inner_kept.numel() :]
     partial_rows = 0  # fp32 partial sums from other owners, for aggregates the kept halo rows do not cover
     if exact and halo == "drop":
         partial_rows = _remote_owner_rows(part_config, part_id, inner_kept)
@@ -667,8 +773,9 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
             indptr = torch.zeros(n_all + 1, dtype=torch.int64)
             torch.cumsum(counts, 0, out=indptr[1:])
             eids = torch.arange(src.numel(), dtype=torch.int32)
-            graph = dgl.graph(("csc", (indptr.to(torch.int32), src.to(torch.int32), eids)), num_nodes=n_all,
-                              idtype=torch.int32)
+            graph = dgl.graph(
+                ("csc", (indptr.to(torch.int32), src.to(torch.int32), eids)), num_nodes=n_all, idtype=torch.int32
+            )
         else:
             graph = dgl.graph((src, dst), num_nodes=n_all).formats(["coo", "csc"])
     new_inner = torch.full((num_inner,), -1, dtype=torch.int64)
@@ -691,34 +798,64 @@ def load_local(part_config: str | Path, part_id: int, halo: str = "drop", first_
     halo_bytes = one_time = 0
     n_halo = n_all - n_inner_keep  # the kept halo's nodes and the pool's others: rows read from their owners
     if n_halo:
-        hfeat, hdeg, hagg = _halo_rows(part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact,
-                                       precision, aggregate, features)
+        hfeat, hdeg, hagg = _halo_rows(
+            part_config, meta, gids[n_inner_keep:], owner[n_inner_keep:], width, exact, precision, aggregate, features
+        )
         feat = NodeTable.cat([feat, hfeat])
         in_degree = torch.cat([in_degree, hdeg])
         agg = NodeTable.cat([agg, hagg]) if exact else None
         halo_bytes = n_halo * width * 4
         one_time = n_halo * (int(row_bytes(width, precision)) * (2 if exact else 1) + 8)
     one_time += partial_rows * width * 4 + n_pool_edges * 8  # and the pool's drawn neighbours' ids
-    memory = _memory(feat, agg, n_inner_keep, n_all, precision, [gids, owner, label, train_ids, in_degree, src, dst],
-                     graph)
+    memory = _memory(
+        feat, agg, n_inner_keep, n_all, precision, [gids, owner, label, train_ids, in_degree, src, dst], graph
+    )
     limit = keep.limit(own_fp32)
     tables_bytes = feat.nbytes + (agg.nbytes if agg is not None else 0)
     return LocalPartition(
-        part_id=part_id, num_parts=num_parts, graph=graph, num_inner=n_inner_keep, global_ids=gids, owner=owner,
-        feat=feat, label=label, train_ids=train_ids, in_degree=in_degree, src=src, dst=dst,
-        halo_bytes_loaded=halo_bytes, load_seconds=time.perf_counter() - t0, agg=agg, one_time_bytes=one_time,
-        rows_held=n_all * (2 if exact else 1), part_inner=num_inner, own_fp32_bytes=own_fp32, memory=memory,
-        keep={"precision": precision, "reach": keep.reach, "nodes": n_local, "kept": n_keep,
-              "inner_kept": n_inner_keep, "halo": n_local - num_inner, "halo_reach": int(halo_reach.numel()),
-              "halo_kept": n_keep - n_inner_keep, "budget_bytes": limit if limit < float("inf") else None,
-              "over_budget_bytes": max(0, int(tables_bytes - limit)) if limit < float("inf") else 0,
-              "pool": 0 if pool_ids is None else int(pool_ids.numel()), "pool_read": int(extra_out.numel()),
-              "pool_edges": n_pool_edges},
-        pool=pool_ids, num_nodes_total=ranges[-1][1])
+        part_id=part_id,
+        num_parts=num_parts,
+        graph=graph,
+        num_inner=n_inner_keep,
+        global_ids=gids,
+        owner=owner,
+        feat=feat,
+        label=label,
+        train_ids=train_ids,
+        in_degree=in_degree,
+        src=src,
+        dst=dst,
+        halo_bytes_loaded=halo_bytes,
+        load_seconds=time.perf_counter() - t0,
+        agg=agg,
+        one_time_bytes=one_time,
+        rows_held=n_all * (2 if exact else 1),
+        part_inner=num_inner,
+        own_fp32_bytes=own_fp32,
+        memory=memory,
+        keep={
+            "precision": precision,
+            "reach": keep.reach,
+            "nodes": n_local,
+            "kept": n_keep,
+            "inner_kept": n_inner_keep,
+            "halo": n_local - num_inner,
+            "halo_reach": int(halo_reach.numel()),
+            "halo_kept": n_keep - n_inner_keep,
+            "budget_bytes": limit if limit < float("inf") else None,
+            "over_budget_bytes": max(0, int(tables_bytes - limit)) if limit < float("inf") else 0,
+            "pool": 0 if pool_ids is None else int(pool_ids.numel()),
+            "pool_read": int(extra_out.numel()),
+            "pool_edges": n_pool_edges,
+        },
+        pool=pool_ids,
+        num_nodes_total=ranges[-1][1],
+    )
 
 
-def _memory(feat: NodeTable, agg: NodeTable | None, n_inner: int, n: int, precision: str, others: list,
-            graph: dgl.DGLGraph) -> dict:
+def _memory(
+    feat: NodeTable, agg: NodeTable | None, n_inner: int, n: int, precision: str, others: list, graph: dgl.DGLGraph
+) -> dict:
     def split(t: NodeTable | None) -> tuple[int, int]:
         if t is None or n == 0:
             return 0, 0
@@ -730,12 +867,20 @@ def _memory(feat: NodeTable, agg: NodeTable | None, n_inner: int, n: int, precis
     other = sum(int(x.numel() * x.element_size()) for x in others)
     # the graph's CSC (built for sampling) besides the src/dst edge list counted above
     other += (graph.num_nodes() + 1 + 2 * graph.num_edges()) * (4 if graph.idtype == torch.int32 else 8)
-    return {"precision": precision, "feat_inner": fi, "feat_halo": fh, "agg_inner": ai, "agg_halo": ah,
-            "resident": fi + fh + ai + ah, "other": other}
+    return {
+        "precision": precision,
+        "feat_inner": fi,
+        "feat_halo": fh,
+        "agg_inner": ai,
+        "agg_halo": ah,
+        "resident": fi + fh + ai + ah,
+        "other": other,
+    }
 
 
-def load_local_lean(part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *,
-                    keep: Keep | None = None) -> LocalPartition:
+def load_local_lean(
+    part_config: str | Path, part_id: int, halo: str = "drop", first_hop: str = "sampled", *, keep: Keep | None = None
+) -> LocalPartition:
     """:func:`load_local` with ``lean=True`` (``partition.prebuilt``)."""
     return load_local(part_config, part_id, halo, first_hop, lean=True, keep=keep)
 

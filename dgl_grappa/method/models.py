@@ -46,6 +46,7 @@ projections of both ends of an edge.
 :func:`gradient_bytes` gives the byte count of the trainable parameters, which is what one
 gradient all-reduce moves.
 """
+
 from __future__ import annotations
 
 from typing import Sequence, Union
@@ -88,16 +89,14 @@ class GCNLayer(nn.Module):
         # norm="none": the normalisation comes in as edge weights below, so that the self
         # term shares the same 1 / (d + 1) factor. allow_zero_in_degree: those nodes are
         # expected (see the module docstring) and handled by the self term.
-        self.conv = GraphConv(in_feats, out_feats, norm="none", weight=True, bias=True,
-                              allow_zero_in_degree=True)
+        self.conv = GraphConv(in_feats, out_feats, norm="none", weight=True, bias=True, allow_zero_in_degree=True)
 
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
-        inv = 1.0 / (graph.in_degrees().to(x) + 1.0)          # one per destination node
-        _, dst = graph.edges(order="eid")                      # edge_weight is eid-ordered
+        inv = 1.0 / (graph.in_degrees().to(x) + 1.0)  # one per destination node
+        _, dst = graph.edges(order="eid")  # edge_weight is eid-ordered
         out = self.conv(graph, x, edge_weight=inv[dst.long()])  # (sum_u x_u W) / (d+1) + b
         self_term = (_dst(graph, x) @ self.conv.weight) * inv.unsqueeze(-1)
         return out + self_term
-
 
     def first_hop(self, x: torch.Tensor, agg: torch.Tensor, deg: torch.Tensor) -> torch.Tensor:
         """Layer 0 from precomputed rows: ``W (x + d * agg) / (d + 1) + b`` (agg = neighbour mean)."""
@@ -189,8 +188,13 @@ class GNN(nn.Module):
             h = h.flatten(1) if i < self.num_layers - 1 else h.mean(1)
         return h
 
-    def forward(self, graph_or_blocks: GraphOrBlocks, x: torch.Tensor, agg: torch.Tensor | None = None,
-                deg: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        graph_or_blocks: GraphOrBlocks,
+        x: torch.Tensor,
+        agg: torch.Tensor | None = None,
+        deg: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Logits for the seeds (blocks) or for every node (whole graph).
 
         Args:
@@ -214,8 +218,10 @@ class GNN(nn.Module):
         """
         exact = agg is not None
         if exact and self.name == "gat":
-            raise ValueError("GAT's first layer cannot be precomputed (its attention depends on learned projections); "
-                             "use train.first_hop=sampled")
+            raise ValueError(
+                "GAT's first layer cannot be precomputed (its attention depends on learned projections); "
+                "use train.first_hop=sampled"
+            )
         if exact and deg is None:
             raise ValueError("first-hop completion (agg) needs deg, the full-graph in-degree of every input row")
         n_graph_layers = self.num_layers - (1 if exact else 0)
@@ -233,7 +239,8 @@ class GNN(nn.Module):
             hint = " minus the exact first layer" if exact else ""
             raise ValueError(
                 f"got {len(graphs)} blocks but the model has num_layers={self.num_layers}{hint}; "
-                f"sample one block per sampled layer ({n_graph_layers})")
+                f"sample one block per sampled layer ({n_graph_layers})"
+            )
 
         if not exact:
             h = x
@@ -288,8 +295,9 @@ def _make_layer(cfg: ModelConfig, in_dim: int, out_dim: int, last: bool, classes
         # residual=True: a zero-in-degree node has no attention inputs, so without the
         # residual its output would be the bias alone. Attention dropout is off so that
         # dropout means one thing (between layers) for every model.
-        return pick(GATConv)(in_dim, per_head, num_heads=heads, feat_drop=0.0, attn_drop=0.0,
-                       residual=True, allow_zero_in_degree=True)
+        return pick(GATConv)(
+            in_dim, per_head, num_heads=heads, feat_drop=0.0, attn_drop=0.0, residual=True, allow_zero_in_degree=True
+        )
     if name == "gin":
         # A small 2-layer MLP per layer, as in the GIN paper; no batch norm, because its
         # statistics would differ between sampled blocks and the whole graph.
@@ -346,14 +354,17 @@ def build_model(cfg: ModelConfig, in_feats: int, num_classes: int, classes: dict
     if cfg.heads < 1:
         raise ConfigError(f"model.heads={cfg.heads} must be >= 1")
     if cfg.name == "gat" and cfg.hidden % cfg.heads != 0:
-        raise ConfigError(f"model.hidden={cfg.hidden} is not divisible by model.heads={cfg.heads}; "
-                          "pick a multiple of heads")
+        raise ConfigError(
+            f"model.hidden={cfg.hidden} is not divisible by model.heads={cfg.heads}; pick a multiple of heads"
+        )
     if in_feats < 1 or num_classes < 1:
         raise ValueError(f"in_feats={in_feats} and num_classes={num_classes} must be >= 1")
 
     dims = [in_feats] + [cfg.hidden] * (cfg.num_layers - 1) + [num_classes]
-    layers = [_make_layer(cfg, dims[i], dims[i + 1], last=(i == cfg.num_layers - 1), classes=classes)
-              for i in range(cfg.num_layers)]
+    layers = [
+        _make_layer(cfg, dims[i], dims[i + 1], last=(i == cfg.num_layers - 1), classes=classes)
+        for i in range(cfg.num_layers)
+    ]
     return GNN(cfg.name, layers, cfg.dropout)
 
 

@@ -15,6 +15,7 @@ Example:
     >>> residence("auto", torch.device("cuda", 0), need=10**9, allowance=4 * 10**9)
     'device'
 """
+
 from __future__ import annotations
 
 import math
@@ -81,9 +82,11 @@ def residence(mode: str, device: torch.device, need: int, allowance: int | None 
     if need <= room:
         return "device"
     if mode == "device":
-        raise ConfigError(f"train.resident=device: this worker's tables take {need / 2**20:.1f} MiB, its share of "
-                          f"{device}'s free memory is {room / 2**20:.1f} MiB; use --train.resident=auto (the host "
-                          "holds them), more parts, or a lower --train.storage precision")
+        raise ConfigError(
+            f"train.resident=device: this worker's tables take {need / 2**20:.1f} MiB, its share of "
+            f"{device}'s free memory is {room / 2**20:.1f} MiB; use --train.resident=auto (the host "
+            "holds them), more parts, or a lower --train.storage precision"
+        )
     return "host"
 
 

@@ -21,6 +21,7 @@ Example:
     >>> m(g, {"a": torch.randn(2, 3), "b": torch.randn(1, 4)}).shape
     torch.Size([1, 2])
 """
+
 from __future__ import annotations
 
 import dgl
@@ -43,8 +44,15 @@ class RelGraphLayer(nn.Module):
 
     def __init__(self, in_dims: dict[str, int], out_dim: int, etypes: list[tuple]):
         super().__init__()
-        self.conv = HeteroGraphConv({tuple(e): GraphConv(in_dims[e[0]], out_dim, norm="right", weight=True, bias=False,
-                                                         allow_zero_in_degree=True) for e in etypes}, aggregate="sum")
+        self.conv = HeteroGraphConv(
+            {
+                tuple(e): GraphConv(
+                    in_dims[e[0]], out_dim, norm="right", weight=True, bias=False, allow_zero_in_degree=True
+                )
+                for e in etypes
+            },
+            aggregate="sum",
+        )
         # the self-loop keeps a node's own row (a node whose sampled relations are all empty still has one)
         self.loop = nn.ModuleDict({t: nn.Linear(d, out_dim, bias=True) for t, d in in_dims.items()})
 
@@ -74,9 +82,12 @@ class RelGraphLayer(nn.Module):
         the last block has none into the other types) and the self-loops of types without input rows."""
         dst = set(g.dsttypes) if g.is_block else set(g.ntypes)
         rels = set(g.canonical_etypes)
-        out = [p for e, m in self.conv.mods.items() for p in m.parameters()
-               if _etype(e) not in rels or g.num_edges(_etype(e)) == 0 or _etype(e)[0] not in x
-               or _etype(e)[2] not in dst]
+        out = [
+            p
+            for e, m in self.conv.mods.items()
+            for p in m.parameters()
+            if _etype(e) not in rels or g.num_edges(_etype(e)) == 0 or _etype(e)[0] not in x or _etype(e)[2] not in dst
+        ]
         return out + [p for t, m in self.loop.items() if t not in x or t not in dst for p in m.parameters()]
 
 
@@ -99,8 +110,17 @@ class RGCN(nn.Module):
         layer_cls: the layer class (None = :class:`RelGraphLayer`; the torch kernels' has the same parameters).
     """
 
-    def __init__(self, in_dims: dict[str, int], hidden: int, out_dim: int, etypes: list[tuple], num_layers: int = 2,
-                 dropout: float = 0.0, target: str = "paper", layer_cls: type | None = None):
+    def __init__(
+        self,
+        in_dims: dict[str, int],
+        hidden: int,
+        out_dim: int,
+        etypes: list[tuple],
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        target: str = "paper",
+        layer_cls: type | None = None,
+    ):
         super().__init__()
         layer_cls = layer_cls or RelGraphLayer  # or the torch kernels' (method/kernels/rgcn.py): same parameters
         self.target = target
@@ -133,8 +153,9 @@ class RGCN(nn.Module):
         return h[self.target] + 0.0 * sum(rest) if rest else h[self.target]
 
 
-def build_rgcn(cfg, in_dims: dict[str, int], out_dim: int, etypes: list[tuple], target: str,
-               layer_cls: type | None = None) -> RGCN:
+def build_rgcn(
+    cfg, in_dims: dict[str, int], out_dim: int, etypes: list[tuple], target: str, layer_cls: type | None = None
+) -> RGCN:
     """The RGCN of ``cfg`` (the ``model`` section: ``num_layers``, ``hidden``, ``dropout``); ``layer_cls``: see
     :class:`RGCN`.
 
@@ -143,5 +164,6 @@ def build_rgcn(cfg, in_dims: dict[str, int], out_dim: int, etypes: list[tuple], 
         >>> build_rgcn(ModelConfig(name="rgcn"), {"paper": 32}, 8, [("paper", "cites", "paper")], "paper").target
         'paper'
     """
-    return RGCN(in_dims, cfg.hidden, out_dim, [tuple(e) for e in etypes], cfg.num_layers, cfg.dropout, target,
-                layer_cls)
+    return RGCN(
+        in_dims, cfg.hidden, out_dim, [tuple(e) for e in etypes], cfg.num_layers, cfg.dropout, target, layer_cls
+    )

@@ -10,6 +10,7 @@ chunks (``steps`` agreed by all workers once, see :func:`equal_steps`).
 Feature reads go through :class:`LocalFeatures`, which serves resident rows from local
 memory and counts every row that would have to come from another worker.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,20 +64,25 @@ def resolve_sampler(sampler: str, device: str, heterogeneous: bool = False, kern
         raise ConfigError(f"train.sampler={sampler!r} is not allowed; use one of {', '.join(SAMPLERS)}")
     if heterogeneous:
         if sampler == "torch":
-            raise ConfigError("train.sampler=torch samples homogeneous graphs only; use --train.sampler=dgl (or "
-                              "auto) on a heterogeneous graph")
+            raise ConfigError(
+                "train.sampler=torch samples homogeneous graphs only; use --train.sampler=dgl (or "
+                "auto) on a heterogeneous graph"
+            )
         return "dgl"
     gpu = device == "cuda"
     if sampler == "torch" and gpu and kernels == "dgl":
-        raise ConfigError("train.sampler=torch on a GPU builds the torch kernels' blocks, not DGL's; use "
-                          "--train.kernels=torch (or auto), or --train.sampler=dgl for DGL's layers")
+        raise ConfigError(
+            "train.sampler=torch on a GPU builds the torch kernels' blocks, not DGL's; use "
+            "--train.kernels=torch (or auto), or --train.sampler=dgl for DGL's layers"
+        )
     if sampler == "auto":
         return "torch" if gpu and kernels == "torch" else AUTO_CPU_SAMPLER
     return sampler
 
 
-def layer_sampler(fanouts: list[int], first_hop: str = "sampled", sampler: str = "dgl", device="cpu",
-                  layout: str = "dgl"):
+def layer_sampler(
+    fanouts: list[int], first_hop: str = "sampled", sampler: str = "dgl", device="cpu", layout: str = "dgl"
+):
     """The sampler of the layers that are sampled: DGL's ``NeighborSampler`` or the same draw in PyTorch operations.
 
     Args:
@@ -123,13 +129,16 @@ def skip_first_layer(sampler):
     """
     fanouts = getattr(sampler, "fanouts", None)
     if not isinstance(sampler, dgl.dataloading.NeighborSampler) or fanouts is None:
-        raise TypeError("first_hop='exact' needs a dgl.dataloading.NeighborSampler (its first layer is dropped); "
-                        f"got {type(sampler).__name__}: pass a sampler of layers 1..L-1 with first_hop='sampled'")
+        raise TypeError(
+            "first_hop='exact' needs a dgl.dataloading.NeighborSampler (its first layer is dropped); "
+            f"got {type(sampler).__name__}: pass a sampler of layers 1..L-1 with first_hop='sampled'"
+        )
     fan = list(fanouts[1:])
     if not fan:
         return SeedsOnly()
-    return dgl.dataloading.NeighborSampler(fan, replace=getattr(sampler, "replace", False),
-                                           edge_dir=getattr(sampler, "edge_dir", "in"))
+    return dgl.dataloading.NeighborSampler(
+        fan, replace=getattr(sampler, "replace", False), edge_dir=getattr(sampler, "edge_dir", "in")
+    )
 
 
 def equal_steps(num_local_seeds: int, batch_size: int, group=None) -> int:
@@ -179,8 +188,9 @@ class LocalBatches:
         >>> for input_nodes, output_nodes, blocks in batches.epoch(0): ...               # doctest: +SKIP
     """
 
-    def __init__(self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0,
-                 limit: int | None = None):
+    def __init__(
+        self, graph: dgl.DGLGraph, seeds: Tensor, sampler, steps: int, seed: int = 0, limit: int | None = None
+    ):
         if seeds.numel() == 0 and graph.num_nodes() == 0:
             raise ValueError("this worker's part has no nodes; use fewer parts")
         self.graph = graph
@@ -234,8 +244,7 @@ class LocalFeatures:
         resident: bool mask of rows in ``table`` that hold data (default: all).
     """
 
-    def __init__(self, table, fetch_remote: Callable[[Tensor], Tensor] | None = None,
-                 resident: Tensor | None = None):
+    def __init__(self, table, fetch_remote: Callable[[Tensor], Tensor] | None = None, resident: Tensor | None = None):
         # A plain tensor is a table stored as it is (fp32 keeps it without a copy).
         self.table = table if isinstance(table, NodeTable) else NodeTable(table, "fp32")
         self.fetch_remote = fetch_remote
@@ -265,8 +274,10 @@ class LocalFeatures:
             self.local_bytes += ids.numel() * self.row_bytes
             return self.table.gather(ids)
         if self.fetch_remote is None:
-            raise RuntimeError(f"a step asked for {n_remote} remote feature rows, but this runtime has no remote "
-                               "path (local-only sampling must not leave the partition)")
+            raise RuntimeError(
+                f"a step asked for {n_remote} remote feature rows, but this runtime has no remote "
+                "path (local-only sampling must not leave the partition)"
+            )
         out = self.table.gather(ids)
         out[~here] = self.fetch_remote(ids[~here])
         self.remote_bytes += n_remote * self.row_bytes

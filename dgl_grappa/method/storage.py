@@ -17,6 +17,7 @@ Example:
     >>> bool(((t.gather(torch.arange(1000)) - x).abs() <= max_error(x, "int8")[:, None]).all())
     True
 """
+
 from __future__ import annotations
 
 import torch
@@ -49,9 +50,9 @@ def max_error(x: Tensor, precision: str) -> Tensor:
     if precision == "fp32":
         return torch.zeros_like(top)
     if precision == "fp16":
-        return top * 2.0 ** -11 + 2.0 ** -24
+        return top * 2.0**-11 + 2.0**-24
     if precision == "bf16":
-        return top * 2.0 ** -8
+        return top * 2.0**-8
     if precision in _LEVELS:
         return top / (2 * _LEVELS[precision]) * (1 + 1e-6)
     raise ValueError(f"storage precision {precision!r} is not one of {', '.join(PRECISIONS)}")

@@ -13,6 +13,7 @@ neither of which changes the training:
 
 :func:`floor_summary` turns the per-epoch figures into summary.json's floor fields.
 """
+
 from __future__ import annotations
 
 import copy
@@ -59,8 +60,11 @@ class FloorProbe:
         """
         payload = list(self.comm.step_payload)
         # DGL's sampling RNG needs no saving: every epoch's batches reseed it (LocalBatches.epoch).
-        snap = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict()),
-                torch.get_rng_state())
+        snap = (
+            copy.deepcopy(self.model.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            torch.get_rng_state(),
+        )
         self.correction.take_bytes()
         self.comm.noop = True
         try:
@@ -70,10 +74,18 @@ class FloorProbe:
             self.model.load_state_dict(snap[0])
             self.optimizer.load_state_dict(snap[1])
             torch.set_rng_state(snap[2])
-        out = {"floor_epoch_time_s": floor["epoch_time_s"], "floor_grad_bytes": floor["grad_bytes"],
-               "floor_wire_bytes": floor["wire_bytes"]}
-        out.update({f"floor_{k}": floor[k] for k in floor if k.endswith("_s") and k not in
-                    ("epoch_time_s", "worker_epoch_time_s", "allreduce_inflight_s")})
+        out = {
+            "floor_epoch_time_s": floor["epoch_time_s"],
+            "floor_grad_bytes": floor["grad_bytes"],
+            "floor_wire_bytes": floor["wire_bytes"],
+        }
+        out.update(
+            {
+                f"floor_{k}": floor[k]
+                for k in floor
+                if k.endswith("_s") and k not in ("epoch_time_s", "worker_epoch_time_s", "allreduce_inflight_s")
+            }
+        )
         out["allreduce_only_s"] = allreduce_only_epoch(self.clock, self.correction.state.group, steps, payload)
         return out
 
@@ -121,7 +133,15 @@ def floor_summary(records: list[dict]) -> dict:
     f = median([r["floor_epoch_time_s"] for r in fl])
     a = median([r["allreduce_only_s"] for r in fl])
     e = median([r["epoch_time_s"] for r in fl])
-    return {"floor_epoch_s": f, "allreduce_only_s": a, "floor_s": f + a, "epoch_over_floor": e / (f + a),
-            "floor_grad_bytes_per_epoch": median([r["floor_grad_bytes"] for r in fl]),
-            "floor_phases": {k[len("floor_"):]: median([r[k] for r in fl]) for k in fl[0]
-                             if k.startswith("floor_") and k.endswith("_s") and k != "floor_epoch_time_s"}}
+    return {
+        "floor_epoch_s": f,
+        "allreduce_only_s": a,
+        "floor_s": f + a,
+        "epoch_over_floor": e / (f + a),
+        "floor_grad_bytes_per_epoch": median([r["floor_grad_bytes"] for r in fl]),
+        "floor_phases": {
+            k[len("floor_") :]: median([r[k] for r in fl])
+            for k in fl[0]
+            if k.startswith("floor_") and k.endswith("_s") and k != "floor_epoch_time_s"
+        },
+    }

@@ -10,6 +10,7 @@ Example:
     >>> at.advanced(), at.next_epoch(48), at.furthest_key(1)
     (EpochPosition(epoch=3, done=3, before=40), EpochPosition(epoch=4, done=0, before=48), (3, 2, -1))
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace

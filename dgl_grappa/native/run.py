@@ -16,6 +16,7 @@
 5. SIGTERM, SIGHUP or SIGINT stop the job as a whole: the workers stop within a few steps, with a
    checkpoint (``--resume`` continues from it), bounded (:mod:`dgl_grappa.cluster.signals`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -145,8 +146,10 @@ def run_native(cfg: Config) -> tuple[dict, dict]:
     with StopSignals() as stop:
         try:
             # A job that fails before its first checkpoint leaves no folder it created (its lock, partitions/).
-            with removed_on_user_error(out, _FAILURES, checkpointed), \
-                    removed_on_user_error(ck_dir, _FAILURES, checkpointed):
+            with (
+                removed_on_user_error(out, _FAILURES, checkpointed),
+                removed_on_user_error(ck_dir, _FAILURES, checkpointed),
+            ):
                 # One job per folder, before anything in them is read for writing or removed.
                 locks = lock_job_folders(out, ck_dir)
                 g, stats, n_classes, builder = _load_and_partition(cfg, point)
@@ -182,21 +185,27 @@ def _load_and_partition(cfg: Config, point: ResumePoint | None):
     return g, stats, n_classes, builder
 
 
-def _train(cfg: Config, point: ResumePoint | None, stats: dict, n_classes: int, builder,
-           stop: StopSignals) -> tuple[dict, dict]:
+def _train(
+    cfg: Config, point: ResumePoint | None, stats: dict, n_classes: int, builder, stop: StopSignals
+) -> tuple[dict, dict]:
     """The workers on the prepared partitioning, restarted from checkpoints when one dies (see run_native)."""
     out = Path(cfg.run.output_dir)
     start = point.epoch if point is not None else 0
 
-    print(format_stats(stats) if stats.get("edge_cut") is not None else
-          f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})", flush=True)
+    print(
+        format_stats(stats)
+        if stats.get("edge_cut") is not None
+        else f"prebuilt partitioning: {stats['num_parts']} parts ({stats['part_config']})",
+        flush=True,
+    )
     out.mkdir(parents=True, exist_ok=True)
     store = CheckpointStore(checkpoint_dir(cfg), cfg.checkpoint.keep_last)
     if point is None:
         n = store.clear()
         if n:
-            log.warning("removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
-                        n, store.root)
+            log.warning(
+                "removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)", n, store.root
+            )
     else:
         log.info("resuming from %s (epoch %d, step %d)", point.path, point.epoch, point.step)
     budget = restart_budget(cfg.launch, "Grappa job")
@@ -210,14 +219,22 @@ def _train(cfg: Config, point: ResumePoint | None, stats: dict, n_classes: int, 
         port = cfg.launch.master_port or free_port()
         extra = (builder.channel if builder is not None else None, resume)
         try:
-            spawn_workers(train_worker, cfg.partition.num_parts,
-                          (cfg, part_config, n_classes, port, str(out), *extra), timeout_s=cfg.run.timeout_s,
-                          stop=stop, peer_timeout_s=cfg.run.peer_timeout_s)
+            spawn_workers(
+                train_worker,
+                cfg.partition.num_parts,
+                (cfg, part_config, n_classes, port, str(out), *extra),
+                timeout_s=cfg.run.timeout_s,
+                stop=stop,
+                peer_timeout_s=cfg.run.peer_timeout_s,
+            )
             break
         except Stopped as exc:
             last = store.newest_valid(fingerprint(cfg))
-            where = (f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
-                     if last is not None else "no checkpoint was written; a new run starts from epoch 0")
+            where = (
+                f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
+                if last is not None
+                else "no checkpoint was written; a new run starts from epoch 0"
+            )
             raise Stopped(f"{exc}: every worker has ended; {where}", exc.signum) from None
         except WorkerFailed as exc:
             if exc.user_error is not None:

@@ -5,6 +5,7 @@ same code as the DistDGL trainer's); here are the ones only Grappa's runtime has
 worker holds (inner and local nodes, feature rows, memory), the one-time bytes of halo rows
 and first-hop aggregates, the floor (:mod:`.floor`) and the repartition schedule.
 """
+
 from __future__ import annotations
 
 from ..config import Config
@@ -35,15 +36,26 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
     """
     ident, rt, meter = trainer.ident, trainer.rt, trainer.meter
     lp, records = rt.lp, meter.records
-    mine = {"rank": ident.rank, "part": ident.part, "inner_nodes": lp.part_inner, "inner_kept": lp.num_inner,
-            "local_nodes": lp.graph.num_nodes(), "train_seeds": int(lp.train_ids.numel()),
-            "load_s": lp.load_seconds, "halo_bytes_loaded": lp.halo_bytes_loaded,
-            "setup": trainer.setup, "memory_end": memory_stats(), "peak_anon_gb": ANON_PEAK.sample(),
-            "one_time_bytes": trainer.one_time_bytes, "rows_held": lp.rows_held,
-            "coverage_train": rt.coverage_stats(), **meter.worker_figures(),
-            "feature_bytes_total": sum(r["feature_bytes"] for r in records),
-            # model.embed: bytes of embedding rows moved to or from another worker (there is no such path: 0)
-            "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records])}
+    mine = {
+        "rank": ident.rank,
+        "part": ident.part,
+        "inner_nodes": lp.part_inner,
+        "inner_kept": lp.num_inner,
+        "local_nodes": lp.graph.num_nodes(),
+        "train_seeds": int(lp.train_ids.numel()),
+        "load_s": lp.load_seconds,
+        "halo_bytes_loaded": lp.halo_bytes_loaded,
+        "setup": trainer.setup,
+        "memory_end": memory_stats(),
+        "peak_anon_gb": ANON_PEAK.sample(),
+        "one_time_bytes": trainer.one_time_bytes,
+        "rows_held": lp.rows_held,
+        "coverage_train": rt.coverage_stats(),
+        **meter.worker_figures(),
+        "feature_bytes_total": sum(r["feature_bytes"] for r in records),
+        # model.embed: bytes of embedding rows moved to or from another worker (there is no such path: 0)
+        "embed_bytes_per_epoch": median([r.get("embed_bytes", 0) for r in records]),
+    }
     mine.update(rt.summary())  # the kind's own figures (link prediction: the edges it owns and could train on)
     mine.update(trainer.kind.worker_summary(lp))  # (a heterogeneous graph: its types and what it holds of each)
     per_worker = all_workers(mine)
@@ -60,8 +72,9 @@ def write_summary(trainer, train_wall_s: float) -> dict | None:
     return summary
 
 
-def build_summary(cfg: Config, kind, records: list[dict], per_worker: list[dict], steps: int,
-                  model_grad_bytes: int) -> dict:
+def build_summary(
+    cfg: Config, kind, records: list[dict], per_worker: list[dict], steps: int, model_grad_bytes: int
+) -> dict:
     """The run's summary.json (see the README for every field).
 
     Args:
@@ -92,6 +105,17 @@ def build_summary(cfg: Config, kind, records: list[dict], per_worker: list[dict]
         "rows_per_inner_max": max(w["rows_held"] / max(w["inner_nodes"], 1) for w in per_worker),
     }
     own.update(kind.run_summary(cfg, per_worker))
-    return run_summary(cfg, records, per_worker, system="grappa", num_parts=cfg.partition.num_parts,
-                       mode=cfg.train.mode, halo=cfg.train.halo, correction=cfg.grappa.correction,
-                       steps_per_epoch=steps, model_grad_bytes=model_grad_bytes, own=own, metric=kind.metric)
+    return run_summary(
+        cfg,
+        records,
+        per_worker,
+        system="grappa",
+        num_parts=cfg.partition.num_parts,
+        mode=cfg.train.mode,
+        halo=cfg.train.halo,
+        correction=cfg.grappa.correction,
+        steps_per_epoch=steps,
+        model_grad_bytes=model_grad_bytes,
+        own=own,
+        metric=kind.metric,
+    )

@@ -21,6 +21,7 @@ that no other host reaches for ``run.peer_timeout_s`` is named unreachable; its 
 killed (the launcher cannot reach them either) but fenced: they stop by themselves, writing nothing,
 once they learn of the generation that replaced them. Every wait is bounded by ``run.timeout_s``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -116,8 +117,17 @@ class Placement:
 class Supervisor:
     """One job's watch (see the module docstring); :meth:`run` is :func:`supervise`."""
 
-    def __init__(self, cfg: Config, procs: list[RemoteProcess], start: Callable, addresses: list[str], port: int,
-                 out_dir, t0: float, prepare_host: Callable[[int, int], None]):
+    def __init__(
+        self,
+        cfg: Config,
+        procs: list[RemoteProcess],
+        start: Callable,
+        addresses: list[str],
+        port: int,
+        out_dir,
+        t0: float,
+        prepare_host: Callable[[int, int], None],
+    ):
         self.cfg, self.procs, self.start, self.addresses = cfg, procs, start, addresses
         self.port, self.t0, self.prepare_host = port, t0, prepare_host
         self.mode, self.n = cfg.launch.on_failure, len(procs)
@@ -127,8 +137,9 @@ class Supervisor:
         self.judged: dict[int, str] = {}  # ranks the launcher gave up on (stalled, unreachable): why
         self.unreachable: set[str] = set()  # addresses of the hosts judged unreachable
         self.placement = Placement([p.host_index for p in procs])
-        self.first = [(r, h, sum(1 for q in self.placement.host_of[:r] if q == h))
-                      for r, h in enumerate(self.placement.host_of)]
+        self.first = [
+            (r, h, sum(1 for q in self.placement.host_of[:r] if q == h)) for r, h in enumerate(self.placement.host_of)
+        ]
         self.gen = self.attempt = 0
         self.takeovers_left = cfg.launch.max_restarts or float("inf")  # 0: as many as the hosts can carry
         self.budget = RestartBudget(cfg.launch.max_restarts if self.mode == "restart" else 0, "Grappa job")
@@ -179,8 +190,10 @@ class Supervisor:
             (pl.dead_hosts if all(r in lost for r in on) else pl.lost_hosts).add(h)
         ranks = sorted(lost)
         if len(ranks) > self.takeovers_left:
-            raise JobFailed(f"{self._said(lost)}; the job has {self.takeovers_left} take-over(s) left "
-                            f"(launch.max_restarts={self.cfg.launch.max_restarts}) and stopped")
+            raise JobFailed(
+                f"{self._said(lost)}; the job has {self.takeovers_left} take-over(s) left "
+                f"(launch.max_restarts={self.cfg.launch.max_restarts}) and stopped"
+            )
         placed = {}
         origin = {r: pl.host_of[r] for r in ranks}
         for r in ranks:  # the lost workers' places are free: a host's local ranks count the workers it runs
@@ -188,8 +201,10 @@ class Supervisor:
         for r in ranks:
             host = pl.take_over_host(r, len(self.addresses), origin[r])
             if host is None:
-                raise JobFailed(f"{self._said(lost)}; no host is left to take part {r} over (host(s) "
-                                f"{', '.join(map(str, sorted(pl.dead_hosts)))} lost as a whole); the job stopped")
+                raise JobFailed(
+                    f"{self._said(lost)}; no host is left to take part {r} over (host(s) "
+                    f"{', '.join(map(str, sorted(pl.dead_hosts)))} lost as a whole); the job stopped"
+                )
             placed[r] = (host, pl.workers_on(host))
             pl.host_of[r] = host
         self.gen += 1
@@ -197,14 +212,27 @@ class Supervisor:
         unreachable = sorted(self.unreachable)
         at_port = _port(self.port, self.attempt, self.gen)
         reason = self._said(lost)
-        log.warning("%s: %s (generation %d)", reason,
-                    ", ".join(f"host {h} takes part {r} over" for r, (h, _) in placed.items()), self.gen)
+        log.warning(
+            "%s: %s (generation %d)",
+            reason,
+            ", ".join(f"host {h} takes part {r} over" for r, (h, _) in placed.items()),
+            self.gen,
+        )
         for r, (h, _) in placed.items():
             self.prepare_host(h, r)
-        write_generation(self.folder, Generation(
-            self.gen, self.addresses[pl.host_of[0]], at_port, lost=ranks,
-            joined=[{"rank": r, "host": h} for r, (h, _) in placed.items()], reason=reason,
-            detected_s=round(time.perf_counter() - self.t0, 3), unreachable=unreachable))
+        write_generation(
+            self.folder,
+            Generation(
+                self.gen,
+                self.addresses[pl.host_of[0]],
+                at_port,
+                lost=ranks,
+                joined=[{"rank": r, "host": h} for r, (h, _) in placed.items()],
+                reason=reason,
+                detected_s=round(time.perf_counter() - self.t0, 3),
+                unreachable=unreachable,
+            ),
+        )
         clear_pending(self.folder)
         self.joiners = set(placed)
         for r, (h, local) in placed.items():
@@ -218,8 +246,11 @@ class Supervisor:
         out: list[str] = []
         for r in sorted(lost):
             why = lost[r]
-            line = (f"{why} (worker(s) {', '.join(str(q) for q in sorted(lost) if lost[q] == why)})"
-                    if why.startswith("host ") else why)
+            line = (
+                f"{why} (worker(s) {', '.join(str(q) for q in sorted(lost) if lost[q] == why)})"
+                if why.startswith("host ")
+                else why
+            )
             if line not in out:
                 out.append(line)
         return "; ".join(out)
@@ -253,11 +284,17 @@ class Supervisor:
             if pl.host_of[r] in pl.dead_hosts:
                 host = pl.take_over_host(r, len(self.addresses))
                 if host is None:
-                    raise JobFailed(f"{self._said(lost)} while the workers started, and no host is left for part "
-                                    f"{r}; the job stopped")
+                    raise JobFailed(
+                        f"{self._said(lost)} while the workers started, and no host is left for part "
+                        f"{r}; the job stopped"
+                    )
                 pl.host_of[r] = host
-        log.warning("%s before the workers had formed their group: every worker starts again (%d of %d)",
-                    self._said(lost), self.start_overs, START_OVERS)
+        log.warning(
+            "%s before the workers had formed their group: every worker starts again (%d of %d)",
+            self._said(lost),
+            self.start_overs,
+            START_OVERS,
+        )
         for q in self.procs:
             q.stop()
         self.attempt += 1
@@ -278,8 +315,11 @@ class Supervisor:
         waiting = [r for r in self.joiners if rcs[r] is None]
         if not waiting or any(rc != 0 for r, rc in enumerate(rcs) if r not in self.joiners):
             return False
-        log.warning("the job finished before generation %d formed; its new worker(s) %s are stopped", self.gen,
-                    ", ".join(map(str, sorted(waiting))))
+        log.warning(
+            "the job finished before generation %d formed; its new worker(s) %s are stopped",
+            self.gen,
+            ", ".join(map(str, sorted(waiting))),
+        )
         for r in waiting:
             self.procs[r].stop()
         return True
@@ -318,13 +358,23 @@ class Supervisor:
                 raise JobFailed(self.procs[rank].failure() + "\n  the job was stopped")
             if time.monotonic() > deadline:
                 running = [p.name for p in self.procs if p.poll() is None]
-                raise JobFailed(f"the job ran past run.timeout_s={self.cfg.run.timeout_s:.0f}s ({', '.join(running)} "
-                                "still running); every process was stopped (raise --run.timeout_s if it is just slow)")
+                raise JobFailed(
+                    f"the job ran past run.timeout_s={self.cfg.run.timeout_s:.0f}s ({', '.join(running)} "
+                    "still running); every process was stopped (raise --run.timeout_s if it is just slow)"
+                )
             time.sleep(0.2)
 
 
-def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int, int, int, int], RemoteProcess],
-              addresses: list[str], port: int, out_dir, t0: float, prepare_host: Callable[[int, int], None]) -> dict:
+def supervise(
+    cfg: Config,
+    procs: list[RemoteProcess],
+    start: Callable[[int, int, int, int, int], RemoteProcess],
+    addresses: list[str],
+    port: int,
+    out_dir,
+    t0: float,
+    prepare_host: Callable[[int, int], None],
+) -> dict:
     """Wait for every worker to exit 0, handling losses per ``launch.on_failure``; bounded by ``run.timeout_s``.
 
     Args:
@@ -348,5 +398,3 @@ def supervise(cfg: Config, procs: list[RemoteProcess], start: Callable[[int, int
             deadline passed; one line naming the worker or host and the cause.
     """
     return Supervisor(cfg, procs, start, addresses, port, out_dir, t0, prepare_host).run()
-
-

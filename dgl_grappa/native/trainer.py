@@ -11,6 +11,7 @@ with the coverage-corrected communication hook and runs the same number of steps
 worker. Rank 0 evaluates the model on the whole graph with full neighbourhoods (not training: timed
 apart, :mod:`dgl_grappa.runtime.evaluation`) and writes metrics and the summary.
 """
+
 from __future__ import annotations
 
 import gc
@@ -29,6 +30,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from ..cluster import faults
+from ..cluster.launch import (
+    Identity,
+    UserError,
+    init_distributed,
+    select_device,
+    set_threads,
+    setup_logging,
+    shutdown_distributed,
+    threads_per_worker,
+)
 from ..cluster.liveness import fence_exit
 from ..cluster.membership import (
     Generation,
@@ -41,16 +52,6 @@ from ..cluster.membership import (
     wait_generation,
 )
 from ..cluster.signals import Stopped, stop_requested
-from ..cluster.launch import (
-    Identity,
-    UserError,
-    init_distributed,
-    select_device,
-    set_threads,
-    setup_logging,
-    shutdown_distributed,
-    threads_per_worker,
-)
 from ..config import Config, ConfigError
 from ..kinds import Batch, JobKind, LocalRuntime, resolve
 from ..kinds.base import LoadedPart
@@ -174,9 +175,20 @@ class Trainer:
     _pool: ThreadPoolExecutor | None = None  # helper thread of train.prefetch (the backward pass)
     prefetched: Batch | None = None  # train.prefetch: the next step's batch
 
-    def __init__(self, ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-                 hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
-                 join: Generation | None = None, beacon=None, since: int = 0):
+    def __init__(
+        self,
+        ident: Identity,
+        cfg: Config,
+        part_config: str,
+        num_classes: int,
+        out_dir: str,
+        hooks=None,
+        builder_channel: tuple | None = None,
+        resume: str | None = None,
+        join: Generation | None = None,
+        beacon=None,
+        since: int = 0,
+    ):
         self.ident, self.cfg, self.out_dir, self.hooks = ident, cfg, Path(out_dir), hooks
         self.gen = join.gen if join is not None else 0
         self.since = since  # the generation this worker was started for: a later one that names its rank lost fences it
@@ -204,22 +216,34 @@ class Trainer:
         except BaseException as exc:
             self.close()
             if join is not None and self.gen_joined and isinstance(exc, RuntimeError):
-                raise JoinFailed(f"generation {join.gen} broke before this worker had the survivors' state: "
-                                 f"{' '.join(str(exc).split())[-200:]}") from exc
+                raise JoinFailed(
+                    f"generation {join.gen} broke before this worker had the survivors' state: "
+                    f"{' '.join(str(exc).split())[-200:]}"
+                ) from exc
             raise
 
-    def _agree_start(self, resume: str | None, join: Generation | None, builder_channel: tuple | None,
-                     part_config: str) -> tuple[dict | None, str]:
+    def _agree_start(
+        self, resume: str | None, join: Generation | None, builder_channel: tuple | None, part_config: str
+    ) -> tuple[dict | None, str]:
         """The evaluator, where every worker starts (the agreed checkpoint, or none) and, with repartitioning, the
         schedule's driver; the checkpoint and the partitioning to load."""
         cfg, ident = self.cfg, self.ident
         # First: its group bounds every wait on rank 0's own work (resume choice, evaluation, checkpoints).
-        self.evaluator = make_evaluator(cfg, ident.rank, ident.world_size, part_config, self.out_dir,
-                                        self.kind.scorer(cfg))
+        self.evaluator = make_evaluator(
+            cfg, ident.rank, ident.world_size, part_config, self.out_dir, self.kind.scorer(cfg)
+        )
         # a new member of a running group takes the survivors' state (_sync_state), not a checkpoint
-        agreed = None if join is not None else agree_resume(
-            cfg, cfg.checkpoint.resume if resume is None else resume, self.out_dir, self.fingerprint,
-            self.evaluator.wait_for_rank0)
+        agreed = (
+            None
+            if join is not None
+            else agree_resume(
+                cfg,
+                cfg.checkpoint.resume if resume is None else resume,
+                self.out_dir,
+                self.fingerprint,
+                self.evaluator.wait_for_rank0,
+            )
+        )
         ck, self.resumed_from = agreed if agreed is not None else (None, None)
         start = int(ck["epoch"]) if ck is not None else 0
         if cfg.schedule.k > 0:
@@ -240,10 +264,13 @@ class Trainer:
         self.kernels = resolve_kernels(cfg.train.kernels, cfg.run.device)
         self.device = select_device(cfg.run.device, ident.gpu_index, check_dgl=self.kernels == "dgl")
         if cfg.train.first_hop != cfg.first_hop and ident.is_main:
-            log.info("train.first_hop=%s: %s, so it is sampled", cfg.train.first_hop,
-                     "the input rows are learnable (model.embed) and precomputed aggregates of them would go "
-                     "stale" if cfg.model.embed else "GAT's first layer cannot be precomputed (its attention "
-                     "depends on learned projections)")
+            log.info(
+                "train.first_hop=%s: %s, so it is sampled",
+                cfg.train.first_hop,
+                "the input rows are learnable (model.embed) and precomputed aggregates of them would go stale"
+                if cfg.model.embed
+                else "GAT's first layer cannot be precomputed (its attention depends on learned projections)",
+            )
         lp = self.kind.load_part(cfg, part_config, ident.part)
         self.one_time_bytes = lp.one_time_bytes
         t_rt = time.perf_counter()
@@ -253,8 +280,11 @@ class Trainer:
         # (launch.on_failure=continue refuses them: config/rules.py; none: a NoEmbedding, a no-op)
         self.embedding = self.kind.make_embedding(cfg, lp)
         self.emb_optimizer = self.embedding.optimizer(cfg.model.embed_lr)
-        self.setup = {"load_s": lp.load_seconds, "runtime_s": time.perf_counter() - t_rt,
-                      "memory_after_setup": memory_stats()}
+        self.setup = {
+            "load_s": lp.load_seconds,
+            "runtime_s": time.perf_counter() - t_rt,
+            "memory_after_setup": memory_stats(),
+        }
         ANON_PEAK.sample()
         return lp
 
@@ -269,26 +299,54 @@ class Trainer:
             self._wrap()
         opt_cls = torch.optim.Adam if cfg.train.optimizer == "adam" else torch.optim.SGD
         self.optimizer = opt_cls(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
-        self.meter = EpochMeter(ident.is_main, ident.host_index, ident.local_rank, self.out_dir,
-                                cfg.run.tensorboard, keep_log=join is not None)
+        self.meter = EpochMeter(
+            ident.is_main,
+            ident.host_index,
+            ident.local_rank,
+            self.out_dir,
+            cfg.run.tensorboard,
+            keep_log=join is not None,
+        )
         self._holding(lp)
-        self.floor = (FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
-                      if cfg.run.floor else None)
+        self.floor = (
+            FloorProbe(self.model, self.optimizer, self.comm, self.correction, self.meter.clock)
+            if cfg.run.floor
+            else None
+        )
 
     def _describe(self, lp: LoadedPart) -> None:
         """The set-up's log lines: the config (rank 0), this worker's part, data side and learnable rows."""
         cfg, ident = self.cfg, self.ident
         if ident.is_main:  # the whole tree is config.resolved.yaml's (and summary.json's): one short line here
             resolved = self.out_dir / "config.resolved.yaml"
-            log.info("config %s: %s, %s x%d, %d parts, %d epochs; every key: %s", cfg.name, cfg.data.name,
-                     cfg.model.name, cfg.model.num_layers, cfg.partition.num_parts, cfg.train.epochs,
-                     resolved if resolved.is_file() else "summary.json")
-        log.info("part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
-                 "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
-                 "%.2f x its own fp32 feature rows (%d one-time bytes)", ident.part, lp.num_inner,
-                 lp.graph.num_nodes(), lp.train_ids.numel(), self.rt.steps, self.rt.coverage_stats()["mean"],
-                 cfg.train.halo, lp.keep["halo_kept"], lp.keep["halo_reach"], cfg.first_hop, lp.keep["precision"],
-                 lp.resident_bytes / max(lp.own_fp32_bytes, 1), lp.one_time_bytes)
+            log.info(
+                "config %s: %s, %s x%d, %d parts, %d epochs; every key: %s",
+                cfg.name,
+                cfg.data.name,
+                cfg.model.name,
+                cfg.model.num_layers,
+                cfg.partition.num_parts,
+                cfg.train.epochs,
+                resolved if resolved.is_file() else "summary.json",
+            )
+        log.info(
+            "part %d: %d inner nodes, %d local nodes, %d train seeds, %d steps/epoch, "
+            "train coverage mean %.3f, halo %s (%d of %d reachable kept), first hop %s, tables in %s: "
+            "%.2f x its own fp32 feature rows (%d one-time bytes)",
+            ident.part,
+            lp.num_inner,
+            lp.graph.num_nodes(),
+            lp.train_ids.numel(),
+            self.rt.steps,
+            self.rt.coverage_stats()["mean"],
+            cfg.train.halo,
+            lp.keep["halo_kept"],
+            lp.keep["halo_reach"],
+            cfg.first_hop,
+            lp.keep["precision"],
+            lp.resident_bytes / max(lp.own_fp32_bytes, 1),
+            lp.one_time_bytes,
+        )
         for line in self.rt.describe() + self.embedding.describe(ident.part):
             log.info("%s", line)
 
@@ -335,10 +393,19 @@ class Trainer:
         graph = place_blocks(graph, dev, self.kernels, hetero=self.kind.heterogeneous)
         if dev.type != "cpu":  # features to this worker's GPU (sampling stays on the CPU)
             # a heterogeneous batch's inputs are a dict (per node type)
-            x = ({k: v.to(dev, non_blocking=True) for k, v in x.items()} if isinstance(x, dict)
-                 else x.to(dev, non_blocking=True))
-            extra = {k: ({r: a.to(dev, non_blocking=True) for r, a in v.items()} if isinstance(v, dict)
-                         else v.to(dev, non_blocking=True)) for k, v in extra.items()}
+            x = (
+                {k: v.to(dev, non_blocking=True) for k, v in x.items()}
+                if isinstance(x, dict)
+                else x.to(dev, non_blocking=True)
+            )
+            extra = {
+                k: (
+                    {r: a.to(dev, non_blocking=True) for r, a in v.items()}
+                    if isinstance(v, dict)
+                    else v.to(dev, non_blocking=True)
+                )
+                for k, v in extra.items()
+            }
         out = self.ddp(graph, x, **extra)
         per_item, weights = self.rt.losses(out, batch, dev)
         loss = self.correction.loss(per_item, weights)
@@ -440,11 +507,16 @@ class Trainer:
         inputs.close()
         common = self.meter.end()
         remote, local = rt.features.take_bytes()
-        rec = {"epoch": epoch, **common, "allreduce_inflight_s": self.comm.take_inflight(),
-               "loss": sum(losses) / len(losses) if losses else math.nan,
-               "mean_batch_weight": sum(weights) / len(weights) if weights else 0.0,
-               "grad_bytes": self.correction.take_bytes(),
-               "feature_bytes": remote, "local_feature_bytes": local}
+        rec = {
+            "epoch": epoch,
+            **common,
+            "allreduce_inflight_s": self.comm.take_inflight(),
+            "loss": sum(losses) / len(losses) if losses else math.nan,
+            "mean_batch_weight": sum(weights) / len(weights) if weights else 0.0,
+            "grad_bytes": self.correction.take_bytes(),
+            "feature_bytes": remote,
+            "local_feature_bytes": local,
+        }
         # the embedding's rows served locally, and the rows that crossed the network (a heterogeneous halo's
         # syncs; 0 otherwise: there is no remote path); no fields without learnable rows
         rec.update(self.embedding.record_bytes())
@@ -474,8 +546,13 @@ class Trainer:
         # releases ("leaked semaphore objects" at shutdown); a spawned worker shares its bar with no other
         # process, so a thread lock does the same job.
         tqdm.set_lock(threading.RLock())
-        self.bar = tqdm(total=cfg.train.epochs, initial=self.epoch, desc="train", unit="epoch",
-                        disable=not (ident.is_main and cfg.run.progress))
+        self.bar = tqdm(
+            total=cfg.train.epochs,
+            initial=self.epoch,
+            desc="train",
+            unit="epoch",
+            disable=not (ident.is_main and cfg.run.progress),
+        )
         t_loop = self._last_record_t = time.perf_counter()
         restored = len(self.meter.records)
         while self._at.epoch < cfg.train.epochs:
@@ -499,13 +576,19 @@ class Trainer:
         try:
             rec = self.train_epoch(epoch, start)
         except _StopWithin as stop:
-            self._stop(stop.signum, f"in epoch {epoch} after step {stop.steps}", f" of {self.rt.steps}",
-                       self.save_checkpoint(within=stop.steps))
+            self._stop(
+                stop.signum,
+                f"in epoch {epoch} after step {stop.steps}",
+                f" of {self.rt.steps}",
+                self.save_checkpoint(within=stop.steps),
+            )
             return True
         # a worker without seeds takes its steps with weight 0 and an empty (NaN) mean loss: not a failure
         if not math.isfinite(rec["loss"]) and rec["mean_batch_weight"] > 0:
-            raise ConfigError(f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
-                              "lower --train.lr, or look for extreme values in the features")
+            raise ConfigError(
+                f"the training loss became {rec['loss']} in epoch {epoch} (worker {ident.rank}); "
+                "lower --train.lr, or look for extreme values in the features"
+            )
         rec.update(self.evaluate(epoch))
         # wall seconds since the previous record: a stall outside the measured steps (a peer that stopped
         # answering, a membership change, a slow checkpoint) shows here, not only in the job's total
@@ -518,8 +601,9 @@ class Trainer:
             key = self.kind.metric.val_key
             if rec.get(key) is not None:
                 self._bar_val = {"val" if key == "val_acc" else key: f"{rec[key]:.3f}"}
-            self.bar.set_postfix(loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s",
-                                 **getattr(self, "_bar_val", {"val": "-"}))
+            self.bar.set_postfix(
+                loss=f"{rec['loss']:.3f}", t=f"{rec['epoch_time_s']:.2f}s", **getattr(self, "_bar_val", {"val": "-"})
+            )
             self.bar.update(1)
         saved = checkpoint_due(cfg, epoch)
         if saved:
@@ -543,13 +627,17 @@ class Trainer:
         or not (False: the error stands): the job does not continue on failures, the error is not a
         collective's, or no new group came within ``run.peer_timeout_s`` + 30 s. A worker that a new
         generation replaced (its host was judged lost) is fenced: it stops at once and writes nothing."""
-        if (self.cfg.launch.on_failure != "continue" or not isinstance(exc, RuntimeError)
-                or isinstance(exc, (ConfigError, CheckpointError))):
+        if (
+            self.cfg.launch.on_failure != "continue"
+            or not isinstance(exc, RuntimeError)
+            or isinstance(exc, (ConfigError, CheckpointError))
+        ):
             return False
         t0 = time.perf_counter()
         bound = self.cfg.run.peer_timeout_s + 30.0
-        log.warning("a collective failed (%s): waiting up to %.0f s for the group without the lost worker",
-                    _short(exc), bound)
+        log.warning(
+            "a collective failed (%s): waiting up to %.0f s for the group without the lost worker", _short(exc), bound
+        )
         folder = membership_dir(self.out_dir)
         g = wait_generation(folder, self.gen, bound)
         while g is not None:
@@ -560,8 +648,7 @@ class Trainer:
             except RuntimeError as failed:  # a further loss while it formed: the launcher writes the next one
                 if isinstance(failed, (ConfigError, CheckpointError)):
                     raise
-                log.warning("generation %d broke while it formed (%s): waiting for the next one", g.gen,
-                            _short(failed))
+                log.warning("generation %d broke while it formed (%s): waiting for the next one", g.gen, _short(failed))
                 g = wait_generation(folder, g.gen, bound)
         log.error("no new group came within %.0f s; this worker stops", bound)
         return False
@@ -581,8 +668,15 @@ class Trainer:
         self.ddp = None
         gc.collect()  # the old DDP's reducer and its autograd hooks go before the next backward
         shutdown_distributed(clean=False)  # closes its connections: a peer still waiting in it errors out too
-        g = join_generation(g, self.ident.rank, self.ident.world_size, self.cfg.run.collective_timeout_s,
-                            self._backend, folder=membership_dir(self.out_dir), form_s=self.cfg.run.timeout_s)
+        g = join_generation(
+            g,
+            self.ident.rank,
+            self.ident.world_size,
+            self.cfg.run.collective_timeout_s,
+            self._backend,
+            folder=membership_dir(self.out_dir),
+            form_s=self.cfg.run.timeout_s,
+        )
         self.evaluator.regroup()
         self.rt = self.kind.make_runtime(self.cfg, self.ident, self.rt.lp)
         self._sync_state(g, t0)
@@ -602,9 +696,18 @@ class Trainer:
         if rank == source:
             # the change since the last generation that formed: generations given up while forming are part of it
             gens = [x for x in newer_generations(membership_dir(self.out_dir), self.gen) if x.gen <= g.gen] or [g]
-            box = [{"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "at": self._at,
-                    "partial": self._partial, "records": self.meter.records, "membership": self.membership,
-                    "seconds": time.perf_counter() - t0, "change": folded_change(gens)}]
+            box = [
+                {
+                    "model": self.model.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "at": self._at,
+                    "partial": self._partial,
+                    "records": self.meter.records,
+                    "membership": self.membership,
+                    "seconds": time.perf_counter() - t0,
+                    "change": folded_change(gens),
+                }
+            ]
         dist.broadcast_object_list(box, src=source)
         st = box[0]
         if rank != source:
@@ -614,24 +717,42 @@ class Trainer:
             if self.gen_joined:
                 self.meter.take_over(st["records"])
             else:
-                for rec in st["records"][len(self.meter.records):]:
+                for rec in st["records"][len(self.meter.records) :]:
                     self.meter.record(dict(rec))
         epoch, done, before = self._at.epoch, self._at.done, self._at.before
         self.epoch, self.step, self.gen_joined, self.gen = epoch, before, False, g.gen
         folded = st["change"]
-        change = {"gen": g.gen, "epoch": epoch, "step": before + done, "step_in_epoch": done, "lost": folded["lost"],
-                  "joined": folded["joined"], "reason": folded["reason"], "seconds": round(st["seconds"], 3),
-                  "lost_part": "; ".join(f"part {j['rank']} loaded from its files by a new worker on host {j['host']}, "
-                                         f"trained from epoch {epoch} step {done} on" for j in folded["joined"])}
+        change = {
+            "gen": g.gen,
+            "epoch": epoch,
+            "step": before + done,
+            "step_in_epoch": done,
+            "lost": folded["lost"],
+            "joined": folded["joined"],
+            "reason": folded["reason"],
+            "seconds": round(st["seconds"], 3),
+            "lost_part": "; ".join(
+                f"part {j['rank']} loaded from its files by a new worker on host {j['host']}, "
+                f"trained from epoch {epoch} step {done} on"
+                for j in folded["joined"]
+            ),
+        }
         if folded["folded"]:
             change["folded"] = folded["folded"]  # generations given up while they formed (a further loss came)
         if folded["unreachable"]:
             change["unreachable"] = folded["unreachable"]
         self.membership = list(st["membership"]) + [change]
         if self.ident.is_main:
-            log.warning("generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
-                        g.gen, change["reason"], self.ident.world_size, epoch, done, st["seconds"],
-                        change["lost_part"])
+            log.warning(
+                "generation %d: %s; %d workers go on from epoch %d step %d (%.1f s after the loss); %s",
+                g.gen,
+                change["reason"],
+                self.ident.world_size,
+                epoch,
+                done,
+                st["seconds"],
+                change["lost_part"],
+            )
 
     def _stops_within(self) -> int:
         """:meth:`_stop_agreed` inside an epoch (at the same steps on every rank); 0 with repartitioning (a switch
@@ -658,26 +779,44 @@ class Trainer:
         shard = {"embedding": rows} if rows is not None else None
         state = self.state_dict()
         if within:  # the epoch's position: its steps taken and their losses (its record's mean loss at the end)
-            state["within"] = {"steps": within, "losses": list(self._partial.losses),
-                               "weights": list(self._partial.weights)}
-        path = save_on_rank0(self.store, lambda ranks: dict(state, ranks=ranks), self.meter.records,
-                             self.epoch, self.fingerprint, self.step + within, self.evaluator.wait_for_rank0,
-                             shard=shard)
+            state["within"] = {
+                "steps": within,
+                "losses": list(self._partial.losses),
+                "weights": list(self._partial.weights),
+            }
+        path = save_on_rank0(
+            self.store,
+            lambda ranks: dict(state, ranks=ranks),
+            self.meter.records,
+            self.epoch,
+            self.fingerprint,
+            self.step + within,
+            self.evaluator.wait_for_rank0,
+            shard=shard,
+        )
         if self.ident.is_main:  # the first one and a stop's are news; one a line every epoch is noise
             where = f"{within} steps into epoch {self.epoch}" if within else f"after epoch {self.epoch - 1}"
             first = not getattr(self, "_checkpointed", False)
             self._checkpointed = True
             (log.info if first or within else log.debug)(
-                "checkpoint %s (step %d): %s%s", where, self.step + within, path,
-                "; the later ones go to the same folder without a line" if first and not within else "")
+                "checkpoint %s (step %d): %s%s",
+                where,
+                self.step + within,
+                path,
+                "; the later ones go to the same folder without a line" if first and not within else "",
+            )
         return path
 
     def state_dict(self) -> dict:
         """What a checkpoint holds besides every rank's RNG states, records and (``model.embed``) embedding
         shard (added by :meth:`save_checkpoint`): model, optimizer, next epoch, steps taken, and the
         schedule's position and records (which partitioning trained last, which comes next, the switches)."""
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": self.epoch,
-                 "step": self.step}
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "epoch": self.epoch,
+            "step": self.step,
+        }
         if self.driver is not None:
             state["schedule"] = self.driver.state_dict(self.epoch)
         return state
@@ -701,16 +840,23 @@ class Trainer:
         mine = ranks[self.ident.rank] if self.ident.rank < len(ranks) else None
         rows = ((mine or {}).get("shard") or {}).get("embedding")
         if rows is None and self.embedding.learnable:
-            raise CheckpointError(f"checkpoint {self.resumed_from} holds no embedding rows for rank "
-                                  f"{self.ident.rank}; resume from a checkpoint of this run, or start afresh")
+            raise CheckpointError(
+                f"checkpoint {self.resumed_from} holds no embedding rows for rank "
+                f"{self.ident.rank}; resume from a checkpoint of this run, or start afresh"
+            )
         self.embedding.load_shard(rows, self.emb_optimizer)
         if mine is not None:
             # metrics.jsonl restarts with the epochs the checkpoint covers
             self.meter.preload(r for r in mine["records"] if r["epoch"] < self.epoch)
             set_rng_state(mine["rng"])
         if self.ident.is_main:
-            log.info("resumed from %s: epoch %d%s, step %d", self.resumed_from, self.epoch,
-                     f" from its step {done}" if done else "", self.step + done)
+            log.info(
+                "resumed from %s: epoch %d%s, step %d",
+                self.resumed_from,
+                self.epoch,
+                f" from its step {done}" if done else "",
+                self.step + done,
+            )
 
     def close(self) -> None:
         """Teardown: the progress bar, the log, the helper thread, the evaluator and the repartition
@@ -750,9 +896,20 @@ class Trainer:
         self.meter.holding(**self.kind.holding(self.cfg, lp, self.embedding))
 
 
-def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int, out_dir: str,
-               hooks=None, builder_channel: tuple | None = None, resume: str | None = None,
-               join: Generation | None = None, stop_raises: bool = False, beacon=None, since: int = 0) -> dict | None:
+def run_worker(
+    ident: Identity,
+    cfg: Config,
+    part_config: str,
+    num_classes: int,
+    out_dir: str,
+    hooks=None,
+    builder_channel: tuple | None = None,
+    resume: str | None = None,
+    join: Generation | None = None,
+    stop_raises: bool = False,
+    beacon=None,
+    since: int = 0,
+) -> dict | None:
     """The training of one worker (process group already initialised): a :class:`Trainer`, fit, closed.
 
     This is also the entry of a worker that an external starter (torchrun, Slurm) started:
@@ -772,16 +929,20 @@ def run_worker(ident: Identity, cfg: Config, part_config: str, num_classes: int,
     Returns:
         summary.json's content on rank 0, None on the other ranks (and after a stop).
     """
-    trainer = Trainer(ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join, beacon,
-                      since)
+    trainer = Trainer(
+        ident, cfg, part_config, num_classes, out_dir, hooks, builder_channel, resume, join, beacon, since
+    )
     try:
         summary = trainer.fit()
     finally:
         trainer.close()
     if stop_raises and trainer.stopped is not None:
         signum, where = trainer.stopped
-        raise Stopped(f"stopped by {signal.Signals(signum).name} {where}; a restart of the workers continues from "
-                      "it (--resume auto, the default)", signum)
+        raise Stopped(
+            f"stopped by {signal.Signals(signum).name} {where}; a restart of the workers continues from "
+            "it (--resume auto, the default)",
+            signum,
+        )
     return summary
 
 
@@ -812,8 +973,16 @@ def _timed_backward(loss: Tensor) -> float:
     return time.perf_counter()
 
 
-def train_worker(rank: int, cfg: Config, part_config: str, num_classes: int, port: int, out_dir: str,
-                 builder_channel: tuple | None = None, resume: str | None = None) -> None:
+def train_worker(
+    rank: int,
+    cfg: Config,
+    part_config: str,
+    num_classes: int,
+    port: int,
+    out_dir: str,
+    builder_channel: tuple | None = None,
+    resume: str | None = None,
+) -> None:
     """Entry point of a spawned worker: distributed setup, the loop, teardown.
 
     A user error (ConfigError, e.g. a checkpoint that cannot be written) leaves as

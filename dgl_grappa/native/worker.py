@@ -20,6 +20,7 @@ Storage: as in DistDGL, every host is assumed to see the partitions, the config 
 output folder at the same paths (shared storage). Where it does not, ``launch.copy_partitions``
 copies them (and rank 0 sends each later partitioning over the process group).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,7 +52,6 @@ from ..cluster.launch import (
     shutdown_distributed,
     threads_per_worker,
 )
-from ..cluster.procs import ENV_JOB, JobFailed
 from ..cluster.liveness import Beacon, beat_every, clear_reports, fence_exit
 from ..cluster.membership import (
     fenced_by,
@@ -61,6 +61,7 @@ from ..cluster.membership import (
     read_generation,
     wait_generation,
 )
+from ..cluster.procs import ENV_JOB, JobFailed
 from ..cluster.remote import DILATION_KEYS, Cluster
 from ..cluster.signals import Stopped, StopSignals, catch_scheduler_stop
 from ..config import Config, ConfigError, write_resolved_config
@@ -82,6 +83,7 @@ log = logging.getLogger("dgl_grappa")
 # ---------------------------------------------------------------------------------------
 # One worker, joining from its environment
 # ---------------------------------------------------------------------------------------
+
 
 def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None) -> tuple[str, int]:
     """Every rank: the first partitioning's json and the number of classes (rank 0 makes them if needed).
@@ -118,14 +120,17 @@ def _prepare(cfg: Config, ident, part_config: str | None, n_classes: int | None)
         dist.all_gather_object(have, (ident.host_index, has_part(Path(part_config).parent, ident.part, halo)))
         missing = [(r, h) for r, (h, ok) in enumerate(have) if not ok]
         if missing:
-            raise ConfigError(f"{part_config}: the files of part(s) {[r for r, _ in missing]} are missing on host(s) "
-                              f"{sorted({h for _, h in missing})}; put the partitions on storage every host shares, "
-                              "or set --launch.copy_partitions=true")
+            raise ConfigError(
+                f"{part_config}: the files of part(s) {[r for r, _ in missing]} are missing on host(s) "
+                f"{sorted({h for _, h in missing})}; put the partitions on storage every host shares, "
+                "or set --launch.copy_partitions=true"
+            )
     return part_config, n_classes
 
 
-def run_started_worker(cfg: Config, part_config: str | None = None, num_classes: int | None = None,
-               resume: str | None = "auto", env=None) -> int:
+def run_started_worker(
+    cfg: Config, part_config: str | None = None, num_classes: int | None = None, resume: str | None = "auto", env=None
+) -> int:
     """``python -m dgl_grappa worker``: one worker of a job started by torchrun, srun or the launcher.
 
     Args:
@@ -140,25 +145,43 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
     """
     who = worker_identity(os.environ if env is None else env)
     if who.world_size != cfg.partition.num_parts:
-        raise ConfigError(f"WORLD_SIZE={who.world_size} but partition.num_parts={cfg.partition.num_parts}: one "
-                          f"worker trains one part; start {cfg.partition.num_parts} workers or set "
-                          f"--partition.num_parts={who.world_size}")
+        raise ConfigError(
+            f"WORLD_SIZE={who.world_size} but partition.num_parts={cfg.partition.num_parts}: one "
+            f"worker trains one part; start {cfg.partition.num_parts} workers or set "
+            f"--partition.num_parts={who.world_size}"
+        )
     setup_logging(who.rank)
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack, to its log
     # torchrun sets OMP_NUM_THREADS (1 with several workers per node); the launcher sets it for test hosts.
-    threads = cfg.run.num_threads or int(os.environ.get("OMP_NUM_THREADS") or 0) \
-        or threads_per_worker(who.local_world_size)
+    threads = (
+        cfg.run.num_threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or threads_per_worker(who.local_world_size)
+    )
     set_threads(threads)
-    log.info("worker %d of %d (%s): host %d (%s), local rank %d, master %s:%d, %d threads, device %s",
-             who.rank, who.world_size, who.source, who.host_index, os.uname().nodename, who.local_rank,
-             who.master_addr, who.master_port, threads, cfg.run.device)
+    log.info(
+        "worker %d of %d (%s): host %d (%s), local rank %d, master %s:%d, %d threads, device %s",
+        who.rank,
+        who.world_size,
+        who.source,
+        who.host_index,
+        os.uname().nodename,
+        who.local_rank,
+        who.master_addr,
+        who.master_port,
+        threads,
+        cfg.run.device,
+    )
     out = Path(cfg.run.output_dir)
     environ = env if env is not None else os.environ
     joining = environ.get(ENV_JOIN)
     beacon = None
     if environ.get(ENV_BEAT):  # the multi-host launcher judges the workers' liveness over the network
-        beacon = Beacon(membership_dir(out), who.rank, environ.get(ENV_HOST_ADDR) or who.master_addr,
-                        float(environ[ENV_BEAT]), since=int(joining or 0)).start()
+        beacon = Beacon(
+            membership_dir(out),
+            who.rank,
+            environ.get(ENV_HOST_ADDR) or who.master_addr,
+            float(environ[ENV_BEAT]),
+            since=int(joining or 0),
+        ).start()
     # Started by torchrun or srun (the multi-host launcher stops its own workers): a scheduler's SIGTERM or
     # SIGHUP reaches every task; the workers then stop together at the next agreed step, with a checkpoint.
     external = ENV_BEAT not in environ
@@ -179,28 +202,56 @@ def run_started_worker(cfg: Config, part_config: str | None = None, num_classes:
     return 0
 
 
-def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, part_config: str | None,
-                        num_classes: int | None, beacon: Beacon | None = None) -> int:
+def _join_running_group(
+    cfg: Config,
+    who: WorkerIdentity,
+    gen: int,
+    out: Path,
+    part_config: str | None,
+    num_classes: int | None,
+    beacon: Beacon | None = None,
+) -> int:
     """A worker started to take a lost part over (``launch.on_failure: continue``): it joins generation
     ``gen`` of the running group (or the newer one a further loss made meanwhile) as the lost rank and
     trains that rank's part from the survivors' state."""
     folder = membership_dir(out)
     g = read_generation(folder, gen)
     if g is None or part_config is None or num_classes is None:
-        raise ConfigError(f"{ENV_JOIN}={gen}: the launcher starts take-over workers with the generation written in "
-                          f"{folder} and --part-config/--num-classes; do not set it by hand")
+        raise ConfigError(
+            f"{ENV_JOIN}={gen}: the launcher starts take-over workers with the generation written in "
+            f"{folder} and --part-config/--num-classes; do not set it by hand"
+        )
     slot, sharing = gpu_place(who, cfg.launch.remote)
     select_device(cfg.run.device, slot)
     backend = backend_for(cfg.run.device, cfg.run.device == "cuda" and gpus_shared(sharing))
-    ident = Identity(rank=who.rank, world_size=who.world_size, part=who.rank, local_rank=who.local_rank,
-                     host_index=who.host_index, gpu_slot=slot)
+    ident = Identity(
+        rank=who.rank,
+        world_size=who.world_size,
+        part=who.rank,
+        local_rank=who.local_rank,
+        host_index=who.host_index,
+        gpu_slot=slot,
+    )
     bound = cfg.run.peer_timeout_s + 30.0
     while True:
-        g = join_generation(newest_generation(folder, g.gen) or g, who.rank, who.world_size,
-                            cfg.run.collective_timeout_s, backend, folder=folder, form_s=cfg.run.timeout_s)
+        g = join_generation(
+            newest_generation(folder, g.gen) or g,
+            who.rank,
+            who.world_size,
+            cfg.run.collective_timeout_s,
+            backend,
+            folder=folder,
+            form_s=cfg.run.timeout_s,
+        )
         faults.hit("join", rank=who.rank, gen=g.gen)  # tests: a loss while a generation forms
-        log.info("worker %d joins generation %d on host %d (%s): it takes part %d over", who.rank, g.gen,
-                 who.host_index, g.reason, who.rank)
+        log.info(
+            "worker %d joins generation %d on host %d (%s): it takes part %d over",
+            who.rank,
+            g.gen,
+            who.host_index,
+            g.reason,
+            who.rank,
+        )
         clean = False
         try:
             run_worker(ident, cfg, part_config, num_classes, str(out), resume="", join=g, beacon=beacon, since=gen)
@@ -222,6 +273,7 @@ def _join_running_group(cfg: Config, who: WorkerIdentity, gen: int, out: Path, p
 # ---------------------------------------------------------------------------------------
 # The launcher: workers on hosts (ssh, or the project's test hosts)
 # ---------------------------------------------------------------------------------------
+
 
 def train_on_hosts(cfg: Config) -> dict:
     """``train`` across hosts: partitions here, one ``worker`` per part on its host, bounded, stopped.
@@ -253,8 +305,11 @@ def train_on_hosts(cfg: Config) -> dict:
             return _train_on_hosts(cfg, cluster, out)
         except Stopped as exc:
             last = CheckpointStore(checkpoint_dir(cfg)).newest_valid(fingerprint(cfg))
-            where = (f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
-                     if last is not None else "no checkpoint was written; a new run starts from epoch 0")
+            where = (
+                f"the newest checkpoint is {last.path} (epoch {last.epoch}); continue with --resume"
+                if last is not None
+                else "no checkpoint was written; a new run starts from epoch 0"
+            )
             raise Stopped(f"{exc}: every worker on every host was stopped; {where}", exc.signum) from None
 
 
@@ -277,8 +332,11 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
     if not cfg.checkpoint.resume:  # a fresh run: an earlier run's checkpoints must not be resumed by the workers
         cleared = CheckpointStore(checkpoint_dir(cfg)).clear()
         if cleared:
-            log.warning("removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
-                        cleared, checkpoint_dir(cfg))
+            log.warning(
+                "removed %d checkpoint(s) of an earlier run in %s (pass --resume to continue from them)",
+                cleared,
+                checkpoint_dir(cfg),
+            )
     resolved = write_resolved_config(cfg, out / "config.resolved.yaml")
     (out / "summary.json").unlink(missing_ok=True)
     logs = out / "logs"
@@ -287,22 +345,43 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
         if cfg.launch.copy_partitions:
             for h in range(len(cluster.entries)):
                 cluster.copy_to(h, out, [resolved.name])
-                cluster.copy_to(h, part_dir, part_files(part_dir, cluster.ranks_on(h), cfg.train.halo,
-                                                        metadata=h == 0))
+                cluster.copy_to(h, part_dir, part_files(part_dir, cluster.ranks_on(h), cfg.train.halo, metadata=h == 0))
             log.info("copied the config and each host's parts of %s to %d hosts", part_dir, len(cluster.entries))
         port = cfg.launch.master_port or (29500 if cluster.kind == "netns" else free_port())
         # Test hosts share this machine's cores (or have their CPU shares); real machines divide their own.
         threads = cluster.threads_per_worker(cfg.run.num_threads)
-        argv = [sys.executable, "-m", "dgl_grappa", "worker", "--config", str(resolved),
-                "--part-config", part_config, "--num-classes", str(n_classes)]
+        argv = [
+            sys.executable,
+            "-m",
+            "dgl_grappa",
+            "worker",
+            "--config",
+            str(resolved),
+            "--part-config",
+            part_config,
+            "--num-classes",
+            str(n_classes),
+        ]
         starts = [0] * n
 
         def start(rank: int, host: int, local_rank: int, gen: int, at_port: int):
             """Rank's worker on a host: a whole group's member (gen 0), or a take-over joining generation gen."""
-            who = WorkerIdentity(rank, n, local_rank, max(len(cluster.ranks_on(host)), local_rank + 1), host,
-                                 cluster.addresses[0], at_port, "torchrun")
-            env = dict(torchrun_env(who), DGLBACKEND="pytorch", **{ENV_WIRE: "nic"},
-                       **{ENV_BEAT: str(beat_every(cfg.run.peer_timeout_s)), ENV_HOST_ADDR: cluster.addresses[host]})
+            who = WorkerIdentity(
+                rank,
+                n,
+                local_rank,
+                max(len(cluster.ranks_on(host)), local_rank + 1),
+                host,
+                cluster.addresses[0],
+                at_port,
+                "torchrun",
+            )
+            env = dict(
+                torchrun_env(who),
+                DGLBACKEND="pytorch",
+                **{ENV_WIRE: "nic"},
+                **{ENV_BEAT: str(beat_every(cfg.run.peer_timeout_s)), ENV_HOST_ADDR: cluster.addresses[host]},
+            )
             if gen:
                 env[ENV_JOIN] = str(gen)
             if threads:
@@ -317,8 +396,15 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
 
         clear_reports(membership_dir(out))  # an earlier run's (a resumed job's) would be judged as these workers'
         procs = [start(s.rank, s.host_index, s.local_rank, 0, port) for s in cluster.slots]
-        log.info("%d workers on %d hosts (%s), master %s:%d, logs in %s", n, len(cluster.entries), cluster.kind,
-                 cluster.addresses[0], port, logs)
+        log.info(
+            "%d workers on %d hosts (%s), master %s:%d, logs in %s",
+            n,
+            len(cluster.entries),
+            cluster.kind,
+            cluster.addresses[0],
+            port,
+            logs,
+        )
         handled = supervise(cfg, procs, start, cluster.addresses, port, out, t0, prepare_host)
         if cfg.launch.copy_partitions:  # rank 0 wrote them on host 0
             cluster.fetch_from(0, out, ["summary.json", "metrics.jsonl"])
@@ -329,8 +415,15 @@ def _train_on_hosts(cfg: Config, cluster: Cluster, out: Path) -> dict:
     summary = json.loads(summary_path.read_text())
     for h in summary.get("wire_hosts") or []:
         h["address"] = described["hosts"][h["host"]]["address"]
-    summary.update({"edge_cut": stats["edge_cut"], "job_wall_s": time.perf_counter() - t0, "cluster": described,
-                    "restarts": handled["restarts"], "on_failure": cfg.launch.on_failure})
+    summary.update(
+        {
+            "edge_cut": stats["edge_cut"],
+            "job_wall_s": time.perf_counter() - t0,
+            "cluster": described,
+            "restarts": handled["restarts"],
+            "on_failure": cfg.launch.on_failure,
+        }
+    )
     summary.update({k: described[k] for k in DILATION_KEYS if k in described})
     write_json(summary_path, summary)
     return summary

@@ -28,6 +28,7 @@ Example:
     >>> info["parts"][0]["rows"], info["parts"][0]["width"]    # doctest: +SKIP
     (677, 1433)
 """
+
 from __future__ import annotations
 
 import json
@@ -130,8 +131,9 @@ def feature_key(tensors: dict, feat_key: str | None, where: str, how: str = "fea
             raise ConfigError(f"{where} has no node data {feat_key!r} (its node data: {sorted(tensors)}); pass {hint}")
         return feat_key
     if len(floats) > 1:
-        raise ConfigError(f"{where} has {len(floats)} 2-D float node tensors {floats}: say which are the features, "
-                          f"{how}<one of them>")
+        raise ConfigError(
+            f"{where} has {len(floats)} 2-D float node tensors {floats}: say which are the features, {how}<one of them>"
+        )
     return floats[0] if floats else None
 
 
@@ -170,22 +172,36 @@ def prepare(part_config: str | Path, feat_key: str = AUTO_KEY, *, gcn: bool = Fa
         d = _part_dir(part_config, meta, p)
         # The mode bits too: root may write anywhere, but a folder made read-only says "leave me".
         if any(not os.access(f, os.W_OK) or not f.stat().st_mode & 0o222 for f in (d, base)):
-            raise ConfigError(f"cannot write the aggregates next to {d}: the folder is read-only; copy the partition "
-                              "folder somewhere writable, or make it writable")
+            raise ConfigError(
+                f"cannot write the aggregates next to {d}: the folder is read-only; copy the partition "
+                "folder somewhere writable, or make it writable"
+            )
     t0 = time.perf_counter()
     bounds = _node_bounds(meta)
     feat_files = [_feat_file(part_config, meta, q) for q in range(num_parts)]
     feat_key = _resolve_key(feat_files[0], feat_key, meta)
     out_degree = _out_degrees(part_config, num_parts) if gcn else None
     parts = []
-    with undone_on_write_failure(base, f"preparing {part_config}", "free space, or copy the partition folder "
-                                 "somewhere with room and prepare it there"):
+    with undone_on_write_failure(
+        base,
+        f"preparing {part_config}",
+        "free space, or copy the partition folder somewhere with room and prepare it there",
+    ):
         for p in range(num_parts):
             parts.append(_prepare_part(part_config, meta, p, bounds, feat_files, feat_key, out_degree))
-        rec = {"version": PREPARE_VERSION, "part_config": part_config.name, "feat_key": feat_key, "gcn": gcn,
-               "num_parts": num_parts, "seconds": time.perf_counter() - t0, "inputs": _inputs(part_config),
-               "parts": [{**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS
-                                  if k in r}} for r in parts]}
+        rec = {
+            "version": PREPARE_VERSION,
+            "part_config": part_config.name,
+            "feat_key": feat_key,
+            "gcn": gcn,
+            "num_parts": num_parts,
+            "seconds": time.perf_counter() - t0,
+            "inputs": _inputs(part_config),
+            "parts": [
+                {**r, **{k: [str(r[k].relative_to(base)), r[k].stat().st_size] for k in ALL_SIDECARS if k in r}}
+                for r in parts
+            ],
+        }
         _atomic_write_bytes(base / PREPARE_FILE, json.dumps(rec, indent=1).encode())
     log.info("first-hop aggregates of %d parts written in %.1f s", num_parts, rec["seconds"])
     return rec
@@ -193,12 +209,15 @@ def prepare(part_config: str | Path, feat_key: str = AUTO_KEY, *, gcn: bool = Fa
 
 # ---------------------------------------------------------------------------------------
 
+
 def _locate(p: Path) -> Path:
     if p.is_dir():
         jsons = [f for f in sorted(p.glob("*.json")) if _looks_like_part_config(f)]
         if not jsons:
-            raise ConfigError(f"{p} holds no partition json (DGL's <graph>.json with node_map); give a folder "
-                              "written by dgl.distributed.partition_graph")
+            raise ConfigError(
+                f"{p} holds no partition json (DGL's <graph>.json with node_map); give a folder "
+                "written by dgl.distributed.partition_graph"
+            )
         return jsons[0]
     if not p.is_file():
         raise ConfigError(f"{p} does not exist; give a partition folder in DGL's layout or its json")
@@ -222,8 +241,10 @@ def _read_meta(part_config: Path) -> dict:
         raise ConfigError(f"{part_config} is not a partition json in DGL's layout (no node_map / num_parts)")
     nm = meta["node_map"]
     if isinstance(nm, dict) and len(nm) != 1:
-        raise ConfigError(f"{part_config} partitions a heterogeneous graph ({len(nm)} node types); first-hop "
-                          "aggregates are computed for homogeneous graphs only")
+        raise ConfigError(
+            f"{part_config} partitions a heterogeneous graph ({len(nm)} node types); first-hop "
+            "aggregates are computed for homogeneous graphs only"
+        )
     return meta
 
 
@@ -270,9 +291,11 @@ def _resolve_key(feat_file: Path, feat_key: str, meta: dict) -> str:
     tensors = {k.split("/", 1)[-1]: v for k, v in read_node_tensors(feat_file, meta, 0).items()}
     key = feature_key(tensors, feat_key, str(feat_file), "--feat-key ")
     if key is None:
-        raise ConfigError(f"{feat_file} has no 2-D float node tensor to aggregate (its node data: {sorted(tensors)}): "
-                          "a featureless graph has no first hop to prepare; train it with learnable rows "
-                          "(the drop-in's first_hop='sampled')")
+        raise ConfigError(
+            f"{feat_file} has no 2-D float node tensor to aggregate (its node data: {sorted(tensors)}): "
+            "a featureless graph has no first hop to prepare; train it with learnable rows "
+            "(the drop-in's first_hop='sampled')"
+        )
     return key
 
 
@@ -283,12 +306,15 @@ def _node_table(feat_file: Path, key: str, meta: dict, p: int) -> Tensor:
         if k == key or k.split("/", 1)[-1] == key:
             bad = int((~torch.isfinite(v)).sum()) if v.is_floating_point() else 0
             if bad:
-                raise ConfigError(f"{feat_file}: node data {key!r} holds {bad} values that are not finite (inf or "
-                                  "NaN), which would spread into every neighbour's aggregate; replace them "
-                                  "(e.g. torch.nan_to_num) and write the partition again")
+                raise ConfigError(
+                    f"{feat_file}: node data {key!r} holds {bad} values that are not finite (inf or "
+                    "NaN), which would spread into every neighbour's aggregate; replace them "
+                    "(e.g. torch.nan_to_num) and write the partition again"
+                )
             return v
-    raise ConfigError(f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass --feat-key <the "
-                      "features' key>")
+    raise ConfigError(
+        f"{feat_file} has no node data {key!r} (it has {sorted(tensors)}); pass --feat-key <the features' key>"
+    )
 
 
 def _out_degrees(part_config: Path, num_parts: int) -> Tensor:
@@ -303,8 +329,15 @@ def _out_degrees(part_config: Path, num_parts: int) -> Tensor:
     return out
 
 
-def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, feat_files: list[Path],
-                  feat_key: str, out_degree: Tensor | None = None) -> dict:
+def _prepare_part(
+    part_config: Path,
+    meta: dict,
+    p: int,
+    bounds: np.ndarray,
+    feat_files: list[Path],
+    feat_key: str,
+    out_degree: Tensor | None = None,
+) -> dict:
     st = read_part_structure(part_config, p, in_edges_of_inner=True)
     n_inner = st["num_inner"]
     indptr, indices = st["indptr"], st["indices"].to(torch.int64)
@@ -332,8 +365,8 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
         # chunked, so the gathered rows of one owner stay a bounded buffer
         step = max(1, (64 << 20) // max(4 * width, 1))
         for a in range(0, sel.numel(), step):
-            s = sel[a:a + step]
-            rows_x = feat.index_select(0, rows[a:a + step])
+            s = sel[a : a + step]
+            rows_x = feat.index_select(0, rows[a : a + step])
             total.index_add_(0, dst[s], rows_x)
             if total_gcn is not None:
                 total_gcn.index_add_(0, dst[s], rows_x * src_norm[s].unsqueeze(1))
@@ -359,8 +392,15 @@ def _prepare_part(part_config: Path, meta: dict, p: int, bounds: np.ndarray, fea
         paths["gcn"] = d / GCN_FILE
         gcn = total_gcn * in_degree.clamp(min=1).to(torch.float32).rsqrt().unsqueeze(1)
         _atomic_save_npy(paths["gcn"], gcn.numpy())
-    return {"part": p, "rows": n_inner, "width": int(width), "in_edges": int(dst.numel()),
-            "remote_pairs": remote_pairs, "remote_rows": remote_rows, **paths}
+    return {
+        "part": p,
+        "rows": n_inner,
+        "width": int(width),
+        "in_edges": int(dst.numel()),
+        "remote_pairs": remote_pairs,
+        "remote_rows": remote_rows,
+        **paths,
+    }
 
 
 def _atomic_save_npy(path: Path, arr: np.ndarray) -> None:
@@ -381,8 +421,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def load_sidecar(part_config: str | Path, part_id: int, rows: Tensor | None = None,
-                 what: str = "agg") -> Tensor:
+def load_sidecar(part_config: str | Path, part_id: int, rows: Tensor | None = None, what: str = "agg") -> Tensor:
     """Part ``part_id``'s table ``what`` (agg, in_degree, remote_owners, gcn): all rows, or the inner rows ``rows``.
 
     Memory-mapped: only the asked rows are read.
@@ -393,8 +432,10 @@ def load_sidecar(part_config: str | Path, part_id: int, rows: Tensor | None = No
     path = sidecar_path(part_config, part_id, what)
     if not path.is_file():
         flag = " --gcn" if what == "gcn" else ""
-        raise ConfigError(f"partition {part_config} has no first-hop aggregates ({path} is missing); add them with "
-                          f"`python -m dgl_grappa prepare --part-config {part_config}{flag}`, or use "
-                          "--train.first_hop=sampled")
+        raise ConfigError(
+            f"partition {part_config} has no first-hop aggregates ({path} is missing); add them with "
+            f"`python -m dgl_grappa prepare --part-config {part_config}{flag}`, or use "
+            "--train.first_hop=sampled"
+        )
     arr = np.load(path, mmap_mode="r")
     return torch.from_numpy(np.array(arr if rows is None else arr[rows.numpy()]))

@@ -4,6 +4,7 @@ DGL's METIS and random are chosen inside ``partition_graph``; the restreaming LD
 :func:`ldg_assignment` (the package's one LDG, used by ``partition``, ``bigpart`` and
 the repartition schedule) is written through DGL's own code by :func:`forced_assignment`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -76,7 +77,7 @@ def undirected_csr(src: np.ndarray, dst: np.ndarray, num_nodes: int) -> tuple[np
     order = np.argsort(a, kind="stable")
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(a, minlength=num_nodes), out=indptr[1:])
-    return indptr, b[order].astype(np.int32 if num_nodes < 2 ** 31 else np.int64)
+    return indptr, b[order].astype(np.int32 if num_nodes < 2**31 else np.int64)
 
 
 LDG_STREAM = 0x1D6
@@ -84,9 +85,17 @@ LDG_STREAM = 0x1D6
 ``default_rng(seed)`` would repeat the synthetic generator's own permutation for the same seed."""
 
 
-def ldg_assignment(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, passes: int = 3,
-                   slack: float = 0.05, seed: int = 0, train_mask: np.ndarray | None = None,
-                   block: int | None = None) -> np.ndarray:
+def ldg_assignment(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    num_parts: int,
+    *,
+    passes: int = 3,
+    slack: float = 0.05,
+    seed: int = 0,
+    train_mask: np.ndarray | None = None,
+    block: int | None = None,
+) -> np.ndarray:
     """Restreaming linear deterministic greedy (LDG), vectorised over blocks of nodes: the one LDG of the package.
 
     LDG (Stanton & Kliot, KDD 2012) streams the nodes in a seeded random order and puts node
@@ -145,7 +154,7 @@ def ldg_assignment(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, p
     for _ in range(passes):
         order = rng.permutation(n)
         for i in range(0, n, bs):
-            nodes = order[i:i + bs]
+            nodes = order[i : i + bs]
             b = nodes.shape[0]
             old = part[nodes]
             placed = old >= 0
@@ -156,8 +165,11 @@ def ldg_assignment(indptr: np.ndarray, indices: np.ndarray, num_parts: int, *, p
             starts, ends = indptr[nodes], indptr[nodes + 1]
             lens = ends - starts
             row = np.repeat(np.arange(b), lens)
-            pos = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(np.cumsum(lens) - lens, lens) \
+            pos = (
+                np.arange(int(lens.sum()), dtype=np.int64)
+                - np.repeat(np.cumsum(lens) - lens, lens)
                 + np.repeat(starts, lens)
+            )
             npart = part[indices[pos]]
             ok = npart >= 0
             counts = np.bincount(row[ok] * k + npart[ok], minlength=b * k).reshape(b, k).astype(np.float64)
@@ -193,8 +205,9 @@ def _over_cap(choice: np.ndarray, score: np.ndarray, members: np.ndarray, base: 
     return idx[order[rank >= room]]
 
 
-def _capped_choice(score: np.ndarray, size: np.ndarray, cap: int, is_t: np.ndarray, tsize: np.ndarray,
-                   tcap: int) -> np.ndarray:
+def _capped_choice(
+    score: np.ndarray, size: np.ndarray, cap: int, is_t: np.ndarray, tsize: np.ndarray, tcap: int
+) -> np.ndarray:
     """Each row's best part such that no part exceeds ``cap`` nodes (``tcap`` train nodes) after the block.
 
     Every row takes its best part; where a part would overflow, it keeps its best-scoring
@@ -249,8 +262,10 @@ def forced_assignment(assignment: np.ndarray, num_parts: int):
 
     def fixed(sim_g, k, *args, **kwargs):
         if k != num_parts or sim_g.num_nodes() != assignment.shape[0]:
-            raise RuntimeError(f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
-                               f"the forced assignment has {num_parts} parts of {assignment.shape[0]}")
+            raise RuntimeError(
+                f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
+                f"the forced assignment has {num_parts} parts of {assignment.shape[0]}"
+            )
         calls.append(k)
         return torch.from_numpy(np.ascontiguousarray(assignment, dtype=np.int64))
 
@@ -261,8 +276,17 @@ def forced_assignment(assignment: np.ndarray, num_parts: int):
         dgl_part.metis_partition_assignment = original
 
 
-def partition_graph(g, num_parts: int, out_dir: str, *, method: str, balance_ntypes=None,
-                    balance_edges: bool = False, forced=None, quiet: bool = False):
+def partition_graph(
+    g,
+    num_parts: int,
+    out_dir: str,
+    *,
+    method: str,
+    balance_ntypes=None,
+    balance_edges: bool = False,
+    forced=None,
+    quiet: bool = False,
+):
     """``dgl.distributed.partition_graph`` of ``g`` into ``num_parts`` parts in ``out_dir`` (the 1-hop halo kept),
     under ``forced`` (:func:`forced_assignment`, or none), its prints swallowed when ``quiet``; its mapping of
     new ids to original ones (a tensor, or a dict per node type).
@@ -272,23 +296,44 @@ def partition_graph(g, num_parts: int, out_dir: str, *, method: str, balance_nty
         dgl.DGLError: a write failed (disk full): the caller's to report, with where it writes.
     """
     try:
-        with forced or contextlib.nullcontext(), (contextlib.redirect_stdout(io.StringIO()) if quiet
-                                                   else contextlib.nullcontext()):
+        with (
+            forced or contextlib.nullcontext(),
+            contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext(),
+        ):
             orig_nids, _ = dgl.distributed.partition_graph(
-                g, GRAPH_NAME, num_parts, str(out_dir), num_hops=1, part_method=method,
-                balance_ntypes=balance_ntypes, balance_edges=balance_edges, return_mapping=True)
+                g,
+                GRAPH_NAME,
+                num_parts,
+                str(out_dir),
+                num_hops=1,
+                part_method=method,
+                balance_ntypes=balance_ntypes,
+                balance_edges=balance_edges,
+                return_mapping=True,
+            )
     except dgl.DGLError as exc:
         if "Write incomplete" in str(exc):  # a failed write (disk full): the caller's to report
             raise
         log.debug("partition_graph failed: %s", exc)
-        raise ConfigError(f"partition.num_parts={num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
-                          f"into {num_parts} parts (it fails when a part comes out empty); use fewer parts, "
-                          f"e.g. --partition.num_parts={max(1, num_parts // 2)}") from None
+        raise ConfigError(
+            f"partition.num_parts={num_parts}: DGL could not cut this {g.num_nodes()}-node graph "
+            f"into {num_parts} parts (it fails when a part comes out empty); use fewer parts, "
+            f"e.g. --partition.num_parts={max(1, num_parts // 2)}"
+        ) from None
     return orig_nids
 
 
-def cut(g, cfg: PartitionConfig, out_dir: str, *, src: np.ndarray, dst: np.ndarray, train_mask: np.ndarray,
-        balance_ntypes=None, quiet: bool = False):
+def cut(
+    g,
+    cfg: PartitionConfig,
+    out_dir: str,
+    *,
+    src: np.ndarray,
+    dst: np.ndarray,
+    train_mask: np.ndarray,
+    balance_ntypes=None,
+    quiet: bool = False,
+):
     """``g`` cut by ``partition.method`` into DGL's layout in ``out_dir``: LDG's assignment (of the graph's
     homogeneous ids, edges ``src`` -> ``dst``) forced through DGL's METIS slot, or DGL's own METIS or random draw
     (seeded by ``partition.seed``), by :func:`partition_graph`.
@@ -300,13 +345,28 @@ def cut(g, cfg: PartitionConfig, out_dir: str, *, src: np.ndarray, dst: np.ndarr
     forced, method, parts, assign_s = contextlib.nullcontext(), cfg.method, None, 0.0
     if cfg.method == "ldg" and cfg.num_parts > 1:
         indptr, indices = undirected_csr(src, dst, train_mask.shape[0])
-        parts = ldg_assignment(indptr, indices, cfg.num_parts, passes=cfg.ldg_passes, slack=cfg.ldg_slack,
-                               seed=cfg.seed, train_mask=train_mask)
+        parts = ldg_assignment(
+            indptr,
+            indices,
+            cfg.num_parts,
+            passes=cfg.ldg_passes,
+            slack=cfg.ldg_slack,
+            seed=cfg.seed,
+            train_mask=train_mask,
+        )
         assign_s = time.perf_counter() - t0
         forced, method = forced_assignment(parts, cfg.num_parts), "metis"
     elif cfg.method == "ldg":
         method = "random"  # one part: nothing to assign
     dgl.seed(cfg.seed)  # partition_graph's "random" draws every node's part from DGL's RNG
-    orig_nids = partition_graph(g, cfg.num_parts, out_dir, method=method, balance_ntypes=balance_ntypes,
-                                balance_edges=cfg.balance_edges, forced=forced, quiet=quiet)
+    orig_nids = partition_graph(
+        g,
+        cfg.num_parts,
+        out_dir,
+        method=method,
+        balance_ntypes=balance_ntypes,
+        balance_edges=cfg.balance_edges,
+        forced=forced,
+        quiet=quiet,
+    )
     return orig_nids, parts, assign_s

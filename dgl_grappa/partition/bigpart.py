@@ -29,6 +29,7 @@ new node ids follow the original ids (DGL's unstable ``torch.sort`` order can be
 as ``order``); new edge ids are ordered by (new destination id, original edge id); halo
 nodes are ordered by new id.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,6 +54,7 @@ _ROW = 3  # bucket record: new src, new dst, new edge id (int64 each)
 
 
 # ----------------------------------------------------------------------------- assignment
+
 
 def assign_random(num_nodes: int, num_parts: int, seed: int = 0) -> np.ndarray:
     """Uniform random part per node (what ``part_method="random"`` does in DGL).
@@ -121,7 +123,7 @@ def build_csr(graph: BigGraph) -> tuple[np.ndarray, np.ndarray]:
         out_deg += np.bincount(src, minlength=n)
     indptr = np.concatenate(([0], np.cumsum(out_deg)))
     del out_deg
-    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n < 2 ** 31 else np.int64)
+    indices = np.empty(int(indptr[-1]), dtype=np.int32 if n < 2**31 else np.int64)
     cursor = indptr[:-1].copy()
     for _, src, dst in graph.edge_chunks():
         order = np.argsort(src, kind="stable")
@@ -132,8 +134,16 @@ def build_csr(graph: BigGraph) -> tuple[np.ndarray, np.ndarray]:
     return indptr, indices
 
 
-def assign_ldg(graph: BigGraph, num_parts: int, *, passes: int = 3, block: int | None = None,
-               slack: float = 0.05, seed: int = 0, csr: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def assign_ldg(
+    graph: BigGraph,
+    num_parts: int,
+    *,
+    passes: int = 3,
+    block: int | None = None,
+    slack: float = 0.05,
+    seed: int = 0,
+    csr: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Restreamed linear deterministic greedy over a CSR built from the chunks.
 
     The package's one LDG, :func:`dgl_grappa.partition.assign.ldg_assignment` (``partition.method=ldg``
@@ -158,8 +168,9 @@ def assign_ldg(graph: BigGraph, num_parts: int, *, passes: int = 3, block: int |
     indptr, indices = csr if csr is not None else build_csr(graph)
     split = getattr(graph, "split", None)
     train = None if split is None else np.asarray(split) == 0
-    return ldg_assignment(indptr, indices, num_parts, passes=passes, slack=slack, seed=seed, train_mask=train,
-                          block=block)
+    return ldg_assignment(
+        indptr, indices, num_parts, passes=passes, slack=slack, seed=seed, train_mask=train, block=block
+    )
 
 
 def assign(graph: BigGraph, method: str, num_parts: int, seed: int = 0, **kwargs) -> np.ndarray:
@@ -189,6 +200,7 @@ def assign(graph: BigGraph, method: str, num_parts: int, seed: int = 0, **kwargs
 
 # ----------------------------------------------------------------------------- writer
 
+
 @dataclass
 class WorkState:
     """What the bucket pass leaves in the work folder for the per-part writers."""
@@ -196,8 +208,8 @@ class WorkState:
     num_parts: int
     num_nodes: int
     num_edges: int
-    node_bounds: list[int]   # part p owns new ids [node_bounds[p], node_bounds[p+1])
-    edge_bounds: list[int]   # and new edge ids [edge_bounds[p], edge_bounds[p+1])
+    node_bounds: list[int]  # part p owns new ids [node_bounds[p], node_bounds[p+1])
+    edge_bounds: list[int]  # and new edge ids [edge_bounds[p], edge_bounds[p+1])
     inner_edges: list[int]
     outer_edges: list[int]
     cut_edges: int
@@ -211,15 +223,25 @@ class WorkState:
 
 def _check_order(assignment: np.ndarray, order: np.ndarray, num_parts: int) -> None:
     n = assignment.shape[0]
-    if (order.shape != (n,) or (n and (order.min() < 0 or order.max() >= n))
-            or np.bincount(order, minlength=n).max(initial=1) != 1):
+    if (
+        order.shape != (n,)
+        or (n and (order.min() < 0 or order.max() >= n))
+        or np.bincount(order, minlength=n).max(initial=1) != 1
+    ):
         raise ConfigError("order must be a permutation of the node ids")
     if np.any(np.diff(assignment[order]) < 0):
         raise ConfigError("order must list the nodes of part 0 first, then part 1, ... (DGL's node_map)")
 
 
-def bucket_edges(graph: BigGraph, assignment: np.ndarray, num_parts: int, work_dir: str | Path, *,
-                 order: np.ndarray | None = None, method: str = "custom") -> WorkState:
+def bucket_edges(
+    graph: BigGraph,
+    assignment: np.ndarray,
+    num_parts: int,
+    work_dir: str | Path,
+    *,
+    order: np.ndarray | None = None,
+    method: str = "custom",
+) -> WorkState:
     """Reshuffle node and edge ids and bucket the edges by part (stage 2; one pass).
 
     Args:
@@ -290,10 +312,18 @@ def bucket_edges(graph: BigGraph, assignment: np.ndarray, num_parts: int, work_d
         for h in handles.values():
             h.close()
     edge_bounds = indptr[node_bounds]
-    state = WorkState(num_parts=p, num_nodes=n, num_edges=graph.num_edges,
-                      node_bounds=node_bounds.tolist(), edge_bounds=edge_bounds.tolist(),
-                      inner_edges=inner.tolist(), outer_edges=outer.tolist(), cut_edges=int(outer.sum()),
-                      method=method, seconds=time.perf_counter() - t0)
+    state = WorkState(
+        num_parts=p,
+        num_nodes=n,
+        num_edges=graph.num_edges,
+        node_bounds=node_bounds.tolist(),
+        edge_bounds=edge_bounds.tolist(),
+        inner_edges=inner.tolist(),
+        outer_edges=outer.tolist(),
+        cut_edges=int(outer.sum()),
+        method=method,
+        seconds=time.perf_counter() - t0,
+    )
     if inner.tolist() != np.diff(edge_bounds).tolist():
         raise RuntimeError("bucketed in-edges disagree with the in-degrees")
     (work / "state.json").write_text(json.dumps(state.__dict__))
@@ -354,8 +384,9 @@ def write_part(graph: BigGraph, work_dir: str | Path, part_id: int, out_dir: str
     del lsrc, ldst
     gids = np.concatenate((np.arange(lo, hi, dtype=np.int64), halo))
     g.ndata[dgl.NID] = torch.from_numpy(gids)
-    g.ndata["inner_node"] = torch.cat((torch.ones(n_inner, dtype=torch.uint8),
-                                       torch.zeros(halo.shape[0], dtype=torch.uint8)))
+    g.ndata["inner_node"] = torch.cat(
+        (torch.ones(n_inner, dtype=torch.uint8), torch.zeros(halo.shape[0], dtype=torch.uint8))
+    )
     if st.num_parts > 1:  # DGL writes no part_id for a single part
         owner = np.searchsorted(np.asarray(st.node_bounds), gids, side="right") - 1
         g.ndata["part_id"] = torch.from_numpy(owner.astype(np.int64))
@@ -383,13 +414,25 @@ def write_part(graph: BigGraph, work_dir: str | Path, part_id: int, out_dir: str
     assert tuple(node) == NODE_KEYS  # the keys load_local expects, in partition.py's order
     save_tensors(str(pdir / "node_feat.dgl"), {f"_N/{k}": v for k, v in node.items()})
     save_tensors(str(pdir / "edge_feat.dgl"), {})
-    return {"part": p, "inner_nodes": n_inner, "halo_nodes": int(outside_src.shape[0]),
-            "local_nodes": int(n_local), "local_edges": int(n_edges_local), "inner_edges": int(n_in_edges),
-            "seconds": time.perf_counter() - t0}
+    return {
+        "part": p,
+        "inner_nodes": n_inner,
+        "halo_nodes": int(outside_src.shape[0]),
+        "local_nodes": int(n_local),
+        "local_edges": int(n_edges_local),
+        "inner_edges": int(n_in_edges),
+        "seconds": time.perf_counter() - t0,
+    }
 
 
-def finish(work_dir: str | Path, out_dir: str | Path, parts: list[dict], *, fingerprint: dict | None = None,
-           keep_work: bool = False) -> dict:
+def finish(
+    work_dir: str | Path,
+    out_dir: str | Path,
+    parts: list[dict],
+    *,
+    fingerprint: dict | None = None,
+    keep_work: bool = False,
+) -> dict:
     """Write DGL's ``<graph>.json`` and the project's stats, copy the id maps, drop the buckets.
 
     Args:
@@ -413,15 +456,23 @@ def finish(work_dir: str | Path, out_dir: str | Path, parts: list[dict], *, fing
         raise ConfigError(f"finish needs all {st.num_parts} parts, got {[r['part'] for r in parts]}")
     nb, eb = st.node_bounds, st.edge_bounds
     meta = {
-        "graph_name": GRAPH_NAME, "num_nodes": st.num_nodes, "num_edges": st.num_edges,
-        "part_method": st.method, "num_parts": st.num_parts, "halo_hops": 1,
+        "graph_name": GRAPH_NAME,
+        "num_nodes": st.num_nodes,
+        "num_edges": st.num_edges,
+        "part_method": st.method,
+        "num_parts": st.num_parts,
+        "halo_hops": 1,
         "node_map": {"_N": [[nb[q], nb[q + 1]] for q in range(st.num_parts)]},
         "edge_map": {"_N:_E:_N": [[eb[q], eb[q + 1]] for q in range(st.num_parts)]},
-        "ntypes": {"_N": 0}, "etypes": {"_N:_E:_N": 0},
+        "ntypes": {"_N": 0},
+        "etypes": {"_N:_E:_N": 0},
     }
     for q in range(st.num_parts):
-        meta[f"part-{q}"] = {"node_feats": f"part{q}/node_feat.dgl", "edge_feats": f"part{q}/edge_feat.dgl",
-                             "part_graph": f"part{q}/graph.dgl"}
+        meta[f"part-{q}"] = {
+            "node_feats": f"part{q}/node_feat.dgl",
+            "edge_feats": f"part{q}/edge_feat.dgl",
+            "part_graph": f"part{q}/graph.dgl",
+        }
     # Same formatting as DGL's _dump_part_config.
     part_config_path(out).write_text(json.dumps(meta, indent=4, sort_keys=False))
     # assignment: original id -> part; orig_ids: new (shuffled) id -> original id (as partition.py).
@@ -431,12 +482,18 @@ def finish(work_dir: str | Path, out_dir: str | Path, parts: list[dict], *, fing
     halo = np.asarray([r["halo_nodes"] for r in parts])
     stats = {
         "edge_cut": st.cut_edges / st.num_edges if st.num_edges else 0.0,
-        "inner_nodes": inner.tolist(), "halo_nodes": halo.tolist(),
+        "inner_nodes": inner.tolist(),
+        "halo_nodes": halo.tolist(),
         "halo_share": [float(h) / max(int(i), 1) for h, i in zip(halo, inner)],
-        "num_parts": st.num_parts, "method": st.method,
+        "num_parts": st.num_parts,
+        "method": st.method,
         "seconds": st.seconds + sum(r["seconds"] for r in parts),
-        "num_nodes": st.num_nodes, "num_edges": st.num_edges, "part_config": str(part_config_path(out)),
-        "fingerprint": fingerprint or {}, "writer": "bigpart", "parts": parts,
+        "num_nodes": st.num_nodes,
+        "num_edges": st.num_edges,
+        "part_config": str(part_config_path(out)),
+        "fingerprint": fingerprint or {},
+        "writer": "bigpart",
+        "parts": parts,
         "bucket_seconds": st.seconds,
     }
     # First-hop aggregates, part by part from the written files (bounded memory, as for any folder).
@@ -450,9 +507,17 @@ def finish(work_dir: str | Path, out_dir: str | Path, parts: list[dict], *, fing
     return stats
 
 
-def write_partitions(graph: BigGraph, assignment: np.ndarray, num_parts: int, out_dir: str | Path, *,
-                     method: str = "custom", order: np.ndarray | None = None, work_dir: str | Path | None = None,
-                     fingerprint: dict | None = None) -> dict:
+def write_partitions(
+    graph: BigGraph,
+    assignment: np.ndarray,
+    num_parts: int,
+    out_dir: str | Path,
+    *,
+    method: str = "custom",
+    order: np.ndarray | None = None,
+    work_dir: str | Path | None = None,
+    fingerprint: dict | None = None,
+) -> dict:
     """Bucket, write every part, and finish: the whole writer in one call.
 
     Args:
@@ -486,5 +551,17 @@ def folder_bytes(path: str | Path) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
-__all__ = ["ASSIGN_METHODS", "WorkState", "assign", "assign_contiguous", "assign_ldg", "assign_random",
-           "bucket_edges", "build_csr", "finish", "folder_bytes", "write_part", "write_partitions"]
+__all__ = [
+    "ASSIGN_METHODS",
+    "WorkState",
+    "assign",
+    "assign_contiguous",
+    "assign_ldg",
+    "assign_random",
+    "bucket_edges",
+    "build_csr",
+    "finish",
+    "folder_bytes",
+    "write_part",
+    "write_partitions",
+]

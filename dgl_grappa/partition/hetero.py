@@ -25,6 +25,7 @@ Example:
     >>> stats["hetero"]["target"]                                                           # doctest: +SKIP
     'paper'
 """
+
 from __future__ import annotations
 
 import json
@@ -103,8 +104,9 @@ def homogeneous_edges(g: dgl.DGLGraph) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return cat(src), cat(dst), offsets
 
 
-def partition_hetero(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None,
-                     target: str = "") -> dict:
+def partition_hetero(
+    g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None, target: str = ""
+) -> dict:
     """Partition heterograph ``g`` with ``dgl.distributed.partition_graph`` into ``out_dir`` (DGL's layout).
 
     Args:
@@ -138,12 +140,13 @@ def partition_hetero(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path,
     src, dst, offsets = homogeneous_edges(g)
     ti = g.ntypes.index(target)
     train = np.zeros(n_total, dtype=bool)
-    train[offsets[ti]:offsets[ti + 1]] = g.nodes[target].data["train_mask"].numpy().astype(bool)
+    train[offsets[ti] : offsets[ti + 1]] = g.nodes[target].data["train_mask"].numpy().astype(bool)
     balance = {target: g.nodes[target].data["train_mask"].to(torch.int64)} if cfg.balance_train else None
     t0 = time.perf_counter()
     # partition_graph prints a line per part and type; the statistics below say it once
-    orig_nids, forced_parts, assign_s = cut(g, cfg, out, src=src, dst=dst, train_mask=train, balance_ntypes=balance,
-                                            quiet=True)
+    orig_nids, forced_parts, assign_s = cut(
+        g, cfg, out, src=src, dst=dst, train_mask=train, balance_ntypes=balance, quiet=True
+    )
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     if not isinstance(orig_nids, dict):  # DGL returns a tensor when the graph has one node type
@@ -154,12 +157,14 @@ def partition_hetero(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path,
         orig = orig_nids[t].numpy()
         at = 0
         for p, (lo, hi) in enumerate(meta["node_map"][t]):
-            assignment[offsets[i] + orig[at:at + hi - lo]] = p
+            assignment[offsets[i] + orig[at : at + hi - lo]] = p
             at += hi - lo
         np.save(orig_ids_path(out, t), orig)
     if cfg.method == "ldg" and cfg.num_parts > 1 and not np.array_equal(assignment, forced_parts):
-        raise RuntimeError(f"DGL wrote a different assignment into {out} than LDG computed "
-                           "(this DGL version partitions differently; report it)")
+        raise RuntimeError(
+            f"DGL wrote a different assignment into {out} than LDG computed "
+            "(this DGL version partitions differently; report it)"
+        )
     np.save(out / "assignment.npy", assignment)
     # per-relation first-hop aggregates of the relations from a featured type, part by part (inner nodes of the
     # destination type in node-data order: the part's per-type ids, one after the other)
@@ -170,23 +175,46 @@ def partition_hetero(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path,
         for p, (lo, hi) in enumerate(meta["node_map"][e[2]]):
             f = relation_agg_path(part_config_path(out), p, e)
             f.parent.mkdir(parents=True, exist_ok=True)
-            np.save(f, means[orig[at:at + hi - lo]].numpy())
+            np.save(f, means[orig[at : at + hi - lo]].numpy())
             at += hi - lo
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
     stats.update(balance_stats(assignment, cfg.num_parts, train))
-    stats.update({
-        "num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
-        "assign_seconds": assign_s, "layout": LAYOUT_VERSION, "num_nodes": n_total, "num_edges": g.num_edges(),
-        "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
-        "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {},
-        "hetero": {"ntypes": list(g.ntypes), "etypes": [":".join(e) for e in g.canonical_etypes], "target": target,
-                   "featured": [t for t in g.ntypes if "feat" in g.nodes[t].data],
-                   "num_nodes": {t: g.num_nodes(t) for t in g.ntypes},
-                   "aggregates": [agg_key(e) for e in aggregated],
-                   "inner_nodes": {t: [hi - lo for lo, hi in meta["node_map"][t]] for t in g.ntypes}},
-        "featureless": False, "prepare_seconds": 0.0})
+    stats.update(
+        {
+            "num_parts": cfg.num_parts,
+            "method": cfg.method,
+            "seed": cfg.seed,
+            "seconds": seconds,
+            "assign_seconds": assign_s,
+            "layout": LAYOUT_VERSION,
+            "num_nodes": n_total,
+            "num_edges": g.num_edges(),
+            "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
+            "part_config": str(part_config_path(out)),
+            "fingerprint": fingerprint or {},
+            "hetero": {
+                "ntypes": list(g.ntypes),
+                "etypes": [":".join(e) for e in g.canonical_etypes],
+                "target": target,
+                "featured": [t for t in g.ntypes if "feat" in g.nodes[t].data],
+                "num_nodes": {t: g.num_nodes(t) for t in g.ntypes},
+                "aggregates": [agg_key(e) for e in aggregated],
+                "inner_nodes": {t: [hi - lo for lo, hi in meta["node_map"][t]] for t in g.ntypes},
+            },
+            "featureless": False,
+            "prepare_seconds": 0.0,
+        }
+    )
     return stats
 
 
-__all__ = ["HETERO_NODE_KEYS", "agg_key", "homogeneous_edges", "orig_ids_path", "partition_hetero", "relation_agg_path",
-           "relation_means", "to_original_order_typed"]
+__all__ = [
+    "HETERO_NODE_KEYS",
+    "agg_key",
+    "homogeneous_edges",
+    "orig_ids_path",
+    "partition_hetero",
+    "relation_agg_path",
+    "relation_means",
+    "to_original_order_typed",
+]

@@ -4,6 +4,7 @@ A folder in DGL's layout is ``<graph>.json`` + ``part<i>/`` (``graph.dgl``, ``no
 as ``dgl.distributed.partition_graph`` writes it; these functions read it without DGL's
 loader where memory matters.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -130,8 +131,10 @@ def reorder(rows: Tensor, orig_ids_file: Path) -> Tensor:
         ConfigError: the file is missing (a folder not written by ``python -m dgl_grappa partition``).
     """
     if not orig_ids_file.is_file():
-        raise ConfigError(f"{orig_ids_file} is missing: the rows cannot be put back in the graph's node order; "
-                          "partition with `python -m dgl_grappa partition` (it writes the original ids)")
+        raise ConfigError(
+            f"{orig_ids_file} is missing: the rows cannot be put back in the graph's node order; "
+            "partition with `python -m dgl_grappa partition` (it writes the original ids)"
+        )
     orig = torch.from_numpy(np.load(orig_ids_file)).to(torch.int64)
     out = torch.empty_like(rows)
     out[orig] = rows
@@ -144,12 +147,16 @@ def part_paths(part_config: str | Path, part_id: int) -> tuple[dict, Path, Path]
     files = meta[f"part-{part_id}"]
     base = part_config.parent
     graph_file, feat_file = Path(files["part_graph"]), Path(files["node_feats"])
-    return meta, (graph_file if graph_file.is_absolute() else base / graph_file), \
-        (feat_file if feat_file.is_absolute() else base / feat_file)
+    return (
+        meta,
+        (graph_file if graph_file.is_absolute() else base / graph_file),
+        (feat_file if feat_file.is_absolute() else base / feat_file),
+    )
 
 
-def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop", *,
-                        in_edges_of_inner: bool = False) -> dict:
+def read_part_structure(
+    part_config: str | Path, part_id: int, halo: str = "drop", *, in_edges_of_inner: bool = False
+) -> dict:
     """One part's structure from its ``graph.dgl``, as an int32 CSC, without DGL's loader.
 
     The part's graph is read once (int64 COO with its edge data), the wanted edges are
@@ -197,8 +204,16 @@ def read_part_structure(part_config: str | Path, part_id: int, halo: str = "drop
     torch.cumsum(counts, 0, out=indptr[1:])
     indices = src.to(torch.int32)
     del src
-    return {"indptr": indptr, "indices": indices, "num_nodes": n, "num_inner": num_inner, "global_ids": gids,
-            "owner": owner, "edge_order_sorted": is_sorted, "num_parts": len(node_map(meta))}
+    return {
+        "indptr": indptr,
+        "indices": indices,
+        "num_nodes": n,
+        "num_inner": num_inner,
+        "global_ids": gids,
+        "owner": owner,
+        "edge_order_sorted": is_sorted,
+        "num_parts": len(node_map(meta)),
+    }
 
 
 def _dgl_file_bytes(tensors: dict) -> int:
@@ -253,20 +268,25 @@ def read_node_tensors(feat_file: str | Path, meta: dict | None = None, part_id: 
     try:
         tensors = dict(dgl.data.utils.load_tensors(str(feat_file)))
     except Exception as exc:  # noqa: BLE001 - DGL fails on a broken file with AttributeError, DGLError, ...
-        raise ConfigError(f"{feat_file} cannot be read by DGL ({type(exc).__name__}): the file is truncated or "
-                          f"corrupt; {fix}") from None
+        raise ConfigError(
+            f"{feat_file} cannot be read by DGL ({type(exc).__name__}): the file is truncated or corrupt; {fix}"
+        ) from None
     size, want = feat_file.stat().st_size, _dgl_file_bytes(tensors)
     if size != want:
-        raise ConfigError(f"{feat_file} is {size} bytes but the tensors it declares take {want}: the file is "
-                          f"truncated or corrupt; {fix}")
+        raise ConfigError(
+            f"{feat_file} is {size} bytes but the tensors it declares take {want}: the file is "
+            f"truncated or corrupt; {fix}"
+        )
     if meta is not None and part_id is not None:
         counts = part_node_counts(meta, part_id)
         for key, t in tensors.items():
             ntype = key.split("/", 1)[0] if "/" in key else "_N"
             rows = counts.get(ntype)
             if rows is not None and t.dim() > 0 and t.shape[0] != rows:
-                raise ConfigError(f"{feat_file}: node data {key!r} has {t.shape[0]} rows but the partition json "
-                                  f"gives part {part_id} {rows} {ntype} nodes; {fix}")
+                raise ConfigError(
+                    f"{feat_file}: node data {key!r} has {t.shape[0]} rows but the partition json "
+                    f"gives part {part_id} {rows} {ntype} nodes; {fix}"
+                )
     return tensors
 
 

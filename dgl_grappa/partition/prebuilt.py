@@ -1,6 +1,7 @@
 """Prebuilt partitionings (``partition.prebuilt``): parts read straight from a folder in
 DGL's layout that another tool wrote (``bigpart``, DGL's pipeline, ``partition``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,11 +57,15 @@ def prebuilt_stats(cfg: Config) -> dict:
         meta = json.loads(part_config.read_text())
         n = int(meta["num_parts"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"partition.prebuilt: {part_config} is not a readable partition json ({type(exc).__name__}: "
-                          f"{exc}); point partition.prebuilt at a partition folder DGL or dgl_grappa wrote") from None
+        raise ConfigError(
+            f"partition.prebuilt: {part_config} is not a readable partition json ({type(exc).__name__}: "
+            f"{exc}); point partition.prebuilt at a partition folder DGL or dgl_grappa wrote"
+        ) from None
     if n != cfg.partition.num_parts:
-        raise ConfigError(f"partition.prebuilt has {n} parts but partition.num_parts={cfg.partition.num_parts}; "
-                          f"use --partition.num_parts={n}")
+        raise ConfigError(
+            f"partition.prebuilt has {n} parts but partition.num_parts={cfg.partition.num_parts}; "
+            f"use --partition.num_parts={n}"
+        )
     check_part_files(part_config, meta, n)
     stats = read_stats(part_config.parent) or {}
     check_same_graph(cfg, stats, part_config)
@@ -80,15 +85,19 @@ def check_part_files(part_config: Path, meta: dict, n: int) -> None:
     for p in range(n):
         files = meta.get(f"part-{p}")
         if not isinstance(files, dict):
-            raise ConfigError(f"partition.prebuilt: {part_config} lists no files for part {p} of {n}; the partition "
-                              "json is incomplete: partition the graph again")
+            raise ConfigError(
+                f"partition.prebuilt: {part_config} lists no files for part {p} of {n}; the partition "
+                "json is incomplete: partition the graph again"
+            )
         for key in ("part_graph", "node_feats"):
             f = Path(files.get(key, f"part{p}/?"))
             f = f if f.is_absolute() else base / f
             if not f.is_file():
                 missing = f.parent if not f.parent.is_dir() else f
-                raise ConfigError(f"partition.prebuilt: {missing} is missing (part {p} of {n}); copy the whole "
-                                  f"partition folder, or partition the graph again")
+                raise ConfigError(
+                    f"partition.prebuilt: {missing} is missing (part {p} of {n}); copy the whole "
+                    f"partition folder, or partition the graph again"
+                )
 
 
 def check_same_graph(cfg: Config, stats: dict, part_config: Path) -> None:
@@ -106,17 +115,20 @@ def check_same_graph(cfg: Config, stats: dict, part_config: Path) -> None:
         return f"data.name={name}" + (f" data.path={path}" if path else "")
 
     def same_path(a: str, b: str) -> bool:
-        return (not a and not b) or (bool(a) and bool(b) and Path(a).expanduser().resolve() ==
-                                     Path(b).expanduser().resolve())
+        return (not a and not b) or (
+            bool(a) and bool(b) and Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+        )
 
     same = made["name"] == here.name and same_path(made.get("path", ""), here.path)
     if same and here.name == "synthetic" and "synthetic" in made:
         same = made["synthetic"] == dataclasses.asdict(here.synthetic)
     if not same:
         cut = where(made["name"], made.get("path", ""))
-        raise ConfigError(f"partition.prebuilt={part_config.parent} was cut from {cut}, not from "
-                          f"{where(here.name, here.path)}; set --data.name and --data.path to the graph it was cut "
-                          "from, or partition this graph")
+        raise ConfigError(
+            f"partition.prebuilt={part_config.parent} was cut from {cut}, not from "
+            f"{where(here.name, here.path)}; set --data.name and --data.path to the graph it was cut "
+            "from, or partition this graph"
+        )
 
 
 def inner_nodes(meta: dict) -> list[int]:
@@ -155,7 +167,9 @@ def prebuilt_num_classes(cfg: Config, stats: dict) -> int:
         n = top + 1
     nodes = int(stats.get("num_nodes") or 0)
     if nodes and int(n) > nodes:  # a corrupt or foreign label would size the output layer by it
-        raise ConfigError(f"partition.prebuilt={Path(stats['part_config']).parent} holds class id {int(n) - 1}, but "
-                          f"its {nodes} nodes have at most {nodes} classes; number the classes 0..C-1 and partition "
-                          "again")
+        raise ConfigError(
+            f"partition.prebuilt={Path(stats['part_config']).parent} holds class id {int(n) - 1}, but "
+            f"its {nodes} nodes have at most {nodes} classes; number the classes 0..C-1 and partition "
+            "again"
+        )
     return int(n)

@@ -36,6 +36,7 @@ layers; the first two live here:
   partitioning through a broadcast (bounded wait), loads its part, and rank 0 removes
   folders that no worker uses any more.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -75,6 +76,7 @@ _CHUNK_STREAM = 1_000
 # ---------------------------------------------------------------------------------------
 # Schedule arithmetic
 # ---------------------------------------------------------------------------------------
+
 
 def partitioning_index(epoch: int, k: int) -> int:
     """Index j of the partitioning that epoch ``epoch`` trains on (0 when k == 0)."""
@@ -129,6 +131,7 @@ def remove_old(root: str | Path, active: int, keep_last: int) -> list[int]:
 # Assignments
 # ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class AssignmentSpec:
     """What fixes the sequence of assignments (with the graph itself).
@@ -149,12 +152,18 @@ class AssignmentSpec:
     @classmethod
     def from_config(cls, cfg: Config) -> "AssignmentSpec":
         """The spec of a run's config (``partition`` and ``schedule`` sections)."""
-        return cls(cfg.partition.num_parts, cfg.schedule.method, cfg.schedule.seed,
-                   cfg.partition.balance_edges, cfg.partition.balance_train)
+        return cls(
+            cfg.partition.num_parts,
+            cfg.schedule.method,
+            cfg.schedule.seed,
+            cfg.partition.balance_edges,
+            cfg.partition.balance_train,
+        )
 
 
-def _metis(num_nodes: int, src: np.ndarray, dst: np.ndarray, spec: AssignmentSpec,
-           balance: np.ndarray | None) -> np.ndarray:
+def _metis(
+    num_nodes: int, src: np.ndarray, dst: np.ndarray, spec: AssignmentSpec, balance: np.ndarray | None
+) -> np.ndarray:
     """DGL's METIS on the graph (src, dst); quiet (DGL prints a few lines per call).
 
     METIS depends on the order of each node's adjacency list, and DGL's COO -> CSC
@@ -167,13 +176,17 @@ def _metis(num_nodes: int, src: np.ndarray, dst: np.ndarray, spec: AssignmentSpe
     order = np.argsort(dst * num_nodes + src, kind="stable")
     indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(np.bincount(dst, minlength=num_nodes), out=indptr[1:])
-    g = dgl.graph(("csc", (torch.from_numpy(indptr), torch.from_numpy(src[order]),
-                           torch.arange(order.shape[0], dtype=torch.int64))),
-                  num_nodes=num_nodes, idtype=torch.int64)
+    g = dgl.graph(
+        (
+            "csc",
+            (torch.from_numpy(indptr), torch.from_numpy(src[order]), torch.arange(order.shape[0], dtype=torch.int64)),
+        ),
+        num_nodes=num_nodes,
+        idtype=torch.int64,
+    )
     bal = torch.from_numpy(balance) if balance is not None else None
     with contextlib.redirect_stdout(io.StringIO()):
-        part = dgl.metis_partition_assignment(g, spec.num_parts, balance_ntypes=bal,
-                                              balance_edges=spec.balance_edges)
+        part = dgl.metis_partition_assignment(g, spec.num_parts, balance_ntypes=bal, balance_edges=spec.balance_edges)
     return part.numpy().astype(np.int64)
 
 
@@ -241,8 +254,9 @@ def compute_assignment(g: dgl.DGLGraph, spec: AssignmentSpec, j: int) -> np.ndar
     src, dst = (t.numpy() for t in g.edges())
     if spec.method == "ldg":
         indptr, indices = undirected_csr(src, dst, n)
-        return ldg_assignment(indptr, indices, w, seed=int(rng.integers(2 ** 31)),
-                              train_mask=g.ndata["train_mask"].numpy().astype(bool))
+        return ldg_assignment(
+            indptr, indices, w, seed=int(rng.integers(2**31)), train_mask=g.ndata["train_mask"].numpy().astype(bool)
+        )
     balance = g.ndata["train_mask"].numpy().astype(np.int64) if spec.balance_train else None
     if j == 0:
         return _metis(n, src, dst, spec, balance)  # unperturbed: partitioning 0 = METIS as is
@@ -292,8 +306,10 @@ class LocalityTracker:
 # Writing DGL's layout for an assignment
 # ---------------------------------------------------------------------------------------
 
-def write_layout(g: dgl.DGLGraph, assignment: np.ndarray, num_parts: int, out_dir: str | Path,
-                 fingerprint: dict | None = None) -> dict:
+
+def write_layout(
+    g: dgl.DGLGraph, assignment: np.ndarray, num_parts: int, out_dir: str | Path, fingerprint: dict | None = None
+) -> dict:
     """Write ``assignment`` in DGL's layout (``partition.partition``, same node data keys).
 
     Args:
@@ -312,13 +328,16 @@ def write_layout(g: dgl.DGLGraph, assignment: np.ndarray, num_parts: int, out_di
         stats = partition(g, pcfg, out_dir, fingerprint=fingerprint)
     written = np.load(Path(out_dir) / "assignment.npy")
     if not np.array_equal(written, assignment):
-        raise RuntimeError(f"DGL wrote a different assignment into {out_dir} than requested "
-                           "(this DGL version partitions differently; report it)")
+        raise RuntimeError(
+            f"DGL wrote a different assignment into {out_dir} than requested "
+            "(this DGL version partitions differently; report it)"
+        )
     return stats
 
 
-def build_partitioning(g: dgl.DGLGraph, spec: AssignmentSpec, j: int, root: str | Path,
-                       prev: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
+def build_partitioning(
+    g: dgl.DGLGraph, spec: AssignmentSpec, j: int, root: str | Path, prev: np.ndarray | None = None
+) -> tuple[dict, np.ndarray]:
     """Compute partitioning j and write it to ``<root>/<j>/`` (atomically: built aside, renamed).
 
     Args:
@@ -346,8 +365,16 @@ def build_partitioning(g: dgl.DGLGraph, spec: AssignmentSpec, j: int, root: str 
     # DGL's json names its part files relative to itself, so the folder can be renamed.
     os.replace(tmp, final)
     t2 = time.perf_counter()
-    stats.update({"method": spec.method, "index": j, "part_config": str(part_config_path(final)),
-                  "assign_s": t1 - t0, "write_s": t2 - t1, "build_s": t2 - t0})
+    stats.update(
+        {
+            "method": spec.method,
+            "index": j,
+            "part_config": str(part_config_path(final)),
+            "assign_s": t1 - t0,
+            "write_s": t2 - t1,
+            "build_s": t2 - t0,
+        }
+    )
     if prev is not None:
         stats["overlap_prev"] = overlap(prev, assignment, spec.num_parts)
     (final / STATS_FILE).write_text(json.dumps(stats, indent=1))
@@ -404,14 +431,21 @@ def prepare_schedule(cfg: Config, g: dgl.DGLGraph) -> dict:
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)  # before an earlier run's partitionings go
     root = partition_root(cfg.run.output_dir)
     if cfg.partition.out_dir:
-        log.warning("partition.out_dir=%s is ignored with schedule.k>0: partitionings go to %s/<j>",
-                    cfg.partition.out_dir, root)
+        log.warning(
+            "partition.out_dir=%s is ignored with schedule.k>0: partitionings go to %s/<j>", cfg.partition.out_dir, root
+        )
     # A previous run's partitionings would break keep_last; half-built ones are a crash's.
     stale = list(partitioning_dirs(root).values()) + (list(root.glob(".building-*")) if root.is_dir() else [])
     for path in stale:
         shutil.rmtree(path)
     spec = AssignmentSpec.from_config(cfg)
     stats, _ = build_partitioning(g, spec, 0, root)
-    log.info("schedule: %s every %d epochs; partitioning 0 built in %.2f s (edge cut %.4f) -> %s",
-             spec.method, cfg.schedule.k, stats["build_s"], stats["edge_cut"], root / "0")
+    log.info(
+        "schedule: %s every %d epochs; partitioning 0 built in %.2f s (edge cut %.4f) -> %s",
+        spec.method,
+        cfg.schedule.k,
+        stats["build_s"],
+        stats["edge_cut"],
+        root / "0",
+    )
     return stats

@@ -1,4 +1,5 @@
 """Hosts without shared storage: rank 0 sends other hosts' workers their part (``launch.copy_partitions``)."""
+
 from __future__ import annotations
 
 import logging
@@ -13,8 +14,9 @@ from .layout import has_part, part_files
 log = logging.getLogger("dgl_grappa")
 
 
-def share_partition(part_config: str | Path, rank: int, host_index: int, halo: str = "drop",
-                    chunk_bytes: int = 64 << 20) -> int:
+def share_partition(
+    part_config: str | Path, rank: int, host_index: int, halo: str = "drop", chunk_bytes: int = 64 << 20
+) -> int:
     """Rank 0 sends the workers on other hosts their part of a partitioning, over the process group.
 
     For hosts without shared storage: rank 0 has the partitioning on disk (it built it, or

@@ -2,6 +2,7 @@
 method's node data) and ``ensure_partitions`` (reuse a folder whose fingerprint and
 files match, else cut again).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,9 @@ _SAID_REUSED: set[Path] = set()
 ensures its partitioning, then each of its runs asks again; one line says it."""
 
 
-def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None,
-              target: str = "") -> dict:
+def partition(
+    g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, fingerprint: dict | None = None, target: str = ""
+) -> dict:
     """Partition ``g`` with dgl.distributed.partition_graph into ``out_dir``.
 
     Args:
@@ -85,8 +87,9 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     train = g.ndata["train_mask"].numpy().astype(bool)
     t0 = time.perf_counter()
     # the 1-hop halo kept in every part: halo "keep" and DistDGL both use it
-    orig_nids, forced_parts, assign_s = cut(g, cfg, out, src=src, dst=dst, train_mask=train,
-                                            balance_ntypes=balance_ntypes, quiet=cfg.method == "ldg")
+    orig_nids, forced_parts, assign_s = cut(
+        g, cfg, out, src=src, dst=dst, train_mask=train, balance_ntypes=balance_ntypes, quiet=cfg.method == "ldg"
+    )
     seconds = time.perf_counter() - t0
     meta = json.loads(part_config_path(out).read_text())
     # New (shuffled) ids are contiguous per part; map them back to the original nodes.
@@ -97,15 +100,27 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
     assignment[orig_nids.numpy()] = new_part
     stats = edge_cut_stats(src, dst, assignment, cfg.num_parts)
     stats.update(balance_stats(assignment, cfg.num_parts, train))
-    stats.update({"num_parts": cfg.num_parts, "method": cfg.method, "seed": cfg.seed, "seconds": seconds,
-                  "assign_seconds": assign_s, "layout": LAYOUT_VERSION,
-                  "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-                  "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
-                  "part_config": str(part_config_path(out)), "fingerprint": fingerprint or {}})
+    stats.update(
+        {
+            "num_parts": cfg.num_parts,
+            "method": cfg.method,
+            "seed": cfg.seed,
+            "seconds": seconds,
+            "assign_seconds": assign_s,
+            "layout": LAYOUT_VERSION,
+            "num_nodes": g.num_nodes(),
+            "num_edges": g.num_edges(),
+            "train_nodes": np.bincount(assignment[train], minlength=cfg.num_parts).tolist(),
+            "part_config": str(part_config_path(out)),
+            "fingerprint": fingerprint or {},
+        }
+    )
     # assignment: original id -> part; orig_ids: global (shuffled) id -> original id.
     if cfg.method == "ldg" and cfg.num_parts > 1 and not np.array_equal(assignment, forced_parts):
-        raise RuntimeError(f"DGL wrote a different assignment into {out} than LDG computed "
-                           "(this DGL version partitions differently; report it)")
+        raise RuntimeError(
+            f"DGL wrote a different assignment into {out} than LDG computed "
+            "(this DGL version partitions differently; report it)"
+        )
     np.save(out / "assignment.npy", assignment)
     np.save(out / "orig_ids.npy", orig_nids.numpy())
     # First-hop aggregates, from the written parts (the same path as for a folder made elsewhere).
@@ -124,8 +139,10 @@ def partition(g: dgl.DGLGraph, cfg: PartitionConfig, out_dir: str | Path, finger
 def check_partitionable(num_nodes: int, num_parts: int) -> None:
     """Raise a one-line ConfigError when a graph of ``num_nodes`` nodes cannot have ``num_parts`` parts."""
     if num_parts > num_nodes:
-        raise ConfigError(f"partition.num_parts={num_parts} is more than the graph's {num_nodes} nodes; use at most "
-                          f"{num_nodes} parts (better far fewer: every part needs training nodes)")
+        raise ConfigError(
+            f"partition.num_parts={num_parts} is more than the graph's {num_nodes} nodes; use at most "
+            f"{num_nodes} parts (better far fewer: every part needs training nodes)"
+        )
 
 
 def file_manifest(out_dir: str | Path) -> dict[str, list]:
@@ -172,11 +189,13 @@ def folder_problem(out_dir: str | Path, stats: dict) -> str | None:
     return None
 
 
-
 def format_stats(stats: dict) -> str:
     """A short table of a partitioning for the terminal."""
-    lines = [f"{stats['method']} into {stats['num_parts']} parts: edge-cut fraction {stats['edge_cut']:.4f} "
-             f"({stats['seconds']:.2f} s)", "part  inner_nodes  halo_nodes  halo/inner"]
+    lines = [
+        f"{stats['method']} into {stats['num_parts']} parts: edge-cut fraction {stats['edge_cut']:.4f} "
+        f"({stats['seconds']:.2f} s)",
+        "part  inner_nodes  halo_nodes  halo/inner",
+    ]
     for p, (i, h, s) in enumerate(zip(stats["inner_nodes"], stats["halo_nodes"], stats["halo_share"])):
         lines.append(f"{p:>4}  {i:>11}  {h:>10}  {s:>9.1%}")
     return "\n".join(lines)
@@ -289,28 +308,46 @@ def ensure_partitions(cfg: Config, g: dgl.DGLGraph | None = None) -> tuple[dict,
             return stats, g
         log.warning("the partitioning in %s is broken: %s; partitioning again", out, why)
     elif stats is not None and chosen:
-        raise ConfigError(f"partition.out_dir={out} holds a partitioning of another graph or settings "
-                          f"({changes[0]}); point --partition.out_dir at "
-                          "a new folder, or remove that one")
+        raise ConfigError(
+            f"partition.out_dir={out} holds a partitioning of another graph or settings "
+            f"({changes[0]}); point --partition.out_dir at "
+            "a new folder, or remove that one"
+        )
     elif chosen and out.is_dir() and any(out.iterdir()):
-        raise ConfigError(f"partition.out_dir={out} is not empty and holds no dgl_grappa partitioning; point "
-                          "--partition.out_dir at a new or empty folder")
+        raise ConfigError(
+            f"partition.out_dir={out} is not empty and holds no dgl_grappa partitioning; point "
+            "--partition.out_dir at a new or empty folder"
+        )
     if g is None:
         g = load_dataset(cfg.data)
     check_partitionable(g.num_nodes(), cfg.partition.num_parts)
     held = hold_out_of(cfg)
     cut = g if held is None else held.cut(g)  # link prediction: without the held-out edges (g stays whole)
     if cut.num_edges() == 0:  # DGL's partitioner fails on it with a TypeError deep inside
-        raise ConfigError(f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
-                          "nothing to partition; give a graph with edges between its nodes")
+        raise ConfigError(
+            f"the graph has {g.num_nodes()} nodes and no edges: a GNN learns along edges and there is "
+            "nothing to partition; give a graph with edges between its nodes"
+        )
     lib_log = partition_log_path(cfg)
-    log.info("partitioning %d nodes / %d edges into %d parts (%s) -> %s", cut.num_nodes(), cut.num_edges(),
-             cfg.partition.num_parts, cfg.partition.method, out.resolve())
+    log.info(
+        "partitioning %d nodes / %d edges into %d parts (%s) -> %s",
+        cut.num_nodes(),
+        cut.num_edges(),
+        cfg.partition.num_parts,
+        cfg.partition.method,
+        out.resolve(),
+    )
     key = "partition.out_dir" if chosen else "run.output_dir"
     # DGL's and METIS's own prints (timings, peak memory, their own cut counts) go to the log file
-    with undone_on_write_failure(out, f"partitioning into {out}", f"free space or set --{key}=<a folder with room>",
-                                 f"make the folder writable or set --{key}=<a writable folder>"), \
-            library_output_to(lib_log):
+    with (
+        undone_on_write_failure(
+            out,
+            f"partitioning into {out}",
+            f"free space or set --{key}=<a folder with room>",
+            f"make the folder writable or set --{key}=<a writable folder>",
+        ),
+        library_output_to(lib_log),
+    ):
         stats = partition(cut, cfg.partition, out, fingerprint=fp, target=cfg.data.target)
     if cut is not g:
         stats["held_out_edges"] = g.num_edges() - cut.num_edges()

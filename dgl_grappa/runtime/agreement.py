@@ -16,6 +16,7 @@ Both runtimes use the same protocol; the files themselves are :mod:`dgl_grappa.r
 ``wait`` is any callable with the evaluator's ``wait_for_rank0(obj=None)`` contract: every
 rank calls it, and it returns rank 0's ``obj`` on every rank.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,8 +40,16 @@ from .checkpoint import (
 log = logging.getLogger("dgl_grappa")
 
 
-def save_on_rank0(store: CheckpointStore, state: Callable[[list], dict], records: list[dict], epoch: int,
-                  fp: dict, step: int, wait: Callable, shard: dict | None = None) -> str:
+def save_on_rank0(
+    store: CheckpointStore,
+    state: Callable[[list], dict],
+    records: list[dict],
+    epoch: int,
+    fp: dict,
+    step: int,
+    wait: Callable,
+    shard: dict | None = None,
+) -> str:
     """Write a checkpoint (a collective; rank 0 writes); its path, on every rank.
 
     Args:

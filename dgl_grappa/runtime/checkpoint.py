@@ -25,6 +25,7 @@ Example:
     >>> store.save({"model": model.state_dict(), ...}, epoch=3, fp=fingerprint(cfg))  # doctest: +SKIP
     >>> path, meta = store.newest_valid(fingerprint(cfg))                   # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,6 +64,7 @@ class CheckpointError(ConfigError):
 # ---------------------------------------------------------------------------------------
 # What a checkpoint must match
 # ---------------------------------------------------------------------------------------
+
 
 def fingerprint(cfg: Config) -> dict[str, Any]:
     """The settings a checkpoint must agree with to be resumed: model, data, partitioning, optimizer, schedule.
@@ -123,22 +125,32 @@ def check_fingerprint(stored: dict | None, cfg_fp: dict, path: Path) -> None:
     """Raise :class:`CheckpointError` (one line) when checkpoint ``path`` was written for other settings."""
     why = fingerprint_problem(stored or {}, cfg_fp)
     if why is not None:
-        raise CheckpointError(f"checkpoint {path} belongs to another model or graph ({why}); resume with the "
-                              "settings it was written with, or start afresh without --resume")
+        raise CheckpointError(
+            f"checkpoint {path} belongs to another model or graph ({why}); resume with the "
+            "settings it was written with, or start afresh without --resume"
+        )
 
 
 # ---------------------------------------------------------------------------------------
 # RNG states as tensors and plain containers
 # ---------------------------------------------------------------------------------------
 
+
 def rng_state() -> dict:
     """This process's RNG states in a form ``torch.load(weights_only=True)`` accepts."""
     name, key, pos, has_gauss, gauss = np.random.get_state()
     version, py_state, py_gauss = random.getstate()
-    out = {"torch": torch.get_rng_state(),
-           "numpy": {"name": name, "key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
-                     "has_gauss": int(has_gauss), "cached_gaussian": float(gauss)},
-           "python": {"version": version, "state": list(py_state), "gauss_next": py_gauss}}
+    out = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "name": name,
+            "key": torch.from_numpy(key.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(gauss),
+        },
+        "python": {"version": version, "state": list(py_state), "gauss_next": py_gauss},
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         out["cuda"] = torch.cuda.get_rng_state_all()
     return out
@@ -148,8 +160,7 @@ def set_rng_state(state: dict) -> None:
     """Restore what :func:`rng_state` returned."""
     torch.set_rng_state(state["torch"])
     n = state["numpy"]
-    np.random.set_state((n["name"], n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
+    np.random.set_state((n["name"], n["key"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
     p = state["python"]
     random.setstate((p["version"], tuple(p["state"]), p["gauss_next"]))
     if "cuda" in state and torch.cuda.is_available():
@@ -174,6 +185,7 @@ def to_plain(obj: Any) -> Any:
 # ---------------------------------------------------------------------------------------
 # Atomic files
 # ---------------------------------------------------------------------------------------
+
 
 def fsync_dir(path: Path) -> None:
     """fsync a folder, so that a rename inside it is on disk."""
@@ -225,6 +237,7 @@ def atomic_write(path: Path, data: bytes, fault_epoch: int | None = None) -> Non
 # ---------------------------------------------------------------------------------------
 # The store
 # ---------------------------------------------------------------------------------------
+
 
 def checkpoint_dir(cfg: Config, out_dir: str | Path | None = None) -> Path:
     """``checkpoint.dir``, or ``<out_dir or run.output_dir>/checkpoints``."""
@@ -311,8 +324,16 @@ class CheckpointStore:
         torch.save(payload, buf)
         data = buf.getvalue()
         pt = self.pt_path(self.root, epoch)
-        meta = {"format": FORMAT, "epoch": epoch, "step": step, "file": pt.name, "bytes": len(data),
-                "sha256": hashlib.sha256(data).hexdigest(), "fingerprint": fp, "written_at": time.time()}
+        meta = {
+            "format": FORMAT,
+            "epoch": epoch,
+            "step": step,
+            "file": pt.name,
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "fingerprint": fp,
+            "written_at": time.time(),
+        }
         try:
             pt.with_suffix(".json").unlink(missing_ok=True)  # an older copy of this epoch no longer counts
             atomic_write(pt, data, fault_epoch=epoch)
@@ -326,8 +347,10 @@ class CheckpointStore:
                 why = exc.strerror or str(exc)
             prev = self.entries()
             kept = f"; the previous checkpoint {prev[0][1]} is intact" if prev else ""
-            raise CheckpointError(f"writing checkpoint {pt} ({len(data)} bytes) failed: {why}{kept}; free space or "
-                                  "set --checkpoint.dir=<a folder with room>") from None
+            raise CheckpointError(
+                f"writing checkpoint {pt} ({len(data)} bytes) failed: {why}{kept}; free space or "
+                "set --checkpoint.dir=<a folder with room>"
+            ) from None
         self.prune()
         return pt
 
@@ -402,8 +425,10 @@ class CheckpointStore:
                 check_fingerprint(meta.get("fingerprint"), fp, pt)
             return ResumePoint(str(pt), int(meta["epoch"]), int(meta.get("step", 0)))
         if bad and any(p.with_suffix(".json").is_file() for _, p in entries):
-            raise CheckpointError(f"no intact checkpoint in {self.root} (broken: {', '.join(bad)}); remove them and "
-                                  "start afresh, or resume from a copy with --resume=<file>")
+            raise CheckpointError(
+                f"no intact checkpoint in {self.root} (broken: {', '.join(bad)}); remove them and "
+                "start afresh, or resume from a copy with --resume=<file>"
+            )
         return None
 
 
@@ -426,22 +451,28 @@ def load_checkpoint(path: str | Path, fp: dict | None = None) -> dict:
     if pt.with_suffix(".json").is_file():
         meta, why = CheckpointStore(pt.parent).verify(pt)
         if meta is None:
-            raise CheckpointError(f"checkpoint {pt} is corrupt: {why}; resume from an older one (--resume=auto "
-                                  "falls back by itself) or start afresh")
+            raise CheckpointError(
+                f"checkpoint {pt} is corrupt: {why}; resume from an older one (--resume=auto "
+                "falls back by itself) or start afresh"
+            )
     try:
         data = pt.read_bytes()
         ck = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any failure to parse is a corrupt file
         if "Weights only load failed" in str(exc):
-            raise CheckpointError(f"checkpoint {pt} holds objects other than tensors and plain containers, and "
-                                  "loading it could run code, so it is refused; resume from a file written by "
-                                  "dgl_grappa") from None
+            raise CheckpointError(
+                f"checkpoint {pt} holds objects other than tensors and plain containers, and "
+                "loading it could run code, so it is refused; resume from a file written by "
+                "dgl_grappa"
+            ) from None
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"checkpoint {pt} is corrupt or not a checkpoint ({first}); resume from another "
-                              "file or start afresh") from None
+        raise CheckpointError(
+            f"checkpoint {pt} is corrupt or not a checkpoint ({first}); resume from another file or start afresh"
+        ) from None
     if not isinstance(ck, dict) or ck.get("format") != FORMAT or "model" not in ck:
-        raise CheckpointError(f"{pt} is not a dgl_grappa checkpoint (format {FORMAT}); resume from a file "
-                              "written by dgl_grappa")
+        raise CheckpointError(
+            f"{pt} is not a dgl_grappa checkpoint (format {FORMAT}); resume from a file written by dgl_grappa"
+        )
     if fp is not None:
         check_fingerprint(ck.get("fingerprint"), fp, pt)
     return ck

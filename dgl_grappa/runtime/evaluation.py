@@ -11,6 +11,7 @@ and hits@k of the same held-out edges against the same negatives) are measured a
 that no process may hold whole (``partition.prebuilt``), :class:`LayerwiseEvaluator`
 computes the same full-neighbourhood inference layer by layer over the parts.
 """
+
 from __future__ import annotations
 
 import copy
@@ -98,8 +99,9 @@ def ranking_metrics(pos: Tensor, neg: Tensor, k: int) -> dict[str, float]:
     return {"mrr": float((1.0 / rank).mean()), "hits": float((rank <= k).double().mean())}
 
 
-def embedding_accuracy(h: Tensor, label: Tensor, train_mask: Tensor, val_mask: Tensor, test_mask: Tensor,
-                       max_iter: int = 1000) -> dict[str, float]:
+def embedding_accuracy(
+    h: Tensor, label: Tensor, train_mask: Tensor, val_mask: Tensor, test_mask: Tensor, max_iter: int = 1000
+) -> dict[str, float]:
     """Node classification from learned node embeddings, as DGL's ``train_dist_unsupervised.py`` evaluates them.
 
     Every embedding column is standardised over all nodes, a multinomial logistic regression with
@@ -133,8 +135,14 @@ def embedding_accuracy(h: Tensor, label: Tensor, train_mask: Tensor, val_mask: T
         lin = torch.nn.Linear(x.shape[1], classes, dtype=torch.float64)
         torch.nn.init.zeros_(lin.weight)
         torch.nn.init.zeros_(lin.bias)
-        opt = torch.optim.LBFGS(lin.parameters(), max_iter=max_iter, tolerance_grad=1e-4, tolerance_change=1e-9,
-                                history_size=10, line_search_fn="strong_wolfe")
+        opt = torch.optim.LBFGS(
+            lin.parameters(),
+            max_iter=max_iter,
+            tolerance_grad=1e-4,
+            tolerance_change=1e-9,
+            history_size=10,
+            line_search_fn="strong_wolfe",
+        )
         n = xt.shape[0]
 
         def closure():  # the summed objective over n: the same minimum, scikit-learn's scale for the tolerance
@@ -146,8 +154,10 @@ def embedding_accuracy(h: Tensor, label: Tensor, train_mask: Tensor, val_mask: T
         opt.step(closure)
     with torch.no_grad():
         pred = lin(x).argmax(-1)
-    return {k: (float((pred[m] == y[m]).double().mean()) if bool(m.any()) else None)
-            for k, m in (("val", val_mask), ("test", test_mask))}
+    return {
+        k: (float((pred[m] == y[m]).double().mean()) if bool(m.any()) else None)
+        for k, m in (("val", val_mask), ("test", test_mask))
+    }
 
 
 @torch.no_grad()
@@ -183,9 +193,9 @@ def evaluate_link(model: torch.nn.Module, split, k: int, chunk: int = 4096) -> d
     for name, (u, v), negs in (("val", split.val, split.val_neg), ("test", split.test, split.test_neg)):
         pos, neg = [], []
         for a in range(0, u.numel(), chunk):
-            hu = h[u[a:a + chunk]]
-            pos.append((hu * h[v[a:a + chunk]]).sum(-1))
-            neg.append(torch.einsum("pd,pkd->pk", hu, h[negs[a:a + chunk]]))
+            hu = h[u[a : a + chunk]]
+            pos.append((hu * h[v[a : a + chunk]]).sum(-1))
+            neg.append(torch.einsum("pd,pkd->pk", hu, h[negs[a : a + chunk]]))
         m = ranking_metrics(torch.cat(pos) if pos else h[:0, 0], torch.cat(neg) if neg else h[:0, :0], k)
         out[f"{name}_mrr"], out[f"{name}_hits"] = m["mrr"], m["hits"]
     nd = g.ndata
@@ -396,8 +406,9 @@ class LayerwiseEvaluator:
         meta, _, _ = part_paths(part_config, rank)
         self.node_map = node_map(meta)
         if len(self.node_map) != world_size:
-            raise ValueError(f"layer-wise evaluation needs one part per worker: {len(self.node_map)} parts, "
-                             f"{world_size} workers")
+            raise ValueError(
+                f"layer-wise evaluation needs one part per worker: {len(self.node_map)} parts, {world_size} workers"
+            )
         self.num_nodes = self.node_map[-1][1]
         self.ready = False
         self.last_stats: dict = {}
@@ -427,12 +438,17 @@ class LayerwiseEvaluator:
 
         def load():
             st = read_part_structure(self.part_config, self.rank, in_edges_of_inner=True)
-            self.indptr, self.indices, self.num_inner, self.gids = (st["indptr"], st["indices"], st["num_inner"],
-                                                                    st["global_ids"])
+            self.indptr, self.indices, self.num_inner, self.gids = (
+                st["indptr"],
+                st["indices"],
+                st["num_inner"],
+                st["global_ids"],
+            )
             lo, hi = self.node_map[self.rank]
             # DGL's layout gives the inner nodes of part p the global ids node_map[p], in order.
-            self.contiguous = bool(hi - lo == self.num_inner
-                                   and torch.equal(self.gids[: self.num_inner], torch.arange(lo, hi)))
+            self.contiguous = bool(
+                hi - lo == self.num_inner and torch.equal(self.gids[: self.num_inner], torch.arange(lo, hi))
+            )
             _, _, feat_file = part_paths(self.part_config, self.rank)
             node = {k.split("/", 1)[-1]: v for k, v in dgl.data.utils.load_tensors(str(feat_file)).items()}
             self.label = node["label"].to(torch.int64)
@@ -447,7 +463,7 @@ class LayerwiseEvaluator:
         def write():
             h0 = self._open(0, write=True)
             for a in range(0, self.num_inner, self.chunk):
-                self._write_rows(h0, a, self._feat[a: a + self.chunk])
+                self._write_rows(h0, a, self._feat[a : a + self.chunk])
             self._feat = None
             del h0
 
@@ -466,8 +482,9 @@ class LayerwiseEvaluator:
         if self.rank == 0:
             self.work.mkdir(parents=True, exist_ok=True)
             if width is not None:
-                mm = np.lib.format.open_memmap(self._path(layer), mode="w+", dtype=np.float32,
-                                               shape=(self.num_nodes, width))
+                mm = np.lib.format.open_memmap(
+                    self._path(layer), mode="w+", dtype=np.float32, shape=(self.num_nodes, width)
+                )
                 del mm
         dist.barrier()
 
@@ -489,9 +506,9 @@ class LayerwiseEvaluator:
         """Rows of inner nodes ``first .. first + len(rows)`` (local ids) into a layer's map ``out``."""
         if self.contiguous:
             lo = self.node_map[self.rank][0] + first
-            out[lo: lo + rows.shape[0]] = rows
+            out[lo : lo + rows.shape[0]] = rows
         else:
-            out[self.gids[first: first + rows.shape[0]]] = rows
+            out[self.gids[first : first + rows.shape[0]]] = rows
 
     # -- evaluation ----------------------------------------------------------------------
     def _block(self, a: int, b: int):
@@ -504,8 +521,11 @@ class LayerwiseEvaluator:
         new[inside] = nbr[inside] - a
         new[~inside] = (b - a) + inv
         src_local = torch.cat([torch.arange(a, b), others])
-        block = dgl.create_block(("csc", (self.indptr[a: b + 1] - e0, new, torch.arange(e1 - e0))),
-                                 num_src_nodes=src_local.numel(), num_dst_nodes=b - a)
+        block = dgl.create_block(
+            ("csc", (self.indptr[a : b + 1] - e0, new, torch.arange(e1 - e0))),
+            num_src_nodes=src_local.numel(),
+            num_dst_nodes=b - a,
+        )
         return block, self.gids[src_local]
 
     def _width(self, model, layer: int, width_in: int) -> int:
@@ -559,8 +579,12 @@ class LayerwiseEvaluator:
                 self._path(layer).unlink(missing_ok=True)
             stats[f"layer{layer}_s"] = time.perf_counter() - t_layer
             if self.rank == 0:
-                log.info("layer-wise evaluation: layer %d of %d done in %.1f s", layer + 1, num_layers,
-                         stats[f"layer{layer}_s"])
+                log.info(
+                    "layer-wise evaluation: layer %d of %d done in %.1f s",
+                    layer + 1,
+                    num_layers,
+                    stats[f"layer{layer}_s"],
+                )
             width = out_w
         dist.all_reduce(correct)
         model.train(was_training)
@@ -575,8 +599,10 @@ class LayerwiseEvaluator:
         ``model.embed`` with layer-wise evaluation.
         """
         if inputs is not None:
-            raise ValueError("layer-wise evaluation reads the input rows from the partition files; it cannot take "
-                             "learnable embeddings (use train.eval_mode=whole)")
+            raise ValueError(
+                "layer-wise evaluation reads the input rows from the partition files; it cannot take "
+                "learnable embeddings (use train.eval_mode=whole)"
+            )
         if not eval_due(self.cfg, epoch):
             return {}
         t0 = time.perf_counter()
@@ -601,8 +627,10 @@ def make_evaluator(cfg: Config, rank: int, world_size: int, part_config: str, ou
     """
     if eval_mode(cfg) == "layerwise":
         if not scorer.layerwise:
-            raise ConfigError(f"train.eval_mode=layerwise computes accuracies, not the figures train.task="
-                              f"{cfg.train.task} is evaluated on; use --train.eval_mode=whole without "
-                              "partition.prebuilt")
+            raise ConfigError(
+                f"train.eval_mode=layerwise computes accuracies, not the figures train.task="
+                f"{cfg.train.task} is evaluated on; use --train.eval_mode=whole without "
+                "partition.prebuilt"
+            )
         return LayerwiseEvaluator(cfg, rank, world_size, part_config, Path(out_dir) / "eval")
     return GlobalEvaluator(cfg, rank == 0, scorer)

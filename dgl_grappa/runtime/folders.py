@@ -7,6 +7,7 @@ A running job also holds its folders (:class:`FolderLock`, :func:`lock_job_folde
 same ``run.output_dir`` or ``checkpoint.dir`` is refused in one line before it reads, removes or writes
 anything there.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -48,8 +49,9 @@ def check_output_dir(path: str | os.PathLike, key: str) -> None:
             pass
     except OSError as exc:
         why = "no space left" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc)).lower()
-        raise ConfigError(f"{key}={path} cannot be created or written ({why}); choose a writable folder, "
-                          f"e.g. --{key}=runs/<name>") from None
+        raise ConfigError(
+            f"{key}={path} cannot be created or written ({why}); choose a writable folder, e.g. --{key}=runs/<name>"
+        ) from None
     finally:
         for d in missing:  # deepest first
             try:
@@ -116,13 +118,18 @@ class FolderLock:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise ConfigError(f"{self.key}={self.folder} is in use by another job ({holder}); wait for it to end "
-                              f"or stop it, or give this job another folder with --{self.key}=<folder>") from None
+            raise ConfigError(
+                f"{self.key}={self.folder} is in use by another job ({holder}); wait for it to end "
+                f"or stop it, or give this job another folder with --{self.key}=<folder>"
+            ) from None
         except OSError:
             os.close(fd)
             raise
-        info = {"pid": os.getpid(), "host": socket.gethostname(),
-                "since": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
         self._fd = fd

@@ -15,6 +15,7 @@ Example:
     >>> rmse.line({"val_rmse": 0.5, "test_rmse": 0.52})
     'val RMSE 0.5000  test RMSE 0.5200'
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -146,18 +147,29 @@ class Metric:
             object.__setattr__(self, "short", short)
         if not self.words:
             object.__setattr__(self, "words", short)
-        for name, default in (("heading", self.words), ("points", f"{self.words} points"),
-                              ("column", f"test {short}"), ("axis", f"test {self.words} x 100")):
+        for name, default in (
+            ("heading", self.words),
+            ("points", f"{self.words} points"),
+            ("column", f"test {short}"),
+            ("axis", f"test {self.words} x 100"),
+        ):
             if not getattr(self, name):
                 object.__setattr__(self, name, default)
         if not self.summary_keys:
             object.__setattr__(self, "summary_keys", (self.val_key, self.test_key))
         if not self.figures:
-            object.__setattr__(self, "figures", (Figure(self.val_key, f"val {short}"),
-                                                 Figure(self.test_key, f"test {short}")))
+            object.__setattr__(
+                self, "figures", (Figure(self.val_key, f"val {short}"), Figure(self.test_key, f"test {short}"))
+            )
         if not self.notes:
-            object.__setattr__(self, "notes", (f"- **val / test {short}**: one global evaluation of rank 0's model on "
-                                               "the whole graph after the last epoch.",))
+            object.__setattr__(
+                self,
+                "notes",
+                (
+                    f"- **val / test {short}**: one global evaluation of rank 0's model on "
+                    "the whole graph after the last epoch.",
+                ),
+            )
 
     @property
     def best_key(self) -> str:
@@ -207,10 +219,18 @@ class Metric:
         """What a report of runs graded by this metric needs, as plain data (compare.json's ``metric``): the names,
         the direction, and the figures with their labels filled from ``context`` (the run's summary fields)."""
         ctx = context or {}
-        return {"name": self.name, "words": self.words, "short": self.short, "val_key": self.val_key,
-                "test_key": self.test_key, "best_key": self.best_key, "higher_is_better": self.higher_is_better,
-                "figures": [_plain(f, ctx) for f in self.figures], "extra": [_plain(f, ctx) for f in self.extra],
-                "notes": [n.format_map(_Blank(ctx)) for n in self.notes]}
+        return {
+            "name": self.name,
+            "words": self.words,
+            "short": self.short,
+            "val_key": self.val_key,
+            "test_key": self.test_key,
+            "best_key": self.best_key,
+            "higher_is_better": self.higher_is_better,
+            "figures": [_plain(f, ctx) for f in self.figures],
+            "extra": [_plain(f, ctx) for f in self.extra],
+            "notes": [n.format_map(_Blank(ctx)) for n in self.notes],
+        }
 
     def met(self, mean_diff_points: float | None, layers: int) -> bool | None:
         """Whether a row's mean difference to the reference (in points) meets the goal; None unmeasured."""
@@ -227,27 +247,58 @@ class Metric:
         return "-" if x is None else format(x * self.scale if self.scale != 1 else x, self.spec)
 
 
-ACCURACY = Metric(name="node", val_key="val_acc", test_key="test_acc", words="accuracy", short="acc",
-                  pair_points=PAIR_POINTS, loss_points=LOSS_POINTS, goal_points=1.0, deep_goal_points=0.0, scale=100.0,
-                  spec=".2f", ranking=False, heading="Node classification", points="points", column="test acc %",
-                  axis="test accuracy (%)")
+ACCURACY = Metric(
+    name="node",
+    val_key="val_acc",
+    test_key="test_acc",
+    words="accuracy",
+    short="acc",
+    pair_points=PAIR_POINTS,
+    loss_points=LOSS_POINTS,
+    goal_points=1.0,
+    deep_goal_points=0.0,
+    scale=100.0,
+    spec=".2f",
+    ranking=False,
+    heading="Node classification",
+    points="points",
+    column="test acc %",
+    axis="test accuracy (%)",
+)
 """Node classification: accuracy of the val and test nodes, within 1 point at 1-2 layers, at or above at 3+."""
 
-RANKING = Metric(name="link", val_key="val_mrr", test_key="test_mrr", words="MRR",
-                 summary_keys=("val_mrr", "val_hits", "test_mrr", "test_hits"),
-                 figures=(Figure("val_mrr", "val MRR"), Figure("test_mrr", "test MRR"),
-                          Figure("test_hits", "test hits@{hits_k}")),
-                 extra=(Figure("usable_edge_fraction", "edges trained on (halo dropped)", ".1%",
-                               paren="usable_edge_fraction_halo_drop"),),
-                 notes=("- **val / test MRR, test hits@{hits_k}**: one global evaluation of rank 0's encoder on the "
-                        "whole training graph after the last epoch (`dgl_grappa.runtime.evaluation.evaluate_link`, the "
-                        "same function for every system): each held-out edge (u, v) scored h_u . h_v against its "
-                        "sampled negatives (u, v'), the same edges and negatives for every system; MRR is the mean "
-                        "reciprocal rank, hits@{hits_k} the share ranked in the top {hits_k}.",
-                        "- **edges trained on**: the share of the training graph's edges that are a worker's positive: "
-                        "Grappa's workers train on the edges into their own nodes whose source they hold (in "
-                        "parentheses: with the halo dropped, only both ends owned); DistDGL trains on every edge."),
-                 pair_points=LINK_POINTS, loss_points=LINK_POINTS, goal_points=LINK_POINTS,
-                 deep_goal_points=LINK_POINTS, scale=1.0, spec=".4f", ranking=True, heading="Link prediction",
-                 points="MRR points", column="test MRR", axis="test MRR x 100")
+RANKING = Metric(
+    name="link",
+    val_key="val_mrr",
+    test_key="test_mrr",
+    words="MRR",
+    summary_keys=("val_mrr", "val_hits", "test_mrr", "test_hits"),
+    figures=(Figure("val_mrr", "val MRR"), Figure("test_mrr", "test MRR"), Figure("test_hits", "test hits@{hits_k}")),
+    extra=(
+        Figure(
+            "usable_edge_fraction", "edges trained on (halo dropped)", ".1%", paren="usable_edge_fraction_halo_drop"
+        ),
+    ),
+    notes=(
+        "- **val / test MRR, test hits@{hits_k}**: one global evaluation of rank 0's encoder on the "
+        "whole training graph after the last epoch (`dgl_grappa.runtime.evaluation.evaluate_link`, the "
+        "same function for every system): each held-out edge (u, v) scored h_u . h_v against its "
+        "sampled negatives (u, v'), the same edges and negatives for every system; MRR is the mean "
+        "reciprocal rank, hits@{hits_k} the share ranked in the top {hits_k}.",
+        "- **edges trained on**: the share of the training graph's edges that are a worker's positive: "
+        "Grappa's workers train on the edges into their own nodes whose source they hold (in "
+        "parentheses: with the halo dropped, only both ends owned); DistDGL trains on every edge.",
+    ),
+    pair_points=LINK_POINTS,
+    loss_points=LINK_POINTS,
+    goal_points=LINK_POINTS,
+    deep_goal_points=LINK_POINTS,
+    scale=1.0,
+    spec=".4f",
+    ranking=True,
+    heading="Link prediction",
+    points="MRR points",
+    column="test MRR",
+    axis="test MRR x 100",
+)
 """Link prediction: MRR of held-out edges against sampled negatives, within 2 MRR points."""

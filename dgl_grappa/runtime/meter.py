@@ -24,6 +24,7 @@ Memory is one of them: the runtime tells the meter what its worker holds
 everything else per node and edge), and every record and summary carries it with the peak
 resident memory (VmHWM) of the process.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,8 +66,15 @@ class EpochMeter:
         >>> meter.record({"epoch": 0, **meter.end(), "loss": 1.2})    # doctest: +SKIP
     """
 
-    def __init__(self, is_main: bool, host_index: int = 0, local_rank: int = 0, out_dir: str | Path | None = None,
-                 tensorboard: bool = False, keep_log: bool = False):
+    def __init__(
+        self,
+        is_main: bool,
+        host_index: int = 0,
+        local_rank: int = 0,
+        out_dir: str | Path | None = None,
+        tensorboard: bool = False,
+        keep_log: bool = False,
+    ):
         self.clock = EpochClock()
         self.wire = WireMeter(main=is_main)  # loopback bytes of the job's private netns, training only
         self.host_wire = HostWireMeter(host_index, local_rank)  # across hosts: each host's NIC
@@ -79,8 +87,9 @@ class EpochMeter:
         self._cpu: float | None = None
         self.memory: dict = {}
 
-    def holding(self, resident_bytes: int, resident_other_bytes: int, own_fp32_bytes: int | None = None,
-                **detail) -> None:
+    def holding(
+        self, resident_bytes: int, resident_other_bytes: int, own_fp32_bytes: int | None = None, **detail
+    ) -> None:
         """What this worker holds now (after a load or a switch).
 
         Args:
@@ -90,8 +99,12 @@ class EpochMeter:
             own_fp32_bytes: its own nodes' feature rows in fp32 (the unit of the budget).
             detail: more to show in summary.json (tables, precision, what was kept).
         """
-        self.memory = {"resident_bytes": int(resident_bytes), "resident_other_bytes": int(resident_other_bytes),
-                       "own_fp32_bytes": None if own_fp32_bytes is None else int(own_fp32_bytes), **detail}
+        self.memory = {
+            "resident_bytes": int(resident_bytes),
+            "resident_other_bytes": int(resident_other_bytes),
+            "own_fp32_bytes": None if own_fp32_bytes is None else int(own_fp32_bytes),
+            **detail,
+        }
 
     def start(self) -> PhaseTimes:
         """Open the epoch: wire counters first (nobody sends before the barrier), then the barrier and the clock.
@@ -128,16 +141,22 @@ class EpochMeter:
         mine = self._mine
         ANON_PEAK.sample()  # after the timed region: /proc reads stay out of the epoch
         # Also the point where every worker has finished its steps: the wire window closes after it.
-        slowest, resident, peak = self.clock.slowest(mine, float(self.memory.get("resident_bytes", -1)),
-                                                     float(peak_rss_bytes() or -1))
+        slowest, resident, peak = self.clock.slowest(
+            mine, float(self.memory.get("resident_bytes", -1)), float(peak_rss_bytes() or -1)
+        )
         wire = self.wire.stop()
         hosts = self.host_wire.gather(self.host_wire.stop())  # across hosts only (a collective then)
         if hosts:
             wire = sum(h["tx_bytes"] for h in hosts)  # every byte leaves exactly one host's interface
-        rec = {"epoch_time_s": slowest, "worker_epoch_time_s": mine, "worker_cpu_s": self._cpu,
-               **self._times.breakdown(mine, slowest),
-               "wire_bytes": wire, "resident_bytes_max": int(resident) if resident >= 0 else None,
-               "peak_rss_bytes_max": int(peak) if peak >= 0 else None}
+        rec = {
+            "epoch_time_s": slowest,
+            "worker_epoch_time_s": mine,
+            "worker_cpu_s": self._cpu,
+            **self._times.breakdown(mine, slowest),
+            "wire_bytes": wire,
+            "resident_bytes_max": int(resident) if resident >= 0 else None,
+            "peak_rss_bytes_max": int(peak) if peak >= 0 else None,
+        }
         if hosts is not None:
             rec["wire_hosts"] = hosts
         return rec
@@ -152,7 +171,7 @@ class EpochMeter:
         """A new member of a running job (``launch.on_failure: continue``): the records so far are the log's
         (rank 0's own, with its evaluations), then those of ``records`` (a survivor's) beyond them."""
         self.records = self.log.jsonl.read() if self.log is not None else []
-        for rec in records[len(self.records):]:
+        for rec in records[len(self.records) :]:
             self.record(dict(rec))
 
     def preload(self, records) -> None:
@@ -163,10 +182,14 @@ class EpochMeter:
     def worker_figures(self) -> dict:
         """This worker's figures in summary.json's ``workers`` that every runtime reports (medians over epochs)."""
         recs = self.records
-        return {"epoch_time_s": median([r["worker_epoch_time_s"] for r in recs]),
-                "grad_bytes_per_epoch": median([r["grad_bytes"] for r in recs]),
-                "feature_bytes_per_epoch": median([r["feature_bytes"] for r in recs]),
-                **self.memory, "peak_rss_bytes": peak_rss_bytes(), "gpu_peak_bytes": gpu_peak_bytes()}
+        return {
+            "epoch_time_s": median([r["worker_epoch_time_s"] for r in recs]),
+            "grad_bytes_per_epoch": median([r["grad_bytes"] for r in recs]),
+            "feature_bytes_per_epoch": median([r["feature_bytes"] for r in recs]),
+            **self.memory,
+            "peak_rss_bytes": peak_rss_bytes(),
+            "gpu_peak_bytes": gpu_peak_bytes(),
+        }
 
     def close(self) -> None:
         """Close the log (TensorBoard's writer); safe twice."""
@@ -197,20 +220,40 @@ def memory_summary(per_worker: list[dict]) -> dict:
         ...                 {"resident_bytes": 100, "own_fp32_bytes": 100, "peak_rss_bytes": 5}])["resident_ratio_max"]
         1.5
     """
+
     def top(key):
         vals = [w.get(key) for w in per_worker if w.get(key) is not None]
         return max(vals) if vals else None
 
-    ratios = [w["resident_bytes"] / w["own_fp32_bytes"] for w in per_worker
-              if w.get("resident_bytes") is not None and w.get("own_fp32_bytes")]
-    return {"resident_bytes_max": top("resident_bytes"), "resident_other_bytes_max": top("resident_other_bytes"),
-            "resident_ratio_max": max(ratios) if ratios else None, "peak_rss_bytes_max": top("peak_rss_bytes"),
-            "gpu_peak_bytes_max": top("gpu_peak_bytes")}
+    ratios = [
+        w["resident_bytes"] / w["own_fp32_bytes"]
+        for w in per_worker
+        if w.get("resident_bytes") is not None and w.get("own_fp32_bytes")
+    ]
+    return {
+        "resident_bytes_max": top("resident_bytes"),
+        "resident_other_bytes_max": top("resident_other_bytes"),
+        "resident_ratio_max": max(ratios) if ratios else None,
+        "peak_rss_bytes_max": top("peak_rss_bytes"),
+        "gpu_peak_bytes_max": top("gpu_peak_bytes"),
+    }
 
 
-def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, system: str, num_parts: int,
-                mode: str, halo: str, correction: str, steps_per_epoch: int, model_grad_bytes: int,
-                own: dict | None = None, metric: Metric = ACCURACY) -> dict:
+def run_summary(
+    cfg: Config,
+    records: list[dict],
+    per_worker: list[dict],
+    *,
+    system: str,
+    num_parts: int,
+    mode: str,
+    halo: str,
+    correction: str,
+    steps_per_epoch: int,
+    model_grad_bytes: int,
+    own: dict | None = None,
+    metric: Metric = ACCURACY,
+) -> dict:
     """summary.json: the fields every system writes, then the system's ``own``, then workers and config.
 
     Args:
@@ -230,9 +273,19 @@ def run_summary(cfg: Config, records: list[dict], per_worker: list[dict], *, sys
         ...             model_grad_bytes=63_488, own={"device": "cpu"})
     """
     out = {
-        "system": system, "task": cfg.train.task, "name": cfg.name, "dataset": cfg.data.name, "model": cfg.model.name,
-        "num_layers": cfg.model.num_layers, "num_parts": num_parts, "partition_method": cfg.partition.method,
-        "mode": mode, "halo": halo, "correction": correction, "hops": cfg.hops, "steps_per_epoch": steps_per_epoch,
+        "system": system,
+        "task": cfg.train.task,
+        "name": cfg.name,
+        "dataset": cfg.data.name,
+        "model": cfg.model.name,
+        "num_layers": cfg.model.num_layers,
+        "num_parts": num_parts,
+        "partition_method": cfg.partition.method,
+        "mode": mode,
+        "halo": halo,
+        "correction": correction,
+        "hops": cfg.hops,
+        "steps_per_epoch": steps_per_epoch,
         # epochs, epoch/train/eval time (one clock and one rule for every system: the median
         # over epochs of each epoch's slowest worker), accuracies (None when a restart segment
         # ended before any evaluation was due) and wire bytes

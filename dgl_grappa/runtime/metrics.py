@@ -21,6 +21,7 @@
 * **Records**: the per-epoch JSONL log (and, with ``run.tensorboard``, the same scalars as
   TensorBoard events: :class:`EpochLog`), JSON files, small statistics and formatting.
 """
+
 from __future__ import annotations
 
 import json
@@ -176,7 +177,7 @@ def memory_stats() -> dict[str, float]:
             for line in f:
                 name, _, rest = line.partition(":")
                 if name in keys:
-                    out[keys[name]] = int(rest.split()[0]) / 2 ** 20  # kB -> GiB
+                    out[keys[name]] = int(rest.split()[0]) / 2**20  # kB -> GiB
     except OSError:
         return {}
     return out
@@ -294,6 +295,7 @@ def phase_summary(records: list[dict]) -> dict[str, float] | None:
 # Epoch time
 # ---------------------------------------------------------------------------------------
 
+
 class EpochClock:
     """The epoch clock of every system: from a barrier at the epoch's start to its slowest worker's end.
 
@@ -367,8 +369,9 @@ def epoch_summary(records: list[dict], metric: Metric = ACCURACY) -> dict:
         "epochs": len(records),
         "epoch_time_s": median([r["epoch_time_s"] for r in records]),
         "epoch_time_s_rank0": median([r["worker_epoch_time_s"] for r in records]),
-        "cpu_time_s_rank0": median(cpu) if (cpu := [r["worker_cpu_s"] for r in records
-                                                    if r.get("worker_cpu_s") is not None]) else None,
+        "cpu_time_s_rank0": median(cpu)
+        if (cpu := [r["worker_cpu_s"] for r in records if r.get("worker_cpu_s") is not None])
+        else None,
         "train_time_s": sum(r["epoch_time_s"] for r in records),
         "eval_time_s": sum(r.get("eval_time_s", 0.0) for r in records),
         **metric.summary(records),
@@ -377,8 +380,9 @@ def epoch_summary(records: list[dict], metric: Metric = ACCURACY) -> dict:
     }
 
 
-def time_to_target(records: list[dict] | None, target: float, key: str = "val_acc",
-                   setup_s: float = 0.0, metric: Metric = ACCURACY) -> float | None:
+def time_to_target(
+    records: list[dict] | None, target: float, key: str = "val_acc", setup_s: float = 0.0, metric: Metric = ACCURACY
+) -> float | None:
     """Training seconds (evaluation excluded) until ``key`` first reached ``target``, plus ``setup_s``; or None.
 
     Args:
@@ -409,6 +413,7 @@ def time_to_target(records: list[dict] | None, target: float, key: str = "val_ac
 # ---------------------------------------------------------------------------------------
 # Bytes on the wire
 # ---------------------------------------------------------------------------------------
+
 
 def lo_bytes() -> tuple[int, int]:
     """(rx_bytes, tx_bytes) of ``lo`` in the calling process's network namespace.
@@ -522,8 +527,16 @@ class HostWireMeter:
         """
         if not self.enabled:
             return None
-        mine = None if reading is None else {"host": self.host_index, "hostname": socket.gethostname(),
-                                             "rx_bytes": reading[0], "tx_bytes": reading[1]}
+        mine = (
+            None
+            if reading is None
+            else {
+                "host": self.host_index,
+                "hostname": socket.gethostname(),
+                "rx_bytes": reading[0],
+                "tx_bytes": reading[1],
+            }
+        )
         if not (dist.is_available() and dist.is_initialized()):
             return [mine] if mine else []
         everyone: list = [None] * dist.get_world_size(group)
@@ -547,11 +560,18 @@ def hosts_wire_summary(records: list[dict]) -> list[dict] | None:
             per.setdefault(h["host"], []).append(h)
     if not per:
         return None
-    return [{"host": h, "hostname": xs[-1]["hostname"],
-             "tx_bytes": sum(x["tx_bytes"] for x in xs), "rx_bytes": sum(x["rx_bytes"] for x in xs),
-             "tx_bytes_per_epoch": median([x["tx_bytes"] for x in xs]),
-             "rx_bytes_per_epoch": median([x["rx_bytes"] for x in xs]), "epochs": len(xs)}
-            for h, xs in sorted(per.items())]
+    return [
+        {
+            "host": h,
+            "hostname": xs[-1]["hostname"],
+            "tx_bytes": sum(x["tx_bytes"] for x in xs),
+            "rx_bytes": sum(x["rx_bytes"] for x in xs),
+            "tx_bytes_per_epoch": median([x["tx_bytes"] for x in xs]),
+            "rx_bytes_per_epoch": median([x["rx_bytes"] for x in xs]),
+            "epochs": len(xs),
+        }
+        for h, xs in sorted(per.items())
+    ]
 
 
 def wire_per_epoch(records: list[dict], key: str = "wire_bytes") -> float | None:

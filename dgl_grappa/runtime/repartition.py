@@ -14,6 +14,7 @@ and written) is :mod:`dgl_grappa.partition.schedule`. Here:
 Every wait is bounded: the builder answers within ``0.8 * run.collective_timeout_s`` or the
 switch fails on every worker at once; the builder exits when its parent is gone.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -151,8 +152,10 @@ class BuilderClient:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise BuildError(f"partitioning {j} was not ready after {timeout_s:.0f} s "
-                                 "(raise run.collective_timeout_s or schedule.k)")
+                raise BuildError(
+                    f"partitioning {j} was not ready after {timeout_s:.0f} s "
+                    "(raise run.collective_timeout_s or schedule.k)"
+                )
             try:
                 msg = self.results.get(timeout=min(1.0, remaining))
             except queue.Empty:
@@ -190,8 +193,12 @@ class BackgroundBuilder(BuilderClient):
         ctx = mp.get_context("spawn")
         requests, results = ctx.Queue(), ctx.Queue()
         started_at = time.time()
-        self.proc = ctx.Process(target=_builder_main, name="grappa-builder", daemon=True,
-                                args=(cfg, str(root), str(log_path), requests, results, os.getpid()))
+        self.proc = ctx.Process(
+            target=_builder_main,
+            name="grappa-builder",
+            daemon=True,
+            args=(cfg, str(root), str(log_path), requests, results, os.getpid()),
+        )
         self.proc.start()
         super().__init__((requests, results, self.proc.pid, started_at))
 
@@ -258,8 +265,9 @@ class RepartitionDriver:
             makes rank 0 start and own one.
     """
 
-    def __init__(self, cfg: Config, ident, out_dir: str | Path, builder_channel: tuple | None = None,
-                 start_epoch: int = 0):
+    def __init__(
+        self, cfg: Config, ident, out_dir: str | Path, builder_channel: tuple | None = None, start_epoch: int = 0
+    ):
         self.cfg, self.ident = cfg, ident
         self.k = cfg.schedule.k
         self.root = partition_root(out_dir)
@@ -303,9 +311,14 @@ class RepartitionDriver:
     def state_dict(self, next_epoch: int) -> dict:
         """What a checkpoint keeps of the schedule: position, switch records, what was asked of the builder,
         and ``next``, the partitioning of ``next_epoch`` (the epoch the checkpoint resumes at)."""
-        return {"k": self.k, "current": self.current, "initial": self.initial, "switches": self.switches,
-                "requested": sorted(self.builder.requested) if self.builder is not None else [],
-                "next": partitioning_index(next_epoch, self.k)}
+        return {
+            "k": self.k,
+            "current": self.current,
+            "initial": self.initial,
+            "switches": self.switches,
+            "requested": sorted(self.builder.requested) if self.builder is not None else [],
+            "next": partitioning_index(next_epoch, self.k),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore the records of a checkpoint (the position comes from the resumed epoch)."""
@@ -354,9 +367,18 @@ class RepartitionDriver:
         """
         train_cov = rt.train_coverage()
         mine = cov.summarize(train_cov)
-        log.info("partitioning %d: part %d loaded in %.2f s after a %.2f s wait; %d train seeds, "
-                 "%d steps/epoch, train coverage mean %.3f p10 %.3f", self.current, self.ident.part, load_s,
-                 stall_s, rt.lp.train_ids.numel(), rt.steps, mine["mean"], mine["p10"])
+        log.info(
+            "partitioning %d: part %d loaded in %.2f s after a %.2f s wait; %d train seeds, "
+            "%d steps/epoch, train coverage mean %.3f p10 %.3f",
+            self.current,
+            self.ident.part,
+            load_s,
+            stall_s,
+            rt.lp.train_ids.numel(),
+            rt.steps,
+            mine["mean"],
+            mine["p10"],
+        )
         gathered = [None] * self.ident.world_size if self.ident.is_main else None
         # Also the point where rank 0 knows that nobody reads an older folder any more.
         dist.gather_object((stall_s, load_s, train_cov), gathered, dst=0)
@@ -366,10 +388,14 @@ class RepartitionDriver:
         if self.builder is not None and self.current + 1 < self.count:
             self.builder.request(self.current + 1)
         all_cov = torch.cat([c for _, _, c in gathered])
-        rec = {"index": self.current, "epoch": epoch,
-               "stall_s": max(s for s, _, _ in gathered), "load_s": max(s for _, s, _ in gathered),
-               "load_s_per_worker": [s for _, s, _ in gathered],
-               "coverage_train": cov.summarize(all_cov)}
+        rec = {
+            "index": self.current,
+            "epoch": epoch,
+            "stall_s": max(s for s, _, _ in gathered),
+            "load_s": max(s for _, s, _ in gathered),
+            "load_s_per_worker": [s for _, s, _ in gathered],
+            "coverage_train": cov.summarize(all_cov),
+        }
         if epoch is None:  # the first partitioning, built by the launcher before the workers started
             stats = json.loads((self.root / str(self.current) / STATS_FILE).read_text())
             rec.update({"build_s": stats.get("build_s"), "edge_cut": stats["edge_cut"]})
@@ -380,22 +406,47 @@ class RepartitionDriver:
                 if self.current > 0 and not any(s["index"] == self.current for s in self.switches):
                     # The switch itself happened in the attempt that died after its checkpoint:
                     # record it from this load (no stall: the folder was on disk already).
-                    rec.update({"epoch": self.current * self.k, "resumed": True, "build_s": stats.get("build_s"),
-                                "overlap_prev": stats.get("overlap_prev"), "part_config": stats.get("part_config"),
-                                "ever_local_edges": stats.get("ever_local_edges")})
+                    rec.update(
+                        {
+                            "epoch": self.current * self.k,
+                            "resumed": True,
+                            "build_s": stats.get("build_s"),
+                            "overlap_prev": stats.get("overlap_prev"),
+                            "part_config": stats.get("part_config"),
+                            "ever_local_edges": stats.get("ever_local_edges"),
+                        }
+                    )
                     self.switches.append(rec)
         else:
             b = self._pending
-            rec.update({"build_s": b["build_s"], "overlap_prev": b.get("overlap_prev"),
-                        "edge_cut": b["edge_cut"], "ever_local_edges": b.get("ever_local_edges"),
-                        "part_config": b["part_config"]})
+            rec.update(
+                {
+                    "build_s": b["build_s"],
+                    "overlap_prev": b.get("overlap_prev"),
+                    "edge_cut": b["edge_cut"],
+                    "ever_local_edges": b.get("ever_local_edges"),
+                    "part_config": b["part_config"],
+                }
+            )
             self.switches.append(rec)
             c = rec["coverage_train"]
-            log.info("switch to partitioning %d at epoch %d: build %.2f s (background), stall %.2f s, "
-                     "load %.2f s, overlap %.3f, edge cut %.4f, edges ever local %.4f, "
-                     "train coverage mean %.3f p10/p50/p90 %.3f/%.3f/%.3f", self.current, epoch,
-                     rec["build_s"], rec["stall_s"], rec["load_s"], rec["overlap_prev"], rec["edge_cut"],
-                     rec["ever_local_edges"], c["mean"], c["p10"], c["p50"], c["p90"])
+            log.info(
+                "switch to partitioning %d at epoch %d: build %.2f s (background), stall %.2f s, "
+                "load %.2f s, overlap %.3f, edge cut %.4f, edges ever local %.4f, "
+                "train coverage mean %.3f p10/p50/p90 %.3f/%.3f/%.3f",
+                self.current,
+                epoch,
+                rec["build_s"],
+                rec["stall_s"],
+                rec["load_s"],
+                rec["overlap_prev"],
+                rec["edge_cut"],
+                rec["ever_local_edges"],
+                c["mean"],
+                c["p10"],
+                c["p50"],
+                c["p90"],
+            )
         return rec
 
     def summary(self, train_wall_s: float) -> dict:
@@ -409,16 +460,24 @@ class RepartitionDriver:
         epoch_s = max(train_wall_s - stall - load, 0.0) / max(self.cfg.train.epochs, 1)
         builds = [s["build_s"] for s in self.switches if s.get("build_s")]
         loads = [s["load_s"] for s in self.switches]
-        return {"schedule": {"k": self.k, "k_for_2pct": k_for_stall(max(builds, default=0.0),
-                                                                     max(loads, default=0.0), epoch_s),
-                             "method": self.cfg.schedule.method, "seed": self.cfg.schedule.seed,
-                             "keep_last": self.cfg.schedule.keep_last, "num_partitionings": self.count,
-                             "initial": self.initial, "stall_s_total": stall, "load_s_total": load,
-                             "train_wall_s": train_wall_s,
-                             "stall_fraction": stall / train_wall_s if train_wall_s > 0 else 0.0,
-                             "switch_fraction": (stall + load) / train_wall_s if train_wall_s > 0 else 0.0,
-                             "builder_startup_s": self.builder.startup_s if self.builder else self.builder_startup_s},
-                "switches": self.switches}
+        return {
+            "schedule": {
+                "k": self.k,
+                "k_for_2pct": k_for_stall(max(builds, default=0.0), max(loads, default=0.0), epoch_s),
+                "method": self.cfg.schedule.method,
+                "seed": self.cfg.schedule.seed,
+                "keep_last": self.cfg.schedule.keep_last,
+                "num_partitionings": self.count,
+                "initial": self.initial,
+                "stall_s_total": stall,
+                "load_s_total": load,
+                "train_wall_s": train_wall_s,
+                "stall_fraction": stall / train_wall_s if train_wall_s > 0 else 0.0,
+                "switch_fraction": (stall + load) / train_wall_s if train_wall_s > 0 else 0.0,
+                "builder_startup_s": self.builder.startup_s if self.builder else self.builder_startup_s,
+            },
+            "switches": self.switches,
+        }
 
     def close(self) -> None:
         """Stop the builder if this worker owns it (the launcher closes its own); safe twice."""

@@ -6,6 +6,7 @@ others (bounded); :class:`RestartBudget` decides whether the job goes again
 list for summary.json (``restarts``). A deadline (``run.timeout_s``) or a user error
 (one-line ConfigError) is never retried: a restart cannot fix either.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,9 @@ class RestartBudget:
     def left(self) -> int:
         return self.max_restarts - len(self.taken)
 
-    def restart(self, reason: str, resume_path: str | None, epoch: int, action: str | None = None,
-                **extra) -> dict | None:
+    def restart(
+        self, reason: str, resume_path: str | None, epoch: int, action: str | None = None, **extra
+    ) -> dict | None:
         """Take one restart if any is left: log it and record it.
 
         Args:
@@ -52,12 +54,24 @@ class RestartBudget:
         """
         if self.left <= 0:
             return None
-        rec = {"restart": len(self.taken) + 1, "reason": reason, "resumed_from": resume_path, "epoch": epoch,
-               "at": time.time(), **extra}
+        rec = {
+            "restart": len(self.taken) + 1,
+            "reason": reason,
+            "resumed_from": resume_path,
+            "epoch": epoch,
+            "at": time.time(),
+            **extra,
+        }
         self.taken.append(rec)
         where = f"checkpoint {resume_path} (epoch {epoch})" if resume_path else "the beginning (no checkpoint yet)"
-        log.warning("restart %d/%d of the %s: %s; %s", rec["restart"], self.max_restarts, self.label, reason,
-                    action or f"resuming from {where}")
+        log.warning(
+            "restart %d/%d of the %s: %s; %s",
+            rec["restart"],
+            self.max_restarts,
+            self.label,
+            reason,
+            action or f"resuming from {where}",
+        )
         return rec
 
 

@@ -3,6 +3,7 @@ DGL's partition_graph under DGL's key names, prepared. Run from the repository r
 
     python experiments/compare_script/make_graph.py runs/compare_script/wide
 """
+
 import sys
 from pathlib import Path
 
@@ -13,8 +14,9 @@ from dgl_grappa.data import load_dataset
 from dgl_grappa.partition.aggregates import prepare
 
 out = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/compare_script/wide")
-g = load_dataset(DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=20000, avg_degree=10, feat_dim=512,
-                                                                        seed=5)))
+g = load_dataset(
+    DataConfig(name="synthetic", synthetic=SyntheticConfig(num_nodes=20000, avg_degree=10, feat_dim=512, seed=5))
+)
 g.ndata["features"] = g.ndata.pop("feat")
 g.ndata["labels"] = g.ndata.pop("label")
 train = g.ndata["train_mask"].clone()

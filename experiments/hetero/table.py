@@ -6,6 +6,7 @@ the paired difference to DistDGL and to a base system (``--base``, default grapp
 
     python experiments/hetero/table.py runs/hetero-ablate [more bench out_dirs ...] [--systems a,b,...] [--base NAME]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,10 @@ def main() -> None:
         a = c["axes"]
         rows[(a["partition"], int(a["parts"]), int(a["layers"]))].append(c)
     order = [s for s in args.systems.split(",") if s]
-    print("| partition | parts | layers | system | seeds | test acc % | vs DistDGL, points (95 % CI) | "
-          f"vs {args.base}, points (95 % CI) | bytes/epoch |")
+    print(
+        "| partition | parts | layers | system | seeds | test acc % | vs DistDGL, points (95 % CI) | "
+        f"vs {args.base}, points (95 % CI) | bytes/epoch |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for key in sorted(rows):
         per = [(c["axes"]["seed"], ok_systems(c)) for c in rows[key]]
@@ -56,16 +59,22 @@ def main() -> None:
             acc = [s[n]["test_acc_window"] for _, s in per if n in s and s[n].get("test_acc_window") is not None]
             if not acc:
                 continue
-            d_dist = [s[n]["test_acc_window"] - s["distdgl"]["test_acc_window"] for _, s in per
-                      if n in s and "distdgl" in s]
-            d_base = [s[n]["test_acc_window"] - s[args.base]["test_acc_window"] for _, s in per
-                      if n in s and args.base in s and n != args.base]
+            d_dist = [
+                s[n]["test_acc_window"] - s["distdgl"]["test_acc_window"] for _, s in per if n in s and "distdgl" in s
+            ]
+            d_base = [
+                s[n]["test_acc_window"] - s[args.base]["test_acc_window"]
+                for _, s in per
+                if n in s and args.base in s and n != args.base
+            ]
             b = [s[n].get("bytes_per_epoch_amortised") for _, s in per if n in s]
             b = [x for x in b if x is not None]
             nbytes = f"{sum(b) / len(b) / 1e3:.0f} KB" if b else "-"
-            print(f"| {key[0]} | {key[1]} | {key[2]} | {n} | {len(acc)} | {100 * sum(acc) / len(acc):.2f} | "
-                  f"{fmt(*t_interval(d_dist)) if n != 'distdgl' else '(reference)'} | "
-                  f"{fmt(*t_interval(d_base)) if d_base else '-'} | {nbytes} |")
+            print(
+                f"| {key[0]} | {key[1]} | {key[2]} | {n} | {len(acc)} | {100 * sum(acc) / len(acc):.2f} | "
+                f"{fmt(*t_interval(d_dist)) if n != 'distdgl' else '(reference)'} | "
+                f"{fmt(*t_interval(d_base)) if d_base else '-'} | {nbytes} |"
+            )
 
 
 if __name__ == "__main__":

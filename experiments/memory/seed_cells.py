@@ -11,6 +11,7 @@ Other systems (grappa-old) are left out. A cell already in the target archive is
 
     python experiments/memory/seed_cells.py
 """
+
 from __future__ import annotations
 
 import gzip
@@ -40,9 +41,11 @@ def main() -> None:
             if "grappa" in doc["systems"]:
                 e = dict(doc["systems"]["grappa"])
                 e["config"]["train"].update(memory_budget="0", storage="fp32")
-                e.update(entry="grappa-replicate: --train.memory_budget=0 --train.storage=fp32",
-                         overrides=["--train.memory_budget=0", "--train.storage=fp32"],
-                         migrated_from=f"{src} (grappa, before train.memory_budget existed)")
+                e.update(
+                    entry="grappa-replicate: --train.memory_budget=0 --train.storage=fp32",
+                    overrides=["--train.memory_budget=0", "--train.storage=fp32"],
+                    migrated_from=f"{src} (grappa, before train.memory_budget existed)",
+                )
                 systems["grappa-replicate"] = e
             doc["systems"] = systems
             out.write_bytes(gzip.compress(json.dumps(doc).encode()))

@@ -20,6 +20,7 @@ ratios), and the table shows their medians and each variant's median phase break
 
 Writes ``<out>/bench_hotpath.json`` (and the job's metrics.jsonl).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,7 +104,6 @@ def main() -> int:
     args = ap.parse_args()
 
     from dgl_grappa.cluster.launch import free_port, setup_logging, spawn_workers
-
     from dgl_grappa.config import load_config
     from dgl_grappa.data import load_dataset, num_classes
     from dgl_grappa.partition.store import ensure_partitions
@@ -112,21 +112,33 @@ def main() -> int:
     setup_logging(None)
     plan = schedule(args.rounds)
     out = Path(args.out).resolve()
-    cfg = load_config(args.config, [*args.overrides, f"--run.output_dir={out}", f"--train.epochs={len(plan)}",
-                                     "--train.eval_every=0", "--run.progress=false"])
+    cfg = load_config(
+        args.config,
+        [
+            *args.overrides,
+            f"--run.output_dir={out}",
+            f"--train.epochs={len(plan)}",
+            "--train.eval_every=0",
+            "--run.progress=false",
+        ],
+    )
     g = load_dataset(cfg.data)
     n_classes = num_classes(g)
     stats, g = ensure_partitions(cfg, g)
     del g
-    spawn_workers(bench_worker, cfg.partition.num_parts,
-                  (cfg, stats["part_config"], n_classes, free_port(), str(out), plan), timeout_s=cfg.run.timeout_s)
+    spawn_workers(
+        bench_worker,
+        cfg.partition.num_parts,
+        (cfg, stats["part_config"], n_classes, free_port(), str(out), plan),
+        timeout_s=cfg.run.timeout_s,
+    )
     recs = read_jsonl(out / "metrics.jsonl")
     by = {v: [] for v in VARIANTS}
     for r, v in zip(recs, plan):
         r["variant"] = v
     for r in recs[1:]:
         by[r["variant"]].append(r)
-    rounds = [recs[1 + i * len(VARIANTS): 1 + (i + 1) * len(VARIANTS)] for i in range(args.rounds)]
+    rounds = [recs[1 + i * len(VARIANTS) : 1 + (i + 1) * len(VARIANTS)] for i in range(args.rounds)]
     table = {}
     for v in VARIANTS:
         ratios = []
@@ -134,21 +146,45 @@ def main() -> int:
             t = {x["variant"]: x["epoch_time_s"] for x in rd}
             ratios.append(t[v] / t["before"])
         phases = {k: statistics.median(x[k] for x in by[v]) for k in by[v][0] if k.endswith("_s")}
-        table[v] = {"ratio_to_before": statistics.median(ratios), "ratios": ratios,
-                    "epoch_time_s": statistics.median(x["epoch_time_s"] for x in by[v]), "phases": phases}
+        table[v] = {
+            "ratio_to_before": statistics.median(ratios),
+            "ratios": ratios,
+            "epoch_time_s": statistics.median(x["epoch_time_s"] for x in by[v]),
+            "phases": phases,
+        }
     s = json.loads((out / "summary.json").read_text())
-    result = {"config": args.config, "overrides": args.overrides, "rounds": args.rounds, "plan": plan,
-              "num_parts": cfg.partition.num_parts, "steps_per_epoch": s["steps_per_epoch"], "table": table,
-              "final_val_acc": s["val_acc"]}
+    result = {
+        "config": args.config,
+        "overrides": args.overrides,
+        "rounds": args.rounds,
+        "plan": plan,
+        "num_parts": cfg.partition.num_parts,
+        "steps_per_epoch": s["steps_per_epoch"],
+        "table": table,
+        "final_val_acc": s["val_acc"],
+    }
     (out / "bench_hotpath.json").write_text(json.dumps(result, indent=1))
-    keys = ["sample_s", "gather_s", "forward_s", "backward_s", "allreduce_s", "optimizer_s", "other_s", "wait_s",
-            "overlap_s"]
-    print(f"\n{cfg.partition.num_parts} parts, {s['steps_per_epoch']} steps/epoch, {args.rounds} rounds; "
-          "epoch time as a ratio to 'before' (median of paired rounds), then median seconds per phase:")
+    keys = [
+        "sample_s",
+        "gather_s",
+        "forward_s",
+        "backward_s",
+        "allreduce_s",
+        "optimizer_s",
+        "other_s",
+        "wait_s",
+        "overlap_s",
+    ]
+    print(
+        f"\n{cfg.partition.num_parts} parts, {s['steps_per_epoch']} steps/epoch, {args.rounds} rounds; "
+        "epoch time as a ratio to 'before' (median of paired rounds), then median seconds per phase:"
+    )
     print(f"{'variant':>9} {'ratio':>6} {'epoch':>6} " + " ".join(f"{k[:-2]:>8}" for k in keys))
     for v, t in table.items():
-        print(f"{v:>9} {t['ratio_to_before']:6.3f} {t['epoch_time_s']:6.2f} "
-              + " ".join(f"{t['phases'].get(k, 0.0):8.3f}" for k in keys))
+        print(
+            f"{v:>9} {t['ratio_to_before']:6.3f} {t['epoch_time_s']:6.2f} "
+            + " ".join(f"{t['phases'].get(k, 0.0):8.3f}" for k in keys)
+        )
     return 0
 
 

@@ -15,6 +15,7 @@ Prints a table and writes JSON. Example (the issue's setting)::
 
     DGLBACKEND=pytorch python experiments/runtime/bench_repartition.py --num-nodes 100000 --parts 4 --count 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,17 +41,27 @@ def bench_method(g, method: str, parts: int, count: int, seed: int, workdir: Pat
     prev, rows = None, []
     for j in range(count):
         stats, assignment = S.build_partitioning(g, spec, j, root, prev=prev)
-        rows.append({"index": j, "edge_cut": stats["edge_cut"], "overlap_prev": stats.get("overlap_prev"),
-                     "assign_s": stats["assign_s"], "write_s": stats["write_s"], "build_s": stats["build_s"],
-                     "ever_local_edges": tracker.add(assignment)})
+        rows.append(
+            {
+                "index": j,
+                "edge_cut": stats["edge_cut"],
+                "overlap_prev": stats.get("overlap_prev"),
+                "assign_s": stats["assign_s"],
+                "write_s": stats["write_s"],
+                "build_s": stats["build_s"],
+                "ever_local_edges": tracker.add(assignment),
+            }
+        )
         S.remove_old(root, j, keep_last=1)  # keep the disk footprint at one partitioning
         prev = assignment
     shutil.rmtree(root, ignore_errors=True)
     ov = [r["overlap_prev"] for r in rows[1:]]
     return {
-        "method": method, "partitionings": rows,
+        "method": method,
+        "partitionings": rows,
         "edge_cut_mean": statistics.mean(r["edge_cut"] for r in rows),
-        "edge_cut_min": min(r["edge_cut"] for r in rows), "edge_cut_max": max(r["edge_cut"] for r in rows),
+        "edge_cut_min": min(r["edge_cut"] for r in rows),
+        "edge_cut_max": max(r["edge_cut"] for r in rows),
         "overlap_mean": statistics.mean(ov) if ov else None,
         "assign_s_mean": statistics.mean(r["assign_s"] for r in rows),
         "build_s_mean": statistics.mean(r["build_s"] for r in rows),
@@ -61,16 +72,22 @@ def bench_method(g, method: str, parts: int, count: int, seed: int, workdir: Pat
 
 
 def format_table(results: list[dict], count: int) -> str:
-    head = (f"{'method':<16} {'edge cut (mean, min-max)':>26} {'overlap':>8} {'assign s':>9} {'build s':>8} "
-            f"{'max s':>6} {'ever local':>10}")
+    head = (
+        f"{'method':<16} {'edge cut (mean, min-max)':>26} {'overlap':>8} {'assign s':>9} {'build s':>8} "
+        f"{'max s':>6} {'ever local':>10}"
+    )
     lines = [head, "-" * len(head)]
     for r in results:
         cut = f"{r['edge_cut_mean']:.4f} ({r['edge_cut_min']:.4f}-{r['edge_cut_max']:.4f})"
         ov = f"{r['overlap_mean']:.3f}" if r["overlap_mean"] is not None else "-"
-        lines.append(f"{r['method']:<16} {cut:>26} {ov:>8} {r['assign_s_mean']:>9.2f} {r['build_s_mean']:>8.2f} "
-                     f"{r['build_s_max']:>6.2f} {r['ever_local_edges']:>10.4f}")
-    lines.append(f"(over {count} successive partitionings; overlap = nodes keeping their part vs the previous "
-                 "one after the best label matching; ever local = edges local in at least one)")
+        lines.append(
+            f"{r['method']:<16} {cut:>26} {ov:>8} {r['assign_s_mean']:>9.2f} {r['build_s_mean']:>8.2f} "
+            f"{r['build_s_max']:>6.2f} {r['ever_local_edges']:>10.4f}"
+        )
+    lines.append(
+        f"(over {count} successive partitionings; overlap = nodes keeping their part vs the previous "
+        "one after the best label matching; ever local = edges local in at least one)"
+    )
     lines.append("edges ever local after j+1 partitionings:")
     for r in results:
         lines.append(f"  {r['method']:<16} " + " ".join(f"{x:.3f}" for x in r["ever_local_curve"]))
@@ -96,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     g = synthetic_graph(SyntheticConfig(num_nodes=args.num_nodes, avg_degree=args.avg_degree, preset=args.preset))
-    print(f"graph: {g.num_nodes()} nodes, {g.num_edges()} edges ({time.perf_counter() - t0:.2f} s); "
-          f"{args.parts} parts, {args.count} partitionings per method", flush=True)
+    print(
+        f"graph: {g.num_nodes()} nodes, {g.num_edges()} edges ({time.perf_counter() - t0:.2f} s); "
+        f"{args.parts} parts, {args.count} partitionings per method",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(dir=args.workdir or None) as tmp:
         results = []
         for m in methods:
@@ -106,11 +126,25 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(results, args.count))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"graph": {"num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-                                         "preset": args.preset, "avg_degree": args.avg_degree},
-                               "parts": args.parts, "count": args.count, "seed": args.seed,
-                               "subsample_keep": S.SUBSAMPLE_KEEP, "weight_max": S.WEIGHT_MAX,
-                               "results": results}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "graph": {
+                    "num_nodes": g.num_nodes(),
+                    "num_edges": g.num_edges(),
+                    "preset": args.preset,
+                    "avg_degree": args.avg_degree,
+                },
+                "parts": args.parts,
+                "count": args.count,
+                "seed": args.seed,
+                "subsample_keep": S.SUBSAMPLE_KEEP,
+                "weight_max": S.WEIGHT_MAX,
+                "results": results,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {out}")
     return 0
 

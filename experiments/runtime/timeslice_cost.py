@@ -13,6 +13,7 @@ other job ran) shows the cost that no time dilation of the links undoes. Writes
     DGLBACKEND=pytorch python experiments/runtime/timeslice_cost.py --config configs/dilation_check.yaml \\
         --core 0 --repeats 2 --out runs/timeslice-cost
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(args, run_dir: Path, parts: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "dgl_grappa", "compare", "--config", args.config, "--launch.remote=netns",
-           "--partition.num_parts=1", f"--partition.out_dir={parts}", "--compare.variants=[none]",
-           "--compare.dropin=false", "--compare.distdgl=false", f"--network.host_cpus={args.core}",
-           "--network.dilation=auto", f"--run.output_dir={run_dir}", *args.overrides]
+    cmd = [
+        sys.executable,
+        "-m",
+        "dgl_grappa",
+        "compare",
+        "--config",
+        args.config,
+        "--launch.remote=netns",
+        "--partition.num_parts=1",
+        f"--partition.out_dir={parts}",
+        "--compare.variants=[none]",
+        "--compare.dropin=false",
+        "--compare.distdgl=false",
+        f"--network.host_cpus={args.core}",
+        "--network.dilation=auto",
+        f"--run.output_dir={run_dir}",
+        *args.overrides,
+    ]
     run_dir.mkdir(parents=True, exist_ok=True)
     log = open(run_dir.parent / f"{run_dir.name}.log", "w")
-    return subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), stdout=log,
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=dict(os.environ, DGLBACKEND="pytorch"), stdout=log, stderr=subprocess.STDOUT
+    )
 
 
 def finish(procs: list[tuple[subprocess.Popen, Path]], timeout_s: float) -> list[dict]:
@@ -72,18 +88,29 @@ def main() -> int:
         alone += finish([(start(args, d, parts), d) for d in [out / f"r{rep}-alone"]], args.timeout_s)
         pair = [out / f"r{rep}-shared-a", out / f"r{rep}-shared-b"]
         shared += finish([(start(args, d, parts), d) for d in pair], args.timeout_s)
-    med = {name: {k: statistics.median(r[k] for r in rs) for k in ("epoch_time_s", "cpu_time_s")}
-           for name, rs in (("alone", alone), ("two on one core", shared))}
+    med = {
+        name: {k: statistics.median(r[k] for r in rs) for k in ("epoch_time_s", "cpu_time_s")}
+        for name, rs in (("alone", alone), ("two on one core", shared))
+    }
     a, s = med["alone"], med["two on one core"]
-    result = {"config": args.config, "core": args.core, "repeats": args.repeats, "alone": alone, "shared": shared,
-              "medians": med, "epoch_ratio": s["epoch_time_s"] / a["epoch_time_s"],
-              "cpu_ratio": s["cpu_time_s"] / a["cpu_time_s"]}
+    result = {
+        "config": args.config,
+        "core": args.core,
+        "repeats": args.repeats,
+        "alone": alone,
+        "shared": shared,
+        "medians": med,
+        "epoch_ratio": s["epoch_time_s"] / a["epoch_time_s"],
+        "cpu_ratio": s["cpu_time_s"] / a["cpu_time_s"],
+    }
     (out / "timeslice_cost.json").write_text(json.dumps(result, indent=2))
     print(f"{'':<16} {'epoch':>9} {'CPU s an epoch':>15}")
     for name, m in med.items():
         print(f"{name:<16} {m['epoch_time_s']:>7.3f} s {m['cpu_time_s']:>13.3f} s")
-    print(f"sharing the core: epoch x{result['epoch_ratio']:.2f} (free sharing: x2.00), CPU seconds an epoch "
-          f"x{result['cpu_ratio']:.2f} (free sharing: x1.00); wrote {out / 'timeslice_cost.json'}")
+    print(
+        f"sharing the core: epoch x{result['epoch_ratio']:.2f} (free sharing: x2.00), CPU seconds an epoch "
+        f"x{result['cpu_ratio']:.2f} (free sharing: x1.00); wrote {out / 'timeslice_cost.json'}"
+    )
     return 0
 
 

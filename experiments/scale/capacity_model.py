@@ -22,6 +22,7 @@ kept halo: ``capacity.resident_bytes`` with ``reach_fractions``) with measured r
     python experiments/scale/capacity_model.py --memory-only \\
         --memory-cells benchmarks/memory/cells benchmarks/dropin/cells benchmarks/sparse_labels/cells
 """
+
 from __future__ import annotations
 
 import json
@@ -59,9 +60,12 @@ MEASURED_100K = {
 }
 # README compare table: DistDGL epoch s and wire MB (all workers) per epoch; Grappa as ratios.
 COMPARE = {  # (parts, network): (distdgl_epoch_s, distdgl_wire_MB, grappa_time_ratio, grappa_wire_ratio)
-    (2, "loopback"): (1.95, 104.7, 1.04, 0.025), (4, "loopback"): (2.24, 162.3, 0.79, 0.026),
-    (2, "1gbit"): (2.22, 104.8, 0.44, 0.025), (4, "1gbit"): (2.48, 162.5, 0.76, 0.026),
-    (2, "200mbit"): (4.99, 104.8, 0.22, 0.025), (4, "200mbit"): (7.31, 162.7, 0.24, 0.026),
+    (2, "loopback"): (1.95, 104.7, 1.04, 0.025),
+    (4, "loopback"): (2.24, 162.3, 0.79, 0.026),
+    (2, "1gbit"): (2.22, 104.8, 0.44, 0.025),
+    (4, "1gbit"): (2.48, 162.5, 0.76, 0.026),
+    (2, "200mbit"): (4.99, 104.8, 0.22, 0.025),
+    (4, "200mbit"): (7.31, 162.7, 0.24, 0.026),
 }
 BW = {"1gbit": 1e9 / 8, "200mbit": 200e6 / 8, "10gbit": 10e9 / 8, "25gbit": 25e9 / 8}
 
@@ -84,13 +88,22 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--memory-runs", nargs="*", default=[],
-                    help="run folders (or summary.json files) whose workers' resident bytes check the memory model")
-    ap.add_argument("--memory-cells", nargs="*", default=[],
-                    help="archived bench cells (benchmarks/<name>/cells folders or *.json.gz files) whose Grappa "
-                         "workers' resident bytes check the memory model")
-    ap.add_argument("--memory-only", action="store_true",
-                    help="only the memory checks; writes runs/scale/capacity_memory.json")
+    ap.add_argument(
+        "--memory-runs",
+        nargs="*",
+        default=[],
+        help="run folders (or summary.json files) whose workers' resident bytes check the memory model",
+    )
+    ap.add_argument(
+        "--memory-cells",
+        nargs="*",
+        default=[],
+        help="archived bench cells (benchmarks/<name>/cells folders or *.json.gz files) whose Grappa "
+        "workers' resident bytes check the memory model",
+    )
+    ap.add_argument(
+        "--memory-only", action="store_true", help="only the memory checks; writes runs/scale/capacity_memory.json"
+    )
     args = ap.parse_args(argv)
     out: dict = {"checks": {}, "predictions": {}}
     if args.memory_only:
@@ -114,13 +127,21 @@ def main(argv: list[str] | None = None) -> None:
         w = Workload(f"metis{p}", 1e5, 1e6, 64, 6e4, p, M100K, rows, rho)
         eb = epoch_bytes(w)
         d_wire, g_ratio = COMPARE[(p, "loopback")][1], COMPARE[(p, "loopback")][3]
-        print(f"{p:>5} {p * eb['distdgl'] / MB:>11.1f} MB {d_wire:>6.1f} MB {p * eb['grappa'] / MB:>10.2f} MB "
-              f"{d_wire * g_ratio:>6.2f} MB")
-        out["checks"][f"wire metis{p}"] = {"distdgl_model_MB": p * eb["distdgl"] / MB, "distdgl_MB": d_wire,
-                                           "grappa_model_MB": p * eb["grappa"] / MB, "grappa_MB": d_wire * g_ratio}
+        print(
+            f"{p:>5} {p * eb['distdgl'] / MB:>11.1f} MB {d_wire:>6.1f} MB {p * eb['grappa'] / MB:>10.2f} MB "
+            f"{d_wire * g_ratio:>6.2f} MB"
+        )
+        out["checks"][f"wire metis{p}"] = {
+            "distdgl_model_MB": p * eb["distdgl"] / MB,
+            "distdgl_MB": d_wire,
+            "grappa_model_MB": p * eb["grappa"] / MB,
+            "grappa_MB": d_wire * g_ratio,
+        }
 
-    print("\n== check 3: epoch time on a shaped shared link (all workers share it): "
-          "DistDGL in [max(T0, W/BW), T0 + W/BW] ==")
+    print(
+        "\n== check 3: epoch time on a shaped shared link (all workers share it): "
+        "DistDGL in [max(T0, W/BW), T0 + W/BW] =="
+    )
     print(f"{'parts':>5} {'link':>8} {'low':>6} {'high':>6} {'measured':>9}   Grappa model / measured")
     for (p, net), (t_d, wire, g_t, g_w) in COMPARE.items():
         if net == "loopback":
@@ -132,13 +153,22 @@ def main(argv: list[str] | None = None) -> None:
         g0 = t0 * COMPARE[(p, "loopback")][2]
         g_model = g0 + wire * g_w * MB / BW[net]
         lo, hi = max(t0, xfer), t0 + xfer
-        print(f"{p:>5} {net:>8} {lo:>6.2f} {hi:>6.2f} {t_d:>9.2f} {'ok' if lo <= t_d <= hi else 'OUT':>3}   "
-              f"{g_model:.2f} / {t_d * g_t:.2f}")
-        out["checks"][f"time {p} {net}"] = {"low": lo, "high": hi, "measured": t_d,
-                                            "grappa_model": g_model, "grappa_measured": t_d * g_t}
+        print(
+            f"{p:>5} {net:>8} {lo:>6.2f} {hi:>6.2f} {t_d:>9.2f} {'ok' if lo <= t_d <= hi else 'OUT':>3}   "
+            f"{g_model:.2f} / {t_d * g_t:.2f}"
+        )
+        out["checks"][f"time {p} {net}"] = {
+            "low": lo,
+            "high": hi,
+            "measured": t_d,
+            "grappa_model": g_model,
+            "grappa_measured": t_d * g_t,
+        }
     # CPU cost per remote row at zero network cost: loopback DistDGL minus Grappa's epoch.
-    rpc_row = [(COMPARE[(p, "loopback")][0] - 1.10) / (s * rho * rows) for p, s, rho, rows in
-               ((2, 30, 0.155, 1.28e6 / 30), (4, 15, 0.30, 0.48e6 / 15))]
+    rpc_row = [
+        (COMPARE[(p, "loopback")][0] - 1.10) / (s * rho * rows)
+        for p, s, rho, rows in ((2, 30, 0.155, 1.28e6 / 30), (4, 15, 0.30, 0.48e6 / 15))
+    ]
     print(f"DistDGL CPU per remote row on loopback (2 cores): {', '.join(f'{r * 1e6:.1f} us' for r in rpc_row)}")
     out["checks"]["remote_row_s_2cores"] = rpc_row
 
@@ -149,15 +179,19 @@ def main(argv: list[str] | None = None) -> None:
         step_s, step_rows, m_big = probe["step_s"], probe["input_rows_per_step"], probe["gradient_bytes"]
     if remote:
         print("\n== check 4: 100M-edge graph (6M nodes, 128-dim): bytes per worker per step ==")
-        print(f"{'partition':<16} {'I/step':>7} {'rho':>6} {'rho random formula':>19} {'DistDGL MB':>11} "
-              f"{'Grappa KB':>10} {'ratio':>6}")
+        print(
+            f"{'partition':<16} {'I/step':>7} {'rho':>6} {'rho random formula':>19} {'DistDGL MB':>11} "
+            f"{'Grappa KB':>10} {'ratio':>6}"
+        )
         for name, c in remote["cases"].items():
             p = c["num_parts"]
             w = Workload(name, 6e6, 1.08e8, 128, 3.6e6, p, m_big, c["input_rows_per_step"], c["remote_fraction"])
             f_rand = random_remote_fraction(p, c["input_rows_per_step"], 1000) if "random" in name else float("nan")
             d, g = distdgl_feature_step_bytes(w), grappa_step_bytes(w)
-            print(f"{name:<16} {c['input_rows_per_step']:>7.0f} {c['remote_fraction']:>6.3f} {f_rand:>19.3f} "
-                  f"{d / MB:>11.1f} {g / 1e3:>10.1f} {d / g:>6.0f}")
+            print(
+                f"{name:<16} {c['input_rows_per_step']:>7.0f} {c['remote_fraction']:>6.3f} {f_rand:>19.3f} "
+                f"{d / MB:>11.1f} {g / 1e3:>10.1f} {d / g:>6.0f}"
+            )
             out["checks"][f"100M {name}"] = {"distdgl_step_MB": d / MB, "grappa_step_KB": g / 1e3, "ratio": d / g}
     if build:
         print("\n== check 5: memory of one loaded part (load_local), 100M-edge graph ==")
@@ -166,10 +200,12 @@ def main(argv: list[str] | None = None) -> None:
                 st = run["stages"].get(f"load-{mode}")
                 if not st:
                     continue
-                per_edge = (st["peak_rss_gb"] * 2 ** 30 - 0.45e9 - st["feat_bytes"]) / st["local_edges"]
-                print(f"{key:<10} {mode:<5} {st['local_nodes']:>10,} nodes {st['local_edges']:>11,} edges "
-                      f"peak {st['peak_rss_gb']:.2f} GB = 0.45 GB runtime + {st['feat_bytes'] / GB:.2f} GB features "
-                      f"+ {per_edge:.0f} B per local edge")
+                per_edge = (st["peak_rss_gb"] * 2**30 - 0.45e9 - st["feat_bytes"]) / st["local_edges"]
+                print(
+                    f"{key:<10} {mode:<5} {st['local_nodes']:>10,} nodes {st['local_edges']:>11,} edges "
+                    f"peak {st['peak_rss_gb']:.2f} GB = 0.45 GB runtime + {st['feat_bytes'] / GB:.2f} GB features "
+                    f"+ {per_edge:.0f} B per local edge"
+                )
                 out["checks"][f"memory {key} {mode}"] = {"bytes_per_edge": per_edge, **st}
 
     # ---------------------------------------------------------------- predictions
@@ -185,35 +221,61 @@ def main(argv: list[str] | None = None) -> None:
         t_step = scale_step_time(step_s, step_rows, 128 + 128, 2, w.input_rows, width, cores)
         row_s = rpc_big * 2 / (cores * 0.5)
         eb = epoch_bytes(w)
-        mem = {f"{h}, {eb_:.0f} B/edge": part_bytes(w, edge_bytes=eb_, halo=h, cut=cut)["total"] / GB
-               for h in ("drop", "keep") for eb_ in (4, per_edge_today[h])}
-        print(f"\n{label}: P={w.num_parts}, S={eb['steps']} steps/epoch, rho={w.remote_fraction:.2f}, "
-              f"I={w.input_rows:,.0f}, M={w.model_bytes / 1e3:.0f} KB, step {t_step:.3f} s on {cores} cores")
-        print(f"  bytes per worker per epoch: Grappa {eb['grappa'] / GB:.2f} GB, DistDGL {eb['distdgl'] / GB:.1f} GB "
-              f"({eb['ratio']:.0f}x); all workers: {w.num_parts * eb['grappa'] / GB:.1f} vs "
-              f"{w.num_parts * eb['distdgl'] / GB:.0f} GB")
+        mem = {
+            f"{h}, {eb_:.0f} B/edge": part_bytes(w, edge_bytes=eb_, halo=h, cut=cut)["total"] / GB
+            for h in ("drop", "keep")
+            for eb_ in (4, per_edge_today[h])
+        }
+        print(
+            f"\n{label}: P={w.num_parts}, S={eb['steps']} steps/epoch, rho={w.remote_fraction:.2f}, "
+            f"I={w.input_rows:,.0f}, M={w.model_bytes / 1e3:.0f} KB, step {t_step:.3f} s on {cores} cores"
+        )
+        print(
+            f"  bytes per worker per epoch: Grappa {eb['grappa'] / GB:.2f} GB, DistDGL {eb['distdgl'] / GB:.1f} GB "
+            f"({eb['ratio']:.0f}x); all workers: {w.num_parts * eb['grappa'] / GB:.1f} vs "
+            f"{w.num_parts * eb['distdgl'] / GB:.0f} GB"
+        )
         print("  memory per worker (GB, halo, bytes/edge): " + ", ".join(f"{k}: {v:.0f}" for k, v in mem.items()))
         times = {}
         for net in nets:
             t = epoch_seconds(w, t_step, BW[net], latency_s=20e-6, remote_row_s=row_s)
             times[net] = t
-            print(f"  {net:>7}: epoch Grappa {_dur(t['grappa'])}, DistDGL {_dur(t['distdgl_low'])}-"
-                  f"{_dur(t['distdgl_high'])} (x{t['distdgl_low'] / t['grappa']:.1f}-"
-                  f"{t['distdgl_high'] / t['grappa']:.1f})")
-        out["predictions"][label] = {"workload": w.__dict__, "steps": eb["steps"], "step_s": t_step,
-                                     "bytes": eb, "memory_gb": mem, "epoch_s": times}
+            print(
+                f"  {net:>7}: epoch Grappa {_dur(t['grappa'])}, DistDGL {_dur(t['distdgl_low'])}-"
+                f"{_dur(t['distdgl_high'])} (x{t['distdgl_low'] / t['grappa']:.1f}-"
+                f"{t['distdgl_high'] / t['grappa']:.1f})"
+            )
+        out["predictions"][label] = {
+            "workload": w.__dict__,
+            "steps": eb["steps"],
+            "step_s": t_step,
+            "bytes": eb,
+            "memory_gb": mem,
+            "epoch_s": times,
+        }
 
     m_pap = sage_bytes(128, 256, 172)
     pap = Workload("papers100M", 111e6, 1.6e9, 128, 1.2e6, 8, m_pap, 140e3, ldg8, halo_share=1.0)
     print("\n== predictions (2-layer GraphSAGE, hidden 256, fan-outs [10, 25], batch 1000 per worker) ==")
     predict("papers100M, 8 x 32-core, good partition", pap, 32, 128 + 256, ["1gbit", "10gbit"], cut=0.17)
-    predict("papers100M, 8 x 32-core, random", pap.with_(remote_fraction=random_remote_fraction(8, 140e3, 1000),
-                                                          rpc_share=0.14), 32, 128 + 256, ["1gbit", "10gbit"], cut=0.87)
+    predict(
+        "papers100M, 8 x 32-core, random",
+        pap.with_(remote_fraction=random_remote_fraction(8, 140e3, 1000), rpc_share=0.14),
+        32,
+        128 + 256,
+        ["1gbit", "10gbit"],
+        cut=0.87,
+    )
     tera = Workload("1T edges", 62.5e9, 1e12, 128, 625e6, 128, m_pap, 200e3, 0.5)
     predict("1T edges, 128 x (64 cores, 512 GB), rho 0.5", tera, 64, 128 + 256, ["10gbit", "25gbit"], cut=0.4)
-    predict("1T edges, 128 x (64 cores, 512 GB), random", tera.with_(
-        remote_fraction=random_remote_fraction(128, 200e3, 1000), rpc_share=0.14), 64, 128 + 256,
-        ["10gbit", "25gbit"], cut=0.99)
+    predict(
+        "1T edges, 128 x (64 cores, 512 GB), random",
+        tera.with_(remote_fraction=random_remote_fraction(128, 200e3, 1000), rpc_share=0.14),
+        64,
+        128 + 256,
+        ["10gbit", "25gbit"],
+        cut=0.99,
+    )
     memory_checks(out, args.memory_runs)
     memory_cell_checks(out, args.memory_cells)
     memory_projections(out)
@@ -247,8 +309,9 @@ def worker_hops(wk: dict, summary: dict) -> int | None:
     return summary["num_layers"] - (1 if summary.get("first_hop") == "exact" else 0)
 
 
-def compare_worker(wk: dict, stats: dict, num_parts: int, hops: int | None, exact: bool,
-                   train_frac: float) -> dict | None:
+def compare_worker(
+    wk: dict, stats: dict, num_parts: int, hops: int | None, exact: bool, train_frac: float
+) -> dict | None:
     """One worker's measured node tables against the model, as multiples of its own fp32 rows.
 
     ``wk``: a summary.json ``workers`` entry (``resident_bytes``, ``own_fp32_bytes``, ``keep``);
@@ -275,14 +338,28 @@ def compare_worker(wk: dict, stats: dict, num_parts: int, hops: int | None, exac
     fi, fh = (1.0, 1.0) if hops is None else reach_fractions(train_frac, e / n, cut, h, hops)
     model = resident_bytes(w, precision=precision, inner_frac=fi, halo_frac=fh, exact=exact, budget=budget)
     meas = wk["resident_bytes"] / own
-    row = {"part": p, "hops": hops, "precision": precision, "train_frac": train_frac, "cut": cut, "measured": meas,
-           "model": model["ratio"], "error": model["ratio"] / meas - 1, "inner_reach_model": fi,
-           "halo_reach_model": fh, "halo_kept_model": model["halo_kept_frac"]}
+    row = {
+        "part": p,
+        "hops": hops,
+        "precision": precision,
+        "train_frac": train_frac,
+        "cut": cut,
+        "measured": meas,
+        "model": model["ratio"],
+        "error": model["ratio"] / meas - 1,
+        "inner_reach_model": fi,
+        "halo_reach_model": fh,
+        "halo_kept_model": model["halo_kept_frac"],
+    }
     if "inner_kept" in keep and "halo_reach" in keep:
         ri, rh = keep["inner_kept"] / inner, keep["halo_reach"] / keep["halo"] if keep.get("halo") else 0.0
         acct = resident_bytes(w, precision=precision, inner_frac=ri, halo_frac=rh, exact=exact, budget=budget)["ratio"]
-        row.update(inner_reach=ri, halo_reach=rh, halo_kept=keep.get("halo_kept", 0) / max(keep["halo_reach"], 1),
-                   accounting_error=acct / meas - 1)
+        row.update(
+            inner_reach=ri,
+            halo_reach=rh,
+            halo_kept=keep.get("halo_kept", 0) / max(keep["halo_reach"], 1),
+            accounting_error=acct / meas - 1,
+        )
     if budget is not None:
         pred = budgeted(w, fi, fh, budget, exact)
         row.update(model_precision=pred["precision"], predicted=pred["ratio"], predicted_error=pred["ratio"] / meas - 1)
@@ -314,12 +391,16 @@ def memory_checks(out: dict, runs: list[str]) -> None:
             if row is None:
                 continue  # a run from before the memory figures
             errs.append(row["error"])
-            print(f"{str(f.parent)[-58:]:<58} {row['part']:>4} {row['precision']:>9} {row['measured']:>15.3f} "
-                  f"{row['model']:>7.3f} {row['error']:>+7.1%}")
+            print(
+                f"{str(f.parent)[-58:]:<58} {row['part']:>4} {row['precision']:>9} {row['measured']:>15.3f} "
+                f"{row['model']:>7.3f} {row['error']:>+7.1%}"
+            )
             out["checks"].setdefault("memory", []).append({"run": str(f.parent), **row})
     if errs:
-        print(f"model / measured - 1: mean {sum(errs) / len(errs):+.1%}, largest |error| {max(map(abs, errs)):.1%} "
-              f"over {len(errs)} workers")
+        print(
+            f"model / measured - 1: mean {sum(errs) / len(errs):+.1%}, largest |error| {max(map(abs, errs)):.1%} "
+            f"over {len(errs)} workers"
+        )
 
 
 # Training nodes when a worker record lacks its part's seed count (``train_seeds``): the
@@ -356,26 +437,46 @@ def _train_share(cell: dict, system: dict) -> float:
 def _summary(label: str, rows: list[dict]) -> dict:
     errs = [r["error"] for r in rows]
     within = sum(abs(x) <= WITHIN for x in errs)
-    reach = {k: sum(r[k] for r in rows) / len(rows) for k in
-             ("inner_reach_model", "inner_reach", "halo_reach_model", "halo_reach") if all(k in r for r in rows)}
+    reach = {
+        k: sum(r[k] for r in rows) / len(rows)
+        for k in ("inner_reach_model", "inner_reach", "halo_reach_model", "halo_reach")
+        if all(k in r for r in rows)
+    }
     acct = [abs(r["accounting_error"]) for r in rows if "accounting_error" in r]
     prec = sum(r.get("model_precision", r["precision"]) != r["precision"] for r in rows)
     pred = [r["predicted_error"] for r in rows if "predicted_error" in r]
-    return {"group": label, "workers": len(rows), "mean_error": sum(errs) / len(errs),
-            "largest_abs_error": max(map(abs, errs)), "within": within, "reach": reach,
-            "accounting_abs_error_max": max(acct) if acct else None, "precision_differs": prec,
-            "predicted": {"workers": len(pred), "mean_error": sum(pred) / len(pred),
-                          "largest_abs_error": max(map(abs, pred)), "within": sum(abs(x) <= WITHIN for x in pred)}
-            if pred else None}
+    return {
+        "group": label,
+        "workers": len(rows),
+        "mean_error": sum(errs) / len(errs),
+        "largest_abs_error": max(map(abs, errs)),
+        "within": within,
+        "reach": reach,
+        "accounting_abs_error_max": max(acct) if acct else None,
+        "precision_differs": prec,
+        "predicted": {
+            "workers": len(pred),
+            "mean_error": sum(pred) / len(pred),
+            "largest_abs_error": max(map(abs, pred)),
+            "within": sum(abs(x) <= WITHIN for x in pred),
+        }
+        if pred
+        else None,
+    }
 
 
 def _print_summary(s: dict) -> None:
     r = s["reach"]
-    reach = (f"{r['inner_reach_model']:>5.2f} {r['inner_reach']:>5.2f} {r['halo_reach_model']:>5.2f} "
-             f"{r['halo_reach']:>5.2f}" if len(r) == 4 else f"{'':>23}")
+    reach = (
+        f"{r['inner_reach_model']:>5.2f} {r['inner_reach']:>5.2f} {r['halo_reach_model']:>5.2f} {r['halo_reach']:>5.2f}"
+        if len(r) == 4
+        else f"{'':>23}"
+    )
     acct = f"{s['accounting_abs_error_max']:>6.2%}" if s["accounting_abs_error_max"] is not None else f"{'':>6}"
-    print(f"{s['group']:<30} {s['workers']:>4} {s['mean_error']:>+7.1%} {s['largest_abs_error']:>7.1%} "
-          f"{s['within']:>4}/{s['workers']:<4} {reach}  {acct} {s['precision_differs']:>5}")
+    print(
+        f"{s['group']:<30} {s['workers']:>4} {s['mean_error']:>+7.1%} {s['largest_abs_error']:>7.1%} "
+        f"{s['within']:>4}/{s['workers']:<4} {reach}  {acct} {s['precision_differs']:>5}"
+    )
 
 
 def memory_cell_checks(out: dict, paths: list[str]) -> None:
@@ -396,8 +497,10 @@ def memory_cell_checks(out: dict, paths: list[str]) -> None:
     print("\n== check 6 on archived bench cells: node tables per worker, model vs measured (x own fp32 rows) ==")
     print("reach: share of the part's inner nodes / of its halo that the seeds' trees reach, model vs measured")
     print("precision: the run's / the one the model's ladder picks; measured, model: resident bytes / own fp32 rows")
-    print(f"{'cell':<44} {'system':<16} {'part':>4} {'hops':>4} {'precision':>11} {'inner m/meas':>12} "
-          f"{'halo m/meas':>11} {'measured':>8} {'model':>6} {'error':>7}")
+    print(
+        f"{'cell':<44} {'system':<16} {'part':>4} {'hops':>4} {'precision':>11} {'inner m/meas':>12} "
+        f"{'halo m/meas':>11} {'measured':>8} {'model':>6} {'error':>7}"
+    )
     for f in _cell_files(paths):
         cell = _read_cell(f)
         stats, axes = cell.get("partition") or {}, cell.get("axes") or {}
@@ -423,25 +526,42 @@ def memory_cell_checks(out: dict, paths: list[str]) -> None:
                 row = compare_worker(wk, stats, s["num_parts"], hops, exact, tf)
                 if row is None:
                     continue
-                row.update(cell=cell.get("cell_id", f.name), file=str(f), system=name,
-                           dataset=axes.get("dataset", s.get("dataset")),
-                           partitioner=axes.get("partition", s.get("partition_method")),
-                           parts=s["num_parts"], layers=s["num_layers"])
+                row.update(
+                    cell=cell.get("cell_id", f.name),
+                    file=str(f),
+                    system=name,
+                    dataset=axes.get("dataset", s.get("dataset")),
+                    partitioner=axes.get("partition", s.get("partition_method")),
+                    parts=s["num_parts"],
+                    layers=s["num_layers"],
+                )
                 rows.append(row)
-                reach = (f"{row['inner_reach_model']:.2f}/{row['inner_reach']:.2f}",
-                         f"{row['halo_reach_model']:.2f}/{row['halo_reach']:.2f}") if "inner_reach" in row else ("", "")
+                reach = (
+                    (
+                        f"{row['inner_reach_model']:.2f}/{row['inner_reach']:.2f}",
+                        f"{row['halo_reach_model']:.2f}/{row['halo_reach']:.2f}",
+                    )
+                    if "inner_reach" in row
+                    else ("", "")
+                )
                 prec = row["precision"] + "/" + row.get("model_precision", "-")
-                print(f"{row['cell'][-44:]:<44} {name[:16]:<16} {row['part']:>4} {str(hops):>4} {prec:>11} "
-                      f"{reach[0]:>12} {reach[1]:>11} {row['measured']:>8.3f} {row['model']:>6.3f} "
-                      f"{row['error']:>+7.1%}")
+                print(
+                    f"{row['cell'][-44:]:<44} {name[:16]:<16} {row['part']:>4} {str(hops):>4} {prec:>11} "
+                    f"{reach[0]:>12} {reach[1]:>11} {row['measured']:>8.3f} {row['model']:>6.3f} "
+                    f"{row['error']:>+7.1%}"
+                )
     if not rows:
         print("no worker with resident_bytes in the cells given")
         return
-    print(f"\nper group: model / measured - 1; within: |error| <= {WITHIN:.0%}; reach: mean shares, inner model, "
-          f"measured, halo model, measured;\naccounting: largest |error| of the bytes given the measured reach; "
-          f"prec: workers whose model precision differs from the run's")
-    print(f"{'group':<30} {'n':>4} {'mean':>7} {'worst':>7} {'within':>9} {'inner m  meas  halo m  meas':>23}  "
-          f"{'acct':>6} {'prec':>5}")
+    print(
+        f"\nper group: model / measured - 1; within: |error| <= {WITHIN:.0%}; reach: mean shares, inner model, "
+        f"measured, halo model, measured;\naccounting: largest |error| of the bytes given the measured reach; "
+        f"prec: workers whose model precision differs from the run's"
+    )
+    print(
+        f"{'group':<30} {'n':>4} {'mean':>7} {'worst':>7} {'within':>9} {'inner m  meas  halo m  meas':>23}  "
+        f"{'acct':>6} {'prec':>5}"
+    )
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["dataset"], r["partitioner"], r["parts"]), {}).setdefault(r["hops"], []).append(r)
@@ -466,9 +586,11 @@ def memory_cell_checks(out: dict, paths: list[str]) -> None:
     _print_summary(summaries[-1])
     pred = summaries[-1]["predicted"]
     if pred:
-        print(f"with the precision the model's own ladder picks (a prediction from the partition statistics alone): "
-              f"mean {pred['mean_error']:+.1%}, largest |error| {pred['largest_abs_error']:.1%}, "
-              f"{pred['within']}/{pred['workers']} within {WITHIN:.0%}")
+        print(
+            f"with the precision the model's own ladder picks (a prediction from the partition statistics alone): "
+            f"mean {pred['mean_error']:+.1%}, largest |error| {pred['largest_abs_error']:.1%}, "
+            f"{pred['within']}/{pred['workers']} within {WITHIN:.0%}"
+        )
     out["checks"]["memory_cells"] = {"workers": rows, "summaries": summaries}
 
 
@@ -480,8 +602,10 @@ def memory_projections(out: dict) -> None:
     print("sampled halo beyond); DistDGL: a machine's own feature rows in fp32. Halo / inner of a random partition")
     print("from the mean degree (formula); LDG assumed 0.35 x that (measured at 4 and 8 parts on the 100M-edge")
     print("graph: 1.07 and ~2.2 against 2.9 and 5.8). 2 layers, exact first hop (one sampled hop reached).")
-    graphs = [("papers100M-sized: 111M nodes, 1.6B edges, F=128", 111e6, 1.6e9, 128),
-              ("1T edges: 62.5G nodes, F=128", 62.5e9, 1e12, 128)]
+    graphs = [
+        ("papers100M-sized: 111M nodes, 1.6B edges, F=128", 111e6, 1.6e9, 128),
+        ("1T edges: 62.5G nodes, F=128", 62.5e9, 1e12, 128),
+    ]
     out["predictions"]["memory"] = []
 
     def per_worker(n, e, f, p, labels, part):
@@ -497,30 +621,47 @@ def memory_projections(out: dict) -> None:
     for label, n, e, f in graphs:
         for labels in (0.01, 0.10):
             print(f"\n{label}, {labels:.0%} labelled")
-            print(f"{'P':>5} {'partition':>9} {'halo/inner':>10} {'replicate':>16} {'budget':>28} {'DistDGL':>8} "
-                  f"{'structure':>9}")
+            print(
+                f"{'P':>5} {'partition':>9} {'halo/inner':>10} {'replicate':>16} {'budget':>28} {'DistDGL':>8} "
+                f"{'structure':>9}"
+            )
             for p in (16, 32, 64, 128, 256):
                 for part in ("random", "ldg"):
                     h, rep, bud, own, struct = per_worker(n, e, f, p, labels, part)
-                    print(f"{p:>5} {part:>9} {h:>10.2f} {rep['resident'] / GB:>8.1f} ({rep['ratio']:>4.1f}x) "
-                          f"{bud['resident'] / GB:>8.1f} ({bud['ratio']:.2f}x {bud['precision']}, halo "
-                          f"{bud['halo_kept_frac']:>4.0%}) {own / GB:>8.1f} {struct / GB:>9.1f}")
-                    out["predictions"]["memory"].append({"graph": label, "labels": labels, "parts": p,
-                                                         "partitioner": part, "halo_share": h, "replicate": rep,
-                                                         "budget": bud, "distdgl_bytes": own, "structure": struct})
+                    print(
+                        f"{p:>5} {part:>9} {h:>10.2f} {rep['resident'] / GB:>8.1f} ({rep['ratio']:>4.1f}x) "
+                        f"{bud['resident'] / GB:>8.1f} ({bud['ratio']:.2f}x {bud['precision']}, halo "
+                        f"{bud['halo_kept_frac']:>4.0%}) {own / GB:>8.1f} {struct / GB:>9.1f}"
+                    )
+                    out["predictions"]["memory"].append(
+                        {
+                            "graph": label,
+                            "labels": labels,
+                            "parts": p,
+                            "partitioner": part,
+                            "halo_share": h,
+                            "replicate": rep,
+                            "budget": bud,
+                            "distdgl_bytes": own,
+                            "structure": struct,
+                        }
+                    )
             for part in ("random", "ldg"):
                 need = {}
                 for key in ("replicate", "budget", "distdgl"):
-                    for p in (2 ** k for k in range(1, 16)):
+                    for p in (2**k for k in range(1, 16)):
                         _, rep, bud, own, struct = per_worker(n, e, f, p, labels, part)
                         tables = {"replicate": rep["resident"], "budget": bud["resident"], "distdgl": own}[key]
                         if tables + struct <= 512e9 * 0.9:  # 10 % for the runtime, batches, the model
                             need[key] = p
                             break
-                print(f"  machines of 512 GB (smallest power of 2, {part}): replicate {need.get('replicate')}, "
-                      f"budget {need.get('budget')}, DistDGL {need.get('distdgl')}")
-                out["predictions"]["memory"].append({"graph": label, "labels": labels, "partitioner": part,
-                                                     "machines_512GB": need})
+                print(
+                    f"  machines of 512 GB (smallest power of 2, {part}): replicate {need.get('replicate')}, "
+                    f"budget {need.get('budget')}, DistDGL {need.get('distdgl')}"
+                )
+                out["predictions"]["memory"].append(
+                    {"graph": label, "labels": labels, "partitioner": part, "machines_512GB": need}
+                )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ part count; the generated graph is shared and reused when its config is unchange
     nice -n 10 python experiments/scale/scale_build.py --out runs/scale --parts 4 --method ldg
     python experiments/scale/scale_build.py --out runs/scale --nodes 20000 --avg-degree 10 --feat-dim 16   # smoke run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,16 +29,21 @@ import sys
 import time
 from pathlib import Path
 
-
-
 # ----------------------------------------------------------------------------- child side
+
 
 def _graph_cfg(args: dict):
     from dgl_grappa.config import SyntheticConfig
 
-    return SyntheticConfig(num_nodes=args["nodes"], avg_degree=args["avg_degree"], feat_dim=args["feat_dim"],
-                           num_communities=args["communities"], num_classes=args["classes"],
-                           preset=args["preset"], seed=args["seed"])
+    return SyntheticConfig(
+        num_nodes=args["nodes"],
+        avg_degree=args["avg_degree"],
+        feat_dim=args["feat_dim"],
+        num_communities=args["communities"],
+        num_classes=args["classes"],
+        preset=args["preset"],
+        seed=args["seed"],
+    )
 
 
 def _edge_cut(graph, a) -> float:
@@ -63,10 +69,17 @@ def run_stage(stage: str, args: dict) -> dict:
     t0 = time.perf_counter()
     if stage == "generate":
         g = generate_big(_graph_cfg(args), gdir, chunk_edges=args["chunk_edges"], overwrite=True)
-        return {"num_nodes": g.num_nodes, "num_edges": g.num_edges, "feat_dim": g.feat_dim,
-                "max_degree": g.meta["max_degree"], "chunks": len(g.meta["chunks"]),
-                "gen_seconds": g.meta["seconds"], "disk_bytes": bigpart.folder_bytes(gdir),
-                "config": g.meta["config"], "seconds": time.perf_counter() - t0}
+        return {
+            "num_nodes": g.num_nodes,
+            "num_edges": g.num_edges,
+            "feat_dim": g.feat_dim,
+            "max_degree": g.meta["max_degree"],
+            "chunks": len(g.meta["chunks"]),
+            "gen_seconds": g.meta["seconds"],
+            "disk_bytes": bigpart.folder_bytes(gdir),
+            "config": g.meta["config"],
+            "seconds": time.perf_counter() - t0,
+        }
     g = BigGraph(gdir)
     if stage.startswith("assign"):
         extra = {}
@@ -80,13 +93,22 @@ def run_stage(stage: str, args: dict) -> dict:
             a = bigpart.assign(g, args["method"], args["parts"], seed=args["seed"])
         seconds = time.perf_counter() - t0
         np.save(adir, a)
-        return {"seconds": seconds, "edge_cut": _edge_cut(g, a),
-                "part_sizes": np.bincount(a, minlength=args["parts"]).tolist(), **extra}
+        return {
+            "seconds": seconds,
+            "edge_cut": _edge_cut(g, a),
+            "part_sizes": np.bincount(a, minlength=args["parts"]).tolist(),
+            **extra,
+        }
     if stage == "bucket":
         a = np.load(adir)
         st = bigpart.bucket_edges(g, a, args["parts"], work, method=args["method"])
-        return {"seconds": time.perf_counter() - t0, "cut_edges": st.cut_edges, "inner_edges": st.inner_edges,
-                "outer_edges": st.outer_edges, "work_bytes": bigpart.folder_bytes(work)}
+        return {
+            "seconds": time.perf_counter() - t0,
+            "cut_edges": st.cut_edges,
+            "inner_edges": st.inner_edges,
+            "outer_edges": st.outer_edges,
+            "work_bytes": bigpart.folder_bytes(work),
+        }
     if stage.startswith("write-"):
         res = bigpart.write_part(g, work, int(stage.split("-")[1]), pdir)
         (work / f"written{res['part']}.json").write_text(json.dumps(res))
@@ -94,23 +116,34 @@ def run_stage(stage: str, args: dict) -> dict:
     if stage == "finish":
         parts = [json.loads((work / f"written{q}.json").read_text()) for q in range(args["parts"])]
         stats = bigpart.finish(work, pdir, parts, fingerprint={"graph": str(gdir), "seed": args["seed"]})
-        return {"seconds": time.perf_counter() - t0, "edge_cut": stats["edge_cut"],
-                "inner_nodes": stats["inner_nodes"], "halo_nodes": stats["halo_nodes"],
-                "halo_share": stats["halo_share"], "disk_bytes": bigpart.folder_bytes(pdir),
-                "part_bytes": [bigpart.folder_bytes(pdir / f"part{q}") for q in range(args["parts"])]}
+        return {
+            "seconds": time.perf_counter() - t0,
+            "edge_cut": stats["edge_cut"],
+            "inner_nodes": stats["inner_nodes"],
+            "halo_nodes": stats["halo_nodes"],
+            "halo_share": stats["halo_share"],
+            "disk_bytes": bigpart.folder_bytes(pdir),
+            "part_bytes": [bigpart.folder_bytes(pdir / f"part{q}") for q in range(args["parts"])],
+        }
     if stage.startswith("load-"):
         from dgl_grappa.method.local_part import load_local
         from dgl_grappa.partition.layout import part_config_path
 
         lp = load_local(part_config_path(pdir), 0, stage.split("-")[1])
-        return {"seconds": time.perf_counter() - t0, "num_inner": lp.num_inner,
-                "local_nodes": lp.graph.num_nodes(), "local_edges": lp.graph.num_edges(),
-                "train_nodes": int(lp.train_ids.numel()), "feat_bytes": lp.feat.numel() * 4,
-                "halo_bytes_loaded": lp.halo_bytes_loaded}
+        return {
+            "seconds": time.perf_counter() - t0,
+            "num_inner": lp.num_inner,
+            "local_nodes": lp.graph.num_nodes(),
+            "local_edges": lp.graph.num_edges(),
+            "train_nodes": int(lp.train_ids.numel()),
+            "feat_bytes": lp.feat.numel() * 4,
+            "halo_bytes_loaded": lp.halo_bytes_loaded,
+        }
     raise SystemExit(f"unknown stage {stage!r}")
 
 
 # ----------------------------------------------------------------------------- parent side
+
 
 def _rss_of_tree(pid: int) -> int:
     import psutil
@@ -126,12 +159,20 @@ def spawn_stage(stage: str, args: dict, result_file: Path) -> dict:
     """Run ``stage`` in a child; kill it past the memory or time limit. Returns its figures
     plus ``wall_s`` and ``peak_rss_gb`` (the child's ru_maxrss)."""
     env = dict(os.environ, DGLBACKEND="pytorch", OMP_NUM_THREADS=str(args["threads"]))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--child-args", json.dumps(args),
-           "--child-result", str(result_file)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        stage,
+        "--child-args",
+        json.dumps(args),
+        "--child-result",
+        str(result_file),
+    ]
     result_file.unlink(missing_ok=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    limit = args["max_rss_gb"] * 2 ** 30
+    limit = args["max_rss_gb"] * 2**30
     why = None
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -149,12 +190,12 @@ def spawn_stage(stage: str, args: dict, result_file: Path) -> dict:
     if why or code != 0 or not result_file.is_file():
         raise SystemExit(f"stage {stage} failed ({why or f'exit {code}'}) after {wall:.0f} s")
     res = json.loads(result_file.read_text())
-    res.update({"wall_s": wall, "peak_rss_gb": ru.ru_maxrss / 2 ** 20})
+    res.update({"wall_s": wall, "peak_rss_gb": ru.ru_maxrss / 2**20})
     return res
 
 
 def _fmt_gb(b: float | None) -> str:
-    return "" if b is None else f"{b / 2 ** 30:.2f}"
+    return "" if b is None else f"{b / 2**30:.2f}"
 
 
 def main() -> None:
@@ -171,8 +212,11 @@ def main() -> None:
     ap.add_argument("--parts", type=int, default=4)
     ap.add_argument("--method", default="ldg", choices=["random", "contiguous", "ldg"])
     ap.add_argument("--ldg-passes", type=int, default=3)
-    ap.add_argument("--stages", default="generate,assign,bucket,write,finish,load",
-                    help="comma list out of generate, assign, bucket, write, finish, load")
+    ap.add_argument(
+        "--stages",
+        default="generate,assign,bucket,write,finish,load",
+        help="comma list out of generate, assign, bucket, write, finish, load",
+    )
     ap.add_argument("--regenerate", action="store_true", help="generate even if the graph exists with this config")
     ap.add_argument("--drop-parts", action="store_true", help="delete the partition folder at the end")
     ap.add_argument("--threads", type=int, default=2)
@@ -202,8 +246,10 @@ def main() -> None:
     def run(stage: str) -> dict:
         print(f"[scale_build] {stage} ...", flush=True)
         r = spawn_stage(stage, args, res_dir / f"{stage}.json")
-        print(f"[scale_build] {stage}: {r.get('seconds', r['wall_s']):.1f} s, peak RSS {r['peak_rss_gb']:.2f} GB",
-              flush=True)
+        print(
+            f"[scale_build] {stage}: {r.get('seconds', r['wall_s']):.1f} s, peak RSS {r['peak_rss_gb']:.2f} GB",
+            flush=True,
+        )
         return r
 
     gen_keys = ("nodes", "avg_degree", "feat_dim", "communities", "classes", "preset", "seed", "chunk_edges")
@@ -216,8 +262,15 @@ def main() -> None:
             print("[scale_build] generate: graph exists with this config, reused", flush=True)
     g = build.get("graph")
     if g:
-        rows.append(("generate", g.get("seconds"), g["peak_rss_gb"], g.get("disk_bytes"),
-                     f"N={g['num_nodes']:,} E={g['num_edges']:,} F={g['feat_dim']}"))
+        rows.append(
+            (
+                "generate",
+                g.get("seconds"),
+                g["peak_rss_gb"],
+                g.get("disk_bytes"),
+                f"N={g['num_nodes']:,} E={g['num_edges']:,} F={g['feat_dim']}",
+            )
+        )
     key = f"{ns.method}-p{ns.parts}"
     entry = build.setdefault("runs", {}).setdefault(key, {})
     entry["args"] = {"method": ns.method, "parts": ns.parts, "ldg_passes": ns.ldg_passes}
@@ -247,8 +300,10 @@ def main() -> None:
         elif name == "finish":
             extra = f"halo/inner {', '.join(f'{h:.2f}' for h in r['halo_share'])}"
         elif name.startswith("load"):
-            extra = (f"{r['local_nodes']:,} nodes, {r['local_edges']:,} edges, "
-                     f"halo feats {_fmt_gb(r['halo_bytes_loaded'])} GB")
+            extra = (
+                f"{r['local_nodes']:,} nodes, {r['local_edges']:,} edges, "
+                f"halo feats {_fmt_gb(r['halo_bytes_loaded'])} GB"
+            )
         rows.append((name, r.get("seconds"), r["peak_rss_gb"], r.get("disk_bytes", r.get("work_bytes")), extra))
     print(f"\n{key}: stage, seconds, peak RSS (GB), disk (GB), notes")
     print(f"{'stage':<12} {'seconds':>8} {'RSS GB':>7} {'disk GB':>8}  notes")

@@ -12,6 +12,7 @@ are the inputs of the DistDGL side of the capacity model in docs/scaling.md.
         --assign runs/scale/assign_ldg_p4.npy runs/scale/assign_ldg_p8.npy --random 4 8 \
         --out runs/scale/remote_probe.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,13 @@ def main() -> None:
     g = BigGraph(ns.graph)
     indptr, indices = build_csr(g)
     # The graph is symmetric, so out-neighbour CSR = in-neighbour CSC.
-    full = dgl.graph(("csc", (torch.from_numpy(indptr), torch.from_numpy(indices.astype(np.int64)),
-                              torch.empty(0, dtype=torch.int64))), num_nodes=g.num_nodes)
+    full = dgl.graph(
+        (
+            "csc",
+            (torch.from_numpy(indptr), torch.from_numpy(indices.astype(np.int64)), torch.empty(0, dtype=torch.int64)),
+        ),
+        num_nodes=g.num_nodes,
+    )
     del indptr, indices
     build_s = time.perf_counter() - t0
     fanouts = [int(f) for f in ns.fanouts.split(",")]
@@ -58,8 +64,15 @@ def main() -> None:
     cases = [(Path(f).stem, np.load(f)) for f in ns.assign]
     cases += [(f"random_p{p}", assign_random(g.num_nodes, p, seed=ns.seed)) for p in ns.random]
     rng = np.random.default_rng(ns.seed)
-    res = {"graph": ns.graph, "fanouts": fanouts, "batch": ns.batch, "steps": ns.steps, "build_s": build_s,
-           "feat_dim": g.feat_dim, "cases": {}}
+    res = {
+        "graph": ns.graph,
+        "fanouts": fanouts,
+        "batch": ns.batch,
+        "steps": ns.steps,
+        "build_s": build_s,
+        "feat_dim": g.feat_dim,
+        "cases": {},
+    }
     for name, a in cases:
         num_parts = int(a.max()) + 1
         seeds_all = train[a[train] == ns.part]
@@ -74,14 +87,19 @@ def main() -> None:
         rho = remote / rows
         row_bytes = 4 * g.feat_dim + 8  # feature row + its id in the request
         res["cases"][name] = {
-            "num_parts": num_parts, "input_rows_per_step": rows / ns.steps, "remote_fraction": rho,
+            "num_parts": num_parts,
+            "input_rows_per_step": rows / ns.steps,
+            "remote_fraction": rho,
             "remote_bytes_per_step": remote / ns.steps * row_bytes,
             "sample_s_per_step": (time.perf_counter() - ts) / ns.steps,
-            "train_nodes_in_part": int(seeds_all.size)}
+            "train_nodes_in_part": int(seeds_all.size),
+        }
         c = res["cases"][name]
-        print(f"{name:>16}: P={num_parts} input rows/step {c['input_rows_per_step']:.0f}, remote {rho:.1%}, "
-              f"{c['remote_bytes_per_step'] / 2 ** 20:.1f} MiB remote feature bytes per step")
-    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+        print(
+            f"{name:>16}: P={num_parts} input rows/step {c['input_rows_per_step']:.0f}, remote {rho:.1%}, "
+            f"{c['remote_bytes_per_step'] / 2**20:.1f} MiB remote feature bytes per step"
+        )
+    res["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"peak RSS {res['peak_rss_gb']:.2f} GB (whole-graph CSC built in {build_s:.0f} s)")
     if ns.out:
         Path(ns.out).write_text(json.dumps(res, indent=1))

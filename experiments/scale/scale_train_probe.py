@@ -11,6 +11,7 @@ first hop; with ``--halo keep``). Prints a table and writes JSON.
     nice -n 10 python experiments/scale/scale_train_probe.py --part-config runs/scale/parts_ldg_p4/grappa.json \
         --halo keep --steps 40 --out runs/scale/train_probe.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,12 +54,14 @@ def main() -> None:
     load_s = time.perf_counter() - t0
     fanouts = [int(f) for f in ns.fanouts.split(",")]
     num_classes = int(lp.label.max()) + 1
-    model = build_model(ModelConfig(name=ns.model, num_layers=len(fanouts), hidden=ns.hidden),
-                        lp.feat.shape[1], num_classes)
+    model = build_model(
+        ModelConfig(name=ns.model, num_layers=len(fanouts), hidden=ns.hidden), lp.feat.shape[1], num_classes
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     sampler = dgl.dataloading.NeighborSampler(fanouts)
-    loader = dgl.dataloading.DataLoader(lp.graph, lp.train_ids, sampler, batch_size=ns.batch, shuffle=True,
-                                        drop_last=False)
+    loader = dgl.dataloading.DataLoader(
+        lp.graph, lp.train_ids, sampler, batch_size=ns.batch, shuffle=True, drop_last=False
+    )
     steps_per_epoch = len(loader)
     times = {"sample": 0.0, "gather": 0.0, "compute": 0.0}
     inputs = halo_inputs = 0
@@ -90,22 +93,42 @@ def main() -> None:
     per_step = {k: v / done for k, v in times.items()}
     step_s = sum(per_step.values())
     res = {
-        "part_config": ns.part_config, "part": ns.part, "halo": ns.halo, "model": ns.model, "hidden": ns.hidden,
-        "fanouts": fanouts, "batch": ns.batch, "threads": ns.threads, "steps_timed": done,
-        "local_nodes": lp.graph.num_nodes(), "local_edges": lp.graph.num_edges(), "num_inner": lp.num_inner,
-        "train_nodes": int(lp.train_ids.numel()), "steps_per_epoch": steps_per_epoch, "load_s": load_s,
-        "per_step_s": per_step, "step_s": step_s, "epoch_s_estimate": step_s * steps_per_epoch,
-        "input_rows_per_step": inputs / done, "halo_input_fraction": halo_inputs / max(inputs, 1),
+        "part_config": ns.part_config,
+        "part": ns.part,
+        "halo": ns.halo,
+        "model": ns.model,
+        "hidden": ns.hidden,
+        "fanouts": fanouts,
+        "batch": ns.batch,
+        "threads": ns.threads,
+        "steps_timed": done,
+        "local_nodes": lp.graph.num_nodes(),
+        "local_edges": lp.graph.num_edges(),
+        "num_inner": lp.num_inner,
+        "train_nodes": int(lp.train_ids.numel()),
+        "steps_per_epoch": steps_per_epoch,
+        "load_s": load_s,
+        "per_step_s": per_step,
+        "step_s": step_s,
+        "epoch_s_estimate": step_s * steps_per_epoch,
+        "input_rows_per_step": inputs / done,
+        "halo_input_fraction": halo_inputs / max(inputs, 1),
         "gradient_bytes": gradient_bytes(model),
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
     }
-    print(f"part {ns.part} ({ns.halo}): {res['local_nodes']:,} nodes, {res['local_edges']:,} edges, "
-          f"{res['train_nodes']:,} train nodes, {steps_per_epoch} steps/epoch (batch {ns.batch})")
-    print(f"per step: sample {per_step['sample']:.3f} s, gather {per_step['gather']:.3f} s, "
-          f"fwd/bwd/step {per_step['compute']:.3f} s = {step_s:.3f} s; epoch ~ {res['epoch_s_estimate']:.0f} s "
-          f"on {ns.threads} threads")
-    print(f"input rows per step {res['input_rows_per_step']:.0f} ({res['halo_input_fraction']:.1%} halo), "
-          f"gradient payload {res['gradient_bytes']:,} B, peak RSS {res['peak_rss_gb']:.2f} GB")
+    print(
+        f"part {ns.part} ({ns.halo}): {res['local_nodes']:,} nodes, {res['local_edges']:,} edges, "
+        f"{res['train_nodes']:,} train nodes, {steps_per_epoch} steps/epoch (batch {ns.batch})"
+    )
+    print(
+        f"per step: sample {per_step['sample']:.3f} s, gather {per_step['gather']:.3f} s, "
+        f"fwd/bwd/step {per_step['compute']:.3f} s = {step_s:.3f} s; epoch ~ {res['epoch_s_estimate']:.0f} s "
+        f"on {ns.threads} threads"
+    )
+    print(
+        f"input rows per step {res['input_rows_per_step']:.0f} ({res['halo_input_fraction']:.1%} halo), "
+        f"gradient payload {res['gradient_bytes']:,} B, peak RSS {res['peak_rss_gb']:.2f} GB"
+    )
     if ns.out:
         Path(ns.out).parent.mkdir(parents=True, exist_ok=True)
         Path(ns.out).write_text(json.dumps(res, indent=1))

@@ -15,6 +15,7 @@ forward/backward: halo rows x hidden per layer each way) and the mean local grad
 gbar_loc(theta~); every step then applies g_loc(theta) + (g*(theta~) - gbar_loc(theta~)).
 Here it is measured with theta~ = theta (fresh) and theta~ = theta minus some steps (stale).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,18 @@ def system_grad(s: sim.Sim, with_hist: bool) -> tuple[torch.Tensor, torch.Tensor
     return flat_grad(s.net).clone(), z[G.train]
 
 
-def study(G: sim.Graph, dataset: str, model: str, layers: int, W: int, method: str, specs: list[str],
-          R: int, theta: dict, theta_stale: dict | None) -> list[dict]:
+def study(
+    G: sim.Graph,
+    dataset: str,
+    model: str,
+    layers: int,
+    W: int,
+    method: str,
+    specs: list[str],
+    R: int,
+    theta: dict,
+    theta_stale: dict | None,
+) -> list[dict]:
     hp = dict(sim.HPARAMS[dataset])
     rows = []
     for spec in specs:
@@ -74,8 +85,18 @@ def study(G: sim.Graph, dataset: str, model: str, layers: int, W: int, method: s
         stale = spec.endswith("+cvstale")
         base = spec.split("+")[0]
         var = sim.parse_variant(base)
-        pf = lambda sw: sim.make_partition(method, G.indptr.numpy(), G.indices.numpy(), W, 10_000 + sw,  # noqa: E731
-                                           train_mask=G.train.numpy(), dgl_graph=G.dgl_graph)
+
+        def pf(sw):
+            return sim.make_partition(
+                method,
+                G.indptr.numpy(),
+                G.indices.numpy(),
+                W,
+                10_000 + sw,
+                train_mask=G.train.numpy(),
+                dgl_graph=G.dgl_graph,
+            )
+
         s = sim.Sim(G, model, layers, W, var, hp, 0, pf)
         s.net.load_state_dict(theta)
         g_star, z_star = full_grad(s)
@@ -99,16 +120,24 @@ def study(G: sim.Graph, dataset: str, model: str, layers: int, W: int, method: s
         gs, zs = torch.stack(gs), torch.stack(zs)
         mean = gs.mean(0)
         nrm = float(g_star.norm())
-        rows.append({
-            "spec": spec, "dataset": dataset, "model": model, "layers": layers, "parts": W, "partition": method,
-            "R": R, "rel_bias": float((mean - g_star).norm()) / nrm,
-            "rel_var": float(((gs - mean) ** 2).sum(1).mean()) / nrm ** 2,
-            "rel_mse": float(((gs - g_star) ** 2).sum(1).mean()) / nrm ** 2,
-            "cos_mean": float(F.cosine_similarity(gs, g_star.unsqueeze(0)).mean()),
-            "cos_of_mean": float(F.cosine_similarity(mean, g_star, dim=0)),
-            "logit_rel_bias": float((zs.mean(0) - z_star).norm() / z_star.norm()),
-            "seconds": time.perf_counter() - t0,
-        })
+        rows.append(
+            {
+                "spec": spec,
+                "dataset": dataset,
+                "model": model,
+                "layers": layers,
+                "parts": W,
+                "partition": method,
+                "R": R,
+                "rel_bias": float((mean - g_star).norm()) / nrm,
+                "rel_var": float(((gs - mean) ** 2).sum(1).mean()) / nrm**2,
+                "rel_mse": float(((gs - g_star) ** 2).sum(1).mean()) / nrm**2,
+                "cos_mean": float(F.cosine_similarity(gs, g_star.unsqueeze(0)).mean()),
+                "cos_of_mean": float(F.cosine_similarity(mean, g_star, dim=0)),
+                "logit_rel_bias": float((zs.mean(0) - z_star).norm() / z_star.norm()),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in rows[-1].items()}), flush=True)
     return rows
 
@@ -116,18 +145,31 @@ def study(G: sim.Graph, dataset: str, model: str, layers: int, W: int, method: s
 def trained_theta(G, dataset, model, layers, W, epochs) -> tuple[dict, dict]:
     """Parameters after ``epochs`` of DistDGL-style training, and 1 epoch earlier (stale)."""
     hp = dict(sim.HPARAMS[dataset])
-    s = sim.Sim(G, model, layers, W, sim.Variant(system="distdgl"), hp, 123,
-                sim.part_fn_for(G, "random", W, 123))
+    s = sim.Sim(G, model, layers, W, sim.Variant(system="distdgl"), hp, 123, sim.part_fn_for(G, "random", W, 123))
     s.run(epochs - 1, hp["batch"])
     stale = {k: v.clone() for k, v in s.net.state_dict().items()}
     s.run(1, hp["batch"])
     return {k: v.clone() for k, v in s.net.state_dict().items()}, stale
 
 
-SPECS = ["distdgl", "grappa", "grappa:est=batch", "grappa:est=node", "grappa:est=shrinkage",
-         "grappa:sampler=foldback", "grappa:empty=self", "grappa:norm=ht", "grappa:fhc=1", "grappa:halo=keep",
-         "grappa:halo=keep,fhc=1", "grappa:halo=keep,hist=1", "grappa:halo=keep,fhc=1,hist=1",
-         "grappa+cv", "grappa+cvstale", "grappa:halo=keep,fhc=1+cv"]
+SPECS = [
+    "distdgl",
+    "grappa",
+    "grappa:est=batch",
+    "grappa:est=node",
+    "grappa:est=shrinkage",
+    "grappa:sampler=foldback",
+    "grappa:empty=self",
+    "grappa:norm=ht",
+    "grappa:fhc=1",
+    "grappa:halo=keep",
+    "grappa:halo=keep,fhc=1",
+    "grappa:halo=keep,hist=1",
+    "grappa:halo=keep,fhc=1,hist=1",
+    "grappa+cv",
+    "grappa+cvstale",
+    "grappa:halo=keep,fhc=1+cv",
+]
 
 
 def main(argv=None):
@@ -150,11 +192,18 @@ def main(argv=None):
         for when in ("init", "trained"):
             torch.manual_seed(0)
             if when == "init":
-                net = sim.Net(model, G.x.shape[1], sim.HPARAMS[a.dataset]["hidden"], G.num_classes, a.layers,
-                              sim.HPARAMS[a.dataset]["dropout"])
+                net = sim.Net(
+                    model,
+                    G.x.shape[1],
+                    sim.HPARAMS[a.dataset]["hidden"],
+                    G.num_classes,
+                    a.layers,
+                    sim.HPARAMS[a.dataset]["dropout"],
+                )
                 theta = {k: v.clone() for k, v in net.state_dict().items()}
-                theta_stale = {k: v + 0.01 * torch.randn_like(v) * v.std() if v.numel() > 1 else v
-                               for k, v in theta.items()}
+                theta_stale = {
+                    k: v + 0.01 * torch.randn_like(v) * v.std() if v.numel() > 1 else v for k, v in theta.items()
+                }
             else:
                 theta, theta_stale = trained_theta(G, a.dataset, model, a.layers, a.parts, a.train_epochs)
             rows = study(G, a.dataset, model, a.layers, a.parts, a.partition, specs, a.R, theta, theta_stale)

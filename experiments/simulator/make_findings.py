@@ -1,4 +1,5 @@
 """Assemble FINDINGS.md from FINDINGS_head.md, generated tables and FINDINGS_tail.md."""
+
 from __future__ import annotations
 
 import contextlib
@@ -22,10 +23,24 @@ def capture(fn, *a, **kw) -> str:
 
 
 def grad_table(path: Path) -> str:
-    specs = ["distdgl", "grappa", "grappa:est=batch", "grappa:est=node", "grappa:est=shrinkage",
-             "grappa:sampler=foldback", "grappa:empty=self", "grappa:norm=ht", "grappa:fhc=1", "grappa:halo=keep",
-             "grappa:halo=keep,fhc=1", "grappa:halo=keep,hist=1", "grappa:halo=keep,fhc=1,hist=1", "grappa+cv",
-             "grappa+cvstale", "grappa:halo=keep,fhc=1+cv"]
+    specs = [
+        "distdgl",
+        "grappa",
+        "grappa:est=batch",
+        "grappa:est=node",
+        "grappa:est=shrinkage",
+        "grappa:sampler=foldback",
+        "grappa:empty=self",
+        "grappa:norm=ht",
+        "grappa:fhc=1",
+        "grappa:halo=keep",
+        "grappa:halo=keep,fhc=1",
+        "grappa:halo=keep,hist=1",
+        "grappa:halo=keep,fhc=1,hist=1",
+        "grappa+cv",
+        "grappa+cvstale",
+        "grappa:halo=keep,fhc=1+cv",
+    ]
     out = []
     for ds in ("cora", "syn5k"):
         data = {}
@@ -37,11 +52,15 @@ def grad_table(path: Path) -> str:
                         data[(m, w, r["spec"])] = r
         if not data:
             continue
-        out.append(f"\n**{ds}, random 4 parts, 3 layers** (R = {next(iter(data.values()))['R']} draws; bias = "
-                   "||E g - g*|| / ||g*||, var = E||g - E g||^2 / ||g*||^2, cos = mean cosine(g, g*); logit bias = "
-                   "||E z - z*|| / ||z*|| over train logits)\n")
-        out.append("| system / estimator | SAGE init: bias / var / cos | SAGE trained | GCN init | GCN trained "
-                   "| logit bias trained (SAGE / GCN) |")
+        out.append(
+            f"\n**{ds}, random 4 parts, 3 layers** (R = {next(iter(data.values()))['R']} draws; bias = "
+            "||E g - g*|| / ||g*||, var = E||g - E g||^2 / ||g*||^2, cos = mean cosine(g, g*); logit bias = "
+            "||E z - z*|| / ||z*|| over train logits)\n"
+        )
+        out.append(
+            "| system / estimator | SAGE init: bias / var / cos | SAGE trained | GCN init | GCN trained "
+            "| logit bias trained (SAGE / GCN) |"
+        )
         out.append("|---|---|---|---|---|---|")
         for s in specs:
             cols = []
@@ -58,22 +77,30 @@ def grad_table(path: Path) -> str:
 
 def part_table(path: Path) -> str:
     rows = json.loads(path.read_text())
-    out = ["| graph | parts | method | edge cut | node balance (max/mean) | train balance | min train / part "
-           "| halo/inner (max part) | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| graph | parts | method | edge cut | node balance (max/mean) | train balance | min train / part "
+        "| halo/inner (max part) | seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['dataset']} | {r['parts']} | {r['method']} | {r['edge_cut']:.3f} | {r['balance']:.3f} | "
-                   f"{r['train_balance']:.3f} | {r['min_train']} | {r['halo_over_inner_max']:.2f} | "
-                   f"{r['seconds']:.2f} |")
+        out.append(
+            f"| {r['dataset']} | {r['parts']} | {r['method']} | {r['edge_cut']:.3f} | {r['balance']:.3f} | "
+            f"{r['train_balance']:.3f} | {r['min_train']} | {r['halo_over_inner_max']:.2f} | "
+            f"{r['seconds']:.2f} |"
+        )
     return "\n".join(out)
 
 
 def simple_rows(rows, tags, filt) -> str:
     """Δ per seed-averaged cell for a few variants (paired with DistDGL)."""
     by = summarize.cells([r for r in rows if filt(r)])
-    out = ["| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL [95% CI] | bytes ratio "
-           "| converged |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL [95% CI] | bytes ratio "
+        "| converged |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     import numpy as np
+
     for key in sorted(by):
         v = by[key]
         if "distdgl" not in v:
@@ -84,11 +111,14 @@ def simple_rows(rows, tags, filt) -> str:
             m, hw, n = summarize.diff(v[t], v["distdgl"])
             acc = [x["final_test"] for x in v[t].values()]
             ratio = np.mean([x["bytes_per_epoch"] for x in v[t].values()]) / np.mean(
-                [x["bytes_per_epoch"] for x in v["distdgl"].values()])
+                [x["bytes_per_epoch"] for x in v["distdgl"].values()]
+            )
             ci = f"{m:+.1f} [{m - hw:+.1f}, {m + hw:+.1f}]" if n > 1 else f"{m:+.1f}"
             conv = sum(x["converged"] for x in v[t].values())
-            out.append(f"| {key[0]} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | `{t}` | {len(acc)} | "
-                       f"{summarize.fmt_pm(acc)} | {ci} | {ratio:.3f} | {conv}/{len(acc)} |")
+            out.append(
+                f"| {key[0]} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | `{t}` | {len(acc)} | "
+                f"{summarize.fmt_pm(acc)} | {ci} | {ratio:.3f} | {conv}/{len(acc)} |"
+            )
     return "\n".join(out)
 
 
@@ -96,41 +126,71 @@ def main():
     rows = summarize.load(HERE / "results")
     parts = [(HERE / "FINDINGS_head.md").read_text()]
     parts.append("\n## Main matrix: DistDGL vs old default vs the two candidates\n")
-    parts.append("Δ = paired mean difference to DistDGL in points (± = 95 % t half-width; n = seeds where fewer "
-                 "than 3). Columns: `grappa[est=batch]` = today's default (batch correction, halo drop); "
-                 "`fhc,empty=self,fhcdrop=0` = first-hop completion without halo; "
-                 "`halo=keep,fhc,fhcdrop=0` = **the recommended default**. Every Grappa variant here uses "
-                 "plain averaging unless it says est=.\n")
+    parts.append(
+        "Δ = paired mean difference to DistDGL in points (± = 95 % t half-width; n = seeds where fewer "
+        "than 3). Columns: `grappa[est=batch]` = today's default (batch correction, halo drop); "
+        "`fhc,empty=self,fhcdrop=0` = first-hop completion without halo; "
+        "`halo=keep,fhc,fhcdrop=0` = **the recommended default**. Every Grappa variant here uses "
+        "plain averaging unless it says est=.\n"
+    )
     parts.append(capture(summarize.main, ["--pivot", ";".join(MAIN), "--min-seeds", "1"]))
     parts.append("\n### Same cells with bytes, cache memory and convergence\n")
-    parts.append("Bytes/epoch include the gradient all-reduce for both systems and every one-time byte amortised "
-                 "over the epochs it serves; cache = rows held besides the inner rows, over inner rows, max "
-                 "worker (halo x rows, A x of inner rows, A x of halo rows).\n")
+    parts.append(
+        "Bytes/epoch include the gradient all-reduce for both systems and every one-time byte amortised "
+        "over the epochs it serves; cache = rows held besides the inner rows, over inner rows, max "
+        "worker (halo x rows, A x of inner rows, A x of halo rows).\n"
+    )
     parts.append(summarize.table([r for r in rows if r["tag"] in MAIN + ["distdgl"]]))
     parts.append("\n\n## Every mechanism alone (screen: seed 0, random 4 parts, 3 layers)\n")
-    parts.append("Δ test accuracy to DistDGL, one seed (noise about ±1.5 points on Planetoid). fhc rows without "
-                 "`fhcdrop=0` apply dropout to the precomputed aggregate too (for GCN, to the whole "
-                 "(x+sum)/(d+1) in those runs). The synthetic column uses truly random partitions.\n")
+    parts.append(
+        "Δ test accuracy to DistDGL, one seed (noise about ±1.5 points on Planetoid). fhc rows without "
+        "`fhcdrop=0` apply dropout to the precomputed aggregate too (for GCN, to the whole "
+        "(x+sum)/(d+1) in those runs). The synthetic column uses truly random partitions.\n"
+    )
     import screen_table
+
     parts.append(capture(screen_table.main))
     parts.append("\n## Gradient study\n")
     parts.append(grad_table(HERE / "results" / "grad"))
     parts.append("\n\n## Control variate (`est=cv`, refreshed every epoch) in training\n")
-    parts.append(simple_rows(rows, ["grappa", "grappa[est=cv]", "grappa[halo=keep,fhc=True,fhcdrop=0]",
-                                    "grappa[halo=keep,fhc=True,est=cv,fhcdrop=0]"],
-                             lambda r: r["partition"] == "random" and r["layers"] == 3 and r["parts"] == 4
-                             and r["seed"] == 0 and r["dataset"] != "syn20k"))
+    parts.append(
+        simple_rows(
+            rows,
+            [
+                "grappa",
+                "grappa[est=cv]",
+                "grappa[halo=keep,fhc=True,fhcdrop=0]",
+                "grappa[halo=keep,fhc=True,est=cv,fhcdrop=0]",
+            ],
+            lambda r: (
+                r["partition"] == "random"
+                and r["layers"] == 3
+                and r["parts"] == 4
+                and r["seed"] == 0
+                and r["dataset"] != "syn20k"
+            ),
+        )
+    )
     parts.append("\n\n## Repartitioning (every epoch, random partitions)\n")
-    parts.append(simple_rows(rows, ["grappa[est=batch]", "grappa[est=batch,repart=1]",
-                                    "grappa[halo=keep,fhc=True,fhcdrop=0]",
-                                    "grappa[halo=keep,fhc=True,repart=1,fhcdrop=0]"],
-                             lambda r: r["partition"] == "random" and r["layers"] == 3 and r["parts"] == 4
-                             and r["dataset"] != "syn20k"))
+    parts.append(
+        simple_rows(
+            rows,
+            [
+                "grappa[est=batch]",
+                "grappa[est=batch,repart=1]",
+                "grappa[halo=keep,fhc=True,fhcdrop=0]",
+                "grappa[halo=keep,fhc=True,repart=1,fhcdrop=0]",
+            ],
+            lambda r: r["partition"] == "random" and r["layers"] == 3 and r["parts"] == 4 and r["dataset"] != "syn20k",
+        )
+    )
     parts.append("\n\n## Partitioners\n")
-    parts.append("Seed 0 (synthetic: partition seed offset, see the pitfall). `ldg` = restreaming LDG, 3 passes; "
-                 "`ldg1` = one pass; `fennel` = restreaming Fennel (gamma 1.5); all with the train-node penalty and "
-                 "a hard cap of 1.05 x N/k; `metis` = DGL's METIS (reference, not streaming). Times: pure Python "
-                 "loop on a shared core.\n")
+    parts.append(
+        "Seed 0 (synthetic: partition seed offset, see the pitfall). `ldg` = restreaming LDG, 3 passes; "
+        "`ldg1` = one pass; `fennel` = restreaming Fennel (gamma 1.5); all with the train-node penalty and "
+        "a hard cap of 1.05 x N/k; `metis` = DGL's METIS (reference, not streaming). Times: pure Python "
+        "loop on a shared core.\n"
+    )
     parts.append(part_table(HERE / "results" / "partitioners.json"))
     parts.append("\n" + (HERE / "FINDINGS_tail.md").read_text())
     goals = HERE / "FINDINGS_goals.md"

@@ -1,4 +1,5 @@
 """Partitioner table: edge cut, node balance, train balance, halo/inner and time per method."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ def main(argv=None):
                 for seed in map(int, a.seeds.split(",")):
                     if (ds, W, m, seed) in done:
                         continue
-                    part, secs = make_partition(m, ptr, ind, W, sim.partition_seed(ds, seed), train_mask=tm,
-                                                dgl_graph=G.dgl_graph)
+                    part, secs = make_partition(
+                        m, ptr, ind, W, sim.partition_seed(ds, seed), train_mask=tm, dgl_graph=G.dgl_graph
+                    )
                     st = partition_stats(ptr, ind, part, W, tm)
                     # how different is a re-run with another seed (perturbation for repartitioning)?
                     r = {"dataset": ds, "parts": W, "method": m, "seed": seed, "seconds": secs, **st}

@@ -21,6 +21,7 @@ Cost: O(N + E) per pass (Fennel: one Python step per node with a numpy bincount 
 neighbours: ~1 s per pass per 100k nodes on one core). Perturbation per repartitioning
 = a different ``seed`` (stream order).
 """
+
 from __future__ import annotations
 
 import time
@@ -34,9 +35,17 @@ def random_partition(n: int, k: int, seed: int) -> np.ndarray:
     return rng.permutation(np.arange(n, dtype=np.int64) % k)
 
 
-def fennel_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: int = 3,
-                     seed: int = 0, slack: float = 1.05, train_mask: np.ndarray | None = None,
-                     init: np.ndarray | None = None) -> np.ndarray:
+def fennel_partition(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    k: int,
+    *,
+    passes: int = 3,
+    seed: int = 0,
+    slack: float = 1.05,
+    train_mask: np.ndarray | None = None,
+    init: np.ndarray | None = None,
+) -> np.ndarray:
     """(Re)streaming Fennel.
 
     Args:
@@ -70,7 +79,7 @@ def fennel_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
                 size[old] -= 1
                 if tm is not None and tm[v]:
                     tsize[old] -= 1
-            nb = part[indices[indptr[v]:indptr[v + 1]]]
+            nb = part[indices[indptr[v] : indptr[v + 1]]]
             cnt = np.bincount(nb[nb >= 0], minlength=k).astype(np.float64)
             score = cnt - alpha * 1.5 * np.sqrt(size)
             if tm is not None and tm[v]:
@@ -87,8 +96,15 @@ def fennel_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes:
     return part
 
 
-def ldg_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: int | None = None, seed: int = 0,
-                  train_mask: np.ndarray | None = None) -> np.ndarray:
+def ldg_partition(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    k: int,
+    *,
+    passes: int | None = None,
+    seed: int = 0,
+    train_mask: np.ndarray | None = None,
+) -> np.ndarray:
     """The package's restreaming LDG, as ``partition.method=ldg`` runs it (``passes`` None: its default)."""
     from dgl_grappa.config import PartitionConfig
     from dgl_grappa.partition.assign import ldg_assignment, undirected_csr
@@ -98,20 +114,29 @@ def ldg_partition(indptr: np.ndarray, indices: np.ndarray, k: int, *, passes: in
     dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     ptr, ind = undirected_csr(np.asarray(indices, dtype=np.int64), dst, n)
     tm = None if train_mask is None else np.asarray(train_mask, dtype=bool)
-    return ldg_assignment(ptr, ind, k, passes=defaults.ldg_passes if passes is None else passes,
-                          slack=defaults.ldg_slack, seed=seed, train_mask=tm)
+    return ldg_assignment(
+        ptr,
+        ind,
+        k,
+        passes=defaults.ldg_passes if passes is None else passes,
+        slack=defaults.ldg_slack,
+        seed=seed,
+        train_mask=tm,
+    )
 
 
 def metis_partition(graph, k: int, seed: int = 0, train_mask=None) -> np.ndarray:
     """DGL's METIS assignment (not streaming; reference only). ``graph`` is a DGLGraph."""
     import dgl
     import torch
+
     bal = torch.as_tensor(train_mask).to(torch.int64) if train_mask is not None else None
     return dgl.metis_partition_assignment(graph, k, balance_ntypes=bal).numpy().astype(np.int64)
 
 
-def partition_stats(indptr: np.ndarray, indices: np.ndarray, part: np.ndarray, k: int,
-                    train_mask: np.ndarray | None = None) -> dict:
+def partition_stats(
+    indptr: np.ndarray, indices: np.ndarray, part: np.ndarray, k: int, train_mask: np.ndarray | None = None
+) -> dict:
     """Edge cut fraction, node balance (max/mean), train balance, halo share per part."""
     n = indptr.shape[0] - 1
     dst = np.repeat(np.arange(n), np.diff(indptr))
@@ -119,11 +144,13 @@ def partition_stats(indptr: np.ndarray, indices: np.ndarray, part: np.ndarray, k
     sizes = np.bincount(part, minlength=k)
     keys = np.unique(part[dst[cut]] * n + indices[cut])
     halo = np.bincount(keys // n, minlength=k)
-    out = {"edge_cut": float(cut.mean()) if cut.size else 0.0,
-           "balance": float(sizes.max() / sizes.mean()),
-           "min_part": int(sizes.min()),
-           "halo_over_inner_max": float((halo / np.maximum(sizes, 1)).max()),
-           "halo_over_inner_mean": float((halo / np.maximum(sizes, 1)).mean())}
+    out = {
+        "edge_cut": float(cut.mean()) if cut.size else 0.0,
+        "balance": float(sizes.max() / sizes.mean()),
+        "min_part": int(sizes.min()),
+        "halo_over_inner_max": float((halo / np.maximum(sizes, 1)).max()),
+        "halo_over_inner_mean": float((halo / np.maximum(sizes, 1)).mean()),
+    }
     if train_mask is not None:
         t = np.bincount(part[train_mask.astype(bool)], minlength=k)
         out["train_balance"] = float(t.max() / max(t.mean(), 1e-9))
@@ -131,8 +158,9 @@ def partition_stats(indptr: np.ndarray, indices: np.ndarray, part: np.ndarray, k
     return out
 
 
-def make_partition(method: str, indptr, indices, k: int, seed: int, train_mask=None, dgl_graph=None,
-                   passes: int = 3) -> tuple[np.ndarray, float]:
+def make_partition(
+    method: str, indptr, indices, k: int, seed: int, train_mask=None, dgl_graph=None, passes: int = 3
+) -> tuple[np.ndarray, float]:
     """Dispatch by name: random | ldg | ldg1 (one pass) | fennel | metis. Returns (part, seconds)."""
     t0 = time.perf_counter()
     n = indptr.shape[0] - 1

@@ -15,6 +15,7 @@ nodes are dealt out evenly in a random order (``node_split(force_even=True)``'s 
     DGLBACKEND=pytorch python experiments/simulator/ref_distdgl.py \
         --dataset cora --model gcn --layers 3 --parts 8 --seeds 0,1,2,3,4,5,6,7,8,9
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,14 +34,29 @@ from dgl_grappa.method.models import build_model
 FANOUTS = {2: [25, 10], 3: [15, 10, 5], 4: [20, 15, 10, 5]}  # input layer first, as the bench's
 
 
-def run(g, model: str, layers: int, parts: int, seed: int, epochs: int, batch: int, eval_every: int,
-        hidden: int = 64, dropout: float = 0.5, lr: float = 0.01, weight_decay: float = 5e-4) -> dict:
+def run(
+    g,
+    model: str,
+    layers: int,
+    parts: int,
+    seed: int,
+    epochs: int,
+    batch: int,
+    eval_every: int,
+    hidden: int = 64,
+    dropout: float = 0.5,
+    lr: float = 0.01,
+    weight_decay: float = 5e-4,
+) -> dict:
     """Train once; returns the last-20 % test accuracy (percent) and the test curve at the evaluations."""
     torch.manual_seed(seed)
     np.random.seed(seed)
     dgl.seed(seed)
-    net = build_model(ModelConfig(name=model, num_layers=layers, hidden=hidden, dropout=dropout),
-                      g.ndata["feat"].shape[1], num_classes(g))
+    net = build_model(
+        ModelConfig(name=model, num_layers=layers, hidden=hidden, dropout=dropout),
+        g.ndata["feat"].shape[1],
+        num_classes(g),
+    )
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     train = g.ndata["train_mask"].nonzero().squeeze(1)
     perm = train[torch.randperm(train.numel())]
@@ -55,7 +71,7 @@ def run(g, model: str, layers: int, parts: int, seed: int, epochs: int, batch: i
             opt.zero_grad()
             loss = 0.0
             for w in order:
-                seeds = w[s * batch:(s + 1) * batch]
+                seeds = w[s * batch : (s + 1) * batch]
                 if seeds.numel() == 0:
                     continue
                 inp, out, blocks = sampler.sample_blocks(g, seeds)

@@ -20,6 +20,7 @@ Models mirror dgl_grappa.method.models: GraphSAGE (DGL SAGEConv, mean) and GCN (
 normalised by block in-degree + 1), ReLU + dropout between layers and dropout on the input.
 Evaluation: full graph, full neighbourhoods, every epoch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,9 +60,11 @@ LAM = 0.5
 # --------------------------------------------------------------------------------------
 # graph
 
+
 @dataclass
 class Graph:
     """The full graph as an in-neighbour CSR plus node data (torch, int64 ids)."""
+
     name: str
     n: int
     indptr: torch.Tensor
@@ -81,16 +84,23 @@ class Graph:
 
 
 #: Short keys of a custom synthetic dataset, ``syn:n=30000,deg=16,hom=0.6,noise=8,train=0.1``.
-_SYN_KEYS = {"n": ("num_nodes", int), "deg": ("avg_degree", float), "hom": ("homophily", float),
-             "noise": ("noise", float), "classes": ("num_classes", int), "train": ("train_frac", float)}
+_SYN_KEYS = {
+    "n": ("num_nodes", int),
+    "deg": ("avg_degree", float),
+    "hom": ("homophily", float),
+    "noise": ("noise", float),
+    "classes": ("num_classes", int),
+    "train": ("train_frac", float),
+}
 
 
 def custom_synthetic(name: str):
     """SyntheticConfig of a ``syn:key=value,...`` dataset name (a graph other than the
     package's presets, to check a mechanism on a harder, non-saturated graph)."""
     from dgl_grappa.config import SyntheticConfig
+
     kw = {}
-    for item in name[len("syn:"):].split(","):
+    for item in name[len("syn:") :].split(","):
         key, _, value = item.partition("=")
         if key not in _SYN_KEYS:
             raise ValueError(f"unknown key {key!r} in {name!r}; known: {sorted(_SYN_KEYS)}")
@@ -104,6 +114,7 @@ def custom_synthetic(name: str):
 def load_graph(name: str) -> Graph:
     from dgl_grappa.config import DataConfig, SyntheticConfig
     from dgl_grappa.data import load_dataset
+
     if name in ("cora", "citeseer"):
         cfg = DataConfig(name=name)
     elif name.startswith("syn:"):
@@ -117,26 +128,40 @@ def load_graph(name: str) -> Graph:
     indptr, indices, _ = g.adj_tensors("csc")  # column = destination: in-neighbours per node
     indptr, indices = indptr.to(torch.int64), indices.to(torch.int64)
     nd = g.ndata
-    return Graph(name, g.num_nodes(), indptr, indices, indptr[1:] - indptr[:-1], nd["feat"].float(),
-                 nd["label"].long(), nd["train_mask"].bool(), nd["val_mask"].bool(), nd["test_mask"].bool(),
-                 int(nd["label"].max()) + 1, g)
+    return Graph(
+        name,
+        g.num_nodes(),
+        indptr,
+        indices,
+        indptr[1:] - indptr[:-1],
+        nd["feat"].float(),
+        nd["label"].long(),
+        nd["train_mask"].bool(),
+        nd["val_mask"].bool(),
+        nd["test_mask"].bool(),
+        int(nd["label"].max()) + 1,
+        g,
+    )
 
 
 # --------------------------------------------------------------------------------------
 # pure functions: local CSR, samplers, aggregation weights, first-hop aggregates
 
+
 def local_csr(G: Graph, part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """CSR of intra-part edges (halo dropped): (indptr, indices, local in-degree)."""
     keep = part[G.indices] == part[G.dst]
-    ldeg = torch.zeros(G.n, dtype=torch.int64).index_add_(0, G.dst[keep],
-                                                          torch.ones(int(keep.sum()), dtype=torch.int64))
+    ldeg = torch.zeros(G.n, dtype=torch.int64).index_add_(
+        0, G.dst[keep], torch.ones(int(keep.sum()), dtype=torch.int64)
+    )
     lptr = torch.zeros(G.n + 1, dtype=torch.int64)
     lptr[1:] = torch.cumsum(ldeg, 0)
     return lptr, G.indices[keep], ldeg
 
 
-def sample_rows(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, k: int,
-                gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_rows(
+    indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor, k: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Uniform sampling without replacement: min(k, deg) in-neighbours per node (k < 0: all).
 
     Returns (row, pos): row indexes ``nodes``, pos indexes ``indices`` (the CSR slot).
@@ -156,8 +181,16 @@ def sample_rows(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor
     return row, start[row] + local
 
 
-def sample_foldback(G: Graph, part: torch.Tensor, lptr: torch.Tensor, lind: torch.Tensor, ldeg: torch.Tensor,
-                    nodes: torch.Tensor, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_foldback(
+    G: Graph,
+    part: torch.Tensor,
+    lptr: torch.Tensor,
+    lind: torch.Tensor,
+    ldeg: torch.Tensor,
+    nodes: torch.Tensor,
+    k: int,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The authors' sampler: draw min(k, deg) slots over the FULL neighbour list; a draw that
     hits a remote neighbour is folded back onto local neighbour (slot mod deg_loc); nodes with
     no local neighbour lose their remote draws. Returns (row, src node id)."""
@@ -179,8 +212,9 @@ def sample_foldback(G: Graph, part: torch.Tensor, lptr: torch.Tensor, lind: torc
     return row, u
 
 
-def agg_weights(model: str, norm: str, row: torch.Tensor, ndraw: torch.Tensor, gdeg: torch.Tensor,
-                ldeg: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+def agg_weights(
+    model: str, norm: str, row: torch.Tensor, ndraw: torch.Tensor, gdeg: torch.Tensor, ldeg: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Edge weights (one per sampled edge, duplicates allowed) and self weights of a layer.
 
     sage (mean): edge 1/ndraw; no self weight (SAGE has its own self path).
@@ -219,7 +253,7 @@ def first_hop_var(G: Graph, model: str, p: float, fanout: int) -> torch.Tensor:
     neighbours' first and second moments, Var(mean) = (p/(1-p) m2 + (d-k)/(d-1) (m2 - m1^2)) / k;
     GCN's aggregate is d/(d+1) times the mean. A second precomputed row per node, read with A x."""
     d = G.deg.to(torch.float32).unsqueeze(1)
-    m1 = first_hop(G, "sage")                          # the neighbour mean
+    m1 = first_hop(G, "sage")  # the neighbour mean
     m2 = torch.zeros_like(G.x).index_add_(0, G.dst, G.x[G.indices] ** 2) / d.clamp(min=1)
     k = d.clamp(max=fanout) if fanout > 0 else d
     fpc = ((d - k) / (d - 1).clamp(min=1)).clamp(min=0)
@@ -260,12 +294,14 @@ def hop2_rows(G: Graph, model: str, ax: torch.Tensor) -> tuple[torch.Tensor, tor
 
     def mean(t):
         return torch.zeros_like(t).index_add_(0, G.dst, t[G.indices]) / d.clamp(min=1)
+
     return mean(a), mean(ax)
 
 
 @dataclass
 class SparseRows:
     """Row-sparse matrix (CSR) for sparse bag-of-words inputs (Cora, CiteSeer: ~1 % non-zero)."""
+
     ptr: torch.Tensor
     col: torch.Tensor
     val: torch.Tensor
@@ -299,13 +335,14 @@ def full_block(G: Graph, model: str) -> "Block":
 # --------------------------------------------------------------------------------------
 # blocks and the model
 
+
 @dataclass
 class Block:
-    P: torch.Tensor            # sparse [n_dst, n_src] neighbour weights
-    s: torch.Tensor | None     # [n_dst] self weights (GCN) or None (SAGE)
-    dst_in_src: torch.Tensor   # [n_dst] position of every dst node among the src nodes
-    dst_keys: torch.Tensor     # [n_dst] keys (w*N+v) of the dst nodes
-    imp: tuple | None = None   # (dst rows, node ids) whose empty neighbourhood was imputed (leaf=hop2)
+    P: torch.Tensor  # sparse [n_dst, n_src] neighbour weights
+    s: torch.Tensor | None  # [n_dst] self weights (GCN) or None (SAGE)
+    dst_in_src: torch.Tensor  # [n_dst] position of every dst node among the src nodes
+    dst_keys: torch.Tensor  # [n_dst] keys (w*N+v) of the dst nodes
+    imp: tuple | None = None  # (dst rows, node ids) whose empty neighbourhood was imputed (leaf=hop2)
 
 
 class Net(nn.Module):
@@ -378,8 +415,15 @@ class Net(nn.Module):
         xw = self._lin_in(self.lin[0], x, nodes) - self.lin[0].bias
         return xw * inv.unsqueeze(1) + self._lin_in(self.lin[0], ax, nodes, drop_ax)
 
-    def forward(self, blocks: list, x: torch.Tensor, start: int = 0, h0: torch.Tensor | None = None,
-                override=None, record: bool = False):
+    def forward(
+        self,
+        blocks: list,
+        x: torch.Tensor,
+        start: int = 0,
+        h0: torch.Tensor | None = None,
+        override=None,
+        record: bool = False,
+    ):
         """blocks[j] serves layer start+j. ``h0``: output of layer 0 when start == 1.
         ``override(i, blk, out) -> out`` replaces rows after layer i (stale halo embeddings)."""
         hs = []
@@ -391,7 +435,7 @@ class Net(nn.Module):
         for j, blk in enumerate(blocks):
             i = start + j
             if i == 0 and isinstance(h, torch.Tensor) and h.is_sparse:
-                out = self.layer0_sparse(blk, h)   # dropout already applied to the sparse rows
+                out = self.layer0_sparse(blk, h)  # dropout already applied to the sparse rows
             else:
                 imp = None
                 if i == 1 and blk.imp is not None and getattr(self, "hop2", None) is not None:
@@ -412,27 +456,28 @@ class Net(nn.Module):
 # --------------------------------------------------------------------------------------
 # variants, partition views
 
+
 @dataclass(frozen=True)
 class Variant:
-    system: str = "grappa"        # grappa | distdgl
-    sampler: str = "local"        # local (DGL's on the local graph) | foldback
-    halo: str = "drop"            # drop | keep (1-hop halo rows as leaves, read once per partitioning)
-                                  # | keep2 (1-hop halo with its in-edges, 2-hop halo rows as leaves)
-    fhc: bool = False             # first-hop completion: exact layer 0 from precomputed A x
-    hist: int = 0                 # stale halo embeddings refreshed every `hist` epochs (0 = off; needs halo keep)
-    norm: str = "block"           # GCN normalisation: block | ht | gdeg
-    empty: str = "zero"           # empty sampled neighbourhood: zero (DGL) | self (impute own features)
-    est: str = "none"             # none | batch | node | shrinkage | cv (control variate, refreshed each epoch)
-    repart: int = 0               # switch partitioning every `repart` epochs (0 = fixed)
-    fhcdrop: int = 1              # fhc: dropout on the precomputed A x rows too (1), only on x (0),
-                                  # or only on x plus Gaussian noise on A x with the variance of
-                                  # DistDGL's sampled, dropped-out aggregate (2; first_hop_var)
-    fhcat: str = "all"            # fhc: every node's layer 0 is exact (all), or only the halo
-                                  # nodes' (halo: owned nodes sample layer 0 as DistDGL does, over
-                                  # their full in-neighbour lists, with halo keep)
-    leaf: str = "self"            # empty neighbourhood at layer 1 (halo leaves, with fhc and empty=self):
-                                  # self (h0_v) | hop2 (layer 0 on the halo node's precomputed
-                                  # neighbour means M x, M A x: an estimate of mean_u h0_u)
+    system: str = "grappa"  # grappa | distdgl
+    sampler: str = "local"  # local (DGL's on the local graph) | foldback
+    halo: str = "drop"  # drop | keep (1-hop halo rows as leaves, read once per partitioning)
+    # | keep2 (1-hop halo with its in-edges, 2-hop halo rows as leaves)
+    fhc: bool = False  # first-hop completion: exact layer 0 from precomputed A x
+    hist: int = 0  # stale halo embeddings refreshed every `hist` epochs (0 = off; needs halo keep)
+    norm: str = "block"  # GCN normalisation: block | ht | gdeg
+    empty: str = "zero"  # empty sampled neighbourhood: zero (DGL) | self (impute own features)
+    est: str = "none"  # none | batch | node | shrinkage | cv (control variate, refreshed each epoch)
+    repart: int = 0  # switch partitioning every `repart` epochs (0 = fixed)
+    fhcdrop: int = 1  # fhc: dropout on the precomputed A x rows too (1), only on x (0),
+    # or only on x plus Gaussian noise on A x with the variance of
+    # DistDGL's sampled, dropped-out aggregate (2; first_hop_var)
+    fhcat: str = "all"  # fhc: every node's layer 0 is exact (all), or only the halo
+    # nodes' (halo: owned nodes sample layer 0 as DistDGL does, over
+    # their full in-neighbour lists, with halo keep)
+    leaf: str = "self"  # empty neighbourhood at layer 1 (halo leaves, with fhc and empty=self):
+    # self (h0_v) | hop2 (layer 0 on the halo node's precomputed
+    # neighbour means M x, M A x: an estimate of mean_u h0_u)
 
     def tag(self) -> str:
         if self.system == "distdgl":
@@ -469,10 +514,10 @@ class PartView:
         dst = G.dst
         cut = self.part[G.indices] != self.part[dst]
         keys = torch.unique(self.part[dst[cut]] * G.n + G.indices[cut])
-        self.halo_keys = keys                      # w*N+v of every halo (worker, node) pair
+        self.halo_keys = keys  # w*N+v of every halo (worker, node) pair
         self.halo_count = torch.bincount(keys // G.n, minlength=W)
         self.halo2_count = torch.zeros(W, dtype=torch.int64)
-        self.halo2_edges = 0                       # in-edges of the 1-hop halo nodes, all workers
+        self.halo2_edges = 0  # in-edges of the 1-hop halo nodes, all workers
         if halo == "keep2":
             # second ring: sources of the 1-hop halo nodes' in-edges that w holds in neither ring
             for w in range(W):
@@ -487,6 +532,7 @@ class PartView:
     def _coverage(self, G: Graph, halo: str, hops: int) -> torch.Tensor:
         """Clamped coverage weight of every node in its owner's local graph (package formula)."""
         from dgl_grappa.method import coverage as cov
+
         w_all = torch.ones(G.n)
         if hops <= 0:
             return w_all
@@ -507,12 +553,14 @@ class PartView:
 # --------------------------------------------------------------------------------------
 # the simulator
 
+
 class Sim:
-    def __init__(self, G: Graph, model: str, layers: int, W: int, var: Variant, hp: dict, seed: int,
-                 part_fn, fanouts=None):
+    def __init__(
+        self, G: Graph, model: str, layers: int, W: int, var: Variant, hp: dict, seed: int, part_fn, fanouts=None
+    ):
         self.G, self.model, self.L, self.W, self.var, self.hp, self.seed = G, model, layers, W, var, hp, seed
         self.fanouts = list(fanouts or FANOUTS[layers])
-        self.part_fn = part_fn                     # switch index -> (part ndarray, seconds)
+        self.part_fn = part_fn  # switch index -> (part ndarray, seconds)
         torch.manual_seed(seed)
         self.gen = torch.Generator().manual_seed(seed * 7919 + 1)
         self.net = Net(model, G.x.shape[1], hp["hidden"], G.num_classes, layers, hp["dropout"])
@@ -531,8 +579,9 @@ class Sim:
         self.hist = None
         self.net.hop2 = None
         if var.leaf == "hop2":
-            assert var.fhc and var.empty == "self" and var.norm == "block", \
+            assert var.fhc and var.empty == "self" and var.norm == "block", (
                 "leaf=hop2 needs fhc=1, empty=self, norm=block"
+            )
             self.net.hop2 = hop2_rows(G, model, first_hop(G, model))
         self.hops = max(layers - (1 if var.fhc else 0), 0)
         self.bytes = {"grad": 0, "feature": 0, "one_time": 0, "switch_rows": 0, "hist": 0, "cv": 0}
@@ -553,7 +602,7 @@ class Sim:
             h = int(v.halo_count.sum())
             ot = 0
             if self.var.halo == "keep":
-                ot += h * self.row_bytes                       # halo feature rows, read once
+                ot += h * self.row_bytes  # halo feature rows, read once
             if self.var.halo == "keep2":
                 # both rings' feature rows, and the 1-hop halo nodes' in-edges (a source id each)
                 h = h + int(v.halo2_count.sum())
@@ -563,10 +612,10 @@ class Sim:
                 # already read, plus the halo nodes' A x rows from their owners
                 ot += h * self.row_bytes
             if self.var.leaf == "hop2":
-                ot += h * self.row_bytes                       # one more precomputed row per halo node
+                ot += h * self.row_bytes  # one more precomputed row per halo node
             if self.var.fhc and self.var.fhcdrop == 2:
-                ot += h * self.row_bytes                       # the variance row, read with A x
-            if old is not None:                                # rows (features + in-edges) newly owned
+                ot += h * self.row_bytes  # the variance row, read with A x
+            if old is not None:  # rows (features + in-edges) newly owned
                 moved = old.part != v.part
                 rows = int(moved.sum())
                 self.bytes["switch_rows"] += rows * self.row_bytes + int(G.deg[moved].sum()) * 8
@@ -584,7 +633,7 @@ class Sim:
             src = G.indices[pos]
             ldeg = G.deg[v]
         else:
-            owned = v_.part[v] == w                          # halo nodes (keep) are leaves
+            owned = v_.part[v] == w  # halo nodes (keep) are leaves
             idx = owned.nonzero(as_tuple=True)[0]
             vv = v[idx]
             if var.halo == "keep2":
@@ -652,7 +701,7 @@ class Sim:
 
         def f(i, blk, out):
             if i == 0 and fhc:
-                return out                                   # layer 0 is exact with fhc
+                return out  # layer 0 is exact with fhc
             keys = blk.dst_keys if blk is not None else None
             if keys is None:
                 return out
@@ -663,6 +712,7 @@ class Sim:
             out = out.clone()
             out[halo] = self.hist[i + 1][v[halo]]
             return out
+
         return f
 
     def step(self, seed_lists: list) -> dict:
@@ -709,6 +759,7 @@ class Sim:
                     return out
                 h = torch.relu(self.net.first_layer_exact(xin, self.ax, k[rows] % N, self.var.fhcdrop == 1))
                 return out.index_copy(0, rows, h)
+
             return self.net(blocks, self.input_rows(in_v), override=exact_halo)
         if self.var.fhc:
             h0 = self.net.first_layer_exact(self.xs or self.G.x, self.ax, in_v, self.var.fhcdrop == 1)
@@ -767,8 +818,12 @@ class Sim:
         self.net.train()
         pred = out.argmax(1)
         ok = pred == self.G.y
-        return {"val": float(ok[self.G.val].float().mean()), "test": float(ok[self.G.test].float().mean()),
-                "train": float(ok[self.G.train].float().mean()), "hidden": hs}
+        return {
+            "val": float(ok[self.G.val].float().mean()),
+            "test": float(ok[self.G.test].float().mean()),
+            "train": float(ok[self.G.train].float().mean()),
+            "hidden": hs,
+        }
 
     def run(self, epochs: int, batch: int) -> dict:
         var = self.var
@@ -793,15 +848,23 @@ class Sim:
             for st in range(steps):
                 losses.append(self.step([c[st] for c in chunks])["loss"])
             ev = self.evaluate()
-            hist_epochs.append({"epoch": ep, "loss": float(np.mean(losses)), "val": ev["val"], "test": ev["test"],
-                                "train_acc": ev["train"], "steps": steps})
+            hist_epochs.append(
+                {
+                    "epoch": ep,
+                    "loss": float(np.mean(losses)),
+                    "val": ev["val"],
+                    "test": ev["test"],
+                    "train_acc": ev["train"],
+                    "steps": steps,
+                }
+            )
         wall = time.perf_counter() - t0
         return self.summary(hist_epochs, epochs, wall)
 
     def summary(self, hist_epochs: list, epochs: int, wall: float) -> dict:
         val = np.array([h["val"] for h in hist_epochs])
         test = np.array([h["test"] for h in hist_epochs])
-        n_last = max(1, epochs // 5)   # "final" = mean over the last 20 % of epochs
+        n_last = max(1, epochs // 5)  # "final" = mean over the last 20 % of epochs
         tail = max(2, epochs // 5)
         best = int(np.argmax(val))
         b = self.bytes
@@ -812,24 +875,32 @@ class Sim:
         # A x of halo (fhc+keep); keep2 counts both rings as halo
         keep, fhc = self.var.halo in ("keep", "keep2"), self.var.fhc
         held = (v.halo_count + v.halo2_count).float()
-        cache_rows = held * ((1 if keep else 0) + (1 if fhc and keep else 0)) \
-            + v.inner.float() * (1 if fhc and self.var.fhcat == "all" else 0)
+        cache_rows = held * ((1 if keep else 0) + (1 if fhc and keep else 0)) + v.inner.float() * (
+            1 if fhc and self.var.fhcat == "all" else 0
+        )
         hid_ratio = self.hp["hidden"] * 4 / self.row_bytes
         ncache = max((self.L - 1) - (1 if self.var.fhc else 0), 0) if self.var.hist else 0
         cache_rows = cache_rows + v.halo_count.float() * ncache * hid_ratio
         return {
-            "final_test": float(test[-n_last:].mean()), "final_val": float(val[-n_last:].mean()),
-            "best_val": float(val[best]), "test_at_best_val": float(test[best]), "best_epoch": best,
-            "converged": bool(abs(val[-tail:].mean() - val[-2 * tail:-tail].mean()) < 0.01),
-            "val_tail_delta": float(val[-tail:].mean() - val[-2 * tail:-tail].mean()),
+            "final_test": float(test[-n_last:].mean()),
+            "final_val": float(val[-n_last:].mean()),
+            "best_val": float(val[best]),
+            "test_at_best_val": float(test[best]),
+            "best_epoch": best,
+            "converged": bool(abs(val[-tail:].mean() - val[-2 * tail : -tail].mean()) < 0.01),
+            "val_tail_delta": float(val[-tail:].mean() - val[-2 * tail : -tail].mean()),
             "bytes_per_epoch": per_epoch,
             "bytes": {**b, "one_time_total": one_time},
             "cache_rows_over_inner_max": float((cache_rows / v.inner.float()).max()),
             "halo_over_inner_max": float((v.halo_count.float() / v.inner.float()).max()),
             "halo2_over_inner_max": float((v.halo2_count.float() / v.inner.float()).max()),
-            "part_seconds_mean": float(np.mean(self.part_seconds)), "switches": self.switches,
-            "wall_s": wall, "model_bytes": self.model_bytes, "bytes_v2": True,
-            "halo_rows_total": int(v.halo_count.sum()), "row_bytes": self.row_bytes,
+            "part_seconds_mean": float(np.mean(self.part_seconds)),
+            "switches": self.switches,
+            "wall_s": wall,
+            "model_bytes": self.model_bytes,
+            "bytes_v2": True,
+            "halo_rows_total": int(v.halo_count.sum()),
+            "row_bytes": self.row_bytes,
             "curve": hist_epochs,
         }
 
@@ -856,14 +927,26 @@ def part_fn_for(G: Graph, method: str, W: int, seed: int):
     def f(switch: int):
         key = (G.name, method, W, seed, switch)
         if key not in _PART_CACHE:
-            _PART_CACHE[key] = make_partition(method, ptr, ind, W, partition_seed(G.name, seed, switch), train_mask=tm,
-                                              dgl_graph=G.dgl_graph)
+            _PART_CACHE[key] = make_partition(
+                method, ptr, ind, W, partition_seed(G.name, seed, switch), train_mask=tm, dgl_graph=G.dgl_graph
+            )
         return _PART_CACHE[key]
+
     return f
 
 
-def run_cell(G: Graph, dataset: str, model: str, layers: int, W: int, method: str, seed: int, var: Variant,
-             epochs: int | None = None, batch: int | None = None) -> dict:
+def run_cell(
+    G: Graph,
+    dataset: str,
+    model: str,
+    layers: int,
+    W: int,
+    method: str,
+    seed: int,
+    var: Variant,
+    epochs: int | None = None,
+    batch: int | None = None,
+) -> dict:
     hp = dict(HPARAMS["syn20k" if dataset.startswith("syn:") else dataset])
     if epochs:
         hp["epochs"] = epochs
@@ -873,10 +956,21 @@ def run_cell(G: Graph, dataset: str, model: str, layers: int, W: int, method: st
     sim = Sim(G, model, layers, W, var, hp, seed, pf)
     res = sim.run(hp["epochs"], hp["batch"])
     part0, _ = pf(0)
-    res.update({"dataset": dataset, "model": model, "layers": layers, "parts": W, "partition": method,
-                "seed": seed, "variant": asdict(var), "tag": var.tag(), "hparams": hp,
-                "fanouts": FANOUTS[layers],
-                "partition_stats": partition_stats(G.indptr.numpy(), G.indices.numpy(), part0, W, G.train.numpy())})
+    res.update(
+        {
+            "dataset": dataset,
+            "model": model,
+            "layers": layers,
+            "parts": W,
+            "partition": method,
+            "seed": seed,
+            "variant": asdict(var),
+            "tag": var.tag(),
+            "hparams": hp,
+            "fanouts": FANOUTS[layers],
+            "partition_stats": partition_stats(G.indptr.numpy(), G.indices.numpy(), part0, W, G.train.numpy()),
+        }
+    )
     return res
 
 
@@ -895,8 +989,13 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--variants", required=True, help="';'-separated, e.g. 'distdgl;grappa;grappa:halo=keep'")
     ap.add_argument("--epochs", type=int, default=0)
-    ap.add_argument("--batch", type=int, default=0, help="seeds per worker and step (0 = the dataset's; "
-                    "results do not record it in the file name: give such runs their own --out)")
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="seeds per worker and step (0 = the dataset's; "
+        "results do not record it in the file name: give such runs their own --out)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -912,12 +1011,16 @@ def main(argv=None):
                             p = cell_path(a.out, a.dataset, model, layers, W, method, seed, var)
                             if p.exists():
                                 continue
-                            res = run_cell(G, a.dataset, model, layers, W, method, seed, var, a.epochs or None,
-                                           a.batch or None)
+                            res = run_cell(
+                                G, a.dataset, model, layers, W, method, seed, var, a.epochs or None, a.batch or None
+                            )
                             p.write_text(json.dumps(res))
-                            print(f"{p.name}: test {res['final_test']:.4f} val {res['final_val']:.4f} "
-                                  f"B/ep {res['bytes_per_epoch']:.3g} conv {res['converged']} "
-                                  f"{res['wall_s']:.1f}s", flush=True)
+                            print(
+                                f"{p.name}: test {res['final_test']:.4f} val {res['final_val']:.4f} "
+                                f"B/ep {res['bytes_per_epoch']:.3g} conv {res['converged']} "
+                                f"{res['wall_s']:.1f}s",
+                                flush=True,
+                            )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Tables from experiments/simulator/results/*.json: accuracy mean±std, paired difference to DistDGL with a
 95 % t-interval, bytes/epoch ratio to DistDGL, cache memory. Prints markdown."""
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,9 @@ def fix_v1(r: dict) -> None:
         r["bytes_per_epoch"] -= ot / 3 / ep
     h = r["halo_over_inner_max"]
     hist = r["cache_rows_over_inner_max"] - h * ((1 if keep else 0) + (1 if fhc else 0) + (1 if keep and fhc else 0))
-    r["cache_rows_over_inner_max"] = h * ((1 if keep else 0) + (1 if keep and fhc else 0)) + (1 if fhc else 0) \
-        + max(hist, 0.0)
+    r["cache_rows_over_inner_max"] = (
+        h * ((1 if keep else 0) + (1 if keep and fhc else 0)) + (1 if fhc else 0) + max(hist, 0.0)
+    )
 
 
 def cells(rows: list[dict]):
@@ -94,19 +96,25 @@ def table(rows: list[dict], datasets=None, tags=None, min_seeds=1) -> str:
                 dtxt = f"{m:+.1f} [{m - hw:+.1f}, {m + hw:+.1f}]" if n > 1 else f"{m:+.1f}"
                 ratio = f"{bpe / bref:.3f}"
             cache = np.mean([x["cache_rows_over_inner_max"] for x in v.values()])
-            out.append(f"| {ds} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | {tag} | {len(v)} | {fmt_pm(acc)} | {dtxt} "
-                       f"| {bpe:.3g} | {ratio} | {cache:.2f} | {conv}/{len(v)} |")
-    head = ("| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL (pt) [95% CI] | bytes/epoch "
-            "| ratio to DistDGL | cache rows / inner (max worker) | converged |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|")
+            out.append(
+                f"| {ds} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | {tag} | {len(v)} | {fmt_pm(acc)} | {dtxt} "
+                f"| {bpe:.3g} | {ratio} | {cache:.2f} | {conv}/{len(v)} |"
+            )
+    head = (
+        "| graph | partition | model | variant | seeds | test acc % | Δ vs DistDGL (pt) [95% CI] | bytes/epoch "
+        "| ratio to DistDGL | cache rows / inner (max worker) | converged |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     return head + "\n" + "\n".join(out)
 
 
 def pivot(rows: list[dict], tags: list[str], min_seeds=2) -> str:
     """One row per cell, one column per variant: Δ vs DistDGL (mean, paired)."""
     by = cells(rows)
-    lines = ["| graph | partition | model | DistDGL acc % | " + " | ".join(tags) + " |",
-             "|---|---|---|---|" + "---|" * len(tags)]
+    lines = [
+        "| graph | partition | model | DistDGL acc % | " + " | ".join(tags) + " |",
+        "|---|---|---|---|" + "---|" * len(tags),
+    ]
     for key in sorted(by):
         variants = by[key]
         if "distdgl" not in variants or len(variants["distdgl"]) < min_seeds:
@@ -119,8 +127,10 @@ def pivot(rows: list[dict], tags: list[str], min_seeds=2) -> str:
                 cols.append(f"{m:+.1f}" + (f" ±{hw:.1f}" if n > 1 else "") + ("" if n >= 3 else f" (n={n})"))
             else:
                 cols.append("")
-        lines.append(f"| {key[0]} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | "
-                     f"{fmt_pm([x['final_test'] for x in base.values()])} | " + " | ".join(cols) + " |")
+        lines.append(
+            f"| {key[0]} | {key[1]}-{key[2]} | {key[3]}-{key[4]} | "
+            f"{fmt_pm([x['final_test'] for x in base.values()])} | " + " | ".join(cols) + " |"
+        )
     return "\n".join(lines)
 
 

@@ -38,20 +38,74 @@ The package by job: :mod:`.calibration` (the dataclasses), :mod:`.model` (the fo
 functions of a calibration), :mod:`.fit` (a run's facts, the fits), :mod:`.check` (against
 emulated runs), :mod:`.text` (what the terminal shows) and :mod:`.command` (the command).
 """
+
 from __future__ import annotations
 
-from .calibration import (Calibration, CalibrationRun, DistDGLFit, GrappaFit, PartitionFit, ProjectError,
-                          example_calibration)
+from .calibration import (
+    Calibration,
+    CalibrationRun,
+    DistDGLFit,
+    GrappaFit,
+    PartitionFit,
+    ProjectError,
+    example_calibration,
+)
 from .check import TARGET, check, check_rows
 from .command import ProjectOptions, cmd_project, load_options
 from .fit import SYSTEMS, calibrate, calibrate_from, find_summaries, fit_distdgl, fit_grappa, fit_partitions, run_facts
-from .model import (BUCKET_BYTES, FIRST_BUCKET_BYTES, GBIT, ddp_buckets, distdgl_step, grappa_compute, grappa_step,
-                    link_seconds, project, project_grid, remote_fraction, seeds_per_step, steps_per_epoch)
+from .model import (
+    BUCKET_BYTES,
+    FIRST_BUCKET_BYTES,
+    GBIT,
+    ddp_buckets,
+    distdgl_step,
+    grappa_compute,
+    grappa_step,
+    link_seconds,
+    project,
+    project_grid,
+    remote_fraction,
+    seeds_per_step,
+    steps_per_epoch,
+)
 from .text import format_calibration, format_check, format_table
 
-__all__ = ["BUCKET_BYTES", "FIRST_BUCKET_BYTES", "GBIT", "SYSTEMS", "TARGET", "Calibration", "CalibrationRun",
-           "DistDGLFit", "GrappaFit", "PartitionFit", "ProjectError", "ProjectOptions", "calibrate", "calibrate_from",
-           "check", "check_rows", "cmd_project", "ddp_buckets", "distdgl_step", "example_calibration",
-           "find_summaries", "fit_distdgl", "fit_grappa", "fit_partitions", "format_calibration", "format_check",
-           "format_table", "grappa_compute", "grappa_step", "link_seconds", "load_options", "project", "project_grid",
-           "remote_fraction", "run_facts", "seeds_per_step", "steps_per_epoch"]
+__all__ = [
+    "BUCKET_BYTES",
+    "FIRST_BUCKET_BYTES",
+    "GBIT",
+    "SYSTEMS",
+    "TARGET",
+    "Calibration",
+    "CalibrationRun",
+    "DistDGLFit",
+    "GrappaFit",
+    "PartitionFit",
+    "ProjectError",
+    "ProjectOptions",
+    "calibrate",
+    "calibrate_from",
+    "check",
+    "check_rows",
+    "cmd_project",
+    "ddp_buckets",
+    "distdgl_step",
+    "example_calibration",
+    "find_summaries",
+    "fit_distdgl",
+    "fit_grappa",
+    "fit_partitions",
+    "format_calibration",
+    "format_check",
+    "format_table",
+    "grappa_compute",
+    "grappa_step",
+    "link_seconds",
+    "load_options",
+    "project",
+    "project_grid",
+    "remote_fraction",
+    "run_facts",
+    "seeds_per_step",
+    "steps_per_epoch",
+]

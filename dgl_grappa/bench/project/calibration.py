@@ -5,6 +5,7 @@ runs used (:class:`PartitionFit`), and the workload they share (:class:`Calibrat
 :func:`~dgl_grappa.bench.project.fit.calibrate_from`; read by the model
 (:mod:`dgl_grappa.bench.project.model`); written to projection.json as :meth:`Calibration.to_dict`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -155,9 +156,11 @@ class Calibration:
         if name is None:
             name = next(iter(self.partitions))
         if name not in self.partitions:
-            raise ProjectError(f"project: the calibration runs have no {name!r} partitioning (they have "
-                               f"{', '.join(self.partitions)}); add a compare run with --partition.method={name} "
-                               "to --runs")
+            raise ProjectError(
+                f"project: the calibration runs have no {name!r} partitioning (they have "
+                f"{', '.join(self.partitions)}); add a compare run with --partition.method={name} "
+                "to --runs"
+            )
         return name, self.partitions[name]
 
     def to_dict(self) -> dict:
@@ -173,8 +176,14 @@ def example_calibration(partition: str = "metis", **fields) -> Calibration:
         5
     """
     q0, rpc = (1.0, 0.14) if partition == "random" else (0.32, 0.06)
-    cal = Calibration(train_nodes=6e4, batch_size=1000, row_bytes=256, model_bytes=41_280, input_rows=42_700,
-                      grappa=GrappaFit(compute_s=0.04, sample_s=0.004, backward_s=0.02),
-                      distdgl=DistDGLFit(compute_s=0.05, row_cost_s=5e-6, round_trips=3),
-                      partitions={partition: PartitionFit(input_rows=42_700, parts0=2, q0=q0, rpc_share=rpc)})
+    cal = Calibration(
+        train_nodes=6e4,
+        batch_size=1000,
+        row_bytes=256,
+        model_bytes=41_280,
+        input_rows=42_700,
+        grappa=GrappaFit(compute_s=0.04, sample_s=0.004, backward_s=0.02),
+        distdgl=DistDGLFit(compute_s=0.05, row_cost_s=5e-6, round_trips=3),
+        partitions={partition: PartitionFit(input_rows=42_700, parts0=2, q0=q0, rpc_share=rpc)},
+    )
     return dataclasses.replace(cal, **fields)

@@ -1,4 +1,5 @@
 """The check: the projection against emulated runs, each at its own P, link and latency (``project --check``)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,8 +52,10 @@ def check_rows(cal: Calibration, facts: list[dict]) -> list[dict]:
         if f["system"] == "grappa" and cal.correction and f.get("correction") != cal.correction:
             continue  # another Grappa variant of the compare run: not what was calibrated
         if cal.workload is not None and f["workload"] != cal.workload:
-            raise ProjectError(f"project: '{f['where']}' trains another workload than the calibration runs (data, "
-                               f"model, fan-outs, batch or width differ); pass --check runs of the calibrated workload")
+            raise ProjectError(
+                f"project: '{f['where']}' trains another workload than the calibration runs (data, "
+                f"model, fan-outs, batch or width differ); pass --check runs of the calibrated workload"
+            )
         ln = f["link"]
         gbit = ln["bandwidth_Bps"] / GBIT if ln["bandwidth_Bps"] else None
         r = project(cal, f["parts"], gbit, ln["latency_s"] * 1e6, partition=f["partition"], link=ln["mode"])
@@ -66,12 +69,25 @@ def check_rows(cal: Calibration, facts: list[dict]) -> list[dict]:
             at_run_cpu = (adjusted - f["epoch_s"]) / f["epoch_s"] if f["epoch_s"] else None
         wire = f["wire_bytes_per_epoch"]
         pwire = r[f"{f['system']}_bytes_per_epoch"] * f["parts"]
-        rows.append({"where": f["where"], "system": f["system"], "parts": f["parts"], "partition": f["partition"],
-                     "bandwidth": ln["bandwidth"], "latency_ms": ln["latency_s"] * 1e3, "link": ln["mode"],
-                     "dilation": f["dilation"], "cores_per_host": f["cores_per_host"],
-                     "measured_epoch_s": f["epoch_s"], "projected_epoch_s": proj,
-                     "error": (proj - f["epoch_s"]) / f["epoch_s"] if f["epoch_s"] else None,
-                     "measured_wire": wire, "projected_wire": pwire,
-                     "wire_error": (pwire - wire) / wire if wire else None,
-                     "cpu_ratio": cpu_ratio, "error_at_run_cpu": at_run_cpu})
+        rows.append(
+            {
+                "where": f["where"],
+                "system": f["system"],
+                "parts": f["parts"],
+                "partition": f["partition"],
+                "bandwidth": ln["bandwidth"],
+                "latency_ms": ln["latency_s"] * 1e3,
+                "link": ln["mode"],
+                "dilation": f["dilation"],
+                "cores_per_host": f["cores_per_host"],
+                "measured_epoch_s": f["epoch_s"],
+                "projected_epoch_s": proj,
+                "error": (proj - f["epoch_s"]) / f["epoch_s"] if f["epoch_s"] else None,
+                "measured_wire": wire,
+                "projected_wire": pwire,
+                "wire_error": (pwire - wire) / wire if wire else None,
+                "cpu_ratio": cpu_ratio,
+                "error_at_run_cpu": at_run_cpu,
+            }
+        )
     return rows

@@ -7,6 +7,7 @@ each option is ``--project.<key>=<value>`` or the short flag docs/projection.md 
 Bad input is one line naming the problem and the fix (exit status 2), before anything is read
 or written.
 """
+
 from __future__ import annotations
 
 import ast
@@ -60,12 +61,24 @@ class ProjectOptions:
     """The JSON output (empty: <first runs folder>/projection.json, or projection_check.json)."""
 
 
-FLAGS = {"--runs": "runs", "--parts": "parts", "--gbit": "gbit", "--latency-us": "latency_us",
-         "--partition": "partition", "--remote-growth": "remote_growth", "--row-cost-us": "row_cost_us",
-         "--compute-scale": "compute_scale", "--check": "check", "--target": "target", "--out": "out"}
+FLAGS = {
+    "--runs": "runs",
+    "--parts": "parts",
+    "--gbit": "gbit",
+    "--latency-us": "latency_us",
+    "--partition": "partition",
+    "--remote-growth": "remote_growth",
+    "--row-cost-us": "row_cost_us",
+    "--compute-scale": "compute_scale",
+    "--check": "check",
+    "--target": "target",
+    "--out": "out",
+}
 """The short flags, each the same as ``--project.<key>``."""
-USAGE = ("python -m dgl_grappa project --runs RUN_DIR [--parts 4,8] [--gbit 1,10] [--latency-us 50] [--check DIR] "
-         "(or --project.<key>=<value>, or --config FILE with a project: section)")
+USAGE = (
+    "python -m dgl_grappa project --runs RUN_DIR [--parts 4,8] [--gbit 1,10] [--latency-us 50] [--check DIR] "
+    "(or --project.<key>=<value>, or --config FILE with a project: section)"
+)
 _MANY = ("runs", "check")
 """Options that take several values (a flag given twice adds up)."""
 _NUMBERS = {"parts": (int, 1), "gbit": (float, 0), "latency_us": (float, 0)}
@@ -81,8 +94,11 @@ def project_options() -> list[tuple[str, str, str]]:
         ('--runs', 'runs')
     """
     body = ast.parse(inspect.getsource(ProjectOptions)).body[0].body
-    docs = {a.target.id: b.value.value for a, b in zip(body, body[1:])
-            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+    docs = {
+        a.target.id: b.value.value
+        for a, b in zip(body, body[1:])
+        if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)
+    }
     return [(flag, key, docs[key].replace("%", "%%")) for flag, key in FLAGS.items()]
 
 
@@ -93,8 +109,10 @@ def _numbers(text: str, flag: str, kind=float, low: float = 0.0) -> list:
         xs = []
     if not xs or any(x < low for x in xs) or any(isinstance(x, float) and not math.isfinite(x) for x in xs):
         what = "whole numbers" if kind is int else "numbers"
-        raise ProjectError(f"project: {flag}={text!r} is not a comma-separated list of {what} >= {low:g}; "
-                           f"e.g. {flag} {'4,8,16' if kind is int else '1,10,25'}")
+        raise ProjectError(
+            f"project: {flag}={text!r} is not a comma-separated list of {what} >= {low:g}; "
+            f"e.g. {flag} {'4,8,16' if kind is int else '1,10,25'}"
+        )
     return xs
 
 
@@ -128,14 +146,14 @@ def _command_line(args: list[str]) -> list[tuple[str, object, str]]:
     i = 0
     while i < len(args):
         name, eq, raw = args[i].partition("=")
-        key = FLAGS.get(name) or (name[len("--project."):] if name.startswith("--project.") else None)
+        key = FLAGS.get(name) or (name[len("--project.") :] if name.startswith("--project.") else None)
         if key is None or key not in {f.name for f in fields(ProjectOptions)}:
             raise ProjectError(f"project: unknown option {name!r}; usage: {USAGE}")
         j = i + 1
         if not eq:  # the values follow, up to the next option (a negative number is a value)
             while j < len(args) and not args[j].startswith("--"):
                 j += 1
-            values = args[i + 1:j]
+            values = args[i + 1 : j]
             if not values:
                 raise ProjectError(f"project: {name} has no value; usage: {USAGE}")
         else:
@@ -149,8 +167,10 @@ def _command_line(args: list[str]) -> list[tuple[str, object, str]]:
         elif key in _MANY:  # --project.runs=[a,b] (or a,b), or several values
             out.append((key, values if len(values) > 1 else values[0], name))
         elif len(values) > 1:
-            raise ProjectError(f"project: {name} takes one value, not {' '.join(values)}; for several, "
-                               f"separate them by commas, e.g. {name} 4,8")
+            raise ProjectError(
+                f"project: {name} takes one value, not {' '.join(values)}; for several, "
+                f"separate them by commas, e.g. {name} 4,8"
+            )
         else:
             out.append((key, values[0], name))
         i = j
@@ -161,8 +181,10 @@ def _file_section(path: str) -> dict:
     """The ``project:`` section of a YAML file (the file holds nothing else)."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file '{p}' does not exist; pass a YAML file with a project: section, or give "
-                          "the options on the command line (--runs RUN_DIR ...)")
+        raise ConfigError(
+            f"config file '{p}' does not exist; pass a YAML file with a project: section, or give "
+            "the options on the command line (--runs RUN_DIR ...)"
+        )
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError:
@@ -170,9 +192,11 @@ def _file_section(path: str) -> dict:
     other = sorted(set(data) - {"project", "name"}) if isinstance(data, dict) else ["(not a mapping)"]
     section = data.get("project") if isinstance(data, dict) else None
     if other or not isinstance(section, dict):
-        raise ProjectError(f"project: config file '{p}' must hold a project: section of options and nothing else "
-                           f"(it has {', '.join(other) or 'no project: section'}); the runs' own settings are in "
-                           "their summaries")
+        raise ProjectError(
+            f"project: config file '{p}' must hold a project: section of options and nothing else "
+            f"(it has {', '.join(other) or 'no project: section'}); the runs' own settings are in "
+            "their summaries"
+        )
     return section
 
 
@@ -186,8 +210,9 @@ def load_options(config_path: str | None, args: list[str]) -> ProjectOptions:
     known = {f.name for f in fields(ProjectOptions)}
     for key, value in (_file_section(config_path) if config_path is not None else {}).items():
         if key not in known:
-            raise ProjectError(f"project: unknown key project.{key} in {config_path}; known keys: "
-                               f"{', '.join(sorted(known))}")
+            raise ProjectError(
+                f"project: unknown key project.{key} in {config_path}; known keys: {', '.join(sorted(known))}"
+            )
         setattr(opts, key, _value(key, value, f"project.{key}"))
     for key, value, spelled in _command_line(args):
         setattr(opts, key, _value(key, value, spelled))
@@ -199,14 +224,21 @@ def load_options(config_path: str | None, args: list[str]) -> ProjectOptions:
 def cmd_project(config_path: str | None, args: list[str]) -> int:
     """``python -m dgl_grappa project``: the projection table (and JSON), or with ``--check`` the check."""
     opts = load_options(config_path, args)
-    cal = calibrate(opts.runs, remote_growth=opts.remote_growth,
-                    row_cost_s=None if opts.row_cost_us is None else opts.row_cost_us * 1e-6,
-                    compute_scale=opts.compute_scale)
+    cal = calibrate(
+        opts.runs,
+        remote_growth=opts.remote_growth,
+        row_cost_s=None if opts.row_cost_us is None else opts.row_cost_us * 1e-6,
+        compute_scale=opts.compute_scale,
+    )
     if opts.partition:
         cal.partition(opts.partition)
     first = Path(opts.runs[0])
-    out = Path(opts.out) if opts.out else (first if first.is_dir() else first.parent) / (
-        "projection_check.json" if opts.check else "projection.json")
+    out = (
+        Path(opts.out)
+        if opts.out
+        else (first if first.is_dir() else first.parent)
+        / ("projection_check.json" if opts.check else "projection.json")
+    )
     if opts.check:
         rows = check(cal, opts.check)
         text = format_check(rows, opts.target, cal.cores_per_host)
@@ -217,8 +249,10 @@ def cmd_project(config_path: str | None, args: list[str]) -> int:
         text = format_table(rows)
         small = [p for p in opts.parts if cal.train_nodes / (p * cal.batch_size) < 1]
         if small:
-            text += (f"\nnote: at P >= {min(small)} a worker has fewer than batch_size training nodes: per-step "
-                     f"compute and bytes stay those of the calibration's batches (an overestimate there)")
+            text += (
+                f"\nnote: at P >= {min(small)} a worker has fewer than batch_size training nodes: per-step "
+                f"compute and bytes stay those of the calibration's batches (an overestimate there)"
+            )
         result = {"calibration": cal.to_dict(), "projection": rows}
     print(format_calibration(cal))
     print(text)

@@ -7,6 +7,7 @@ calibrated part count (:func:`fit_grappa`); DistDGL's is c_D + c_row x R, fitted
 squares where its runs differ in remote rows (:func:`fit_distdgl`); each partitioner's remote
 share and its growth with P come from DistDGL's runs on it (:func:`fit_partitions`).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,12 @@ def _link(s: dict) -> dict:
     else:
         rate = s.get("network_bandwidth") or cfg_net.get("bandwidth") or None
         lat, mode = cfg_net.get("latency_ms") or 0.0, "shared"
-    return {"bandwidth": rate or None, "bandwidth_Bps": _bandwidth_Bps(rate), "latency_s": float(lat) / 1e3,
-            "mode": mode or "per_host"}
+    return {
+        "bandwidth": rate or None,
+        "bandwidth_Bps": _bandwidth_Bps(rate),
+        "latency_s": float(lat) / 1e3,
+        "mode": mode or "per_host",
+    }
 
 
 def _dilation(s: dict) -> float:
@@ -91,18 +96,34 @@ def run_facts(summary: dict, records: list[dict] | None = None, where: str = "")
     share = s.get("host_cpu_share") or (s.get("cluster") or {}).get("host_cpu_share")
     wire, app = s.get("wire_bytes_per_epoch"), s.get("app_bytes_per_epoch")
     f = {
-        "system": system, "where": where, "parts": int(s["num_parts"]), "partition": s.get("partition_method"),
+        "system": system,
+        "where": where,
+        "parts": int(s["num_parts"]),
+        "partition": s.get("partition_method"),
         "correction": s.get("correction"),
-        "steps": steps, "epochs": int(s.get("epochs") or 1), "dilation": dil,
-        "epoch_s": s["epoch_time_s"] / dil, "step_s": s["epoch_time_s"] / dil / steps, "link": _link(s),
+        "steps": steps,
+        "epochs": int(s.get("epochs") or 1),
+        "dilation": dil,
+        "epoch_s": s["epoch_time_s"] / dil,
+        "step_s": s["epoch_time_s"] / dil / steps,
+        "link": _link(s),
         "cores_per_host": share * dil if share else None,
-        "workload": {"dataset": s.get("dataset"), "model": s.get("model"), "num_layers": s.get("num_layers"),
-                     "hidden": mo.get("hidden"), "fanouts": tr.get("fanouts"), "batch_size": tr.get("batch_size"),
-                     "model_grad_bytes": s.get("model_grad_bytes"), "data": data},
+        "workload": {
+            "dataset": s.get("dataset"),
+            "model": s.get("model"),
+            "num_layers": s.get("num_layers"),
+            "hidden": mo.get("hidden"),
+            "fanouts": tr.get("fanouts"),
+            "batch_size": tr.get("batch_size"),
+            "model_grad_bytes": s.get("model_grad_bytes"),
+            "data": data,
+        },
         "num_layers": int(s.get("num_layers") or len(tr.get("fanouts") or []) or 1),
-        "batch_size": tr.get("batch_size"), "steps_cap": tr.get("steps_per_epoch") or 0,
+        "batch_size": tr.get("batch_size"),
+        "steps_cap": tr.get("steps_per_epoch") or 0,
         "prefetch": bool(tr.get("prefetch")) and system == "grappa",
-        "model_bytes": float(s["model_grad_bytes"]), "grad_step_bytes": float(s["grad_bytes_per_epoch"]) / steps,
+        "model_bytes": float(s["model_grad_bytes"]),
+        "grad_step_bytes": float(s["grad_bytes_per_epoch"]) / steps,
         "sample_s": (phases.get("sample_s", 0.0) + phases.get("gather_s", 0.0)) / steps / dil,
         "backward_s": phases.get("backward_s", 0.0) / steps / dil,
         "wire_overhead": wire / app if wire and app else None,
@@ -113,8 +134,9 @@ def run_facts(summary: dict, records: list[dict] | None = None, where: str = "")
     workers = s.get("workers") or []
     if system == "grappa":
         f["train_seeds"] = [int(w.get("train_seeds", 0)) for w in workers]
-        rows = [w["own_fp32_bytes"] / w["inner_nodes"] for w in workers
-                if w.get("own_fp32_bytes") and w.get("inner_nodes")]
+        rows = [
+            w["own_fp32_bytes"] / w["inner_nodes"] for w in workers if w.get("own_fp32_bytes") and w.get("inner_nodes")
+        ]
         f["row_bytes"] = rows[0] if rows else None
     else:
         f["feature_step_bytes"] = float(s.get("feature_bytes_per_epoch") or 0.0) / steps
@@ -147,8 +169,13 @@ def _net_at(f: dict, nbytes: float, terms: float) -> float:
     return link_seconds(nbytes, terms, ln["bandwidth_Bps"], ln["latency_s"], parts=f["parts"], link=ln["mode"])
 
 
-def calibrate_from(facts: list[dict], *, remote_growth: float | None = None, row_cost_s: float | None = None,
-                   compute_scale: float = 1.0) -> Calibration:
+def calibrate_from(
+    facts: list[dict],
+    *,
+    remote_growth: float | None = None,
+    row_cost_s: float | None = None,
+    compute_scale: float = 1.0,
+) -> Calibration:
     """The model's constants from the runs' facts (:func:`run_facts`); pure.
 
     Args:
@@ -177,54 +204,91 @@ def calibrate_from(facts: list[dict], *, remote_growth: float | None = None, row
     if len(corrections) > 1:  # compare.variants: one Grappa run per correction
         g = [f for f in g if f["correction"] == corrections[0]]
         facts = g + d
-        notes.append(f"Grappa calibrated on its correction={corrections[0]} runs (not "
-                     f"{', '.join(map(str, corrections[1:]))})")
+        notes.append(
+            f"Grappa calibrated on its correction={corrections[0]} runs (not {', '.join(map(str, corrections[1:]))})"
+        )
     where = ", ".join(sorted({f["where"] for f in facts})) or "the runs"
     for have, miss, name in ((d, g, "Grappa"), (g, d, "DistDGL")):
         if have and not miss:
             other = "DistDGL" if name == "Grappa" else "Grappa"
-            raise ProjectError(f"project: {where} has {other} summaries but no {name} one; pass the folder of a "
-                               f"compare run, which holds both systems' summary.json")
+            raise ProjectError(
+                f"project: {where} has {other} summaries but no {name} one; pass the folder of a "
+                f"compare run, which holds both systems' summary.json"
+            )
     loads = {json.dumps(f["workload"], sort_keys=True) for f in facts}
     if len(loads) > 1:
-        raise ProjectError(f"project: the runs train {len(loads)} different workloads (dataset, model, fan-outs, "
-                           f"batch or width differ); pass runs of one workload to --runs")
+        raise ProjectError(
+            f"project: the runs train {len(loads)} different workloads (dataset, model, fan-outs, "
+            f"batch or width differ); pass runs of one workload to --runs"
+        )
     multi = [f for f in d if f["parts"] > 1]
     if not multi:
-        raise ProjectError("project: every DistDGL run has 1 part, so none measured remote rows or bytes; add a "
-                           "compare run with --partition.num_parts=2 or more to --runs")
+        raise ProjectError(
+            "project: every DistDGL run has 1 part, so none measured remote rows or bytes; add a "
+            "compare run with --partition.num_parts=2 or more to --runs"
+        )
     T = _mean(sum(f["train_seeds"]) for f in g)
     B = g[0]["batch_size"] or d[0]["batch_size"]
     rows_b = [f["row_bytes"] for f in g if f.get("row_bytes")]
     if not rows_b:
-        raise ProjectError("project: the Grappa summaries have no per-worker own_fp32_bytes / inner_nodes (the "
-                           "feature width); pass summaries written by this version of dgl_grappa")
+        raise ProjectError(
+            "project: the Grappa summaries have no per-worker own_fp32_bytes / inner_nodes (the "
+            "feature width); pass summaries written by this version of dgl_grappa"
+        )
     row = rows_b[0]
     M = g[0]["model_bytes"]
     buckets = ddp_buckets(M)
     o_g, o_d = _overhead(g), _overhead(d)
     if not any(f["wire_overhead"] for f in multi):
-        notes.append("no wire bytes measured (runs not in a private network namespace): bytes are application "
-                     "bytes, without TCP/IP framing")
+        notes.append(
+            "no wire bytes measured (runs not in a private network namespace): bytes are application "
+            "bytes, without TCP/IP framing"
+        )
     partitions = fit_partitions(multi, g, T, B, row, remote_growth=remote_growth, notes=notes)
     distdgl = fit_distdgl(d, multi, row, M, buckets, o_d, row_cost_s=row_cost_s, notes=notes)
     grappa = fit_grappa(g, M, buckets, o_g)
     cores = sorted({round(f["cores_per_host"], 3) for f in facts if f["cores_per_host"]})
     cal = Calibration(
-        name=g[0]["workload"]["dataset"], workload=g[0]["workload"], correction=g[0]["correction"],
-        train_nodes=T, batch_size=B, steps_cap=g[0]["steps_cap"], row_bytes=row, model_bytes=M,
-        input_rows=_mean(p.input_rows for p in partitions.values()), compute_scale=compute_scale,
-        cores_per_host=cores, grappa=grappa, distdgl=distdgl, partitions=partitions, notes=notes)
+        name=g[0]["workload"]["dataset"],
+        workload=g[0]["workload"],
+        correction=g[0]["correction"],
+        train_nodes=T,
+        batch_size=B,
+        steps_cap=g[0]["steps_cap"],
+        row_bytes=row,
+        model_bytes=M,
+        input_rows=_mean(p.input_rows for p in partitions.values()),
+        compute_scale=compute_scale,
+        cores_per_host=cores,
+        grappa=grappa,
+        distdgl=distdgl,
+        partitions=partitions,
+        notes=notes,
+    )
     if any(f["batch_size"] and T / (f["parts"] * f["steps"]) < 0.5 * f["batch_size"] for f in g):
-        notes.append("some calibration runs train batches smaller than batch_size (few training nodes per "
-                     "worker): per-step compute and bytes are those batches'")
+        notes.append(
+            "some calibration runs train batches smaller than batch_size (few training nodes per "
+            "worker): per-step compute and bytes are those batches'"
+        )
     if len(cores) > 1:
-        notes.append(f"the calibration runs' hosts had different cores ({', '.join(map(str, cores))}): their "
-                     f"per-step compute is averaged")
-    cal.runs = [CalibrationRun(where=f["where"], system=f["system"], parts=f["parts"], partition=f["partition"],
-                               bandwidth=f["link"]["bandwidth"], latency_ms=f["link"]["latency_s"] * 1e3,
-                               link=f["link"]["mode"], dilation=f["dilation"], measured_epoch_s=f["epoch_s"])
-                for f in facts]
+        notes.append(
+            f"the calibration runs' hosts had different cores ({', '.join(map(str, cores))}): their "
+            f"per-step compute is averaged"
+        )
+    cal.runs = [
+        CalibrationRun(
+            where=f["where"],
+            system=f["system"],
+            parts=f["parts"],
+            partition=f["partition"],
+            bandwidth=f["link"]["bandwidth"],
+            latency_ms=f["link"]["latency_s"] * 1e3,
+            link=f["link"]["mode"],
+            dilation=f["dilation"],
+            measured_epoch_s=f["epoch_s"],
+        )
+        for f in facts
+    ]
     return cal
 
 
@@ -234,8 +298,16 @@ def _overhead(runs: list[dict]) -> float:
     return _mean(xs) if xs else 1.0
 
 
-def fit_partitions(multi: list[dict], grappa: list[dict], T: float, B: int, row: float, *,
-                   remote_growth: float | None, notes: list[str]) -> dict[str, PartitionFit]:
+def fit_partitions(
+    multi: list[dict],
+    grappa: list[dict],
+    T: float,
+    B: int,
+    row: float,
+    *,
+    remote_growth: float | None,
+    notes: list[str],
+) -> dict[str, PartitionFit]:
     """Each partitioner's remote rows, from the DistDGL runs on >= 2 parts (``multi``).
 
     Per partitioner: the unique input rows of a step, the share another machine owns at the
@@ -266,27 +338,48 @@ def fit_partitions(multi: list[dict], grappa: list[dict], T: float, B: int, row:
             a = float(remote_growth)
         elif len({p for p, *_ in pts}) > 1:
             a = _ls_line([math.log(p / p0) for p, *_ in pts], [math.log(max(q, 1e-9)) for *_, q in pts])[1]
-            notes.append(f"{method}: remote share of a random partition's grows as (P/{p0})^{a:.2f}, fitted on "
-                         f"{len(pts)} runs")
+            notes.append(
+                f"{method}: remote share of a random partition's grows as (P/{p0})^{a:.2f}, fitted on {len(pts)} runs"
+            )
         else:
             a = 0.0
-            notes.append(f"{method}: assumed to keep the measured share ({_mean(x[3] for x in at0):.2f}) of a random "
-                         f"partition's remote rows at every P (runs at one part count cannot fit its growth; "
-                         f"--remote-growth sets it)")
+            notes.append(
+                f"{method}: assumed to keep the measured share ({_mean(x[3] for x in at0):.2f}) of a random "
+                f"partition's remote rows at every P (runs at one part count cannot fit its growth; "
+                f"--remote-growth sets it)"
+            )
         q0 = _mean(x[3] for x in at0) if method != "random" else _mean(x[3] for x in pts)
-        imb = [max(f["train_seeds"]) / _mean(f["train_seeds"]) for f in grappa
-               if f["partition"] == method and f["parts"] > 1 and sum(f["train_seeds"])]
+        imb = [
+            max(f["train_seeds"]) / _mean(f["train_seeds"])
+            for f in grappa
+            if f["partition"] == method and f["parts"] > 1 and sum(f["train_seeds"])
+        ]
         partitions[method] = PartitionFit(
-            parts0=p0, input_rows=_mean(x[1] for x in pts), remote_fraction0=_mean(x[2] for x in at0),
-            q0=q0, growth=a, measured_parts=sorted({p for p, *_ in pts}),
+            parts0=p0,
+            input_rows=_mean(x[1] for x in pts),
+            remote_fraction0=_mean(x[2] for x in at0),
+            q0=q0,
+            growth=a,
+            measured_parts=sorted({p for p, *_ in pts}),
             rpc_share=_mean(f["rpc_step_bytes"] / f["feature_step_bytes"] for f in runs if f["feature_step_bytes"])
-            if any(f["feature_step_bytes"] for f in runs) else 0.0,
-            seed_imbalance=_mean(imb) if imb else 1.0)
+            if any(f["feature_step_bytes"] for f in runs)
+            else 0.0,
+            seed_imbalance=_mean(imb) if imb else 1.0,
+        )
     return partitions
 
 
-def fit_distdgl(runs: list[dict], multi: list[dict], row: float, M: float, buckets: int, overhead: float, *,
-                row_cost_s: float | None, notes: list[str]) -> DistDGLFit:
+def fit_distdgl(
+    runs: list[dict],
+    multi: list[dict],
+    row: float,
+    M: float,
+    buckets: int,
+    overhead: float,
+    *,
+    row_cost_s: float | None,
+    notes: list[str],
+) -> DistDGLFit:
     """DistDGL's step from its runs: each run's step time minus the model's network at its own point
     is c_D + c_row R (R its remote rows), fitted by least squares where the runs' R differ
     (``row_cost_s`` where given; else c_row = 0 with a note). ``multi``: its runs on >= 2 parts
@@ -304,13 +397,14 @@ def fit_distdgl(runs: list[dict], multi: list[dict], row: float, M: float, bucke
         c_row = max(_ls_line(xs, ys)[1], 0.0)
     else:
         c_row = 0.0
-        notes.append("DistDGL's CPU cost per remote row is not separable from runs with one remote-row count: "
-                     "set to 0, so its projection grows with P through bytes and round trips only (an "
-                     "underestimate of its time where its remote rows grow); a 1-part compare run, or runs at "
-                     "two part counts, separate it (or set --row-cost-us)")
+        notes.append(
+            "DistDGL's CPU cost per remote row is not separable from runs with one remote-row count: "
+            "set to 0, so its projection grows with P through bytes and round trips only (an "
+            "underestimate of its time where its remote rows grow); a 1-part compare run, or runs at "
+            "two part counts, separate it (or set --row-cost-us)"
+        )
     c_d = _mean(y - c_row * x for x, y in zip(xs, ys))
-    return DistDGLFit(compute_s=c_d, row_cost_s=c_row, round_trips=round_trips, buckets=buckets,
-                      wire_overhead=overhead)
+    return DistDGLFit(compute_s=c_d, row_cost_s=c_row, round_trips=round_trips, buckets=buckets, wire_overhead=overhead)
 
 
 def fit_grappa(runs: list[dict], M: float, buckets: int, overhead: float) -> GrappaFit:
@@ -323,15 +417,23 @@ def fit_grappa(runs: list[dict], M: float, buckets: int, overhead: float) -> Gra
     for f in runs:
         net = _net_at(f, overhead * ring_factor(f["parts"]) * f["grad_step_bytes"], buckets * 2 * (f["parts"] - 1))
         s, b = f["sample_s"], f["backward_s"]
-        comp_g.setdefault(f["parts"], []).append(f["step_s"] + s + b - max(b + net, s) if f["prefetch"]
-                                                 else f["step_s"] - net)
+        comp_g.setdefault(f["parts"], []).append(
+            f["step_s"] + s + b - max(b + net, s) if f["prefetch"] else f["step_s"] - net
+        )
         samp.append(s)
         bwd.append(b)
     by_parts = [[p, _mean(cs)] for p, cs in sorted(comp_g.items())]
     corr = max(0.0, _mean(f["grad_step_bytes"] - M for f in runs))
-    return GrappaFit(compute_s=_mean(c for _, c in by_parts), compute_by_parts=by_parts, sample_s=_mean(samp),
-                     backward_s=_mean(bwd), prefetch=prefetch, corr_bytes=corr, buckets=buckets,
-                     wire_overhead=overhead)
+    return GrappaFit(
+        compute_s=_mean(c for _, c in by_parts),
+        compute_by_parts=by_parts,
+        sample_s=_mean(samp),
+        backward_s=_mean(bwd),
+        prefetch=prefetch,
+        corr_bytes=corr,
+        buckets=buckets,
+        wire_overhead=overhead,
+    )
 
 
 def find_summaries(paths: list[str | Path]) -> list[tuple[Path, dict, list[dict] | None]]:
@@ -348,19 +450,25 @@ def find_summaries(paths: list[str | Path]) -> list[tuple[Path, dict, list[dict]
             raise ProjectError(f"project: '{p}' does not exist; pass the folder of a compare run (or a summary.json)")
         files = [p] if p.is_file() else sorted(p.rglob("summary.json"))
         if p.is_dir():  # not a segment's: no folder between p and the file's own has a summary.json
-            files = [f for f in files
-                     if not any((a / "summary.json").exists() for a in f.parent.parents if a == p or p in a.parents)]
+            files = [
+                f
+                for f in files
+                if not any((a / "summary.json").exists() for a in f.parent.parents if a == p or p in a.parents)
+            ]
         if not files:
-            raise ProjectError(f"project: no summary.json under '{p}'; pass the folder of a finished compare run "
-                               f"(python -m dgl_grappa compare --config ... --run.output_dir={p})")
+            raise ProjectError(
+                f"project: no summary.json under '{p}'; pass the folder of a finished compare run "
+                f"(python -m dgl_grappa compare --config ... --run.output_dir={p})"
+            )
         for f in files:
             try:
                 s = json.loads(f.read_text())
                 if not isinstance(s, dict) or "system" not in s:
                     raise ValueError("no 'system'")
             except (OSError, ValueError) as exc:
-                raise ProjectError(f"project: '{f}' is not a run's summary.json ({exc}); pass folders of finished "
-                                   f"compare runs") from None
+                raise ProjectError(
+                    f"project: '{f}' is not a run's summary.json ({exc}); pass folders of finished compare runs"
+                ) from None
             m = f.parent / "metrics.jsonl"
             recs = None
             if m.exists():
@@ -384,8 +492,10 @@ def facts_under(paths: list[str | Path]) -> list[dict]:
         if f is not None:
             out.append(f)
     if not out:
-        raise ProjectError(f"project: no Grappa or DistDGL summary under {', '.join(map(str, paths))} (only "
-                           f"drop-in or other systems); pass the folder of a compare run")
+        raise ProjectError(
+            f"project: no Grappa or DistDGL summary under {', '.join(map(str, paths))} (only "
+            f"drop-in or other systems); pass the folder of a compare run"
+        )
     return out
 
 

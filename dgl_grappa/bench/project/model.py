@@ -3,12 +3,18 @@
 The formulas are in :mod:`dgl_grappa.bench.project` and docs/projection.md; the bytes are the
 capacity model's (:mod:`dgl_grappa.bench.capacity`).
 """
+
 from __future__ import annotations
 
 import math
 
-from ..capacity import Workload, distdgl_feature_step_bytes, distdgl_step_bytes, grappa_step_bytes, \
-    random_remote_fraction
+from ..capacity import (
+    Workload,
+    distdgl_feature_step_bytes,
+    distdgl_step_bytes,
+    grappa_step_bytes,
+    random_remote_fraction,
+)
 from .calibration import Calibration, GrappaFit, example_calibration  # noqa: F401 (the examples use them)
 
 GBIT = 1e9 / 8
@@ -33,8 +39,15 @@ def ddp_buckets(model_bytes: float) -> int:
     return 1 + math.ceil((model_bytes - FIRST_BUCKET_BYTES) / BUCKET_BYTES)
 
 
-def link_seconds(nbytes: float, latency_terms: float, bandwidth_Bps: float | None, latency_s: float, *,
-                 parts: int = 1, link: str = "per_host") -> float:
+def link_seconds(
+    nbytes: float,
+    latency_terms: float,
+    bandwidth_Bps: float | None,
+    latency_s: float,
+    *,
+    parts: int = 1,
+    link: str = "per_host",
+) -> float:
     """Network seconds of one worker's step: its bytes / B + its latency terms x L.
 
     Args:
@@ -118,10 +131,20 @@ def steps_per_epoch(cal: Calibration, p: int, system: str, partition: str | None
 
 def _workload(cal: Calibration, p: int, rho: float, partition_rpc: float = 0.0) -> Workload:
     """The capacity model's workload at P parts (its byte functions are the projection's)."""
-    return Workload(name=cal.name, num_nodes=0.0, num_edges=0.0, feat_dim=cal.row_bytes / 4,
-                    train_nodes=cal.train_nodes, num_parts=p, model_bytes=cal.model_bytes,
-                    input_rows=cal.input_rows, remote_fraction=rho, batch=cal.batch_size,
-                    rpc_share=partition_rpc, corr_bytes=cal.grappa.corr_bytes)
+    return Workload(
+        name=cal.name,
+        num_nodes=0.0,
+        num_edges=0.0,
+        feat_dim=cal.row_bytes / 4,
+        train_nodes=cal.train_nodes,
+        num_parts=p,
+        model_bytes=cal.model_bytes,
+        input_rows=cal.input_rows,
+        remote_fraction=rho,
+        batch=cal.batch_size,
+        rpc_share=partition_rpc,
+        corr_bytes=cal.grappa.corr_bytes,
+    )
 
 
 def grappa_compute(cal: Calibration, p: int) -> float:
@@ -150,8 +173,9 @@ def grappa_compute(cal: Calibration, p: int) -> float:
     return pts[-1][1]
 
 
-def grappa_step(cal: Calibration, p: int, bandwidth_Bps: float | None, latency_s: float = 0.0, *,
-                link: str = "per_host") -> dict:
+def grappa_step(
+    cal: Calibration, p: int, bandwidth_Bps: float | None, latency_s: float = 0.0, *, link: str = "per_host"
+) -> dict:
     """One Grappa step at P machines: compute, the all-reduce's bytes and network time, the step.
 
     bytes = o_G x 2 (P-1)/P x (M + c) (:func:`~dgl_grappa.bench.capacity.grappa_step_bytes`),
@@ -179,8 +203,15 @@ def grappa_step(cal: Calibration, p: int, bandwidth_Bps: float | None, latency_s
     return {"compute_s": c, "bytes": nbytes, "latency_terms": terms, "network_s": net, "step_s": step}
 
 
-def distdgl_step(cal: Calibration, p: int, bandwidth_Bps: float | None, latency_s: float = 0.0, *,
-                 partition: str | None = None, link: str = "per_host") -> dict:
+def distdgl_step(
+    cal: Calibration,
+    p: int,
+    bandwidth_Bps: float | None,
+    latency_s: float = 0.0,
+    *,
+    partition: str | None = None,
+    link: str = "per_host",
+) -> dict:
     """One DistDGL step at P machines: compute, remote rows, bytes, network time, the step.
 
     R = rho(P) x I remote rows (:func:`remote_fraction`); compute = c_D + c_row x R (the
@@ -207,13 +238,27 @@ def distdgl_step(cal: Calibration, p: int, bandwidth_Bps: float | None, latency_
     terms = (2 * d.round_trips + d.buckets * 2 * (p - 1)) if p > 1 else 0
     net = link_seconds(nbytes, terms, bandwidth_Bps, latency_s, parts=p, link=link)
     c = (d.compute_s + d.row_cost_s * rows) * cal.compute_scale
-    return {"compute_s": c, "remote_rows": rows, "remote_fraction": rho, "bytes": nbytes,
-            "feature_bytes": distdgl_feature_step_bytes(w), "latency_terms": terms, "network_s": net,
-            "step_s": c + net}
+    return {
+        "compute_s": c,
+        "remote_rows": rows,
+        "remote_fraction": rho,
+        "bytes": nbytes,
+        "feature_bytes": distdgl_feature_step_bytes(w),
+        "latency_terms": terms,
+        "network_s": net,
+        "step_s": c + net,
+    }
 
 
-def project(cal: Calibration, p: int, gbit: float | None, latency_us: float = 0.0, *, partition: str | None = None,
-            link: str = "per_host") -> dict:
+def project(
+    cal: Calibration,
+    p: int,
+    gbit: float | None,
+    latency_us: float = 0.0,
+    *,
+    partition: str | None = None,
+    link: str = "per_host",
+) -> dict:
     """Both systems' epoch time at P machines, B = ``gbit`` Gbit/s per machine, one-way latency L.
 
     Args:
@@ -240,8 +285,14 @@ def project(cal: Calibration, p: int, gbit: float | None, latency_us: float = 0.
     lat = latency_us * 1e-6
     d = distdgl_step(cal, p, bw, lat, partition=name, link=link)
     g = grappa_step(cal, p, bw, lat, link=link)
-    out = {"parts": p, "gbit": gbit, "latency_us": latency_us, "partition": name, "link": link,
-           "remote_fraction": d["remote_fraction"]}
+    out = {
+        "parts": p,
+        "gbit": gbit,
+        "latency_us": latency_us,
+        "partition": name,
+        "link": link,
+        "remote_fraction": d["remote_fraction"],
+    }
     for sys_, step in (("distdgl", d), ("grappa", g)):
         s = steps_per_epoch(cal, p, sys_, name)
         out[f"{sys_}_steps"] = s
@@ -252,8 +303,9 @@ def project(cal: Calibration, p: int, gbit: float | None, latency_us: float = 0.
     return out
 
 
-def project_grid(cal: Calibration, parts: list[int], gbits: list[float], latencies_us: list[float], *,
-                 partition: str | None = None) -> list[dict]:
+def project_grid(
+    cal: Calibration, parts: list[int], gbits: list[float], latencies_us: list[float], *, partition: str | None = None
+) -> list[dict]:
     """:func:`project` at every (P, B, L) of the grid, P slowest-varying.
 
     Example:

@@ -1,4 +1,5 @@
 """Coverage: how much of the configured matrix the cell files hold, and the report's lines on it."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -24,13 +25,23 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
     """
     by_id = {c.get("cell_id"): c for c in cells}
     if plan is None:
-        planned = {cid: {"axes": c["axes"], "systems": list((c.get("systems") or {}).keys())}
-                   for cid, c in by_id.items()}
+        planned = {
+            cid: {"axes": c["axes"], "systems": list((c.get("systems") or {}).keys())} for cid, c in by_id.items()
+        }
         axes_cfg = {a: sorted({c["axes"].get(a) for c in cells}, key=lambda v: sort_key((v,))) for a in SELECT_AXES}
     else:
         planned, axes_cfg = plan["cells"], plan["axes"]
-    out = {"cells_total": len(planned), "cells_done": 0, "cells_partial": 0, "runs_total": 0, "runs_ok": 0,
-           "runs_failed": 0, "runs_stale": 0, "outside": sorted(set(by_id) - set(planned), key=str), "failed": []}
+    out = {
+        "cells_total": len(planned),
+        "cells_done": 0,
+        "cells_partial": 0,
+        "runs_total": 0,
+        "runs_ok": 0,
+        "runs_failed": 0,
+        "runs_stale": 0,
+        "outside": sorted(set(by_id) - set(planned), key=str),
+        "failed": [],
+    }
     done_axes: dict[str, set] = defaultdict(set)
     per_system: dict[str, list[int]] = {}
     partial = set((plan or {}).get("partial") or ())
@@ -61,25 +72,35 @@ def coverage(cells: list[dict], plan: dict | None = None) -> dict:
             out["cells_partial"] += 1
     out["systems"] = per_system
     out["partial"] = sorted(partial)
-    out["axes"] = {a: {"configured": list(axes_cfg.get(a, [])),
-                       "done": [v for v in axes_cfg.get(a, []) if v in done_axes[a]]} for a in SELECT_AXES}
+    out["axes"] = {
+        a: {"configured": list(axes_cfg.get(a, [])), "done": [v for v in axes_cfg.get(a, []) if v in done_axes[a]]}
+        for a in SELECT_AXES
+    }
     return out
 
 
 def coverage_text(cov: dict) -> str:
     """Coverage (:func:`coverage`) as markdown lines."""
-    lines = [f"- cells done: **{cov['cells_done']} of {cov['cells_total']}** in the configured matrix "
-             f"({cov['cells_partial']} partly done); runs ok {cov['runs_ok']} of {cov['runs_total']}, "
-             f"failed {cov['runs_failed']}, stale {cov['runs_stale']} (ran with a config that has changed since)"]
+    lines = [
+        f"- cells done: **{cov['cells_done']} of {cov['cells_total']}** in the configured matrix "
+        f"({cov['cells_partial']} partly done); runs ok {cov['runs_ok']} of {cov['runs_total']}, "
+        f"failed {cov['runs_failed']}, stale {cov['runs_stale']} (ran with a config that has changed since)"
+    ]
     if cov.get("systems"):
-        lines.append("- cells each system ran in: " + ", ".join(
-            f"{name} {ok} of {n}" + (" (partial: run on a subset)" if name in cov.get("partial", ()) else "")
-            for name, (ok, n) in cov["systems"].items()))
+        lines.append(
+            "- cells each system ran in: "
+            + ", ".join(
+                f"{name} {ok} of {n}" + (" (partial: run on a subset)" if name in cov.get("partial", ()) else "")
+                for name, (ok, n) in cov["systems"].items()
+            )
+        )
     for a, v in cov["axes"].items():
         conf = [network(x) if a == "bandwidth" else x for x in v["configured"]]
         done = [network(x) if a == "bandwidth" else x for x in v["done"]]
-        lines.append(f"- {a}: configured {', '.join(map(str, conf)) or '-'}; with a done cell: "
-                     f"{', '.join(map(str, done)) or 'none'}")
+        lines.append(
+            f"- {a}: configured {', '.join(map(str, conf)) or '-'}; with a done cell: "
+            f"{', '.join(map(str, done)) or 'none'}"
+        )
     if cov["outside"]:
         lines.append(f"- {len(cov['outside'])} cell file(s) in the output folder are outside this matrix and not shown")
     if cov["failed"]:

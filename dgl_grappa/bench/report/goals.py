@@ -4,6 +4,7 @@ Each goal is ``{"goal", "met", "figure"}`` (``met`` None = not measured). The ac
 are per task (:data:`GOALS`: accuracy, memory, bytes, stalls and one-time bytes for node
 classification, the MRR for link prediction); the speed goals are the same for both.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,13 +52,17 @@ def tta_summary(rows: list[dict]) -> str:
     if not sp:
         return ""
     missed = [r for r in mine if r.get("tta_reached", 0) < r["seeds"]]
-    text = (f"**Time to target** ({graded or 'every variant'}; target {TARGET_FRACTION:.0%} of DistDGL's validation "
-            f"plateau in the same cell): faster than DistDGL in {sum(x > 1 for x in sp)} of {len(sp)} rows, "
-            f"DistDGL's time over this one's median {statistics.median(sp):.2f}x (range {min(sp):.2f}x-{max(sp):.2f}x)")
+    text = (
+        f"**Time to target** ({graded or 'every variant'}; target {TARGET_FRACTION:.0%} of DistDGL's validation "
+        f"plateau in the same cell): faster than DistDGL in {sum(x > 1 for x in sp)} of {len(sp)} rows, "
+        f"DistDGL's time over this one's median {statistics.median(sp):.2f}x (range {min(sp):.2f}x-{max(sp):.2f}x)"
+    )
     if missed:
         text += "; seeds that never reach it: " + ", ".join(
             f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
-            f"{r['seeds'] - r.get('tta_reached', 0)} of {r['seeds']}" for r in missed)
+            f"{r['seeds'] - r.get('tta_reached', 0)} of {r['seeds']}"
+            for r in missed
+        )
     return text + "."
 
 
@@ -76,8 +81,10 @@ def pair_summary(pair: dict) -> str:
     m, lo, hi = t_interval(ds)
     ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else ""
     below = [r for r in rows if not r["met"]]
-    text = (f"**{pair['a']} vs {pair['b']}**: {len(rows) - len(below)} of {len(rows)} rows within "
-            f"{tolerance_text(rows)}; pooled mean diff over rows {m:+.2f}{ci}")
+    text = (
+        f"**{pair['a']} vs {pair['b']}**: {len(rows) - len(below)} of {len(rows)} rows within "
+        f"{tolerance_text(rows)}; pooled mean diff over rows {m:+.2f}{ci}"
+    )
     if below:
         text += "; below: " + ", ".join(f"{row_name(r)} {r['diff_mean']:+.2f}" for r in below)
     if len({int(r["layers"]) >= 3 for r in rows}) > 1:
@@ -88,8 +95,11 @@ def pair_summary(pair: dict) -> str:
 def _graded(rows: list[dict]) -> tuple[list[dict], str]:
     """The rows the goals grade (the defaults' where present, else every system but DistDGL) and
     the phrase that says so."""
-    graded_systems = {DEFAULTS} if any(r["system"] == DEFAULTS for r in rows) else \
-        {r["system"] for r in rows if r["system"] != BASELINE}
+    graded_systems = (
+        {DEFAULTS}
+        if any(r["system"] == DEFAULTS for r in rows)
+        else {r["system"] for r in rows if r["system"] != BASELINE}
+    )
     who = f" ({DEFAULTS}: the defaults)" if graded_systems == {DEFAULTS} else ""
     return [r for r in rows if r["system"] in graded_systems], who
 
@@ -111,19 +121,28 @@ def link_goals(rows: list[dict]) -> list[dict]:
     graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
     tol = f"{LINK_POINTS:g} points ({LINK_POINTS / 100:g} MRR)"
-    per_row = {"goal": f"link prediction: test MRR >= DistDGL - {tol} in every row, mean of the seeds{who}",
-               "met": (not unmet) if graded else None,
-               "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows within"
-               + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
-               + ("; not met: " + ", ".join(f"{row_name(r)} {r['diff_mean']:+.2f} (n={r['paired']})"
-                                            for r in unmet) if unmet else "")}
+    per_row = {
+        "goal": f"link prediction: test MRR >= DistDGL - {tol} in every row, mean of the seeds{who}",
+        "met": (not unmet) if graded else None,
+        "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows within"
+        + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+        + (
+            "; not met: " + ", ".join(f"{row_name(r)} {r['diff_mean']:+.2f} (n={r['paired']})" for r in unmet)
+            if unmet
+            else ""
+        ),
+    }
     ds = [r["diff_mean"] for r in graded]
     m, lo, hi = t_interval(ds)
-    pooled = {"goal": f"link prediction: test MRR >= DistDGL - {tol} pooled over the rows{who}",
-              "met": None if m is None else m >= -LINK_POINTS,
-              "figure": "no paired rows" if m is None else
-              f"pooled mean diff over rows {m:+.2f} points" + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
-              + f" ({len(ds)} rows, {sum(d < 0 for d in ds)} below 0)"}
+    pooled = {
+        "goal": f"link prediction: test MRR >= DistDGL - {tol} pooled over the rows{who}",
+        "met": None if m is None else m >= -LINK_POINTS,
+        "figure": "no paired rows"
+        if m is None
+        else f"pooled mean diff over rows {m:+.2f} points"
+        + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
+        + f" ({len(ds)} rows, {sum(d < 0 for d in ds)} below 0)",
+    }
     return [per_row, pooled]
 
 
@@ -133,55 +152,104 @@ def node_goals(rows: list[dict]) -> list[dict]:
     mine, who = _graded(rows)
     graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
-    goals = [{"goal": f"test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds{who}",
-              "met": (not unmet) if graded else None,
-              "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows met"
-              + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
-              + ("; not met: " + ", ".join(f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
-                                           f"{r['diff_mean']:+.2f} (n={r['paired']})" for r in unmet) if unmet else "")
-              + pooled_by_depth(graded)}]
+    goals = [
+        {
+            "goal": f"test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds{who}",
+            "met": (not unmet) if graded else None,
+            "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows met"
+            + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+            + (
+                "; not met: "
+                + ", ".join(
+                    f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
+                    f"{r['diff_mean']:+.2f} (n={r['paired']})"
+                    for r in unmet
+                )
+                if unmet
+                else ""
+            )
+            + pooled_by_depth(graded),
+        }
+    ]
     # The stricter goal of accuracy without replication: every row within half a point, and at
     # 3-4 layers not below DistDGL pooled over the rows.
     deep = [r["diff_mean"] for r in graded if int(r["layers"]) >= 3]
     strict = [r for r in graded if r["diff_mean"] < -0.5]
-    goals.append({"goal": f"test accuracy >= DistDGL - 0.5 points in every row, >= DistDGL pooled at 3-4 layers{who}",
-                  "met": (not strict and (not deep or statistics.fmean(deep) >= 0)) if graded else None,
-                  "figure": f"{len(graded) - len(strict)} of {len(graded)} rows within 0.5"
-                  + (f"; 3-4 layers pooled {statistics.fmean(deep):+.2f} ({len(deep)} rows)" if deep else "")
-                  + ("; below: " + ", ".join(f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} "
-                                             f"{r['diff_mean']:+.2f}" for r in strict) if strict else "")})
+    goals.append(
+        {
+            "goal": f"test accuracy >= DistDGL - 0.5 points in every row, >= DistDGL pooled at 3-4 layers{who}",
+            "met": (not strict and (not deep or statistics.fmean(deep) >= 0)) if graded else None,
+            "figure": f"{len(graded) - len(strict)} of {len(graded)} rows within 0.5"
+            + (f"; 3-4 layers pooled {statistics.fmean(deep):+.2f} ({len(deep)} rows)" if deep else "")
+            + (
+                "; below: "
+                + ", ".join(
+                    f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} {r['diff_mean']:+.2f}"
+                    for r in strict
+                )
+                if strict
+                else ""
+            ),
+        }
+    )
     held = [r for r in mine if r.get("held_ratio_max") is not None]
     top = max(held, key=lambda r: r["held_ratio_max"], default=None)
-    goals.append({"goal": f"every worker's node tables (features, aggregates, halo; any precision) <= 1.5 x its own "
-                          f"feature rows in fp32{who}",
-                  "met": None if top is None else top["held_ratio_max"] <= 1.5 + 1e-9,
-                  "figure": "not measured" if top is None else
-                  f"largest {top['held_ratio_max']:.3f} ({top['dataset']} {top['partition']}-{top['parts']} "
-                  f"{top['model']}-{top['layers']}); "
-                  f"mean over rows {statistics.fmean(r['held_ratio'] for r in held):.2f}"})
-    syn = [r for r in mine if r["bytes_ratio"] is not None
-           and str(r.get("data_name", r["dataset"])).startswith("syn")]
+    goals.append(
+        {
+            "goal": f"every worker's node tables (features, aggregates, halo; any precision) <= 1.5 x its own "
+            f"feature rows in fp32{who}",
+            "met": None if top is None else top["held_ratio_max"] <= 1.5 + 1e-9,
+            "figure": "not measured"
+            if top is None
+            else f"largest {top['held_ratio_max']:.3f} ({top['dataset']} {top['partition']}-{top['parts']} "
+            f"{top['model']}-{top['layers']}); "
+            f"mean over rows {statistics.fmean(r['held_ratio'] for r in held):.2f}",
+        }
+    )
+    syn = [r for r in mine if r["bytes_ratio"] is not None and str(r.get("data_name", r["dataset"])).startswith("syn")]
     worst = max((r["bytes_ratio"] for r in syn), default=None)
-    goals.append({"goal": "bytes per epoch (amortised) <= 1/10 of DistDGL's on the hard synthetic graph",
-                  "met": None if worst is None else worst <= 0.1,
-                  "figure": "no synthetic rows" if worst is None else f"worst ratio {worst:.4f} (1/{1 / worst:.0f})"})
+    goals.append(
+        {
+            "goal": "bytes per epoch (amortised) <= 1/10 of DistDGL's on the hard synthetic graph",
+            "met": None if worst is None else worst <= 0.1,
+            "figure": "no synthetic rows" if worst is None else f"worst ratio {worst:.4f} (1/{1 / worst:.0f})",
+        }
+    )
     stalls = [r["stall_fraction"] for r in rows if r["system"] != BASELINE and r["stall_fraction"] is not None]
     grappa_rows = [r for r in rows if r["system"] != BASELINE]
-    goals.append({"goal": "repartition stall <= 2 % of training time",
-                  "met": (True if grappa_rows else None) if not stalls else max(stalls) <= 0.02,
-                  "figure": ("0 %: no run repartitioned (schedule.k = 0)" if grappa_rows else "no rows")
-                  if not stalls else f"worst {max(stalls):.2%}"})
+    goals.append(
+        {
+            "goal": "repartition stall <= 2 % of training time",
+            "met": (True if grappa_rows else None) if not stalls else max(stalls) <= 0.02,
+            "figure": ("0 %: no run repartitioned (schedule.k = 0)" if grappa_rows else "no rows")
+            if not stalls
+            else f"worst {max(stalls):.2%}",
+        }
+    )
     # Sparse labels (papers100M has 1 %): the one-time reads are graded there; other rows are shown.
     once = [r for r in mine if r.get("one_time_epochs") is not None]
     sparse = [r for r in once if r.get("label_frac") is not None and r["label_frac"] <= 0.01 + 1e-12]
-    every = (f"; every row: median {statistics.median(r['one_time_epochs'] for r in once):.2f}, "
-             f"worst {max(r['one_time_epochs'] for r in once):.2f} DistDGL epochs") if once else ""
-    goals.append({"goal": "one-time bytes (all workers, once per partitioning) <= 1 DistDGL epoch's bytes, on graphs "
-                          f"with <= 1 % labels{who}",
-                  "met": None if not sparse else max(r["one_time_epochs"] for r in sparse) <= 1.0,
-                  "figure": ("no rows with <= 1 % labels" if not sparse else
-                             f"worst {max(r['one_time_epochs'] for r in sparse):.2f} DistDGL epochs over "
-                             f"{len(sparse)} rows") + every})
+    every = (
+        (
+            f"; every row: median {statistics.median(r['one_time_epochs'] for r in once):.2f}, "
+            f"worst {max(r['one_time_epochs'] for r in once):.2f} DistDGL epochs"
+        )
+        if once
+        else ""
+    )
+    goals.append(
+        {
+            "goal": "one-time bytes (all workers, once per partitioning) <= 1 DistDGL epoch's bytes, on graphs "
+            f"with <= 1 % labels{who}",
+            "met": None if not sparse else max(r["one_time_epochs"] for r in sparse) <= 1.0,
+            "figure": (
+                "no rows with <= 1 % labels"
+                if not sparse
+                else f"worst {max(r['one_time_epochs'] for r in sparse):.2f} DistDGL epochs over {len(sparse)} rows"
+            )
+            + every,
+        }
+    )
     return goals
 
 
@@ -213,23 +281,54 @@ def speed_goals(rows: list[dict]) -> list[dict]:
         mean = statistics.fmean(r["speedup"] for r in fair)
         geo = math.exp(statistics.fmean(math.log(r["speedup"]) for r in fair))
         best = max(r["speedup"] for r in fair)
-        fig = (f"mean {mean:.2f}x (geometric {geo:.2f}x), best {best:.2f}x over {len(fair)} rows at 1gbit / 4 parts "
-               f"within {LOSS_POINTS:g} point ({len(at) - len(fair)} rows that lose accuracy left out)")
-        goals.append({"goal": "epoch time DistDGL / Grappa >= 4 on average at 1gbit, 4 parts, equal accuracy",
-                      "met": mean >= 4, "figure": fig})
+        fig = (
+            f"mean {mean:.2f}x (geometric {geo:.2f}x), best {best:.2f}x over {len(fair)} rows at 1gbit / 4 parts "
+            f"within {LOSS_POINTS:g} point ({len(at) - len(fair)} rows that lose accuracy left out)"
+        )
+        goals.append(
+            {
+                "goal": "epoch time DistDGL / Grappa >= 4 on average at 1gbit, 4 parts, equal accuracy",
+                "met": mean >= 4,
+                "figure": fig,
+            }
+        )
         goals.append({"goal": "... and >= 13 at best", "met": best >= 13, "figure": f"best {best:.2f}x"})
     else:
-        goals.append({"goal": "epoch time DistDGL / Grappa >= 4 on average (>= 13 at best) at 1gbit, 4 parts, "
-                              "equal accuracy", "met": None, "figure": "no such rows yet"})
+        goals.append(
+            {
+                "goal": "epoch time DistDGL / Grappa >= 4 on average (>= 13 at best) at 1gbit, 4 parts, equal accuracy",
+                "met": None,
+                "figure": "no such rows yet",
+            }
+        )
     br = [r["bytes_ratio"] for r in grappa if r["bytes_ratio"] is not None]
     steady = [r["steady_bytes_ratio"] for r in grappa if r.get("steady_bytes_ratio") is not None]
-    fig = "no rows" if not br else (
-        f"worst ratio {max(br):.4f} (1/{1 / max(br):.0f}), one-time bytes amortised over each run's epochs"
-        + (f"; without them (every later epoch) worst {max(steady):.4f} (1/{1 / max(steady):.0f}), "
-           f"{sum(x <= 1 / 40 for x in steady)} of {len(steady)} rows <= 1/40" if steady else ""))
-    goals.append({"goal": "Grappa bytes per epoch <= 1/40 of DistDGL's", "met": None if not br else max(br) <= 1 / 40,
-                  "figure": fig})
+    fig = (
+        "no rows"
+        if not br
+        else (
+            f"worst ratio {max(br):.4f} (1/{1 / max(br):.0f}), one-time bytes amortised over each run's epochs"
+            + (
+                f"; without them (every later epoch) worst {max(steady):.4f} (1/{1 / max(steady):.0f}), "
+                f"{sum(x <= 1 / 40 for x in steady)} of {len(steady)} rows <= 1/40"
+                if steady
+                else ""
+            )
+        )
+    )
+    goals.append(
+        {
+            "goal": "Grappa bytes per epoch <= 1/40 of DistDGL's",
+            "met": None if not br else max(br) <= 1 / 40,
+            "figure": fig,
+        }
+    )
     fl = [r["floor_ratio"] for r in grappa if r["floor_ratio"] is not None]
-    goals.append({"goal": "Grappa epoch <= 1.1x its floor", "met": None if not fl else max(fl) <= 1.1,
-                  "figure": "no summary has floor_s yet" if not fl else f"worst {max(fl):.2f}x"})
+    goals.append(
+        {
+            "goal": "Grappa epoch <= 1.1x its floor",
+            "met": None if not fl else max(fl) <= 1.1,
+            "figure": "no summary has floor_s yet" if not fl else f"worst {max(fl):.2f}x",
+        }
+    )
     return goals

@@ -1,4 +1,5 @@
 """The fixed text of the reports: what each column and figure means, under its tables."""
+
 from __future__ import annotations
 
 from ...runtime.grading import LINK_POINTS, PAIR_POINTS

@@ -5,6 +5,7 @@ records, the time-to-target race against DistDGL), then every row, goal and plot
 result. Also here: which cells a report shows (:func:`select`, :func:`grouped`), in which order
 its systems come, and DistDGL runs borrowed from another partitioner's cell (:func:`borrow_baseline`).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -84,9 +85,15 @@ def read_result(cell: dict) -> CellResult:
     """
     task = TASKS[cell_task(cell)]
     systems = dict(cell.get("systems") or {})
-    return CellResult(cell_id=cell.get("cell_id"), axes=cell.get("axes") or {}, task=task,
-                      config=cell.get("config") or {}, partition=cell.get("partition") or {}, systems=systems,
-                      finished=_finished(systems, task))
+    return CellResult(
+        cell_id=cell.get("cell_id"),
+        axes=cell.get("axes") or {},
+        task=task,
+        config=cell.get("config") or {},
+        partition=cell.get("partition") or {},
+        systems=systems,
+        finished=_finished(systems, task),
+    )
 
 
 def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
@@ -111,9 +118,9 @@ def _finished(systems: dict[str, dict], task: Metric) -> dict[str, dict]:
         if task.ranking:
             hits = window_test_acc(s.get("records"), key="test_hits")
             m["hits_window"] = hits if hits is not None else m.get("test_hits")
-        m["time_to_target_s"] = (time_to_target(s.get("records"), target, task.val_key, setup_s=_setup_s(s),
-                                                metric=task)
-                                 if target else None)
+        m["time_to_target_s"] = (
+            time_to_target(s.get("records"), target, task.val_key, setup_s=_setup_s(s), metric=task) if target else None
+        )
         out[n] = m
     return out
 
@@ -161,8 +168,10 @@ def grouped(cells: list[CellResult]) -> dict[tuple, list[CellResult]]:
     out: dict[tuple, list[CellResult]] = defaultdict(list)
     for c in cells:
         out[tuple(c.axes.get(a) for a in GROUP_AXES)].append(c)
-    return {k: sorted(v, key=lambda c: c.axes.get("seed", 0))
-            for k, v in sorted(out.items(), key=lambda kv: sort_key(kv[0]))}
+    return {
+        k: sorted(v, key=lambda c: c.axes.get("seed", 0))
+        for k, v in sorted(out.items(), key=lambda kv: sort_key(kv[0]))
+    }
 
 
 def systems_order(cells: list[CellResult], plan: dict | None) -> list[str]:
@@ -204,19 +213,28 @@ def borrow_baseline(cells: list[dict], partition: str) -> list[dict]:
         >>> borrow_baseline([m, r], "metis")[1]["systems"]["distdgl"]["borrowed_from"]
         'm'
     """
+
     def other_axes(c: dict) -> tuple:
         return tuple(sorted((k, str(v)) for k, v in c["axes"].items() if k not in ("partition", "partition_fp")))
 
-    refs = {other_axes(c): c for c in cells
-            if c["axes"].get("partition") == partition
-            and ((c.get("systems") or {}).get(BASELINE) or {}).get("status") == "ok"}
+    refs = {
+        other_axes(c): c
+        for c in cells
+        if c["axes"].get("partition") == partition
+        and ((c.get("systems") or {}).get(BASELINE) or {}).get("status") == "ok"
+    }
     out = []
     for c in cells:
         base = (c.get("systems") or {}).get(BASELINE) or {}
         ref = refs.get(other_axes(c))
         if c["axes"].get("partition") != partition and base.get("status") != "ok" and ref is not None:
-            c = {**c, "systems": {**(c.get("systems") or {}),
-                                  BASELINE: {**ref["systems"][BASELINE], "borrowed_from": ref.get("cell_id")}}}
+            c = {
+                **c,
+                "systems": {
+                    **(c.get("systems") or {}),
+                    BASELINE: {**ref["systems"][BASELINE], "borrowed_from": ref.get("cell_id")},
+                },
+            }
         out.append(c)
     return out
 

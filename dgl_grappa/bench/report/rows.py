@@ -4,6 +4,7 @@
 against another (``bench.pairs``). Each takes cell JSONs or :class:`~.results.CellResult` s
 (a JSON is read once per call; :func:`~dgl_grappa.bench.report.write_report` reads each once per report).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -73,8 +74,9 @@ def _paired(cells: list[CellResult], system: str, key: str, scale: float = 1.0, 
     return [(a - b) * scale for a, b in _both(cells, system, base, key)]
 
 
-def _paired_ratio(cells: list[CellResult], system: str, key: str, base_over_system: bool = False,
-                  base_key: str | None = None) -> list[float]:
+def _paired_ratio(
+    cells: list[CellResult], system: str, key: str, base_over_system: bool = False, base_key: str | None = None
+) -> list[float]:
     """Per seed, ``system``'s ``key`` over DistDGL's ``base_key`` (default: the same key), or the inverse."""
     out = []
     bk = base_key or key
@@ -111,11 +113,15 @@ def _label_fraction(cells: list[CellResult]) -> float | None:
 def _ranking_figures(cells: list[CellResult], system: str) -> dict:
     """A link row's own columns: mean test hits@k, k, and the share of the training graph's edges the
     system trained on (with its halo; and with the halo dropped, where the runs say)."""
-    k = next(((c.config.get("link") or {}).get("hits_k") for c in cells
-              if (c.config.get("link") or {}).get("hits_k")), None)
-    return {"hits": mean_std(_metric(cells, system, "hits_window"))[0], "hits_k": k,
-            "usable_edges": mean_std(_metric(cells, system, "usable_edge_fraction"))[0],
-            "usable_edges_drop": mean_std(_metric(cells, system, "usable_edge_fraction_halo_drop"))[0]}
+    k = next(
+        ((c.config.get("link") or {}).get("hits_k") for c in cells if (c.config.get("link") or {}).get("hits_k")), None
+    )
+    return {
+        "hits": mean_std(_metric(cells, system, "hits_window"))[0],
+        "hits_k": k,
+        "usable_edges": mean_std(_metric(cells, system, "usable_edge_fraction"))[0],
+        "usable_edges_drop": mean_std(_metric(cells, system, "usable_edge_fraction_halo_drop"))[0],
+    }
 
 
 def accuracy_rows(cells: list[dict | CellResult], plan: dict | None = None) -> list[dict]:
@@ -142,28 +148,38 @@ def accuracy_rows(cells: list[dict | CellResult], plan: dict | None = None) -> l
             if not accs or (name == BASELINE and borrowed(cs, name)):
                 continue
             m, s = mean_std(accs)
-            row = {**axes, "task": task.name, "system": name, "seeds": len(accs), "acc_mean": m, "acc_std": s,
-                   "base_acc_mean": base_mean, "diff_mean": None, "diff_lo": None, "diff_hi": None,
-                   "paired": 0, "met": None,
-                   "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
-                   "bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch_amortised"))[0],
-                   "edge_cut": mean_std(_metric(cs, name, "edge_cut"))[0],
-                   "stall_fraction": mean_std(_metric(cs, name, "stall_fraction"))[0],
-                   "restart_fraction": mean_std(_metric(cs, name, "restart_fraction"))[0],
-                   "epoch_time_s": mean_std(_metric(cs, name, "epoch_time_s"))[0],
-                   "one_time_bytes": mean_std(_metric(cs, name, "one_time_bytes"))[0],
-                   # what a partitioning's one-time reads cost, in DistDGL epochs of the same cell
-                   "one_time_epochs": mean_std(_paired_ratio(cs, name, "one_time_bytes",
-                                                             base_key="bytes_per_epoch"))[0],
-                   "label_frac": _label_fraction(cs),
-                   "rows_per_inner": mean_std(_metric(cs, name, "rows_per_inner_max"))[0],
-                   "held_ratio": mean_std(_held_ratio(cs, name))[0],
-                   "held_ratio_max": max(_held_ratio(cs, name), default=None),
-                   "peak_rss": mean_std(_peak_rss(cs, name))[0],
-                   "converged": _converged(cs, name),
-                   "tta_s": mean_std(_metric(cs, name, "time_to_target_s"))[0],
-                   "tta_reached": len(_metric(cs, name, "time_to_target_s")),
-                   "tta_speedup": mean_std(_paired_ratio(cs, name, "time_to_target_s", base_over_system=True))[0]}
+            row = {
+                **axes,
+                "task": task.name,
+                "system": name,
+                "seeds": len(accs),
+                "acc_mean": m,
+                "acc_std": s,
+                "base_acc_mean": base_mean,
+                "diff_mean": None,
+                "diff_lo": None,
+                "diff_hi": None,
+                "paired": 0,
+                "met": None,
+                "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
+                "bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch_amortised"))[0],
+                "edge_cut": mean_std(_metric(cs, name, "edge_cut"))[0],
+                "stall_fraction": mean_std(_metric(cs, name, "stall_fraction"))[0],
+                "restart_fraction": mean_std(_metric(cs, name, "restart_fraction"))[0],
+                "epoch_time_s": mean_std(_metric(cs, name, "epoch_time_s"))[0],
+                "one_time_bytes": mean_std(_metric(cs, name, "one_time_bytes"))[0],
+                # what a partitioning's one-time reads cost, in DistDGL epochs of the same cell
+                "one_time_epochs": mean_std(_paired_ratio(cs, name, "one_time_bytes", base_key="bytes_per_epoch"))[0],
+                "label_frac": _label_fraction(cs),
+                "rows_per_inner": mean_std(_metric(cs, name, "rows_per_inner_max"))[0],
+                "held_ratio": mean_std(_held_ratio(cs, name))[0],
+                "held_ratio_max": max(_held_ratio(cs, name), default=None),
+                "peak_rss": mean_std(_peak_rss(cs, name))[0],
+                "converged": _converged(cs, name),
+                "tta_s": mean_std(_metric(cs, name, "time_to_target_s"))[0],
+                "tta_reached": len(_metric(cs, name, "time_to_target_s")),
+                "tta_speedup": mean_std(_paired_ratio(cs, name, "time_to_target_s", base_over_system=True))[0],
+            }
             if task.ranking:
                 row.update(_ranking_figures(cs, name))
             if name != BASELINE:
@@ -202,9 +218,19 @@ def pair_rows(cells: list[dict | CellResult], a: str, b: str, plan: dict | None 
             continue
         m, lo, hi = t_interval(_paired(cs, a, ACC_KEY, scale=100.0, base=b))
         task = cs[0].task
-        rows.append({**axes, "task": task.name, "paired": len(both), "a_acc": statistics.fmean(x for x, _ in both),
-                     "b_acc": statistics.fmean(y for _, y in both), "diff_mean": m, "diff_lo": lo, "diff_hi": hi,
-                     "met": m >= -task.pair_points})
+        rows.append(
+            {
+                **axes,
+                "task": task.name,
+                "paired": len(both),
+                "a_acc": statistics.fmean(x for x, _ in both),
+                "b_acc": statistics.fmean(y for _, y in both),
+                "diff_mean": m,
+                "diff_lo": lo,
+                "diff_hi": hi,
+                "met": m >= -task.pair_points,
+            }
+        )
     return {"a": a, "b": b, "rows": rows, "skipped": skipped}
 
 
@@ -242,23 +268,30 @@ def speed_rows(cells: list[dict | CellResult], plan: dict | None = None) -> list
             floor_ratios = [e / f for e, f in zip(ep, floors) if f] if len(floors) == len(ep) else []
             d = _paired(cs, name, ACC_KEY, scale=100.0) if name != BASELINE else []
             diff = mean_std(d)[0]
-            rows.append({
-                **axes, "task": task.name, "system": name, "seeds": len(ep), "epoch_time_s": mean_std(ep)[0],
-                "base_epoch_time_s": mean_std(_metric(cs, BASELINE, "epoch_time_s"))[0],
-                "speedup": mean_std(_paired_ratio(cs, name, "epoch_time_s", base_over_system=True))[0],
-                "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
-                "bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch_amortised"))[0],
-                # every epoch after the one-time reads (what a longer run tends to)
-                "steady_bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch"))[0],
-                "acc": mean_std(_metric(cs, name, ACC_KEY))[0],
-                "base_acc": mean_std(_metric(cs, BASELINE, ACC_KEY))[0],
-                "acc_diff": diff, "loses_accuracy": None if diff is None else diff < -task.loss_points,
-                "floor_s": mean_std(floors)[0] if floors else None,
-                "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
-                "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],
-                "phases": {k[len("phase_"):]: mean_std(_metric(cs, name, k))[0] for k in _phase_keys(cs, name)},
-                **(_ranking_figures(cs, name) if task.ranking else {}),
-            })
+            rows.append(
+                {
+                    **axes,
+                    "task": task.name,
+                    "system": name,
+                    "seeds": len(ep),
+                    "epoch_time_s": mean_std(ep)[0],
+                    "base_epoch_time_s": mean_std(_metric(cs, BASELINE, "epoch_time_s"))[0],
+                    "speedup": mean_std(_paired_ratio(cs, name, "epoch_time_s", base_over_system=True))[0],
+                    "bytes": mean_std(_metric(cs, name, "bytes_per_epoch_amortised"))[0],
+                    "bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch_amortised"))[0],
+                    # every epoch after the one-time reads (what a longer run tends to)
+                    "steady_bytes_ratio": mean_std(_paired_ratio(cs, name, "bytes_per_epoch"))[0],
+                    "acc": mean_std(_metric(cs, name, ACC_KEY))[0],
+                    "base_acc": mean_std(_metric(cs, BASELINE, ACC_KEY))[0],
+                    "acc_diff": diff,
+                    "loses_accuracy": None if diff is None else diff < -task.loss_points,
+                    "floor_s": mean_std(floors)[0] if floors else None,
+                    "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
+                    "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],
+                    "phases": {k[len("phase_") :]: mean_std(_metric(cs, name, k))[0] for k in _phase_keys(cs, name)},
+                    **(_ranking_figures(cs, name) if task.ranking else {}),
+                }
+            )
     return rows
 
 
@@ -267,4 +300,3 @@ def attach_data_name(rows: list[dict], cells: list[CellResult]) -> None:
     names = {c.axes["dataset"]: c.axes.get("data_name", c.axes["dataset"]) for c in cells}
     for r in rows:
         r["data_name"] = names.get(r["dataset"], r["dataset"])
-

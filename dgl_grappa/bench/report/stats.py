@@ -2,6 +2,7 @@
 
 Pure functions of numbers and of a run's per-epoch records (its metrics.jsonl).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,8 +62,9 @@ def windows(records: list[dict] | None, key: str, window: float = PLATEAU_WINDOW
     Returns:
         (last, previous): lists of floats, empty where no record of that window holds ``key``.
     """
-    evals = [(int(r["epoch"]), float(r[key])) for r in records or []
-             if r.get(key) is not None and r.get("epoch") is not None]
+    evals = [
+        (int(r["epoch"]), float(r[key])) for r in records or [] if r.get(key) is not None and r.get("epoch") is not None
+    ]
     if not evals:
         return [], []
     epochs = max(int(r["epoch"]) for r in records if r.get("epoch") is not None) + 1
@@ -100,5 +102,3 @@ def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW, key:
         return None
     rise = (statistics.fmean(last) - statistics.fmean(prev)) * 100
     return {"converged": rise <= PLATEAU_POINTS, "rise_points": rise, "last_val": statistics.fmean(last)}
-
-

@@ -9,6 +9,7 @@ mixes tasks) instead of branching on the task.
 A cell's task is its config's ``train.task`` (:func:`cell_task`); its rows carry the name
 as ``task``.
 """
+
 from __future__ import annotations
 
 from ...config.data import HETERO_DATASETS
@@ -43,10 +44,16 @@ def cell_task(cell: dict) -> str:
         >>> cell_task({"config": {"train": {"task": "link"}}}), cell_task({"systems": {}})
         ('link', 'node')
     """
-    task = (((cell.get("config") or {}).get("train") or {}).get("task"))
+    task = ((cell.get("config") or {}).get("train") or {}).get("task")
     if task is None:
-        task = next((s["metrics"]["task"] for s in (cell.get("systems") or {}).values()
-                     if isinstance(s.get("metrics"), dict) and s["metrics"].get("task")), DEFAULT_TASK)
+        task = next(
+            (
+                s["metrics"]["task"]
+                for s in (cell.get("systems") or {}).values()
+                if isinstance(s.get("metrics"), dict) and s["metrics"].get("task")
+            ),
+            DEFAULT_TASK,
+        )
     return task if task in TASKS else DEFAULT_TASK
 
 
@@ -113,8 +120,9 @@ def pair_columns(rows: list[dict]) -> tuple[str, str]:
     """A pair table's (figure name, tolerance) for these rows: accuracy in %, MRR, or both."""
     first, *rest = _metrics(rows)
     what = " / ".join([first.column] + [m.words for m in rest])
-    tol = f"{first.pair_points:g}" + (" (" + "; ".join(f"{m.pair_points:g} on {m.words}" for m in rest) + ")"
-                                      if rest else "")
+    tol = f"{first.pair_points:g}" + (
+        " (" + "; ".join(f"{m.pair_points:g} on {m.words}" for m in rest) + ")" if rest else ""
+    )
     return what, tol
 
 

@@ -22,10 +22,20 @@ Example:
     ...     hosts[0].run(["ping", "-c1", hosts[1].address], timeout=10)
     ...     print(hosts.wire_bytes())
 """
+
 from .base import NAME_PREFIX, NETNS_DIR, STATE_DIR, TestHostsError, check_hosts_possible
 from .job import TestHosts
 from .namespaces import Host, netem_available
 from .teardown import sweep_stale
 
-__all__ = ["NAME_PREFIX", "NETNS_DIR", "STATE_DIR", "Host", "TestHosts", "TestHostsError", "check_hosts_possible",
-           "netem_available", "sweep_stale"]
+__all__ = [
+    "NAME_PREFIX",
+    "NETNS_DIR",
+    "STATE_DIR",
+    "Host",
+    "TestHosts",
+    "TestHostsError",
+    "check_hosts_possible",
+    "netem_available",
+    "sweep_stale",
+]

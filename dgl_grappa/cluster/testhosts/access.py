@@ -14,6 +14,7 @@ Example:
     >>> [e.host for e in entries]                                              # doctest: +SKIP
     ['10.77.0.1', '10.77.0.2']
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,6 +22,7 @@ import os
 from typing import Callable, Sequence
 
 import dgl_grappa.cluster.testhosts.cgroups as _cg  # the module: tests stand in for its probes
+
 from ...config import Config, ConfigError, NetworkConfig
 from ..hosts import IpConfigEntry, Remote
 from .dilation import parse_cpu_list
@@ -65,8 +67,10 @@ class TestHostAccess:
         self.cfg, self.num_hosts = cfg, num_hosts
         net = cfg.network
         if net.latency_ms > 0 and not netem_available():  # before anything is built, not after the partitioning
-            raise ConfigError(f"network.latency_ms={net.latency_ms} needs the netem qdisc, which this kernel lacks "
-                              "(CONFIG_NET_SCH_NETEM); set --network.latency_ms=0 or use a kernel with netem")
+            raise ConfigError(
+                f"network.latency_ms={net.latency_ms} needs the netem qdisc, which this kernel lacks "
+                "(CONFIG_NET_SCH_NETEM); set --network.latency_ms=0 or use a kernel with netem"
+            )
         self.cpu_shares = cpu_shares_asked(net)
         if self.cpu_shares:
             self._check_cpu_shares(net)
@@ -78,14 +82,18 @@ class TestHostAccess:
         key = f"network.host_cpus={net.host_cpus}" if net.host_cpus else f"network.dilation={net.dilation}"
         why = _cg.problem()
         if why is not None:
-            raise ConfigError(f"{key} needs CPU shares of the test hosts, which cannot be given here: {why}; set "
-                              "--network.dilation=auto (shares where possible) or off")
+            raise ConfigError(
+                f"{key} needs CPU shares of the test hosts, which cannot be given here: {why}; set "
+                "--network.dilation=auto (shares where possible) or off"
+            )
         if net.host_cpus:
             usable = _cg.usable_cpus()
             bad = sorted(set(parse_cpu_list(net.host_cpus)) - set(usable))
             if bad:
-                raise ConfigError(f"network.host_cpus={net.host_cpus} names cores {','.join(map(str, bad))} that this "
-                                  f"process may not use; pick among {','.join(map(str, usable))}")
+                raise ConfigError(
+                    f"network.host_cpus={net.host_cpus} names cores {','.join(map(str, bad))} that this "
+                    f"process may not use; pick among {','.join(map(str, usable))}"
+                )
 
     def open(self, entries: list[IpConfigEntry]) -> tuple[list[IpConfigEntry], Remote]:
         """Make the hosts; ``entries`` name them (``h<i>``) or give their addresses.
@@ -94,25 +102,40 @@ class TestHostAccess:
             The entries by address (DGL's ip_config must hold IPs), and the hosts' nsenter prefixes.
         """
         net = self.cfg.network
-        th = TestHosts(self.num_hosts, bandwidth=net.bandwidth or None, latency_ms=net.latency_ms,
-                       shared_link=net.link == "shared", shm_size=self.cfg.distdgl.shm_size.lower(),
-                       cpu_shares=self.cpu_shares, host_cpus=net.host_cpus, dilation=net.dilation,
-                       cpu_period_us=round(float(net.cpu_period_ms) * 1000)).start()
+        th = TestHosts(
+            self.num_hosts,
+            bandwidth=net.bandwidth or None,
+            latency_ms=net.latency_ms,
+            shared_link=net.link == "shared",
+            shm_size=self.cfg.distdgl.shm_size.lower(),
+            cpu_shares=self.cpu_shares,
+            host_cpus=net.host_cpus,
+            dilation=net.dilation,
+            cpu_period_us=round(float(net.cpu_period_ms) * 1000),
+        ).start()
         self.hosts = th
         try:
             names = {h.name: h.address for h in th}
             for e in entries:
                 if e.host not in names and e.host not in th.addresses:
-                    raise ConfigError(f"launch: {e.host} is not a test host; with launch.remote=netns use "
-                                      f"{', '.join(names)} or {', '.join(th.addresses)}")
+                    raise ConfigError(
+                        f"launch: {e.host} is not a test host; with launch.remote=netns use "
+                        f"{', '.join(names)} or {', '.join(th.addresses)}"
+                    )
             resolved = [IpConfigEntry(names.get(e.host, e.host), e.port) for e in entries]
             remote = Remote("netns", prefixes=tuple(tuple(h.prefix()) for h in th))
         except BaseException:
             th.close()
             raise
-        log.info("test hosts %s: %s, link %s, %s", th.job, " ".join(th.addresses), th.link,
-                 f"{th.cpu_share:.3g} cores per host, dilation {th.dilation:.3g}" if th.cpu_share is not None
-                 else f"no CPU shares, dilation {th.dilation:.3g}")
+        log.info(
+            "test hosts %s: %s, link %s, %s",
+            th.job,
+            " ".join(th.addresses),
+            th.link,
+            f"{th.cpu_share:.3g} cores per host, dilation {th.dilation:.3g}"
+            if th.cpu_share is not None
+            else f"no CPU shares, dilation {th.dilation:.3g}",
+        )
         return resolved, remote
 
     def local_env(self) -> dict[str, str]:

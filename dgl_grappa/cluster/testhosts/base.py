@@ -4,6 +4,7 @@ Example:
     >>> check_hosts_possible() is None or "root" in check_hosts_possible()    # doctest: +SKIP
     True
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,9 @@ class TestHostsError(IsolationError):
     __test__ = False
 
 
-def run(argv: list[str], *, input: str | None = None, check: bool = True,
-        timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], *, input: str | None = None, check: bool = True, timeout: float = TIMEOUT_S
+) -> subprocess.CompletedProcess:
     """Run a system command, bounded; with ``check`` a failure is a one-line :class:`TestHostsError`."""
     try:
         p = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
@@ -62,8 +64,13 @@ def check_hosts_possible() -> str | None:
     """
     if os.geteuid() != 0:
         return "test hosts need root (network and mount namespaces, veth, tc); run as root"
-    for tool, pkg in (("ip", "iproute2"), ("tc", "iproute2"), ("nsenter", "util-linux"),
-                      ("unshare", "util-linux"), ("mount", "mount")):
+    for tool, pkg in (
+        ("ip", "iproute2"),
+        ("tc", "iproute2"),
+        ("nsenter", "util-linux"),
+        ("unshare", "util-linux"),
+        ("mount", "mount"),
+    ):
         if shutil.which(tool) is None:
             return f"test hosts need the {tool} command; install it, e.g. apt-get install -y {pkg}"
     return None

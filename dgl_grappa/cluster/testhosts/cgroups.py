@@ -25,6 +25,7 @@ Example:
     >>> subprocess.run(join_prefix(dirs) + ["cat", "/proc/self/cgroup"], timeout=10)  # doctest: +SKIP
     >>> remove(dirs)                                                           # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import errno
@@ -72,9 +73,11 @@ def problem() -> str | None:
     cpu, cpuset = roots()
     missing = [n for n, r in (("cpu", cpu), ("cpuset", cpuset)) if r is None]
     if missing:
-        return (f"CPU shares of test hosts need the cgroup v1 {' and '.join(missing)} controller"
-                f"{'s' if len(missing) > 1 else ''} mounted (e.g. at /sys/fs/cgroup/{missing[0]}); this machine "
-                "does not have it (cgroup v2 alone is not supported)")
+        return (
+            f"CPU shares of test hosts need the cgroup v1 {' and '.join(missing)} controller"
+            f"{'s' if len(missing) > 1 else ''} mounted (e.g. at /sys/fs/cgroup/{missing[0]}); this machine "
+            "does not have it (cgroup v2 alone is not supported)"
+        )
     if not (cpu / "cpu.cfs_quota_us").exists():
         return f"CPU shares of test hosts need CFS bandwidth control ({cpu}/cpu.cfs_quota_us is missing)"
     for r in (cpu, cpuset):
@@ -135,8 +138,10 @@ def join_prefix(dirs: tuple[str, ...] | list[str]) -> list[str]:
         >>> p[:2], p[3:]
         (['sh', '-c'], ['dgh-cgroup', '/sys/fs/cgroup/cpu/x', '/sys/fs/cgroup/cpuset/x', '--'])
     """
-    script = ('for d in "$@"; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 126; shift; done; '
-              'shift; exec "$@"')
+    script = (
+        'for d in "$@"; do [ "$d" = -- ] && break; echo $$ > "$d/cgroup.procs" || exit 126; shift; done; '
+        'shift; exec "$@"'
+    )
     return ["sh", "-c", script, "dgh-cgroup", *dirs, "--"]
 
 

@@ -18,6 +18,7 @@ Example:
     >>> share, d, dilated_rate("1gbit", d), dilated_latency_ms(5.0, d)
     (0.5, 2.0, '500mbit', 10.0)
 """
+
 from __future__ import annotations
 
 import math
@@ -205,7 +206,7 @@ def plan_host_cpus(hosts: int, cpus: list[int], period_us: int = CFS_PERIOD_US) 
     share = host_cpu_share(hosts, cores)
     if share >= 1.0:
         k = int(share)
-        return [HostCpus(format_cpu_list(cpus[i * k:(i + 1) * k]), -1, period_us) for i in range(hosts)]
+        return [HostCpus(format_cpu_list(cpus[i * k : (i + 1) * k]), -1, period_us) for i in range(hosts)]
     if period_us * share < 1000:  # the kernel's smallest quota is 1 ms: lengthen the period instead
         period_us = math.ceil(1000 / share)
     quota = round(period_us * share)

@@ -11,19 +11,23 @@ Example:
     ...     hosts[0].run(["curl", f"http://{hosts[1].address}:8000/"], timeout=10)
     ...     print(hosts.wire_bytes())
 """
+
 from __future__ import annotations
 
 import ipaddress
 import re
 import secrets
 
-from .counters import wire_bytes as host_wire_bytes
-from .namespaces import Host, check_link, netem_available
-from .namespaces import build as build_hosts, shape as shape_links
-from .teardown import claim as claim_job, sweep_stale, teardown as teardown_hosts, track, untrack
 from .base import NAME_PREFIX, TestHostsError, check_hosts_possible
+from .counters import wire_bytes as host_wire_bytes
 from .dilation import CFS_PERIOD_US, HostCpus, dilated_latency_ms, dilated_rate, parse_cpu_list, parse_dilation
+from .namespaces import Host, check_link, netem_available
+from .namespaces import build as build_hosts
+from .namespaces import shape as shape_links
 from .shares import share_cpus
+from .teardown import claim as claim_job
+from .teardown import sweep_stale, track, untrack
+from .teardown import teardown as teardown_hosts
 
 
 class TestHosts:
@@ -60,10 +64,19 @@ class TestHosts:
 
     __test__ = False  # not a pytest test class, whatever its name
 
-    def __init__(self, n: int, bandwidth: str | None = None, latency_ms: float = 0.0,
-                 shared_link: bool = False, subnet: str = "10.77.0.0/24", shm_size: str = "4g",
-                 cpu_shares: bool | None = False, host_cpus: str = "", dilation: str | float = "auto",
-                 cpu_period_us: int = CFS_PERIOD_US):
+    def __init__(
+        self,
+        n: int,
+        bandwidth: str | None = None,
+        latency_ms: float = 0.0,
+        shared_link: bool = False,
+        subnet: str = "10.77.0.0/24",
+        shm_size: str = "4g",
+        cpu_shares: bool | None = False,
+        host_cpus: str = "",
+        dilation: str | float = "auto",
+        cpu_period_us: int = CFS_PERIOD_US,
+    ):
         net = ipaddress.ip_network(subnet)
         if not 1 <= n <= min(254, net.num_addresses - 2):
             raise TestHostsError(f"TestHosts(n={n}): n must be between 1 and {min(254, net.num_addresses - 2)}")
@@ -110,10 +123,12 @@ class TestHosts:
         try:
             jobdir = claim_job(self.job)
             addrs = list(self.subnet.hosts())[: self.n]
-            self.hosts = [Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt")
-                          for i in range(self.n)]
-            shares = share_cpus(self.job, self.hosts, self._cpu_shares, self._host_cpus, self._cpu_period_us,
-                                self._dilation)
+            self.hosts = [
+                Host(i, str(addrs[i]), f"h{i}", f"{self.jobns}-h{i}", jobdir / f"h{i}.mnt") for i in range(self.n)
+            ]
+            shares = share_cpus(
+                self.job, self.hosts, self._cpu_shares, self._host_cpus, self._cpu_period_us, self._dilation
+            )
             self.dilation, self.cpu_share, self.host_cpus = shares.dilation, shares.cpu_share, shares.host_cpus
             build_hosts(self.jobns, self.hosts, self.subnet.prefixlen, self.shm_size)
             self.shape(*self._link)
@@ -157,8 +172,7 @@ class TestHosts:
         asked = (bandwidth or None, float(latency_ms), bool(shared_link))
         if bandwidth:
             bandwidth = dilated_rate(bandwidth, self.dilation)
-        shape_links(self.jobns, self.hosts, bandwidth, dilated_latency_ms(latency_ms, self.dilation),
-                         shared_link)
+        shape_links(self.jobns, self.hosts, bandwidth, dilated_latency_ms(latency_ms, self.dilation), shared_link)
         self._link = asked
 
     @property

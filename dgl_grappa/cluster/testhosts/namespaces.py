@@ -25,6 +25,7 @@ Example:
     >>> build("dgh-1a2b3c", hosts, prefixlen=24, shm_size="4g")             # doctest: +SKIP
     >>> shape("dgh-1a2b3c", hosts, "1gbit", latency_ms=0.0, shared_link=False)  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 import dgl_grappa.cluster.testhosts.cgroups as _cg  # the module: tests stand in for its probes
+
 from ..netns import rate_bits
 from .base import NETNS_DIR, STATE_DIR, TIMEOUT_S, TestHostsError, batch, run
 
@@ -73,8 +75,13 @@ class Host:
         """
         # The cgroups are joined before nsenter: the host's own /sys hides the cgroup mounts.
         return (_cg.join_prefix(self.cgroup_dirs) if self.cgroup_dirs else []) + [
-            "nsenter", f"--net={NETNS_DIR / self.netns}", f"--mount={self.mnt}",
-            f"--uts={self.mnt.with_suffix('.uts')}", "--wd=.", "--"]
+            "nsenter",
+            f"--net={NETNS_DIR / self.netns}",
+            f"--mount={self.mnt}",
+            f"--uts={self.mnt.with_suffix('.uts')}",
+            "--wd=.",
+            "--",
+        ]
 
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
         """Start ``argv`` inside this host; it is killed when the hosts are torn down.
@@ -113,6 +120,7 @@ class Host:
 # Namespaces
 # ---------------------------------------------------------------------------------------
 
+
 def build(jobns: str, hosts: list[Host], prefixlen: int, shm_size: str) -> None:
     """Make the job's namespaces: the bridge's, and each host's network, mount and UTS namespaces.
 
@@ -123,13 +131,17 @@ def build(jobns: str, hosts: list[Host], prefixlen: int, shm_size: str) -> None:
         shm_size: each host's /dev/shm tmpfs size, e.g. "4g".
     """
     jobdir = hosts[0].mnt.parent
-    (jobdir / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n"
-                                  + "".join(f"{h.address} {h.name}\n" for h in hosts))
+    (jobdir / "hosts").write_text(
+        "127.0.0.1 localhost\n::1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in hosts)
+    )
     batch(None, "ip", [f"netns add {jobns}"] + [f"netns add {h.netns}" for h in hosts])
     lines = ["link set lo up", "link add br0 type bridge", "link set br0 up"]
     for h in hosts:
-        lines += [f"link add h{h.index} type veth peer name eth0 netns {h.netns}",
-                  f"link set h{h.index} master br0", f"link set h{h.index} up"]
+        lines += [
+            f"link add h{h.index} type veth peer name eth0 netns {h.netns}",
+            f"link set h{h.index} master br0",
+            f"link set h{h.index} up",
+        ]
     batch(jobns, "ip", lines)
     for h in hosts:
         batch(h.netns, "ip", ["link set lo up", f"addr add {h.address}/{prefixlen} dev eth0", "link set eth0 up"])
@@ -144,21 +156,39 @@ def _make_mount_ns(h: Host, shm_size: str) -> None:
     uts = h.mnt.with_suffix(".uts")
     h.mnt.touch()
     uts.touch()
-    script = (f"mount -t tmpfs -o size={shm_size},mode=1777 tmpfs /dev/shm && "
-              f"mount -t sysfs sysfs /sys && mount --bind {h.mnt.parent / 'hosts'} /etc/hosts && "
-              f"hostname {h.name} && {{ umount -R -l {STATE_DIR} {NETNS_DIR} 2>/dev/null; true; }}")
-    run(["nsenter", f"--net={NETNS_DIR / h.netns}", "unshare", f"--mount={h.mnt}", f"--uts={uts}",
-         "--propagation", "private", "sh", "-c", script])
+    script = (
+        f"mount -t tmpfs -o size={shm_size},mode=1777 tmpfs /dev/shm && "
+        f"mount -t sysfs sysfs /sys && mount --bind {h.mnt.parent / 'hosts'} /etc/hosts && "
+        f"hostname {h.name} && {{ umount -R -l {STATE_DIR} {NETNS_DIR} 2>/dev/null; true; }}"
+    )
+    run(
+        [
+            "nsenter",
+            f"--net={NETNS_DIR / h.netns}",
+            "unshare",
+            f"--mount={h.mnt}",
+            f"--uts={uts}",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------
 # Links
 # ---------------------------------------------------------------------------------------
 
+
 def netem_available() -> bool:
     """True when this kernel has the netem qdisc (probed in a throw-away network namespace)."""
-    p = subprocess.run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                       capture_output=True, timeout=TIMEOUT_S)
+    p = subprocess.run(
+        ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+        capture_output=True,
+        timeout=TIMEOUT_S,
+    )
     return p.returncode == 0
 
 
@@ -172,8 +202,10 @@ def check_link(bandwidth: str | None, latency_ms: float, has_netem: Callable[[],
     if latency_ms < 0:
         raise TestHostsError(f"latency_ms={latency_ms} must be >= 0")
     if latency_ms > 0 and not has_netem():
-        raise TestHostsError(f"latency_ms={latency_ms} needs the netem qdisc, which this kernel lacks "
-                             "(CONFIG_NET_SCH_NETEM); set latency_ms=0 or use a kernel with netem")
+        raise TestHostsError(
+            f"latency_ms={latency_ms} needs the netem qdisc, which this kernel lacks "
+            "(CONFIG_NET_SCH_NETEM); set latency_ms=0 or use a kernel with netem"
+        )
 
 
 def _burst(rate: str) -> int:
@@ -202,8 +234,11 @@ def shape(jobns: str, hosts: list[Host], bandwidth: str | None, latency_ms: floa
         shared_link: one shaped link for all hosts instead of one per host.
     """
     # Clear first; tc -force keeps going past "nothing to delete".
-    run(["tc", "-n", jobns, "-force", "-batch", "-"], check=False,
-        input="".join(f"qdisc del dev h{h.index} root\nqdisc del dev h{h.index} ingress\n" for h in hosts))
+    run(
+        ["tc", "-n", jobns, "-force", "-batch", "-"],
+        check=False,
+        input="".join(f"qdisc del dev h{h.index} root\nqdisc del dev h{h.index} ingress\n" for h in hosts),
+    )
     run(["ip", "-n", jobns, "link", "del", "ifb0"], check=False)
     for h in hosts:
         run(["tc", "-n", h.netns, "qdisc", "del", "dev", "eth0", "root"], check=False)
@@ -213,9 +248,11 @@ def shape(jobns: str, hosts: list[Host], bandwidth: str | None, latency_ms: floa
         batch(jobns, "ip", ["link add ifb0 type ifb", "link set ifb0 up"])
         lines = _qdisc_lines("ifb0", bandwidth, latency_ms)
         for h in hosts:
-            lines += [f"qdisc add dev h{h.index} ingress",
-                      f"filter add dev h{h.index} parent ffff: protocol all u32 match u32 0 0 "
-                      "action mirred egress redirect dev ifb0"]
+            lines += [
+                f"qdisc add dev h{h.index} ingress",
+                f"filter add dev h{h.index} parent ffff: protocol all u32 match u32 0 0 "
+                "action mirred egress redirect dev ifb0",
+            ]
         batch(jobns, "tc", lines)
     elif bandwidth or latency_ms:
         batch(jobns, "tc", [ln for h in hosts for ln in _qdisc_lines(f"h{h.index}", bandwidth, latency_ms / 2)])

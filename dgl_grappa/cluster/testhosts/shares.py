@@ -14,12 +14,14 @@ Example:
     >>> s.cpu_share, s.dilation          # two hosts on core 0                                          # doctest: +SKIP
     (0.5, 2.0)
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 
 import dgl_grappa.cluster.testhosts.cgroups as _cg  # the module: tests stand in for its probes
+
 from .base import NAME_PREFIX, TestHostsError
 from .dilation import HostCpus, dilation_factor, plan_host_cpus
 from .namespaces import Host
@@ -42,8 +44,9 @@ class Shares:
     host_cpus: list[HostCpus] = field(default_factory=list)
 
 
-def share_cpus(job: str, hosts: list[Host], want: bool | None, host_cpus: list[int], period_us: int,
-               dilation: str | float) -> Shares:
+def share_cpus(
+    job: str, hosts: list[Host], want: bool | None, host_cpus: list[int], period_us: int, dilation: str | float
+) -> Shares:
     """Decide the CPU shares and D, and make each host's cgroups (``host.cgroup_dirs``).
 
     Called before any process can start in a host, so none runs unconfined.
@@ -66,8 +69,10 @@ def share_cpus(job: str, hosts: list[Host], want: bool | None, host_cpus: list[i
         usable = _cg.usable_cpus()
         cpus = host_cpus or usable
         if not cpus or not set(cpus) <= set(usable):
-            raise TestHostsError(f"host_cpus={','.join(map(str, host_cpus))} names cores this process may "
-                                 f"not use; pick among {','.join(map(str, usable))}")
+            raise TestHostsError(
+                f"host_cpus={','.join(map(str, host_cpus))} names cores this process may "
+                f"not use; pick among {','.join(map(str, usable))}"
+            )
         plans = plan_host_cpus(len(hosts), cpus, period_us=period_us)
         try:
             for h, plan in zip(hosts, plans):
@@ -82,11 +87,16 @@ def share_cpus(job: str, hosts: list[Host], want: bool | None, host_cpus: list[i
     if want is False or why is not None:
         d = float(dilation) if not isinstance(dilation, str) else 1.0
         if why is not None:
-            log.warning("test hosts %s: no CPU shares (%s); the hosts share the cores freely, links dilated x%.3g",
-                        job, why, d)
+            log.warning(
+                "test hosts %s: no CPU shares (%s); the hosts share the cores freely, links dilated x%.3g", job, why, d
+            )
         return Shares(dilation=d)
-    out = Shares(dilation=dilation_factor(dilation, len(hosts), len(cpus)), cpu_share=plans[0].share,
-                 host_cpus=plans)
-    log.info("test hosts %s: CPU shares of %.3g cores per host (cpus %s), links dilated x%.3g", job,
-             out.cpu_share, " ".join(p.cpus for p in out.host_cpus), out.dilation)
+    out = Shares(dilation=dilation_factor(dilation, len(hosts), len(cpus)), cpu_share=plans[0].share, host_cpus=plans)
+    log.info(
+        "test hosts %s: CPU shares of %.3g cores per host (cpus %s), links dilated x%.3g",
+        job,
+        out.cpu_share,
+        " ".join(p.cpus for p in out.host_cpus),
+        out.dilation,
+    )
     return out

@@ -10,6 +10,7 @@ Example:
     >>> sweep_stale()            # the jobs of owners that died without cleaning up   # doctest: +SKIP
     ['1a2b3c']
 """
+
 from __future__ import annotations
 
 import atexit
@@ -27,6 +28,7 @@ from pathlib import Path
 import psutil
 
 import dgl_grappa.cluster.testhosts.cgroups as _cg  # the module: tests stand in for its probes
+
 from ..ptree import kill_listed
 from .base import JOB_RE, NAME_PREFIX, NETNS_DIR, STATE_DIR, run
 

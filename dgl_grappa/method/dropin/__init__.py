@@ -40,12 +40,25 @@ Example (the changes to DGL's node classification example):
     >>> for step, (input_nodes, seeds, blocks) in enumerate(dataloader):                 # doctest: +SKIP
     ...     batch_inputs = dataloader.features(input_nodes)          # was g.ndata["features"][input_nodes]
 """
+
 from .core import NO_EDGE, PartitionEdgeLoader, PartitionLoader, first_hop_block
 from .hetero import GlobalIdHeteroEmbedding, GrappaHeteroLoader
 from .loaders import GrappaEdgeLoader, GrappaLoader
 from .machine import GlobalIdEmbedding, MachineTables
 from .serve import ServedEmbedding, ServedGraph, ServedRows
 
-__all__ = ["NO_EDGE", "GlobalIdEmbedding", "GlobalIdHeteroEmbedding", "GrappaEdgeLoader", "GrappaHeteroLoader",
-           "GrappaLoader", "MachineTables", "PartitionEdgeLoader", "PartitionLoader", "ServedEmbedding", "ServedGraph",
-           "ServedRows", "first_hop_block"]
+__all__ = [
+    "NO_EDGE",
+    "GlobalIdEmbedding",
+    "GlobalIdHeteroEmbedding",
+    "GrappaEdgeLoader",
+    "GrappaHeteroLoader",
+    "GrappaLoader",
+    "MachineTables",
+    "PartitionEdgeLoader",
+    "PartitionLoader",
+    "ServedEmbedding",
+    "ServedGraph",
+    "ServedRows",
+    "first_hop_block",
+]

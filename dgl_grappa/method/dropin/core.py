@@ -6,6 +6,7 @@ take a part in DGL's layout as tensors (``dgl.distributed.load_partition``'s gra
 a DistDGL script (:mod:`.loaders`, :mod:`.hetero`) build on them; the native runtime computes the
 same batches from the same functions (:mod:`dgl_grappa.kinds`).
 """
+
 from __future__ import annotations
 
 import dgl
@@ -88,11 +89,27 @@ class PartitionLoader:
     ``edata[dgl.EID]`` (:func:`to_global`); each iteration is the next epoch (see :meth:`set_epoch`).
     """
 
-    def __init__(self, graph: dgl.DGLGraph, inner: Tensor, global_ids: Tensor, train_mask: Tensor,
-                 in_degree: Tensor, sampler, batch_size: int, correction: Correction | None = None, *,
-                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "drop",
-                 first_hop: str = "sampled", kept: Tensor | None = None, num_nodes: int | None = None,
-                 extra: tuple[Tensor, Tensor] | None = None):
+    def __init__(
+        self,
+        graph: dgl.DGLGraph,
+        inner: Tensor,
+        global_ids: Tensor,
+        train_mask: Tensor,
+        in_degree: Tensor,
+        sampler,
+        batch_size: int,
+        correction: Correction | None = None,
+        *,
+        hops: int = 2,
+        w_min: float = 0.05,
+        self_loops: bool = True,
+        seed: int = 0,
+        halo: str = "drop",
+        first_hop: str = "sampled",
+        kept: Tensor | None = None,
+        num_nodes: int | None = None,
+        extra: tuple[Tensor, Tensor] | None = None,
+    ):
         _refuse(correction, halo)
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
@@ -108,8 +125,9 @@ class PartitionLoader:
         n_local = self.graph.num_nodes()
         gids, deg = global_ids[:n_local], in_degree[:n_local]
         train = train_mask[:n_inner].bool()
-        self.edge_ids = local_edge_ids(graph, n_inner, halo, kept if kept is not None and kept.numel() < n_local
-                                       else None, n_local)
+        self.edge_ids = local_edge_ids(
+            graph, n_inner, halo, kept if kept is not None and kept.numel() < n_local else None, n_local
+        )
         if kept is not None and kept.numel() < n_local:
             src, dst = relabel(src, dst, kept, n_local)
             n_kept_inner = int((kept < n_inner).sum())
@@ -136,8 +154,10 @@ class PartitionLoader:
         # The script's own loss takes the seeds' labels, so a step without seeds cannot be made
         # weight 0 here: every machine needs training nodes (agreed first, so no trainer waits).
         if seeded_workers(self.train_ids.numel()) < _world():
-            raise ValueError("a machine's partition has no training nodes, and the drop-in loader needs some on "
-                             "every machine; use fewer parts or --partition.balance_train=true")
+            raise ValueError(
+                "a machine's partition has no training nodes, and the drop-in loader needs some on "
+                "every machine; use fewer parts or --partition.balance_train=true"
+            )
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
         self.batches = LocalBatches(self.graph, self.train_ids, sampler, self.steps, seed=seed)
 
@@ -291,8 +311,9 @@ class PartitionEdgeLoader(PartitionLoader):
 
     def _make_batches(self, sampler, batch_size: int, seed: int, src: Tensor, dst: Tensor, deg: Tensor) -> None:
         if self._negatives is None:
-            raise ValueError("the edge loader needs negative_sampler=, "
-                             "e.g. dgl.dataloading.negative_sampler.Uniform(1)")
+            raise ValueError(
+                "the edge loader needs negative_sampler=, e.g. dgl.dataloading.negative_sampler.Uniform(1)"
+            )
         pool = None
         if self._pool is not None and self._pool.numel():  # the global draw: own nodes, and the pool for the others
             at = locate_ids(self._pool.to(torch.int64), self.global_ids.to(torch.int64), self.global_ids.numel())
@@ -305,12 +326,15 @@ class PartitionEdgeLoader(PartitionLoader):
         # The script's loss is a mean over its pairs: a machine without positives cannot take a step of
         # weight 0 with it, so every machine needs some (agreed first, so no trainer waits).
         if seeded_workers(self.positives.numel()) < _world():
-            raise ValueError("a machine's partition holds no positive edge (an edge into one of its nodes whose source "
-                             "it holds), and the edge loader needs some on every machine; use halo='keep' or fewer "
-                             "parts")
+            raise ValueError(
+                "a machine's partition holds no positive edge (an edge into one of its nodes whose source "
+                "it holds), and the edge loader needs some on every machine; use halo='keep' or fewer "
+                "parts"
+            )
         self.steps = equal_steps(self.positives.numel(), batch_size)
-        self.batches = LocalEdgeBatches(self.graph, self.positives, sampler, self.negative_sampler, self.steps,
-                                        seed=seed)
+        self.batches = LocalEdgeBatches(
+            self.graph, self.positives, sampler, self.negative_sampler, self.steps, seed=seed
+        )
 
     def __iter__(self):
         epoch, self._epoch = self._epoch, self._epoch + 1
@@ -337,5 +361,7 @@ class PartitionEdgeLoader(PartitionLoader):
 
 def _refuse_link(correction: Correction | None) -> None:
     if correction is not None and correction.name != "none":
-        raise ValueError(f"grappa.correction={correction.name} weights nodes by their coverage, and the link loss is a "
-                         "mean over edges; use make_correction('none') (or no correction) with the edge loader")
+        raise ValueError(
+            f"grappa.correction={correction.name} weights nodes by their coverage, and the link loss is a "
+            "mean over edges; use make_correction('none') (or no correction) with the edge loader"
+        )

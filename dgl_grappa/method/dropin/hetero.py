@@ -1,4 +1,5 @@
 """The drop-in on a heterogeneous graph: :class:`GrappaHeteroLoader`, DGL's RGCN example's loader made local."""
+
 from __future__ import annotations
 
 import logging
@@ -65,35 +66,56 @@ class GrappaHeteroLoader:
         ...     loss = F.cross_entropy(model(blocks, x), g.nodes["paper"].data["label"][seeds["paper"]])
     """
 
-    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, target: str = "",
-                 halo: str = "keep", seed: int = 0, feat_key: str | None = AUTO_KEY, train_key: str = "train_mask",
-                 memory_budget: str = "1.5", storage: str = "auto"):
+    def __init__(
+        self,
+        g,
+        sampler,
+        batch_size: int,
+        correction: Correction | None = None,
+        *,
+        target: str = "",
+        halo: str = "keep",
+        seed: int = 0,
+        feat_key: str | None = AUTO_KEY,
+        train_key: str = "train_mask",
+        memory_budget: str = "1.5",
+        storage: str = "auto",
+    ):
         if correction is not None and correction.name != "none":
-            raise ValueError(f"the heterogeneous loader averages gradients plainly; correction={correction.name!r} "
-                             "weights nodes by a homogeneous coverage: pass None or make_correction('none')")
+            raise ValueError(
+                f"the heterogeneous loader averages gradients plainly; correction={correction.name!r} "
+                "weights nodes by a homogeneous coverage: pass None or make_correction('none')"
+            )
         if halo not in ("drop", "keep"):
             raise ValueError(f"halo={halo!r} is not allowed; use drop or keep")
         part_graph = g.local_partition
         if part_graph is None:
-            raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
-                               "drop-in loader needs co-located servers and trainers")
+            raise RuntimeError(
+                "this trainer's machine holds no partition (g.local_partition is None); the "
+                "drop-in loader needs co-located servers and trainers"
+            )
         gpb = g.get_partition_book()
         self._gpb = gpb
         self.halo, self.correction = halo, correction
         labelled = [t for t in g.ntypes if train_key in g.nodes[t].data]
         if not target and not labelled:
-            raise ConfigError(f"no node type of the DistGraph has node data {train_key!r}; pass train_key=<the "
-                              "training mask's key> and target=<the labelled type>")
+            raise ConfigError(
+                f"no node type of the DistGraph has node data {train_key!r}; pass train_key=<the "
+                "training mask's key> and target=<the labelled type>"
+            )
         self.target = target or labelled[0]
         graph, n_inner, global_ids, edge_ids = local_hetero_part(
-            part_graph, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo)
+            part_graph, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo
+        )
         self.num_inner_by_type = n_inner
         for t in g.ntypes:
             first = int(global_ids[t][0]) if n_inner[t] else 0
             # the server's rows of a type (``.local_partition``) are its own nodes in per-type id order
             if n_inner[t] and not torch.equal(global_ids[t][: n_inner[t]], torch.arange(first, first + n_inner[t])):
-                raise RuntimeError(f"the own nodes of type {t} are not one contiguous range of per-type ids; partition "
-                                   "with dgl.distributed.partition_graph")
+                raise RuntimeError(
+                    f"the own nodes of type {t} are not one contiguous range of per-type ids; partition "
+                    "with dgl.distributed.partition_graph"
+                )
         self.feat_key = _hetero_feature_key(g, feat_key)
         self.featured = [t for t in g.ntypes if self.feat_key is not None and self.feat_key in g.nodes[t].data]
         self.bare_types = [t for t in g.ntypes if t not in self.featured]
@@ -104,34 +126,44 @@ class GrappaHeteroLoader:
         train = g.nodes[t].data[train_key].local_partition[: n_inner[t]].bool()
         self.train_ids = train.nonzero(as_tuple=True)[0]
         if seeded_workers(self.train_ids.numel()) < _world():
-            raise ValueError(f"a machine's partition has no training nodes of type {t}, and the drop-in loader needs "
-                             "some on every machine; use fewer parts or --partition.balance_train=true")
+            raise ValueError(
+                f"a machine's partition has no training nodes of type {t}, and the drop-in loader needs "
+                "some on every machine; use fewer parts or --partition.balance_train=true"
+            )
         # What to keep: the halo the seeds' trees can reach, in the precision the budget leaves room for
         layers = len(getattr(sampler, "fanouts", []) or []) or None
         self.part_id, self.memory_budget = int(gpb.partid), memory_budget
-        self.precision, kept, self.halo_reach = _choose_halo(graph, n_inner, {t: self.train_ids}, layers,
-                                                             self._own, memory_budget, storage, seed, self.part_id)
+        self.precision, kept, self.halo_reach = _choose_halo(
+            graph, n_inner, {t: self.train_ids}, layers, self._own, memory_budget, storage, seed, self.part_id
+        )
         self.graph, self.global_ids, self.edge_ids = _keep_halo(graph, n_inner, kept, global_ids, edge_ids)
         self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}
         for t in g.ntypes:
             gids = self.global_ids[t]
-            order = torch.argsort(gids[n_inner[t]:])
+            order = torch.argsort(gids[n_inner[t] :])
             self._first[t] = int(gids[0]) if n_inner[t] else 0
-            self._halo_sorted[t] = gids[n_inner[t]:][order]
+            self._halo_sorted[t] = gids[n_inner[t] :][order]
             self._halo_local[t] = order + n_inner[t]
             # local id of a halo node -> its row of the halo table (sorted by global id), made once
             self._halo_row[t] = torch.empty(gids.numel(), dtype=torch.int64)
             self._halo_row[t][self._halo_local[t]] = torch.arange(order.numel())
         self.halo_kept = {t: int(self._halo_sorted[t].numel()) for t in g.ntypes}
         # the kept halo's rows: pulled once through the KVStore in the chosen precision, held here
-        self._halo_feat = {t: NodeTable.store(g.nodes[t].data[feat_key][self._halo_sorted[t]]
-                                              if self._halo_sorted[t].numel() else self._own[t][:0].float(),
-                                              self.precision) for t in self.featured}
+        self._halo_feat = {
+            t: NodeTable.store(
+                g.nodes[t].data[feat_key][self._halo_sorted[t]]
+                if self._halo_sorted[t].numel()
+                else self._own[t][:0].float(),
+                self.precision,
+            )
+            for t in self.featured
+        }
         self.one_time_bytes = sum(x.nbytes for x in self._halo_feat.values())
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-        self.batches = LocalBatches(self.graph, self.train_ids, TargetSeeds(sampler, t), self.steps,
-                                    seed=seed * 1000 + rank)
+        self.batches = LocalBatches(
+            self.graph, self.train_ids, TargetSeeds(sampler, t), self.steps, seed=seed * 1000 + rank
+        )
         self._weights = torch.ones(n_inner[t])
         self._epoch = 0
         self._embedding = None
@@ -161,8 +193,11 @@ class GrappaHeteroLoader:
                 if self.correction is not None:
                     self.correction.prime(self._weights[seeds])
                 blocks = [sampled_relations(to_global_hetero(b, self.global_ids, self.edge_ids)) for b in blocks]
-                yield ({t: self.global_ids[t][ids] for t, ids in input_nodes.items()},
-                       {self.target: self.global_ids[self.target][seeds]}, blocks)
+                yield (
+                    {t: self.global_ids[t][ids] for t, ids in input_nodes.items()},
+                    {self.target: self.global_ids[self.target][seeds]},
+                    blocks,
+                )
         finally:
             self.in_epoch = False
 
@@ -272,11 +307,15 @@ class GrappaHeteroLoader:
         lossy = featured_kept > 0 and self.precision != "fp32"
         cut = featured_kept < featured_reach
         share = featured_kept / featured_reach if featured_reach else 1.0
-        what = (f"the halo's feature rows in {self.precision}, {featured_kept} of {featured_reach} reachable halo "
-                f"nodes of the featured types kept ({share:.1%}), every training node kept")
-        return lossy or cut, (f"drop-in loader (heterogeneous), part {self.part_id}, memory_budget="
-                               f"{self.memory_budget}: {what} ({self.nbytes} bytes held besides the server's "
-                               f"features; {self.one_time_bytes} read once)")
+        what = (
+            f"the halo's feature rows in {self.precision}, {featured_kept} of {featured_reach} reachable halo "
+            f"nodes of the featured types kept ({share:.1%}), every training node kept"
+        )
+        return lossy or cut, (
+            f"drop-in loader (heterogeneous), part {self.part_id}, memory_budget="
+            f"{self.memory_budget}: {what} ({self.nbytes} bytes held besides the server's "
+            f"features; {self.one_time_bytes} read once)"
+        )
 
 
 def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
@@ -298,8 +337,9 @@ def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list,
     # per-edge data is in edge-id order, part_edges' edges in CSC order on a server's graph: line them up
     order = part_edge_order(part_graph)
     etype_id = part_graph.edata[dgl.ETYPE][order].to(torch.int64)
-    graph, _, n_inner, global_ids, _ = local_heterograph(src, dst, etype_id, inner, ntype_id, type_gid, owner, ntypes,
-                                                         etypes, halo)
+    graph, _, n_inner, global_ids, _ = local_heterograph(
+        src, dst, etype_id, inner, ntype_id, type_gid, owner, ntypes, etypes, halo
+    )
     edge_ids = _relation_edge_ids(gpb, part_graph.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
     return graph, n_inner, global_ids, edge_ids
 
@@ -334,13 +374,22 @@ def reached_by_type(graph: dgl.DGLGraph, seeds: dict, hops: int | None) -> dict:
     return need
 
 
-def _choose_halo(graph: dgl.DGLGraph, n_inner: dict, seeds: dict, hops: int | None, own: dict, memory_budget: str,
-                 storage: str, seed: int, part_id: int) -> tuple[str, dict, dict]:
+def _choose_halo(
+    graph: dgl.DGLGraph,
+    n_inner: dict,
+    seeds: dict,
+    hops: int | None,
+    own: dict,
+    memory_budget: str,
+    storage: str,
+    seed: int,
+    part_id: int,
+) -> tuple[str, dict, dict]:
     """(precision, per type the halo's local ids kept, per type the count of halo nodes reached) under the budget:
     the native runtime's rule with the server's own fp32 rows already held. A halo node of a featureless type costs
     the budget nothing (its learnable row is outside it): every reached one stays."""
     reached = reached_by_type(graph, seeds, hops)
-    halo = {t: reached[t][n_inner[t]:].nonzero(as_tuple=True)[0] + n_inner[t] for t in graph.ntypes}
+    halo = {t: reached[t][n_inner[t] :].nonzero(as_tuple=True)[0] + n_inner[t] for t in graph.ntypes}
     reach = {t: int(ids.numel()) for t, ids in halo.items()}
     mult, size = parse_budget(memory_budget)
     keep = Keep(storage=storage, budget=mult, budget_bytes=size, seed=seed)
@@ -382,8 +431,11 @@ def _keep_halo(graph: dgl.DGLGraph, n_inner: dict, kept: dict, global_ids: dict,
     nids, eids = sub.ndata.pop(dgl.NID), sub.edata.pop(dgl.EID)
     nids = nids if isinstance(nids, dict) else {graph.ntypes[0]: nids}
     eids = eids if isinstance(eids, dict) else {graph.canonical_etypes[0]: eids}
-    return (sub, {t: global_ids[t][nids[t].long()] for t in graph.ntypes},
-            {rel: edge_ids[rel][eids[rel].long()] for rel in graph.canonical_etypes})
+    return (
+        sub,
+        {t: global_ids[t][nids[t].long()] for t in graph.ntypes},
+        {rel: edge_ids[rel][eids[rel].long()] for rel in graph.canonical_etypes},
+    )
 
 
 def _hetero_feature_key(g, feat_key: str | None) -> str | None:
@@ -395,17 +447,21 @@ def _hetero_feature_key(g, feat_key: str | None) -> str | None:
     if feat_key != AUTO_KEY:
         if any(feat_key in d for d in data.values()):
             return feat_key
-        raise ConfigError(f"no node type of the DistGraph has node data {feat_key!r} (their node data: "
-                          f"{ {t: sorted(d) for t, d in data.items()} }); pass feat_key=<the features' key>")
+        raise ConfigError(
+            f"no node type of the DistGraph has node data {feat_key!r} (their node data: "
+            f"{ {t: sorted(d) for t, d in data.items()} }); pass feat_key=<the features' key>"
+        )
     found = {feature_key(d, AUTO_KEY, f"node type {t!r}") for t, d in data.items()} - {None}
     if len(found) > 1:
-        raise ConfigError(f"the DistGraph's node types name their features differently {sorted(found)}; pass "
-                          "feat_key=<one of them>")
+        raise ConfigError(
+            f"the DistGraph's node types name their features differently {sorted(found)}; pass feat_key=<one of them>"
+        )
     return found.pop() if found else None
 
 
-def _relation_edge_ids(gpb, homo_eids: Tensor, src: Tensor, dst: Tensor, etype_id: Tensor, n_local: int,
-                       etypes: list, graph: dgl.DGLGraph) -> dict:
+def _relation_edge_ids(
+    gpb, homo_eids: Tensor, src: Tensor, dst: Tensor, etype_id: Tensor, n_local: int, etypes: list, graph: dgl.DGLGraph
+) -> dict:
     """Per relation, the per-type global id of every edge of the local heterograph (in its edge order: the part's
     edges among the held nodes, relation by relation, as :func:`~dgl_grappa.method.hetero.local_heterograph` lists
     them)."""
@@ -416,8 +472,9 @@ def _relation_edge_ids(gpb, homo_eids: Tensor, src: Tensor, dst: Tensor, etype_i
         ids = homo[et == j]
         out[rel] = gpb.map_to_per_etype(ids)[1].to(torch.int64) if ids.numel() else ids
         if out[rel].numel() != graph.num_edges(rel):
-            raise RuntimeError("the local heterograph's edges and their global ids disagree (a change to "
-                               "local_heterograph?)")
+            raise RuntimeError(
+                "the local heterograph's edges and their global ids disagree (a change to local_heterograph?)"
+            )
     return out
 
 
@@ -441,10 +498,12 @@ def sampled_relations(block: dgl.DGLGraph) -> dgl.DGLGraph:
     rels = [r for r in block.canonical_etypes if block.num_edges(r) > 0]
     if not rels or len(rels) == len(block.canonical_etypes):
         return block
-    out = dgl.create_block({r: block.edges(etype=r) for r in rels},
-                           num_src_nodes={t: block.num_src_nodes(t) for t in block.srctypes},
-                           num_dst_nodes={t: block.num_dst_nodes(t) for t in block.dsttypes},
-                           idtype=block.idtype)
+    out = dgl.create_block(
+        {r: block.edges(etype=r) for r in rels},
+        num_src_nodes={t: block.num_src_nodes(t) for t in block.srctypes},
+        num_dst_nodes={t: block.num_dst_nodes(t) for t in block.dsttypes},
+        idtype=block.idtype,
+    )
     for t in block.srctypes:
         out.srcnodes[t].data[dgl.NID] = block.srcnodes[t].data[dgl.NID]
     for t in block.dsttypes:
@@ -461,8 +520,13 @@ class GlobalIdHeteroEmbedding(HeteroEmbedding):
     def __init__(self, loader: GrappaHeteroLoader, dim: int, seed: int = 0, sync_every: int = 0):
         gpb = loader._gpb
         owner = {t: gpb.nid2partid(loader.global_ids[t], t).to(torch.int64) for t in loader.bare_types}
-        part = SimpleNamespace(global_ids=loader.global_ids, num_inner_by_type=loader.num_inner_by_type,
-                               bare_types=loader.bare_types, owner=owner, part_id=int(gpb.partid))
+        part = SimpleNamespace(
+            global_ids=loader.global_ids,
+            num_inner_by_type=loader.num_inner_by_type,
+            bare_types=loader.bare_types,
+            owner=owner,
+            part_id=int(gpb.partid),
+        )
         super().__init__(part, dim, seed, sync_every)
         self._loader = loader
 

@@ -4,6 +4,7 @@ Each is composed of the machine's tables (:class:`~.machine.MachineTables`: what
 and every row served from memory) and a core loader over the same part (:mod:`.core`: node batches, or
 edge batches with local negatives); they differ only in that core and in what they keep.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,7 +19,6 @@ from .machine import GlobalIdEmbedding, MachineTables
 from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
-
 
 
 class _OnMachine:
@@ -198,19 +198,57 @@ class GrappaLoader(_OnMachine):
         ...     out = model(blocks, loader.features(input_nodes))    # the script's own model, unchanged
     """
 
-    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, hops: int = 2,
-                 w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "keep",
-                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto", aggregate: str = "mean"):
+    def __init__(
+        self,
+        g,
+        sampler,
+        batch_size: int,
+        correction: Correction | None = None,
+        *,
+        hops: int = 2,
+        w_min: float = 0.05,
+        self_loops: bool = True,
+        seed: int = 0,
+        halo: str = "keep",
+        first_hop: str = "sampled",
+        train_key: str = "train_mask",
+        degree_key: str = "in_degree",
+        feat_key: str | None = AUTO_KEY,
+        part_config: str | None = None,
+        memory_budget: str = "1.5",
+        storage: str = "auto",
+        aggregate: str = "mean",
+    ):
         _refuse(correction, halo)  # before anything is asked from the servers
-        self.tables = MachineTables(g, sampler, every_node=False, seed=seed, halo=halo, first_hop=first_hop,
-                                    train_key=train_key, degree_key=degree_key, feat_key=feat_key,
-                                    part_config=part_config, memory_budget=memory_budget, storage=storage,
-                                    aggregate=aggregate)
-        self.core = PartitionLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
-                                    self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
-                                    kept=self.tables.kept, num_nodes=self.tables.num_nodes_total)
+        self.tables = MachineTables(
+            g,
+            sampler,
+            every_node=False,
+            seed=seed,
+            halo=halo,
+            first_hop=first_hop,
+            train_key=train_key,
+            degree_key=degree_key,
+            feat_key=feat_key,
+            part_config=part_config,
+            memory_budget=memory_budget,
+            storage=storage,
+            aggregate=aggregate,
+        )
+        self.core = PartitionLoader(
+            *self._core_args(),
+            sampler,
+            batch_size,
+            correction,
+            hops=hops,
+            w_min=w_min,
+            self_loops=self_loops,
+            seed=seed,
+            halo=halo,
+            first_hop=first_hop,
+            kept=self.tables.kept,
+            num_nodes=self.tables.num_nodes_total,
+        )
         self._report_budget()
 
 
@@ -245,24 +283,69 @@ class GrappaEdgeLoader(_OnMachine):
         ...     loss = loss_fcn(model(blocks, loader.features(input_nodes)), pair_graph, neg_pair_graph)
     """
 
-    def __init__(self, g, sampler, batch_size: int, correction: Correction | None = None, *, negative_sampler,
-                 hops: int = 2, w_min: float = 0.05, self_loops: bool = True, seed: int = 0, halo: str = "keep",
-                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto", aggregate: str = "mean", negative_pool: float = 0.25):
+    def __init__(
+        self,
+        g,
+        sampler,
+        batch_size: int,
+        correction: Correction | None = None,
+        *,
+        negative_sampler,
+        hops: int = 2,
+        w_min: float = 0.05,
+        self_loops: bool = True,
+        seed: int = 0,
+        halo: str = "keep",
+        first_hop: str = "sampled",
+        train_key: str = "train_mask",
+        degree_key: str = "in_degree",
+        feat_key: str | None = AUTO_KEY,
+        part_config: str | None = None,
+        memory_budget: str = "1.5",
+        storage: str = "auto",
+        aggregate: str = "mean",
+        negative_pool: float = 0.25,
+    ):
         _refuse_link(correction)  # before anything is asked from the servers
         _refuse(correction, halo)
         if negative_pool < 0:
-            raise ValueError(f"negative_pool={negative_pool} must be >= 0 (other machines' nodes per own node held as "
-                             "negatives; 0: negatives from the nodes this machine holds)")
-        self.tables = MachineTables(g, sampler, every_node=True, seed=seed, halo=halo, first_hop=first_hop,
-                                    train_key=train_key, degree_key=degree_key, feat_key=feat_key,
-                                    part_config=part_config, memory_budget=memory_budget, storage=storage,
-                                    aggregate=aggregate, negative_pool=negative_pool)
+            raise ValueError(
+                f"negative_pool={negative_pool} must be >= 0 (other machines' nodes per own node held as "
+                "negatives; 0: negatives from the nodes this machine holds)"
+            )
+        self.tables = MachineTables(
+            g,
+            sampler,
+            every_node=True,
+            seed=seed,
+            halo=halo,
+            first_hop=first_hop,
+            train_key=train_key,
+            degree_key=degree_key,
+            feat_key=feat_key,
+            part_config=part_config,
+            memory_budget=memory_budget,
+            storage=storage,
+            aggregate=aggregate,
+            negative_pool=negative_pool,
+        )
         t = self.tables
-        self.core = PartitionEdgeLoader(*self._core_args(), sampler, batch_size, correction, hops=hops, w_min=w_min,
-                                        self_loops=self_loops, seed=seed, halo=halo, first_hop=first_hop,
-                                        kept=t.kept, num_nodes=t.num_nodes_total, negative_sampler=negative_sampler,
-                                        extra=(t.extra_gids, t.extra_deg), pool=t.pool_gids,
-                                        remote=t.num_nodes_total - t._n_inner)
+        self.core = PartitionEdgeLoader(
+            *self._core_args(),
+            sampler,
+            batch_size,
+            correction,
+            hops=hops,
+            w_min=w_min,
+            self_loops=self_loops,
+            seed=seed,
+            halo=halo,
+            first_hop=first_hop,
+            kept=t.kept,
+            num_nodes=t.num_nodes_total,
+            negative_sampler=negative_sampler,
+            extra=(t.extra_gids, t.extra_deg),
+            pool=t.pool_gids,
+            remote=t.num_nodes_total - t._n_inner,
+        )
         self._report_budget()

@@ -9,6 +9,7 @@ then it serves every row a batch asks for from memory (:meth:`~MachineTables.fea
 :meth:`~MachineTables.degrees`, :meth:`~MachineTables.aggregates`, learnable rows
 :meth:`~MachineTables.embedding`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ from torch import Tensor
 from ...config import ConfigError, parse_budget
 from ...partition.aggregates import AUTO_KEY, feature_key, load_sidecar, read_prepared
 from ..embedding import LocalEmbedding
-from ..local_part import Keep, locate_ids, choose_kept, local_graph, remote_sample
+from ..local_part import Keep, choose_kept, local_graph, locate_ids, remote_sample
 from ..storage import NodeTable, row_bytes
 
 log = logging.getLogger("dgl_grappa")
@@ -47,22 +48,40 @@ class MachineTables:
         halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
     """
 
-    def __init__(self, g, sampler, *, every_node: bool = False, seed: int = 0, halo: str = "drop",
-                 first_hop: str = "sampled", train_key: str = "train_mask", degree_key: str = "in_degree",
-                 feat_key: str | None = AUTO_KEY, part_config: str | None = None, memory_budget: str = "1.5",
-                 storage: str = "auto", aggregate: str = "mean", negative_pool: float = 0.0):
+    def __init__(
+        self,
+        g,
+        sampler,
+        *,
+        every_node: bool = False,
+        seed: int = 0,
+        halo: str = "drop",
+        first_hop: str = "sampled",
+        train_key: str = "train_mask",
+        degree_key: str = "in_degree",
+        feat_key: str | None = AUTO_KEY,
+        part_config: str | None = None,
+        memory_budget: str = "1.5",
+        storage: str = "auto",
+        aggregate: str = "mean",
+        negative_pool: float = 0.0,
+    ):
         if first_hop not in ("exact", "sampled", "block"):
             raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
         part_graph = g.local_partition
         if part_graph is None:
-            raise RuntimeError("this trainer's machine holds no partition (g.local_partition is None); the "
-                               "drop-in loader needs co-located servers and trainers")
+            raise RuntimeError(
+                "this trainer's machine holds no partition (g.local_partition is None); the "
+                "drop-in loader needs co-located servers and trainers"
+            )
         completes = first_hop != "sampled"
         if aggregate not in ("mean", "gcn"):
             raise ValueError(f"aggregate={aggregate!r} is not allowed; use mean or gcn")
         if completes and part_config is None:
-            raise ValueError(f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
-                             "the partition folder); or use first_hop='sampled'")
+            raise ValueError(
+                f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
+                "the partition folder); or use first_hop='sampled'"
+            )
         inner = part_graph.ndata["inner_node"].bool()
         n_inner = int(inner.sum())
         gids = part_graph.ndata[dgl.NID]
@@ -70,8 +89,10 @@ class MachineTables:
         # order; they line up with the local ids only for one contiguous range.
         first = int(gids[0]) if n_inner else 0
         if n_inner and not torch.equal(gids[:n_inner], torch.arange(first, first + n_inner, dtype=gids.dtype)):
-            raise RuntimeError("the inner nodes' global ids are not one contiguous range; partition with "
-                               "dgl.distributed.partition_graph (reshuffled ids)")
+            raise RuntimeError(
+                "the inner nodes' global ids are not one contiguous range; partition with "
+                "dgl.distributed.partition_graph (reshuffled ids)"
+            )
         self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
         self._embedding = None  # made by embedding()
         feat_key = feature_key({k: g.ndata[k] for k in g.ndata}, feat_key, "the DistGraph")
@@ -82,12 +103,16 @@ class MachineTables:
         else:
             self._feat = torch.zeros((n_inner, 0))  # no features: learnable rows instead
         if feat_key is None and completes:
-            raise ConfigError(f"first_hop={first_hop!r} aggregates features, and the loader has none (feat_key=None, "
-                              "or no 2-D float node data); use first_hop='sampled' with learnable rows")
+            raise ConfigError(
+                f"first_hop={first_hop!r} aggregates features, and the loader has none (feat_key=None, "
+                "or no 2-D float node data); use first_hop='sampled' with learnable rows"
+            )
         width = int(self._feat.shape[1])
         if train_key not in g.ndata:
-            raise ConfigError(f"the DistGraph has no node data {train_key!r} (its node data: {sorted(g.ndata)}); pass "
-                              "train_key=<the training mask's key>")
+            raise ConfigError(
+                f"the DistGraph has no node data {train_key!r} (its node data: {sorted(g.ndata)}); pass "
+                "train_key=<the training mask's key>"
+            )
         train = g.ndata[train_key].local_partition[:n_inner]
         part_id = int(g.get_partition_book().partid)
         if degree_key in g.ndata:
@@ -95,8 +120,10 @@ class MachineTables:
         elif part_config is not None and read_prepared(part_config) is not None:  # prepare wrote them
             deg = load_sidecar(part_config, part_id, what="in_degree")
         else:
-            log.info("node data %r is missing and the folder is not prepared: asking the servers for the in-degrees "
-                     "once", degree_key)
+            log.info(
+                "node data %r is missing and the folder is not prepared: asking the servers for the in-degrees once",
+                degree_key,
+            )
             deg = g.in_degrees(gids[:n_inner])
         # What to keep: the native runtime's choice, with the server's fp32 features already held.
         _, _, src, dst = local_graph(part_graph, inner, halo)
@@ -111,12 +138,24 @@ class MachineTables:
         top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
         pool_gids, required, extra_gids = _negative_pool(g, gids, n_local, n_inner, part_id, negative_pool, seed)
         kept, inner_kept, halo_reach, precision = choose_kept(
-            src, dst, n_local, n_inner, train.bool().nonzero(as_tuple=True)[0], keep, width,
-            inner_tables=1 if completes else 0, halo_tables=2 if completes else 1, part_id=part_id, top=top,
-            fixed=n_inner * width * 4, required=required, extra=int(extra_gids.numel()))
+            src,
+            dst,
+            n_local,
+            n_inner,
+            train.bool().nonzero(as_tuple=True)[0],
+            keep,
+            width,
+            inner_tables=1 if completes else 0,
+            halo_tables=2 if completes else 1,
+            part_id=part_id,
+            top=top,
+            fixed=n_inner * width * 4,
+            required=required,
+            extra=int(extra_gids.numel()),
+        )
         self.precision, self.part_id, self.memory_budget = precision, part_id, memory_budget
         self._room = keep.limit(n_inner * width * 4) - n_inner * width * 4  # what the budget leaves the tables
-        halo_ids = kept[inner_kept.numel():]
+        halo_ids = kept[inner_kept.numel() :]
         # Every row held besides the own ones, sorted by global id: the kept halo's (DGL orders a part's halo by
         # global id) and the negative pool's nodes outside the halo, which the local graph holds as isolated nodes.
         self.pool_gids, self.extra_gids = pool_gids, extra_gids
@@ -127,22 +166,44 @@ class MachineTables:
         kept = torch.cat([inner_kept, halo_ids])
         holds = halo == "keep" or negative_pool > 0  # the same on every trainer: the exchange below is collective
         # Read once: the held rows through the KVStore, the aggregates from the folder.
-        self.halo_feat = (NodeTable.store(g.ndata[feat_key][self._halo_gids], precision)
-                          if holds and feat_key is not None else None)
-        halo_deg = (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata
-                    else g.in_degrees(self._halo_gids)) if self._halo_gids.numel() else deg[:0]
+        self.halo_feat = (
+            NodeTable.store(g.ndata[feat_key][self._halo_gids], precision) if holds and feat_key is not None else None
+        )
+        halo_deg = (
+            (g.ndata[degree_key][self._halo_gids] if degree_key in g.ndata else g.in_degrees(self._halo_gids))
+            if self._halo_gids.numel()
+            else deg[:0]
+        )
         self.agg, self.halo_agg = None, None
         self._agg_row = torch.full((n_inner,), -1, dtype=torch.int64)
         self._agg_row[inner_kept] = torch.arange(inner_kept.numel())
         if completes:
-            self.agg, self.halo_agg = _aggregates(g, part_config, part_id, inner_kept, self._halo_gids, width,
-                                                  precision, holds, "agg" if aggregate == "mean" else "gcn")
+            self.agg, self.halo_agg = _aggregates(
+                g,
+                part_config,
+                part_id,
+                inner_kept,
+                self._halo_gids,
+                width,
+                precision,
+                holds,
+                "agg" if aggregate == "mean" else "gcn",
+            )
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
         self.one_time_bytes = int(self._halo_gids.numel() * per_halo)
         self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(halo_ids.numel())
-        log.info("drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
-                 "(%d bytes besides the server's features; %d bytes read once)", part_id, inner_kept.numel(),
-                 n_inner, self.halo_kept, self.halo_reach, precision, self.nbytes, self.one_time_bytes)
+        log.info(
+            "drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
+            "(%d bytes besides the server's features; %d bytes read once)",
+            part_id,
+            inner_kept.numel(),
+            n_inner,
+            self.halo_kept,
+            self.halo_reach,
+            precision,
+            self.nbytes,
+            self.one_time_bytes,
+        )
         self._deg, self._halo_deg = deg, halo_deg.to(deg.dtype)
         deg_all = torch.zeros(n_local, dtype=deg.dtype)  # in local id order, as the core loader reads it
         deg_all[:n_inner] = deg
@@ -169,15 +230,19 @@ class MachineTables:
         if self.extra_gids.numel() or self.pool_gids.numel():
             what += f", a negative pool of {self.pool_gids.numel()} other machines' nodes"
         if edges is not None:
-            what += (f", training on {edges['positives']} of the {edges['owned']} edges it owns "
-                     f"({edges['usable_fraction']:.1%})")
+            what += (
+                f", training on {edges['positives']} of the {edges['owned']} edges it owns "
+                f"({edges['usable_fraction']:.1%})"
+            )
         else:
             what += ", every training node kept"
         over = self.nbytes - self._room
         if over > 0:  # the edge loader keeps every positive edge's source: memory given, not edges
             what += f", {over / 1e6:.2f} MB over the budget"
-        return lossy or cut or over > 0, (f"drop-in loader, part {self.part_id}, memory_budget={self.memory_budget}: "
-                                           f"{what} ({self.nbytes} bytes held besides the server's features)")
+        return lossy or cut or over > 0, (
+            f"drop-in loader, part {self.part_id}, memory_budget={self.memory_budget}: "
+            f"{what} ({self.nbytes} bytes held besides the server's features)"
+        )
 
     @property
     def nbytes(self) -> int:
@@ -206,8 +271,10 @@ class MachineTables:
             ...     loss = F.cross_entropy(model(blocks, emb(input_nodes)), labels); ...; emb_opt.step()
         """
         if self.first_hop != "sampled":
-            raise ValueError(f"first_hop={self.first_hop!r} precomputes aggregates of features; learnable rows need "
-                             "first_hop='sampled'")
+            raise ValueError(
+                f"first_hop={self.first_hop!r} precomputes aggregates of features; learnable rows need "
+                "first_hop='sampled'"
+            )
         if self._embedding is None:
             self._embedding = GlobalIdEmbedding(self, dim, seed)
         return self._embedding
@@ -216,9 +283,10 @@ class MachineTables:
         """(mask of own nodes, position of each other node in the kept halo) for global ``ids``."""
         own = (ids >= self._first) & (ids < self._first + self._n_inner)
         pos = torch.searchsorted(self._halo_gids, ids[~own])
-        if pos.numel() and (bool((pos >= self._halo_gids.numel()).any())
-                            or not torch.equal(self._halo_gids[pos.clamp(max=max(self._halo_gids.numel() - 1, 0))],
-                                               ids[~own])):
+        if pos.numel() and (
+            bool((pos >= self._halo_gids.numel()).any())
+            or not torch.equal(self._halo_gids[pos.clamp(max=max(self._halo_gids.numel() - 1, 0))], ids[~own])
+        ):
             raise RuntimeError("a batch asked for a node this machine does not hold (the loader left its part)")
         return own, pos
 
@@ -230,8 +298,10 @@ class MachineTables:
         first-hop aggregates.
         """
         if not self._has_feat:
-            raise RuntimeError("this loader was made with feat_key=None: it holds no features; read the input rows "
-                               "from loader.embedding(dim)")
+            raise RuntimeError(
+                "this loader was made with feat_key=None: it holds no features; read the input rows "
+                "from loader.embedding(dim)"
+            )
         ids = input_nodes.to(torch.int64)
         out = torch.empty((ids.numel(), self._feat.shape[1]), dtype=torch.float32)
         virtual = ids >= self.num_nodes_total
@@ -297,8 +367,9 @@ class GlobalIdEmbedding(LocalEmbedding):
         return super().forward(local)
 
 
-def _negative_pool(g, gids: Tensor, n_local: int, n_inner: int, part_id: int, size: float,
-                   seed: int) -> tuple[Tensor, Tensor | None, Tensor]:
+def _negative_pool(
+    g, gids: Tensor, n_local: int, n_inner: int, part_id: int, size: float, seed: int
+) -> tuple[Tensor, Tensor | None, Tensor]:
     """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
     of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
     once beside the halo's.
@@ -327,8 +398,17 @@ _EXCHANGES = 0
 """Temporary DistTensors made so far (their names must differ; every trainer counts the same)."""
 
 
-def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Tensor, width: int, precision: str,
-                with_halo: bool, what: str = "agg"):
+def _aggregates(
+    g,
+    part_config,
+    part_id: int,
+    inner_kept: Tensor,
+    halo_gids: Tensor,
+    width: int,
+    precision: str,
+    with_halo: bool,
+    what: str = "agg",
+):
     """This machine's kept aggregates, and (with the halo) the kept halo's, read once through the KVStore.
 
     The owners publish their nodes' aggregates in a temporary DistTensor (each writes its own
@@ -337,22 +417,31 @@ def _aggregates(g, part_config, part_id: int, inner_kept: Tensor, halo_gids: Ten
     n_inner = int(g.local_partition.ndata["inner_node"].bool().sum())
     agg = load_sidecar(part_config, part_id, what=what)
     if agg.shape != (n_inner, width):
-        raise ValueError(f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
-                         f"({n_inner}, {width}): the folder was prepared for another partitioning; run "
-                         "`python -m dgl_grappa prepare` again")
+        raise ValueError(
+            f"the aggregates of part {part_id} in {part_config} are {tuple(agg.shape)}, not "
+            f"({n_inner}, {width}): the folder was prepared for another partitioning; run "
+            "`python -m dgl_grappa prepare` again"
+        )
     mine = NodeTable.store(agg[inner_kept], precision)
     if not with_halo:
         return mine, None
     first = int(g.local_partition.ndata[dgl.NID][0]) if n_inner else 0
     global _EXCHANGES
     _EXCHANGES += 1  # the same count on every trainer: they build their loaders together
-    shared = dgl.distributed.DistTensor((g.num_nodes(), width), torch.float32,
-                                        name=f"grappa_first_hop_agg_{_EXCHANGES}",
-                                        part_policy=g.get_node_partition_policy("_N"), persistent=False)
+    shared = dgl.distributed.DistTensor(
+        (g.num_nodes(), width),
+        torch.float32,
+        name=f"grappa_first_hop_agg_{_EXCHANGES}",
+        part_policy=g.get_node_partition_policy("_N"),
+        persistent=False,
+    )
     shared[torch.arange(first, first + n_inner)] = agg
     g.barrier()  # every owner has written its rows
-    theirs = NodeTable.store(shared[halo_gids], precision) if halo_gids.numel() else NodeTable.store(
-        torch.zeros((0, width)), precision)
+    theirs = (
+        NodeTable.store(shared[halo_gids], precision)
+        if halo_gids.numel()
+        else NodeTable.store(torch.zeros((0, width)), precision)
+    )
     g.barrier()  # every machine has read before the tensor goes
     del shared
     return mine, theirs

@@ -33,6 +33,7 @@ Example:
     >>> embed_layer = DistEmbedLayer(device, g, args.n_hidden, sparse_emb=True, dgl_sparse_emb=True)  # doctest: +SKIP
     >>> loader.serve(embed_layer)   # its feature reads and DistEmbeddings: this machine memory  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import torch
@@ -71,8 +72,9 @@ def serve(obj, source):
         _serve_embedding(obj, source)
         return obj
     if not isinstance(obj, nn.Module):
-        raise TypeError(f"loader.serve takes a module of the script's, a DistGraph or a DistEmbedding, not "
-                        f"{type(obj).__name__}")
+        raise TypeError(
+            f"loader.serve takes a module of the script's, a DistGraph or a DistEmbedding, not {type(obj).__name__}"
+        )
     found = 0
     for m in obj.modules():
         for name, value in list(vars(m).items()):
@@ -83,9 +85,11 @@ def serve(obj, source):
             if new is not value:
                 setattr(m, name, new)
     if not found:
-        raise TypeError(f"{type(obj).__name__} holds no DistGraph, DistTensor or DistEmbedding for the loader to "
-                        "serve; pass the module that reads them (e.g. the embedding layer), or read the rows with "
-                        "loader.features(input_nodes)")
+        raise TypeError(
+            f"{type(obj).__name__} holds no DistGraph, DistTensor or DistEmbedding for the loader to "
+            "serve; pass the module that reads them (e.g. the embedding layer), or read the rows with "
+            "loader.features(input_nodes)"
+        )
     return obj
 
 
@@ -265,9 +269,11 @@ class _EmbeddingRows:
         self.first, self.n = source.own_range(ntype)
         self.shard = emb.weight.local_partition  # this machine's rows, in its server's shared memory
         if int(self.shard.shape[0]) != self.n:
-            raise RuntimeError(f"DistEmbedding {emb.name!r} holds {int(self.shard.shape[0])} rows on this machine, "
-                               f"and the machine owns {self.n} nodes of type {ntype}: the embedding does not follow "
-                               "the graph's node partition")
+            raise RuntimeError(
+                f"DistEmbedding {emb.name!r} holds {int(self.shard.shape[0])} rows on this machine, "
+                f"and the machine owns {self.n} nodes of type {ntype}: the embedding does not follow "
+                "the graph's node partition"
+            )
         self.halo_ids = source.halo_ids(ntype)
         self.weight, self.dim = emb.weight, emb.embedding_dim
         # the owners' rows as they are now (initial: serve is called before training)
@@ -293,10 +299,13 @@ class _EmbeddingRows:
         if at_own.numel() < ids.numel():
             other = ids[~own]
             pos = torch.searchsorted(self.halo_ids, other)
-            if not self.halo_ids.numel() or not torch.equal(self.halo_ids[pos.clamp(max=self.halo_ids.numel() - 1)],
-                                                            other):
-                raise RuntimeError(f"a training batch read DistEmbedding {emb.name!r} rows of nodes this machine does "
-                                   "not hold; during the loader's epochs read only the rows of its batches")
+            if not self.halo_ids.numel() or not torch.equal(
+                self.halo_ids[pos.clamp(max=self.halo_ids.numel() - 1)], other
+            ):
+                raise RuntimeError(
+                    f"a training batch read DistEmbedding {emb.name!r} rows of nodes this machine does "
+                    "not hold; during the loader's epochs read only the rows of its batches"
+                )
             out[~own] = self.halo_rows[pos]
         mine = self.shard.index_select(0, ids[at_own] - self.first).to(device)
         if torch.is_grad_enabled():
@@ -311,8 +320,10 @@ def _serve_embedding(emb: DistEmbedding, source) -> None:
         return
     ntype = _node_type(emb.weight)
     if ntype is None:
-        raise TypeError(f"DistEmbedding {emb.name!r} is not partitioned like the graph's nodes; the drop-in serves "
-                        "node embeddings (num_embeddings = the number of nodes of a type)")
+        raise TypeError(
+            f"DistEmbedding {emb.name!r} is not partitioned like the graph's nodes; the drop-in serves "
+            "node embeddings (num_embeddings = the number of nodes of a type)"
+        )
     rows = _EmbeddingRows(emb, source, ntype)
     source.note_served(rows)
     emb.__class__ = ServedEmbedding  # in place: the script's optimizer and every reference see it

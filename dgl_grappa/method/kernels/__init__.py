@@ -16,6 +16,7 @@ Example:
     >>> type(model.layers[0]).__name__
     'TorchSAGE'
 """
+
 from __future__ import annotations
 
 from torch import nn
@@ -27,8 +28,19 @@ from .layers import TORCH_LAYERS
 from .plain import PlainGraph, PlainHetero, to_plain
 from .rgcn import TorchRelGraphLayer
 
-__all__ = ["KERNELS", "AUTO_CPU", "resolve_kernels", "build_model_for", "build_rgcn_for", "place_blocks", "to_plain",
-           "PlainGraph", "PlainHetero", "TORCH_LAYERS", "TorchRelGraphLayer"]
+__all__ = [
+    "KERNELS",
+    "AUTO_CPU",
+    "resolve_kernels",
+    "build_model_for",
+    "build_rgcn_for",
+    "place_blocks",
+    "to_plain",
+    "PlainGraph",
+    "PlainHetero",
+    "TORCH_LAYERS",
+    "TorchRelGraphLayer",
+]
 
 KERNELS = ("auto", "dgl", "torch")
 
@@ -64,8 +76,9 @@ def build_model_for(cfg: ModelConfig, in_feats: int, num_classes: int, kernels: 
 
 def build_rgcn_for(cfg, in_dims: dict, out_dim: int, etypes: list, target: str, kernels: str) -> nn.Module:
     """:func:`~dgl_grappa.method.rgcn.build_rgcn` with the layers of ``kernels`` (``dgl`` or ``torch``)."""
-    return build_rgcn(cfg, in_dims, out_dim, etypes, target,
-                      layer_cls=TorchRelGraphLayer if kernels == "torch" else None)
+    return build_rgcn(
+        cfg, in_dims, out_dim, etypes, target, layer_cls=TorchRelGraphLayer if kernels == "torch" else None
+    )
 
 
 def place_blocks(blocks, device, kernels: str, hetero: bool = False):

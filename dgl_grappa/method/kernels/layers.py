@@ -13,6 +13,7 @@ Example:
     >>> layer(dgl.rand_graph(5, 12), torch.randn(5, 4)).shape
     torch.Size([5, 2])
 """
+
 from __future__ import annotations
 
 from dgl.nn import GATConv
@@ -98,8 +99,8 @@ class TorchGAT(GATConv):
         h = self.feat_drop(feat)
         ft = self.fc(h).view(-1, heads, width)
         ft_dst = dst_rows(g, ft)
-        el = (ft * self.attn_l).sum(-1, keepdim=True)        # [N_src, heads, 1]
-        er = (ft_dst * self.attn_r).sum(-1, keepdim=True)    # [N_dst, heads, 1]
+        el = (ft * self.attn_l).sum(-1, keepdim=True)  # [N_src, heads, 1]
+        er = (ft_dst * self.attn_r).sum(-1, keepdim=True)  # [N_dst, heads, 1]
         e = self.leaky_relu(el.index_select(0, g.src) + er.index_select(0, g.dst))
         a = self.attn_drop(edge_softmax(g, e))
         out = ft.new_zeros((g.num_dst, heads, width)).index_add_(0, g.dst, ft.index_select(0, g.src) * a)
@@ -112,6 +113,11 @@ class TorchGAT(GATConv):
         return out
 
 
-TORCH_LAYERS = {SAGELayer: TorchSAGE, GCNLayer: TorchGCN, GCNSymLayer: TorchGCNSym, GINLayer: TorchGIN,
-                GATConv: TorchGAT}
+TORCH_LAYERS = {
+    SAGELayer: TorchSAGE,
+    GCNLayer: TorchGCN,
+    GCNSymLayer: TorchGCNSym,
+    GINLayer: TorchGIN,
+    GATConv: TorchGAT,
+}
 """The torch kernel of each DGL-backed layer class :func:`~dgl_grappa.method.models.build_model` makes."""

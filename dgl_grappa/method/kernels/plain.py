@@ -13,6 +13,7 @@ Example:
     >>> mean_src(g, torch.tensor([[1.0], [2.0], [4.0]])).squeeze(-1).tolist()
     [0.0, 1.0, 3.0]
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,8 +52,13 @@ class PlainGraph:
     def to(self, device, non_blocking: bool = False) -> "PlainGraph":
         """The same structure on ``device``."""
         nb = non_blocking
-        return PlainGraph(self.src.to(device, non_blocking=nb), self.dst.to(device, non_blocking=nb),
-                          self.num_src, self.num_dst, self.is_block)
+        return PlainGraph(
+            self.src.to(device, non_blocking=nb),
+            self.dst.to(device, non_blocking=nb),
+            self.num_src,
+            self.num_dst,
+            self.is_block,
+        )
 
     @property
     def device(self) -> torch.device:
@@ -100,14 +106,23 @@ class PlainHetero:
         rels = {}
         for e in g.canonical_etypes:
             src, dst = g.edges(etype=e, order="eid")
-            rels[tuple(e)] = PlainGraph(src.long(), dst.long(), g.num_src_nodes(e[0]), g.num_dst_nodes(e[2]),
-                                        bool(g.is_block))
-        return cls(rels, {t: g.num_src_nodes(t) for t in g.srctypes}, {t: g.num_dst_nodes(t) for t in g.dsttypes},
-                   bool(g.is_block))
+            rels[tuple(e)] = PlainGraph(
+                src.long(), dst.long(), g.num_src_nodes(e[0]), g.num_dst_nodes(e[2]), bool(g.is_block)
+            )
+        return cls(
+            rels,
+            {t: g.num_src_nodes(t) for t in g.srctypes},
+            {t: g.num_dst_nodes(t) for t in g.dsttypes},
+            bool(g.is_block),
+        )
 
     def to(self, device, non_blocking: bool = False) -> "PlainHetero":
-        return PlainHetero({e: r.to(device, non_blocking) for e, r in self.rels.items()}, dict(self.num_src),
-                           dict(self.num_dst), self.is_block)
+        return PlainHetero(
+            {e: r.to(device, non_blocking) for e, r in self.rels.items()},
+            dict(self.num_src),
+            dict(self.num_dst),
+            self.is_block,
+        )
 
     @property
     def canonical_etypes(self) -> list:

@@ -12,6 +12,7 @@ Example:
     >>> layer(g, {"a": torch.randn(2, 3), "b": torch.randn(1, 4)})["b"].shape
     torch.Size([1, 8])
 """
+
 from __future__ import annotations
 
 from torch import Tensor

@@ -27,6 +27,7 @@ Example:
     >>> input_nodes[:2].tolist()          # the destinations are the first source rows
     [0, 1]
 """
+
 from __future__ import annotations
 
 import dgl
@@ -53,8 +54,7 @@ def _exclusive_cumsum(x: Tensor) -> Tensor:
 
 def _segment_ranks(lengths: Tensor, total: int) -> tuple[Tensor, Tensor]:
     """For segments of ``lengths`` (summing to ``total``): each element's segment and its rank in it."""
-    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths,
-                                  output_size=total)
+    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=lengths.device), lengths, output_size=total)
     rank = torch.arange(total, device=lengths.device) - _exclusive_cumsum(lengths).index_select(0, seg)
     return seg, rank
 
@@ -85,8 +85,10 @@ class TorchNeighborSampler:
             raise ValueError(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
         self.device = torch.device(device)
         if layout == "dgl" and self.device.type != "cpu":
-            raise ValueError("layout='dgl' builds DGL blocks, which the CPU-only DGL cannot hold on "
-                             f"{self.device}; use layout='plain' (the torch kernels) there")
+            raise ValueError(
+                "layout='dgl' builds DGL blocks, which the CPU-only DGL cannot hold on "
+                f"{self.device}; use layout='plain' (the torch kernels) there"
+            )
         if any(f < -1 for f in fanouts):
             raise ValueError(f"fanouts={list(fanouts)} has an entry below -1 (-1 = every in-edge)")
         self.fanouts = list(fanouts)
@@ -132,8 +134,10 @@ class TorchNeighborSampler:
         if exclude_eids is not None:
             raise ValueError("TorchNeighborSampler excludes no edges; sample without exclude")
         if isinstance(seeds, dict):
-            raise TypeError("TorchNeighborSampler samples homogeneous graphs; use DGL's NeighborSampler for a "
-                            "heterogeneous one (train.sampler: dgl)")
+            raise TypeError(
+                "TorchNeighborSampler samples homogeneous graphs; use DGL's NeighborSampler for a "
+                "heterogeneous one (train.sampler: dgl)"
+            )
         if self.device.type != "cuda":
             return self._sample(graph, seeds)
         # On a GPU the draws run on a stream of their own: their host reads (the sizes of what was drawn) wait
@@ -248,8 +252,12 @@ class TorchNeighborSampler:
         if self.layout == "plain":
             return PlainGraph(src, dst, int(src_nodes.numel()), int(dst_nodes.numel()), True)
         idtype = self._graph.idtype
-        block = dgl.create_block((src.to(idtype), dst.to(idtype)), num_src_nodes=int(src_nodes.numel()),
-                                 num_dst_nodes=int(dst_nodes.numel()), idtype=idtype)
+        block = dgl.create_block(
+            (src.to(idtype), dst.to(idtype)),
+            num_src_nodes=int(src_nodes.numel()),
+            num_dst_nodes=int(dst_nodes.numel()),
+            idtype=idtype,
+        )
         block.srcdata[dgl.NID] = src_nodes.to(idtype)
         block.dstdata[dgl.NID] = dst_nodes.to(idtype)
         block.edata[dgl.EID] = self.eids.index_select(0, edge).to(idtype)

@@ -15,6 +15,7 @@ node       sum_v w_v l_v         sum_i grad(loss_i) / sum_i sum_v w_v (self-norm
 
 with t = 1 or the mean of a_i over workers (one extra scalar all-reduce per step).
 """
+
 from __future__ import annotations
 
 from typing import Callable

@@ -17,6 +17,7 @@ Example:
     >>> comm = TimedComm(make_correction("batch")); comm.register(ddp)   # doctest: +SKIP
     >>> comm.start_step(); loss.backward(); comm.last_ready              # doctest: +SKIP
 """
+
 # No `from __future__ import annotations`: DDP checks the hook's annotations as objects.
 import time
 
