@@ -112,3 +112,17 @@ def test_a_partitioning_is_reused_across_new_settings_at_their_default(tmp_path)
         r"\(data.synthetic.noise: \(absent\) -> 3.0\)",
     ):
         ensure_partitions(load_config(None, args + ["--data.synthetic.noise=3.0"]))
+
+
+def test_a_random_partitioning_is_the_seeded_draw_so_every_process_writes_the_same(small_graph, tmp_path):
+    """``partition.method=random`` writes ``random_assignment``'s seeded draw (DGL's own random draw is not
+    fixed by ``dgl.seed`` from one process to the next), and another seed draws other parts."""
+    from dgl_grappa.config import PartitionConfig
+    from dgl_grappa.partition.assign import random_assignment
+    from dgl_grappa.partition.store import partition
+
+    n = small_graph.num_nodes()
+    for seed in (3, 4):
+        partition(small_graph, PartitionConfig(num_parts=3, method="random", seed=seed), tmp_path / str(seed))
+        assert np.array_equal(np.load(tmp_path / str(seed) / "assignment.npy"), random_assignment(n, 3, seed))
+    assert not np.array_equal(random_assignment(n, 3, 3), random_assignment(n, 3, 4))
