@@ -3,9 +3,10 @@
 Node regression: a float target per node (here the node's class as a number: the generated graph's
 labels are its only per-node target, so the regression is of the class index), a mean squared error
 loss, and an RMSE metric, lower is better. Everything below is the kind; nothing in the package knows
-it. The test trains it through the native runtime, the DistDGL trainer (the baseline) and ``compare``
+it. The first test trains it through the native runtime, the DistDGL trainer (the baseline) and ``compare``
 (which starts both, each in processes of their own that import this file through
-``train.kind_module``), and finds its figures in summary.json, the terminal lines and the report.
+``train.kind_module``), and finds its figures in summary.json, the terminal lines and the report; the
+second grades its benchmark cells (hand-made) in both benchmark reports.
 """
 
 from __future__ import annotations
@@ -153,3 +154,63 @@ def test_a_kind_of_ones_own_trains_through_both_runtimes_and_compare(tmp_path, n
     assert result["target_rule"] == f"0.98 x the target is DistDGL's best validation RMSE, {best:.4f}"
     report = (out / "report.md").read_text()
     assert "| val RMSE | test RMSE |" in report and "Validation RMSE of the whole graph" in report
+
+
+def _regress_cells() -> list[dict]:
+    """Benchmark cells of the kind, as the bench writes them (2 seeds): at 2 layers Grappa's RMSE is below
+    DistDGL's (better), at 3 layers above it by more than the goal allows."""
+    from test_bench import _cell
+
+    rmse = {2: ({"distdgl": 0.50, "grappa": 0.49}, {"distdgl": 0.52, "grappa": 0.50}),
+            3: ({"distdgl": 0.50, "grappa": 0.52}, {"distdgl": 0.50, "grappa": 0.53})}  # fmt: skip
+    cells = []
+    for layers, seeds in rmse.items():
+        for seed, figures in enumerate(seeds):
+            c = _cell(seed, layers, figures)
+            c["config"]["train"]["task"] = "regress"
+            for s in c["systems"].values():
+                s["metrics"]["test_rmse"] = s["metrics"].pop("test_acc")
+            cells.append(c)
+    return cells
+
+
+@pytest.mark.unit
+def test_the_benchmark_reports_grade_a_kind_of_ones_own_by_its_metric():
+    from dgl_grappa.bench import report as br
+    from dgl_grappa.bench.report.notes import STYLE_NOTES
+    from dgl_grappa.bench.report.write import ACCURACY_TABLES
+    from dgl_grappa.runtime.grading import STYLES
+
+    # each way a metric is reported has its goals, table and notes; the kind's is an accuracy's, lower is better
+    assert set(br.GOALS) == set(ACCURACY_TABLES) == set(STYLE_NOTES) == set(STYLES)
+    assert RMSE.style == "accuracy"
+    rows = {(r["layers"], r["system"]): r for r in br.accuracy_rows(_regress_cells())}
+    assert rows[2, "grappa"]["task"] == "regress" and rows[2, "grappa"]["diff_mean"] == pytest.approx(-1.5)
+    assert rows[2, "grappa"]["met"] and not rows[3, "grappa"]["met"]  # lower is better: -1.5 points meets it
+
+    goals = br.accuracy_goals(list(rows.values()))
+    first, strict = goals[0], goals[1]
+    assert first["goal"] == (
+        "test RMSE <= DistDGL + 1 RMSE point (<= DistDGL at 3-4 layers), mean of the seeds (grappa: the defaults)"
+    )
+    assert first["met"] is False and first["figure"].startswith("1 of 2 rows met; worst +2.50 RMSE points")
+    assert "(1 rows, 1 above 0)" in first["figure"]  # the 3-layer row, worse by its RMSE rising
+    assert strict["goal"].startswith("test RMSE <= DistDGL + 0.5 RMSE points in every row") and not strict["met"]
+
+    text = br.render("accuracy", _regress_cells(), None, command="c", regenerate="r")
+    assert "| test RMSE (mean ± std) | Δ vs DistDGL, RMSE points (95 % CI) | goal |" in text
+    assert "| 0.4950 ± 0.0071 | -1.50 [" in text  # the RMSE as itself, its differences in RMSE points
+    assert "**test RMSE** takes the place of the test accuracy (lower is better)" in " ".join(text.split())
+    assert "test RMSE <= DistDGL + 1 RMSE point" in text  # the goals table
+
+    speed = br.render("speed", _regress_cells(), None, command="c", regenerate="r")
+    assert "| test RMSE | Δ RMSE, RMSE points |" in speed
+    # only the row whose RMSE rose by more than a point loses; the one 1.5 points lower does not
+    assert speed.count("**loses RMSE**") == 1 and "**loses RMSE** (+2.50 RMSE points)" in speed
+    pair = br.pair_rows(_regress_cells(), "grappa", "distdgl")["rows"]
+    assert [r["met"] for r in sorted(pair, key=lambda r: r["layers"])] == [True, False]
+    # a run whose validation RMSE still falls by more than a point per window has not converged
+    falling = [{"epoch": e, "val_rmse": 1.0 - e / 20} for e in range(10)]
+    assert not br.convergence(falling, key="val_rmse", higher_is_better=False)["converged"]
+    rising = [{"epoch": e, "val_rmse": 0.5 + e / 20} for e in range(10)]
+    assert br.convergence(rising, key="val_rmse", higher_is_better=False)["converged"]  # past its best

@@ -61,12 +61,13 @@ def curve(records: list[dict], key: str = "val_acc") -> list[tuple[float, float]
 
 
 def quality_key(cfg_or_result) -> str:
-    """The validation figure the comparison targets (of a config or a compare.json): the kind of job's
-    (``val_acc``; ``val_mrr`` for link prediction); a script's own metric (``metric``) when compare runs a script.
+    """The validation figure the comparison targets (of a config or a compare.json): its kind of job's metric's
+    (``val_acc`` of node classification, ``val_mrr`` of link prediction, a registered kind's own; a compare.json's
+    as it recorded it, else its task's); a script's own metric (``metric``) when compare runs a script.
 
     Example:
-        >>> quality_key({"task": "link"}), quality_key({"task": "node"}), quality_key({"script": {}})
-        ('val_mrr', 'val_acc', 'metric')
+        >>> quality_key({"metric": {"val_key": "val_rmse"}}), quality_key({"task": "link"}), quality_key({"script": {}})
+        ('val_rmse', 'val_mrr', 'metric')
     """
     if isinstance(cfg_or_result, dict):
         if cfg_or_result.get("script") is not None:

@@ -4,7 +4,7 @@ their names in words), and the two the package's kinds share, :data:`ACCURACY` a
 Everything downstream of an evaluation asks the run's metric instead of knowing the kinds: the summary
 fields (:meth:`Metric.summary`), the terminal lines (:meth:`Metric.line`), the time to target
 (:meth:`Metric.target`, :meth:`Metric.reached`), compare's tables and plots and the benchmark reports
-(:attr:`Metric.words`, :attr:`Metric.figures`, the tolerances). A kind of job names its metric
+(:attr:`Metric.words`, :attr:`Metric.figures`, the tolerances, :attr:`Metric.style`). A kind of job names its metric
 (``JobKind.metric``); a kind graded otherwise declares a :class:`Metric` of its own.
 
 Example:
@@ -77,6 +77,11 @@ reference is at least minus this many MRR points (0.02 absolute MRR); also the t
 pair's link rows and of the speed report's "loses accuracy" mark on link rows."""
 
 
+STYLES = ("accuracy", "ranking")
+"""The ways a report presents and grades a metric (:attr:`Metric.style`): each has its table, notes and goals in
+the benchmark reports."""
+
+
 @dataclass(frozen=True)
 class Metric:
     """How a kind of job is graded: the figures it is evaluated on, which way is better, and how close is close.
@@ -107,6 +112,11 @@ class Metric:
         spec: the format of a shown test figure.
         ranking: the figures rank held-out edges: the runs have test hits@k and a share of the
             edges trained on, which report rows and tables carry.
+        style: how the benchmark reports present and grade it, one of :data:`STYLES`: ``"accuracy"`` (one test
+            figure per row, as :meth:`show` shows it, graded by :meth:`met` in the direction of ``higher_is_better``,
+            beside the system's memory, bytes and stall goals) or ``"ranking"`` (the MRR of held-out edges with
+            hits@k and the edges trained on, within ``goal_points``); empty (the default): ``"ranking"`` where
+            ``ranking`` is set, else ``"accuracy"``.
         heading: the title of its tables where another metric's come first (empty: ``words``).
         points: the reports' unit of a difference (an accuracy's "points"; "MRR points", 0.01 MRR); empty:
             "<words> points".
@@ -115,8 +125,8 @@ class Metric:
             "test <words> x 100".
 
     Example:
-        >>> RANKING.test_key, RANKING.show(0.41234), ACCURACY.show(0.8123)
-        ('test_mrr', '0.4123', '81.23')
+        >>> RANKING.test_key, RANKING.show(0.41234), ACCURACY.show(0.8123), RANKING.style
+        ('test_mrr', '0.4123', '81.23', 'ranking')
     """
 
     name: str
@@ -136,12 +146,17 @@ class Metric:
     scale: float = 1.0
     spec: str = ".4f"
     ranking: bool = False
+    style: str = ""
     heading: str = ""
     points: str = ""
     column: str = ""
     axis: str = ""
 
     def __post_init__(self):
+        if not self.style:
+            object.__setattr__(self, "style", "ranking" if self.ranking else "accuracy")
+        if self.style not in STYLES:
+            raise ValueError(f"Metric {self.name!r}: style {self.style!r} is not one of {', '.join(STYLES)}")
         short = self.short or self.words or self.val_key
         if not self.short:
             object.__setattr__(self, "short", short)
@@ -260,6 +275,7 @@ ACCURACY = Metric(
     scale=100.0,
     spec=".2f",
     ranking=False,
+    style="accuracy",
     heading="Node classification",
     points="points",
     column="test acc %",
@@ -296,6 +312,7 @@ RANKING = Metric(
     scale=1.0,
     spec=".4f",
     ranking=True,
+    style="ranking",
     heading="Link prediction",
     points="MRR points",
     column="test MRR",

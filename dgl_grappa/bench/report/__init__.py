@@ -1,12 +1,12 @@
 """The benchmark's reports, from the cell JSON files only: statistics, tables, coverage, plots.
 
-A package by job: :mod:`.stats` (statistics), :mod:`.tasks` (what differs between node
-classification and link prediction, one :class:`~dgl_grappa.kinds.Metric` each, declared by the
-kinds), :mod:`.results` (a cell JSON, see :mod:`dgl_grappa.bench.storage` for its schema, read once
-into a :class:`CellResult`), :mod:`.rows` (the tables' rows), :mod:`.coverage`, :mod:`.goals`,
-:mod:`.markdown` and :mod:`.notes` (the text), :mod:`.plots`, and :mod:`.write` (:func:`render`,
-:func:`write_report`). Everything but :func:`write_report` is a pure function of the cells (and an
-optional plan of the configured matrix), so it is tested on hand-made cells.
+A package by job: :mod:`.stats` (statistics), :mod:`.tasks` (what differs between the kinds of job,
+one :class:`~dgl_grappa.kinds.Metric` per task, declared by the kinds), :mod:`.results` (a cell
+JSON, see :mod:`dgl_grappa.bench.storage` for its schema, read once into a :class:`CellResult`),
+:mod:`.rows` (the tables' rows), :mod:`.coverage`, :mod:`.goals`, :mod:`.markdown` and :mod:`.notes`
+(the text), :mod:`.plots`, and :mod:`.write` (:func:`render`, :func:`write_report`). Everything but
+:func:`write_report` is a pure function of the cells (and an optional plan of the configured
+matrix), so it is tested on hand-made cells.
 
 Two kinds:
 
@@ -28,6 +28,11 @@ accuracy (the same window mean, differences in MRR points, 1 point = 0.01 MRR), 
 validation MRR that of the validation accuracy (convergence, the time to target), and its
 rows get their own tables with the test hits@k and the share of edges each system trained
 on; the goal is :data:`LINK_POINTS` (see :func:`link_goals`).
+
+Which table, notes and goals a task's rows get is its metric's
+:attr:`~dgl_grappa.runtime.grading.Metric.style` ("accuracy" or "ranking"), so that a kind of job
+registered later is reported by its own metric: e.g. a regression's RMSE as itself, lower is better,
+graded in that direction.
 """
 
 from __future__ import annotations

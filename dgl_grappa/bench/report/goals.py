@@ -1,28 +1,55 @@
 """The goals the reports grade, from their rows, and the summary lines beside them.
 
 Each goal is ``{"goal", "met", "figure"}`` (``met`` None = not measured). The accuracy goals
-are per task (:data:`GOALS`: accuracy, memory, bytes, stalls and one-time bytes for node
-classification, the MRR for link prediction); the speed goals are the same for both.
+are per task, by its metric's :attr:`~dgl_grappa.runtime.grading.Metric.style` (:data:`GOALS`: the test
+figure, memory, bytes, stalls and one-time bytes for a metric graded as an accuracy, node classification's
+and a registered kind's alike; the MRR for link prediction's ranking); the speed goals are the same for all.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 
-from ...runtime.grading import LINK_POINTS, LOSS_POINTS
+from ...runtime.grading import ACCURACY, LOSS_POINTS, RANKING, Metric
 from .results import BASELINE, DEFAULTS, TARGET_FRACTION
 from .rows import row_name
 from .stats import t_interval
-from .tasks import rows_by_task, tolerance_text
+from .tasks import TASKS, rows_by_task, rows_metric, tolerance_text
+
+STRICT_POINTS = 0.5
+"""The stricter goal of a metric graded as an accuracy (its goal without replication): every row within this
+many of the metric's points of DistDGL, in its better direction."""
 
 
-def pooled_by_depth(graded: list[dict]) -> str:
+def _than(metric: Metric, points: float) -> str:
+    """A bound relative to DistDGL in the metric's direction and points: ">= DistDGL - 1 point" (an error:
+    "<= DistDGL + 1 RMSE point"); no points: ">= DistDGL"."""
+    better = ">=" if metric.higher_is_better else "<="
+    if not points:
+        return f"{better} DistDGL"
+    unit = metric.points.removesuffix("s") if points == 1 else metric.points
+    return f"{better} DistDGL {'-' if metric.higher_is_better else '+'} {points:g} {unit}"
+
+
+def _worse(metric: Metric) -> str:
+    """The side of zero a worse difference lies on: "below" (an error's: "above")."""
+    return "below" if metric.higher_is_better else "above"
+
+
+def _worst(metric: Metric, rows: list[dict]) -> float:
+    """The rows' worst mean difference in the metric's direction (the lowest; an error's: the highest)."""
+    return min((r["diff_mean"] for r in rows), key=metric.gain)
+
+
+def pooled_by_depth(graded: list[dict], metric: Metric = ACCURACY) -> str:
     """The graded rows' mean differences pooled per depth band (2 layers; 3 or more), as text.
 
     A row's mean over 3 seeds can miss the ">= DistDGL" rule by noise alone; pooling the rows of
     one band (each row one sample, a t-interval over the rows) says whether the misses are a
-    systematic loss or scatter around a mean at or above zero.
+    systematic loss or scatter around a mean at or above zero. The rows on the worse side of zero
+    are counted in ``metric``'s direction ("below 0"; an error's "above 0").
 
     Returns:
         "; pooled rows: 2 layers +0.10 [-0.05, +0.25] (12 rows), 3-4 layers ..." or "" with no rows.
@@ -34,8 +61,8 @@ def pooled_by_depth(graded: list[dict]) -> str:
             continue
         m, lo, hi = t_interval(ds)
         ci = f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else ""
-        below = sum(d < 0 for d in ds)
-        parts.append(f"{label} {m:+.2f}{ci} ({len(ds)} rows, {below} below 0)")
+        worse = sum(metric.gain(d) < 0 for d in ds)
+        parts.append(f"{label} {m:+.2f}{ci} ({len(ds)} rows, {worse} {_worse(metric)} 0)")
     return ("; pooled rows (mean of the rows' differences, 95 % CI over rows): " + ", ".join(parts)) if parts else ""
 
 
@@ -88,7 +115,7 @@ def pair_summary(pair: dict) -> str:
     if below:
         text += "; below: " + ", ".join(f"{row_name(r)} {r['diff_mean']:+.2f}" for r in below)
     if len({int(r["layers"]) >= 3 for r in rows}) > 1:
-        text += pooled_by_depth(rows)
+        text += pooled_by_depth(rows, rows_metric(rows))
     return text + "."
 
 
@@ -104,11 +131,11 @@ def _graded(rows: list[dict]) -> tuple[list[dict], str]:
     return [r for r in rows if r["system"] in graded_systems], who
 
 
-def link_goals(rows: list[dict]) -> list[dict]:
-    """The link-prediction goal from link rows (:func:`~.rows.accuracy_rows` of cells with ``train.task: link``):
-    the graded system's test MRR within :data:`~.tasks.LINK_POINTS` MRR points of DistDGL's, in every row
-    (the mean of its paired per-seed differences) and pooled over the rows (one sample per row, a
-    95 % t-interval over them).
+def link_goals(rows: list[dict], metric: Metric = RANKING) -> list[dict]:
+    """The goal of a ranking metric's rows (``style: ranking``; :func:`~.rows.accuracy_rows` of cells with
+    ``train.task: link``): the graded system's test MRR within ``metric.goal_points`` MRR points of DistDGL's
+    (link prediction's :data:`~.tasks.LINK_POINTS`), in every row (the mean of its paired per-seed differences)
+    and pooled over the rows (one sample per row, a 95 % t-interval over them).
 
     Example:
         >>> rows = [{"system": "grappa", "task": "link", "met": d >= -2, "diff_mean": d, "paired": 3,
@@ -120,12 +147,15 @@ def link_goals(rows: list[dict]) -> list[dict]:
     mine, who = _graded(rows)
     graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
-    tol = f"{LINK_POINTS:g} points ({LINK_POINTS / 100:g} MRR)"
+    m = metric
+    tol = f"{m.goal_points:g} points ({m.goal_points / 100:g} {m.words})"
+    bound = f"{'>=' if m.higher_is_better else '<='} DistDGL {'-' if m.higher_is_better else '+'} {tol}"
+    what = f"{m.heading[:1].lower()}{m.heading[1:]}: test {m.words} {bound}"
     per_row = {
-        "goal": f"link prediction: test MRR >= DistDGL - {tol} in every row, mean of the seeds{who}",
+        "goal": f"{what} in every row, mean of the seeds{who}",
         "met": (not unmet) if graded else None,
         "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows within"
-        + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+        + (f"; worst {_worst(m, graded):+.2f} points" if graded else "")
         + (
             "; not met: " + ", ".join(f"{row_name(r)} {r['diff_mean']:+.2f} (n={r['paired']})" for r in unmet)
             if unmet
@@ -133,31 +163,49 @@ def link_goals(rows: list[dict]) -> list[dict]:
         ),
     }
     ds = [r["diff_mean"] for r in graded]
-    m, lo, hi = t_interval(ds)
+    mean, lo, hi = t_interval(ds)
     pooled = {
-        "goal": f"link prediction: test MRR >= DistDGL - {tol} pooled over the rows{who}",
-        "met": None if m is None else m >= -LINK_POINTS,
+        "goal": f"{what} pooled over the rows{who}",
+        "met": None if mean is None else m.gain(mean) >= -m.goal_points,
         "figure": "no paired rows"
-        if m is None
-        else f"pooled mean diff over rows {m:+.2f} points"
+        if mean is None
+        else f"pooled mean diff over rows {mean:+.2f} points"
         + (f" [{lo:+.2f}, {hi:+.2f}]" if lo is not None else "")
-        + f" ({len(ds)} rows, {sum(d < 0 for d in ds)} below 0)",
+        + f" ({len(ds)} rows, {sum(m.gain(d) < 0 for d in ds)} {_worse(m)} 0)",
     }
     return [per_row, pooled]
 
 
-def node_goals(rows: list[dict]) -> list[dict]:
-    """The goals of node-classification rows (accuracy, memory, bytes, stalls, one-time bytes); see
-    :func:`accuracy_goals`."""
+def node_goals(rows: list[dict], metric: Metric = ACCURACY) -> list[dict]:
+    """The goals of the rows of a metric graded as an accuracy (``style: accuracy``; node classification's by
+    default): its test figure (each row's ``met``, :meth:`~dgl_grappa.runtime.grading.Metric.met`, and the
+    stricter :data:`STRICT_POINTS`, in the metric's direction), memory, bytes, stalls, one-time bytes; see
+    :func:`accuracy_goals`.
+
+    Example:
+        >>> from dgl_grappa.runtime.grading import Metric
+        >>> rmse = Metric(name="regress", val_key="val_rmse", test_key="test_rmse", words="RMSE",
+        ...               higher_is_better=False)
+        >>> rows = [{"system": "mine", "met": rmse.met(d, 2), "diff_mean": d, "paired": 3, "layers": 2,
+        ...          "dataset": "syn", "partition": "random", "parts": 2, "model": "sage", "bytes_ratio": None,
+        ...          "stall_fraction": None} for d in (-3.0, +0.8)]
+        >>> goals = node_goals(rows, rmse)
+        >>> goals[0]["goal"]
+        'test RMSE <= DistDGL + 1 RMSE point (<= DistDGL at 3-4 layers), mean of the seeds'
+        >>> goals[0]["met"], goals[1]["met"], goals[0]["figure"].split("; ")[1]
+        (True, False, 'worst +0.80 RMSE points')
+    """
+    m = metric
     mine, who = _graded(rows)
     graded = [r for r in mine if r["met"] is not None]
     unmet = [r for r in graded if not r["met"]]
     goals = [
         {
-            "goal": f"test accuracy >= DistDGL - 1 point (>= DistDGL at 3-4 layers), mean of the seeds{who}",
+            "goal": f"test {m.words} {_than(m, m.goal_points)} ({_than(m, m.deep_goal_points)} at 3-4 layers), "
+            f"mean of the seeds{who}",
             "met": (not unmet) if graded else None,
             "figure": f"{len(graded) - len(unmet)} of {len(graded)} rows met"
-            + (f"; worst {min(r['diff_mean'] for r in graded):+.2f} points" if graded else "")
+            + (f"; worst {_worst(m, graded):+.2f} {m.points}" if graded else "")
             + (
                 "; not met: "
                 + ", ".join(
@@ -168,21 +216,21 @@ def node_goals(rows: list[dict]) -> list[dict]:
                 if unmet
                 else ""
             )
-            + pooled_by_depth(graded),
+            + pooled_by_depth(graded, m),
         }
     ]
     # The stricter goal of accuracy without replication: every row within half a point, and at
     # 3-4 layers not below DistDGL pooled over the rows.
     deep = [r["diff_mean"] for r in graded if int(r["layers"]) >= 3]
-    strict = [r for r in graded if r["diff_mean"] < -0.5]
+    strict = [r for r in graded if m.gain(r["diff_mean"]) < -STRICT_POINTS]
     goals.append(
         {
-            "goal": f"test accuracy >= DistDGL - 0.5 points in every row, >= DistDGL pooled at 3-4 layers{who}",
-            "met": (not strict and (not deep or statistics.fmean(deep) >= 0)) if graded else None,
-            "figure": f"{len(graded) - len(strict)} of {len(graded)} rows within 0.5"
+            "goal": f"test {m.words} {_than(m, STRICT_POINTS)} in every row, {_than(m, 0)} pooled at 3-4 layers{who}",
+            "met": (not strict and (not deep or m.gain(statistics.fmean(deep)) >= 0)) if graded else None,
+            "figure": f"{len(graded) - len(strict)} of {len(graded)} rows within {STRICT_POINTS:g}"
             + (f"; 3-4 layers pooled {statistics.fmean(deep):+.2f} ({len(deep)} rows)" if deep else "")
             + (
-                "; below: "
+                f"; {_worse(m)}: "
                 + ", ".join(
                     f"{r['dataset']} {r['partition']}-{r['parts']} {r['model']}-{r['layers']} {r['diff_mean']:+.2f}"
                     for r in strict
@@ -253,9 +301,9 @@ def node_goals(rows: list[dict]) -> list[dict]:
     return goals
 
 
-GOALS = {"node": node_goals, "link": link_goals}
-"""Task name -> the accuracy report's goals of its rows (a task of another kind has none: its rows are shown, not
-graded against the package's goals)."""
+GOALS: dict[str, Callable[[list[dict], Metric], list[dict]]] = {"accuracy": node_goals, "ranking": link_goals}
+"""A metric's :attr:`~dgl_grappa.runtime.grading.Metric.style` -> the accuracy report's goals of its rows, graded
+by that metric (every style of :data:`~dgl_grappa.runtime.grading.STYLES` has its goals)."""
 
 
 def accuracy_goals(rows: list[dict]) -> list[dict]:
@@ -264,11 +312,11 @@ def accuracy_goals(rows: list[dict]) -> list[dict]:
     The goals are about the package's defaults: where the rows hold a system named
     :data:`~.results.DEFAULTS` only its rows are graded (other variants, e.g. the old defaults, are
     shown in the matrix but not graded); otherwise every system but the baseline. Each task's rows
-    are graded by its goals (:data:`GOALS`: node classification on accuracy, :func:`node_goals`,
-    link prediction on MRR, :func:`link_goals`); a report with rows of one task only shows that
-    task's goals.
+    are graded by the goals of its metric's style (:data:`GOALS`: a test figure graded as an accuracy,
+    :func:`node_goals`, e.g. node classification's or a registered kind's RMSE; link prediction's MRR,
+    :func:`link_goals`); a report with rows of one task only shows that task's goals.
     """
-    return [g for name, rs in rows_by_task(rows).items() for g in GOALS.get(name, lambda _: [])(rs)]
+    return [g for name, rs in rows_by_task(rows).items() for g in GOALS[TASKS[name].style](rs, TASKS[name])]
 
 
 def speed_goals(rows: list[dict]) -> list[dict]:

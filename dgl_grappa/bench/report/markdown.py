@@ -14,7 +14,7 @@ from .goals import pair_summary
 from .notes import PAIR_NOTES
 from .results import BASELINE, CellResult, network, select, systems_order
 from .rows import pair_rows
-from .tasks import pair_columns, task_of, task_text
+from .tasks import pair_columns, rows_metric, task_of, task_text
 
 
 def _f(x, fmt: str, none: str = "-") -> str:
@@ -32,7 +32,9 @@ def table(head: list[str], lines: list[list[str]]) -> str:
 
 
 def accuracy_table(rows: list[dict]) -> str:
-    """The accuracy matrix as markdown (accuracies in %, differences in points)."""
+    """The accuracy matrix as markdown: the rows' test figure as their metric shows it (accuracies in %),
+    differences in its points, the goal of its direction."""
+    metric = rows_metric(rows)
     multi_bw = len({r["bandwidth"] for r in rows}) > 1
     extra_stall = any(r["stall_fraction"] is not None for r in rows)
     memory = any(r.get("held_ratio") is not None or r.get("peak_rss") is not None for r in rows)
@@ -43,8 +45,8 @@ def accuracy_table(rows: list[dict]) -> str:
         + [
             "system",
             "seeds",
-            "test acc % (mean ± std)",
-            "Δ vs DistDGL, points (95 % CI)",
+            f"{metric.column} (mean ± std)",
+            f"Δ vs DistDGL, {metric.points} (95 % CI)",
             "goal",
             "bytes/epoch (amortised)",
             "bytes ratio",
@@ -57,7 +59,7 @@ def accuracy_table(rows: list[dict]) -> str:
     )
     lines = []
     for r in rows:
-        acc = _f(r["acc_mean"] * 100, ".2f") + ("" if r["acc_std"] is None else f" ± {r['acc_std'] * 100:.2f}")
+        acc = metric.show(r["acc_mean"]) + ("" if r["acc_std"] is None else f" ± {metric.show(r['acc_std'])}")
         diff, goal = _diff_cells(r)
         line = _axes_cells(r, multi_bw)
         line += [
@@ -171,7 +173,9 @@ def link_table(rows: list[dict]) -> str:
 def speed_table(rows: list[dict], link: bool = False) -> str:
     """The speed matrix as markdown; floor columns only when some summary has a floor. With
     ``link`` (link-prediction rows) the quality columns are the test MRR, its difference in MRR
-    points, the test hits@k and the share of edges trained on."""
+    points, the test hits@k and the share of edges trained on; without, the rows' metric's test figure as it
+    shows it (accuracies in %) and its difference in its points."""
+    metric = rows_metric(rows)
     floors = any(r["floor_ratio"] is not None for r in rows)
     head = [
         "dataset",
@@ -192,7 +196,7 @@ def speed_table(rows: list[dict], link: bool = False) -> str:
         k = next((r.get("hits_k") for r in rows if r.get("hits_k")), None)
         head += ["test MRR", "Δ MRR, points", f"test hits@{k or 'k'}", "edges trained on"]
     else:
-        head += ["test acc %", "Δ acc, points"]
+        head += [metric.column, f"Δ {metric.short}, {metric.points}"]
     head += ["floor", "epoch / floor"] if floors else []
     head += ["note"]
     lines = []
@@ -203,7 +207,7 @@ def speed_table(rows: list[dict], link: bool = False) -> str:
             note = (
                 f"**loses MRR** ({r['acc_diff']:+.2f} points)"
                 if link
-                else f"**loses accuracy** ({r['acc_diff']:+.2f} points)"
+                else f"**loses {metric.words}** ({r['acc_diff']:+.2f} {metric.points})"
             )
         line = [
             str(r["dataset"]),
@@ -228,7 +232,7 @@ def speed_table(rows: list[dict], link: bool = False) -> str:
                 _f(r.get("usable_edges"), ".1%"),
             ]
         else:
-            line += [_f(None if r["acc"] is None else r["acc"] * 100, ".2f"), "" if base else _f(r["acc_diff"], "+.2f")]
+            line += [metric.show(r["acc"]), "" if base else _f(r["acc_diff"], "+.2f")]
         if floors:
             line += [_f(r["floor_s"], ".3f"), _f(r["floor_ratio"], ".2f")]
         lines.append(line + [note])

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ...runtime.grading import LINK_POINTS, PAIR_POINTS
+import textwrap
+from collections.abc import Callable
+
+from ...runtime.grading import ACCURACY, LINK_POINTS, PAIR_POINTS, TARGET_FRACTION, Metric
+from .stats import PLATEAU_POINTS
 
 ACCURACY_NOTES = """\
 - **test acc**: global evaluations (whole graph, full neighbourhoods) of rank 0's model; per run the mean of
@@ -83,5 +87,53 @@ PAIR_NOTES = f"""\
 """
 
 
-TASK_NOTES = {"link": LINK_NOTES}
-"""Task name -> the notes its tables add under the matrix (node classification's are the reports' own)."""
+def accuracy_notes(metric: Metric) -> str:
+    """The notes that the tables of a metric graded as an accuracy add under the matrix: none for node
+    classification's (:data:`ACCURACY_NOTES` and :data:`SPEED_NOTES` describe it), else its figure in the place
+    of the test accuracy, its direction and its goal.
+
+    Example:
+        >>> from dgl_grappa.runtime.grading import ACCURACY, Metric
+        >>> rmse = Metric(name="regress", val_key="val_rmse", test_key="test_rmse", words="RMSE",
+        ...               higher_is_better=False)
+        >>> accuracy_notes(ACCURACY), "lower is better" in accuracy_notes(rmse)
+        ('', True)
+    """
+    if metric == ACCURACY:
+        return ""
+    m = metric
+    sign = "-" if m.higher_is_better else "+"
+
+    def bound(points: float) -> str:
+        return f"{'>=' if m.higher_is_better else '<='} {sign + format(points, 'g') if points else '0'}"
+
+    def amount(points: float) -> str:
+        return f"{points:g} {m.points.removesuffix('s') if points == 1 else m.points}"
+
+    target = (
+        f"{TARGET_FRACTION * 100:g} % of DistDGL's validation plateau"
+        if m.higher_is_better
+        else f"DistDGL's validation plateau over {TARGET_FRACTION:g}"
+    )
+    text = (
+        f"- **{m.heading}** (cells whose base config sets `train.task: {m.name}`): **{m.column}** takes the place "
+        f"of the test accuracy ({'higher' if m.higher_is_better else 'lower'} is better), the same window mean; "
+        f"**Δ vs DistDGL** is in {m.points} (1 point = 0.01 {m.words}), per seed on the same partitioning, mean "
+        f"and 95 % t-interval; **goal**: that mean is {bound(m.goal_points)} ({bound(m.deep_goal_points)} at 3 or "
+        f"more layers). **converged** and **time to target** race on the validation {m.words}: converged, its mean "
+        f"over the last window is at most {amount(PLATEAU_POINTS)} {'above' if m.higher_is_better else 'below'} "
+        f"that of the window before; the target, {target}. In the speed report a row that loses more than "
+        f"{amount(m.loss_points)} is marked."
+    )
+    return textwrap.fill(text, width=115, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def ranking_notes(metric: Metric) -> str:
+    """The notes that the tables of a ranking metric add under the matrix: link prediction's (:data:`LINK_NOTES`),
+    whose held-out edges any ranking metric ranks."""
+    return LINK_NOTES
+
+
+STYLE_NOTES: dict[str, Callable[[Metric], str]] = {"accuracy": accuracy_notes, "ranking": ranking_notes}
+"""A metric's :attr:`~dgl_grappa.runtime.grading.Metric.style` -> the notes its tables add under the matrix, from
+the metric ("" where the reports' own notes describe it)."""

@@ -96,7 +96,7 @@ def _converged(cells: list[CellResult], system: str) -> tuple[int, int]:
         s = c.systems.get(system) or {}
         if s.get("status") != "ok":
             continue
-        r = convergence(s.get("records"), key=c.task.val_key)
+        r = convergence(s.get("records"), key=c.task.val_key, higher_is_better=c.task.higher_is_better)
         if r is not None:
             judged += 1
             conv += int(r["converged"])
@@ -206,7 +206,8 @@ def pair_rows(cells: list[dict | CellResult], a: str, b: str, plan: dict | None 
         (fraction, means over those seeds, so that their difference is the mean difference even
         where one system failed a seed), ``diff_mean``/``diff_lo``/``diff_hi`` (points: the per-seed
         a - b, its mean and 95 % t-interval), ``task`` and ``met`` (``diff_mean >= -PAIR_POINTS``;
-        on link rows, where the figures are test MRRs, ``>= -LINK_POINTS``);
+        on link rows, where the figures are test MRRs, ``>= -LINK_POINTS``; the task's metric's
+        ``pair_points``, in its better direction: an error's ``<= +pair_points``);
         ``skipped`` the names of the rows without such a seed.
     """
     rows, skipped = [], []
@@ -228,7 +229,7 @@ def pair_rows(cells: list[dict | CellResult], a: str, b: str, plan: dict | None 
                 "diff_mean": m,
                 "diff_lo": lo,
                 "diff_hi": hi,
-                "met": m >= -task.pair_points,
+                "met": task.within(m, task.pair_points),
             }
         )
     return {"a": a, "b": b, "rows": rows, "skipped": skipped}
@@ -249,7 +250,8 @@ def speed_rows(cells: list[dict | CellResult], plan: dict | None = None) -> list
         dicts with the group axes, ``system``, ``seeds``, ``epoch_time_s``,
         ``base_epoch_time_s``, ``speedup`` (DistDGL epoch / this epoch), ``bytes``,
         ``bytes_ratio`` (this / DistDGL), ``acc``, ``base_acc``, ``acc_diff`` (points),
-        ``loses_accuracy`` (acc_diff < -:data:`~dgl_grappa.kinds.base.LOSS_POINTS`), ``floor_s`` and
+        ``loses_accuracy`` (acc_diff < -:data:`~dgl_grappa.runtime.grading.LOSS_POINTS`; the task's metric's
+        ``loss_points``, in its worse direction: an error's ``> +loss_points``), ``floor_s`` and
         ``floor_ratio`` (epoch / floor; None when no summary has a floor), ``train_time_s``,
         ``task``; link rows: ``acc``/``base_acc`` are test MRRs, ``loses_accuracy`` is a loss of
         more than :data:`~.tasks.LINK_POINTS` MRR points, and the link figures of :func:`accuracy_rows` are set.
@@ -284,7 +286,7 @@ def speed_rows(cells: list[dict | CellResult], plan: dict | None = None) -> list
                     "acc": mean_std(_metric(cs, name, ACC_KEY))[0],
                     "base_acc": mean_std(_metric(cs, BASELINE, ACC_KEY))[0],
                     "acc_diff": diff,
-                    "loses_accuracy": None if diff is None else diff < -task.loss_points,
+                    "loses_accuracy": None if diff is None else not task.within(diff, task.loss_points),
                     "floor_s": mean_std(floors)[0] if floors else None,
                     "floor_ratio": mean_std(floor_ratios)[0] if floor_ratios else None,
                     "train_time_s": mean_std(_metric(cs, name, "train_time_s"))[0],

@@ -84,21 +84,26 @@ def window_test_acc(records: list[dict] | None, window: float = PLATEAU_WINDOW, 
     return statistics.fmean(last) if last else None
 
 
-def convergence(records: list[dict] | None, window: float = PLATEAU_WINDOW, key: str = "val_acc") -> dict | None:
+def convergence(
+    records: list[dict] | None, window: float = PLATEAU_WINDOW, key: str = "val_acc", higher_is_better: bool = True
+) -> dict | None:
     """Whether a run's validation accuracy has reached its plateau (see :data:`PLATEAU_POINTS`).
 
     Args:
         records: the run's per-epoch records (``epoch``, ``val_acc`` where evaluated).
         window: share of the epochs per window.
         key: the validation figure (``val_mrr`` for link prediction: the same rule in MRR points).
+        higher_is_better: the figure's direction: for an error (False) the rule is on its fall, the
+            improvement, so that a run whose error still falls by more has not converged.
 
     Returns:
-        ``{"converged": bool, "rise_points": last window's mean - previous window's, in points,
-        "last_val": mean val accuracy of the last window}``, or None when either window holds
-        no evaluation.
+        ``{"converged": bool, "rise_points": last window's mean - previous window's, in points (an error's:
+        the previous - the last), "last_val": mean val accuracy of the last window}``, or None when either
+        window holds no evaluation.
     """
     last, prev = windows(records, key, window)
     if not last or not prev:
         return None
     rise = (statistics.fmean(last) - statistics.fmean(prev)) * 100
+    rise = rise if higher_is_better else -rise
     return {"converged": rise <= PLATEAU_POINTS, "rise_points": rise, "last_val": statistics.fmean(last)}

@@ -1,10 +1,11 @@
 """How the reports grade the kinds of job: one :class:`~dgl_grappa.kinds.Metric` per task, declared by the kinds.
 
-Everything that differs between node classification and link prediction in a report is the
-kinds' :class:`~dgl_grappa.kinds.Metric` (:data:`TASKS`, keyed by task name: the validation and
-test figures a report reads, how far a row may fall behind the reference, how a figure is shown
-and named). The rest of the report asks this table (and the few helpers below, for a report that
-mixes tasks) instead of branching on the task.
+Everything that differs between the kinds of job in a report (node classification, link prediction, a
+kind registered later) is the kinds' :class:`~dgl_grappa.kinds.Metric` (:data:`TASKS`, keyed by task
+name: the validation and test figures a report reads, how far a row may fall behind the reference,
+how a figure is shown and named, and its ``style``: which table, notes and goals its rows get). The
+rest of the report asks this table (and the few helpers below, for a report that mixes tasks)
+instead of branching on the task.
 
 A cell's task is its config's ``train.task`` (:func:`cell_task`); its rows carry the name
 as ``task``.
@@ -35,10 +36,11 @@ def task_of(name: str | None) -> Metric:
 
 
 def cell_task(cell: dict) -> str:
-    """``"link"`` for a cell whose config trains link prediction (``train.task: link``), else ``"node"``.
+    """A cell's task (a key of :data:`TASKS`): its config's ``train.task``.
 
-    A cell without its config (hand-made, or from before configs were stored) counts as link
-    prediction when a finished system's summary says so (``task: link``).
+    A cell without its config (hand-made, or from before configs were stored) has the task a
+    finished system's summary names (``task``); a cell that names none, or a task no registered
+    kind has, has :data:`DEFAULT_TASK`.
 
     Example:
         >>> cell_task({"config": {"train": {"task": "link"}}}), cell_task({"systems": {}})
@@ -58,7 +60,7 @@ def cell_task(cell: dict) -> str:
 
 
 def quality_keys(cell: dict) -> tuple[str, str]:
-    """(validation key, test key) the reports read for a cell: accuracies, or MRRs for link prediction."""
+    """(validation key, test key) the reports read for a cell: its task's metric's (accuracies, MRRs, ...)."""
     m = TASKS[cell_task(cell)]
     return m.val_key, m.test_key
 
@@ -84,7 +86,8 @@ def link_met(mean_diff_points: float | None, points: float = LINK_POINTS) -> boo
 
 
 def pair_points(task: str) -> float:
-    """A pair's tolerance in points: :data:`PAIR_POINTS` of accuracy, :data:`LINK_POINTS` of MRR for link rows."""
+    """A pair's tolerance in points: its task's metric's (:data:`PAIR_POINTS` of accuracy, :data:`LINK_POINTS` of
+    MRR for link rows)."""
     return task_of(task).pair_points
 
 
@@ -105,6 +108,17 @@ def _metrics(rows: list[dict]) -> list[Metric]:
     """The metrics of these rows' tasks, in :data:`TASKS` order (the first is the one the text names first)."""
     tasks = {r.get("task", DEFAULT_TASK) for r in rows}
     return [m for name, m in TASKS.items() if name in tasks] or [TASKS[DEFAULT_TASK]]
+
+
+def rows_metric(rows: list[dict]) -> Metric:
+    """The metric of these rows (of one task: a table's; mixed: the first task's in :data:`TASKS` order; none:
+    the default task's).
+
+    Example:
+        >>> rows_metric([{"task": "link"}]).test_key, rows_metric([]).test_key
+        ('test_mrr', 'test_acc')
+    """
+    return _metrics(rows)[0]
 
 
 def tolerance_text(rows: list[dict]) -> str:
@@ -139,7 +153,7 @@ def quality_words(rows: list[dict]) -> str:
 
 
 def task_text(cfg: dict, task: str) -> str:
-    """A cell's kind of job in a few words, from its config and task: "node", "link", with learnable
+    """A cell's kind of job in a few words, from its config and task: the task's name, with learnable
     embeddings, on a heterograph.
 
     Example:

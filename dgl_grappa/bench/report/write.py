@@ -19,15 +19,20 @@ from .markdown import (
     speed_table,
     systems_text,
 )
-from .notes import ACCURACY_NOTES, PHASE_NOTES, SPEED_NOTES, TASK_NOTES
+from .notes import ACCURACY_NOTES, PHASE_NOTES, SPEED_NOTES, STYLE_NOTES
 from .plots import PLOT_PREFIXES, plot_accuracy, plot_speed
 from .results import CellResult, borrow_baseline, select
 from .rows import accuracy_rows, attach_data_name, speed_rows
 from .tasks import TASKS, rows_by_task
 
-ACCURACY_TABLES: dict[str, Callable[[list[dict]], str]] = {"node": accuracy_table, "link": link_table}
-"""Task name -> the accuracy report's matrix table of its rows (a task of another kind: :func:`accuracy_table`, its
-figures shown as its metric shows them)."""
+ACCURACY_TABLES: dict[str, Callable[[list[dict]], str]] = {"accuracy": accuracy_table, "ranking": link_table}
+"""A metric's :attr:`~dgl_grappa.runtime.grading.Metric.style` -> the accuracy report's matrix table of its rows
+(each table shows the figures as the rows' metric shows them)."""
+
+
+def _notes(rows: list[dict]) -> list[str]:
+    """The notes the tables of these rows' tasks add under the matrix, each task's metric asked by its style."""
+    return [text for name in rows_by_task(rows) if (text := STYLE_NOTES[TASKS[name].style](TASKS[name]))]
 
 
 def _speed_table(rows: list[dict], task: str) -> str:
@@ -139,22 +144,20 @@ def _render(
     if kind == "accuracy":
         rows = accuracy_rows(shown) if rows is None else rows
         attach_data_name(rows, shown)
-        notes = [TASK_NOTES[n] for n in rows_by_task(rows) if n in TASK_NOTES]
         parts += (
             ["## Accuracy goals", "", goals_table(accuracy_goals(rows)), "", tta_summary(rows), ""]
             + pairs_section(shown, pairs or [])
-            + _matrix(rows, lambda rs, name: ACCURACY_TABLES.get(name, accuracy_table)(rs))
+            + _matrix(rows, lambda rs, name: ACCURACY_TABLES[TASKS[name].style](rs))
             + [ACCURACY_NOTES]
-            + notes
+            + _notes(rows)
         )
     else:
         rows = speed_rows(shown) if rows is None else rows
-        notes = [TASK_NOTES[n] for n in rows_by_task(rows) if n in TASK_NOTES]
         parts += (
             ["## Speed goals", "", goals_table(speed_goals(rows)), ""]
             + _matrix(rows, _speed_table)
             + [SPEED_NOTES]
-            + notes
+            + _notes(rows)
             + ["## Where an epoch goes", "", phase_table(rows), "", PHASE_NOTES]
         )
     if plots:
