@@ -11,7 +11,8 @@ stays cheap: the remote guard imports this package before torch or DGL are impor
 * :class:`GrappaLoader` - the drop-in replacement of ``DistNodeDataLoader`` for an existing
   DistDGL script (:mod:`dgl_grappa.method.dropin`); :class:`GrappaEdgeLoader` the one of
   ``DistEdgeDataLoader`` (link prediction); :class:`GrappaHeteroLoader` the one of
-  ``DistNodeDataLoader`` on a heterogeneous graph;
+  ``DistNodeDataLoader`` on a heterogeneous graph; :class:`LoaderOptions` their settings as one object
+  (the keywords they take: ``first_hop="block"``, ``part_config=...``);
 * :func:`make_correction` - the gradient reducer the drop-in registers on the DDP model
   (:mod:`dgl_grappa.method.reducers`);
 * :func:`load_config` - the config tree from YAML and ``--section.key=value`` overrides
@@ -39,6 +40,7 @@ _API = {
     "GrappaLoader": "dgl_grappa.method.dropin",
     "GrappaEdgeLoader": "dgl_grappa.method.dropin",
     "GrappaHeteroLoader": "dgl_grappa.method.dropin",
+    "LoaderOptions": "dgl_grappa.method.dropin",
     "make_correction": "dgl_grappa.method.reducers",
     "load_config": "dgl_grappa.config",
     "run_worker": "dgl_grappa.native.trainer",

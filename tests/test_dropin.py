@@ -112,6 +112,81 @@ def test_dropin_refuses_the_node_correction_and_an_unknown_halo(small_parts):
 
 
 @pytest.mark.unit
+def test_loader_options_are_checked_once_and_every_loader_names_an_unknown_keyword():
+    """The settings' checks are LoaderOptions' own (a loader's keywords end there before any graph is read), and a
+    misspelt keyword is a TypeError that names it and the ones a loader takes."""
+    import dataclasses
+
+    from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader, LoaderOptions
+
+    for bad, match in [
+        ({"halo": "far"}, "halo='far' is not allowed; use drop or keep"),
+        ({"first_hop": "full"}, "first_hop='full' is not allowed; use sampled, exact or block"),
+        ({"aggregate": "max"}, "aggregate='max' is not allowed; use mean or gcn"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            LoaderOptions(**bad)
+        with pytest.raises(ValueError, match=match):
+            GrappaLoader(None, None, 8, **bad)  # no DistGraph: the options are refused first
+        with pytest.raises(ValueError, match=match):
+            GrappaEdgeLoader(None, None, 8, negative_sampler=None, options=LoaderOptions(), **bad)
+    with pytest.raises(TypeError, match=r"GrappaLoader\(\) got an unexpected keyword argument 'firsthop'; .*first_hop"):
+        GrappaLoader(None, None, 8, firsthop="block")
+    with pytest.raises(TypeError, match=r"'first_hop'; its options \(LoaderOptions\) are halo, seed, feat_key"):
+        GrappaHeteroLoader(None, None, 8, first_hop="block")
+    with pytest.raises(ValueError, match="first_hop='block' is the homogeneous loaders'"):
+        GrappaHeteroLoader(None, None, 8, options=LoaderOptions(first_hop="block"))
+    with pytest.raises(TypeError, match=r"takes options=LoaderOptions\(...\), not dict"):
+        GrappaLoader(None, None, 8, options={"halo": "drop"})
+    opts = LoaderOptions(seed=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.seed = 4
+    assert LoaderOptions.of("x", opts, {"halo": "drop"}) == LoaderOptions(seed=3, halo="drop")
+
+
+@pytest.mark.unit
+def test_a_core_loader_draws_the_same_batches_from_keywords_and_from_options(small_parts):
+    """``options=LoaderOptions(...)`` and the same settings as keywords are one loader; keywords override the
+    object's fields; without either a core loader drops the halo."""
+    from dgl_grappa.method.dropin import LoaderOptions
+
+    g, stats = small_parts
+    pg, node, *_ = dgl.distributed.load_partition(stats["part_config"], 0)
+    lp = load_local(stats["part_config"], 0, "keep", "sampled")
+    args = (
+        pg,
+        pg.ndata["inner_node"],
+        pg.ndata[dgl.NID],
+        node["_N/train_mask"],
+        torch.cat([node["_N/in_degree"], lp.in_degree[lp.num_inner :]]),
+        dgl.dataloading.NeighborSampler([4, 3]),
+        64,
+    )
+    keywords = dict(hops=3, w_min=0.2, self_loops=False, seed=4, halo="keep", first_hop="block")
+    loaders = [
+        PartitionLoader(*args, num_nodes=g.num_nodes(), **keywords),
+        PartitionLoader(*args, num_nodes=g.num_nodes(), options=LoaderOptions(**keywords)),
+        PartitionLoader(*args, num_nodes=g.num_nodes(), options=LoaderOptions(**{**keywords, "seed": 9}), seed=4),
+    ]
+    assert loaders[0].options == loaders[1].options == loaders[2].options == LoaderOptions(**keywords)
+    assert all(torch.equal(x.weights, loaders[0].weights) for x in loaders)
+
+    def batches(loader):
+        return [[t for b in bs for t in (b.srcdata[dgl.NID], b.dstdata[dgl.NID], *b.edges())] for _, _, bs in loader]
+
+    # DGL's neighbour sampling repeats a seeded draw on one thread only (on two, the same loader's batches differ)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ref, *others = [batches(x) for x in loaders]
+    finally:
+        torch.set_num_threads(threads)
+    for got in others:
+        assert len(got) == len(ref) and all(torch.equal(a, b) for r, o in zip(ref, got) for a, b in zip(r, o))
+    assert PartitionLoader(*args).halo == "drop"
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("layer", ["sage", "graphconv-right", "graphconv-both"])
 def test_the_block_first_hop_gives_an_unmodified_dgl_layer_the_full_graph_first_layer(small_parts, layer, tmp_path):
     """first_hop="block": block 0 (one virtual in-neighbour per destination, its row the aggregate)

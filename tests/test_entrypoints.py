@@ -56,6 +56,7 @@ def test_import_dgl_grappa_loads_nothing_heavy_and_the_api_resolves():
                 "GrappaEdgeLoader",
                 "GrappaHeteroLoader",
                 "GrappaLoader",
+                "LoaderOptions",
                 "load_config",
                 "make_correction",
                 "prepare",
@@ -69,7 +70,7 @@ def test_import_dgl_grappa_loads_nothing_heavy_and_the_api_resolves():
 def test_the_public_api_is_the_modules_objects():
     import dgl_grappa
     from dgl_grappa.config import load_config
-    from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader
+    from dgl_grappa.method.dropin import GrappaEdgeLoader, GrappaHeteroLoader, GrappaLoader, LoaderOptions
     from dgl_grappa.method.reducers import make_correction
     from dgl_grappa.native.trainer import run_worker
     from dgl_grappa.partition.aggregates import prepare
@@ -82,5 +83,6 @@ def test_the_public_api_is_the_modules_objects():
         dgl_grappa.prepare,
     ) == (GrappaLoader, make_correction, load_config, run_worker, prepare)
     assert (dgl_grappa.GrappaEdgeLoader, dgl_grappa.GrappaHeteroLoader) == (GrappaEdgeLoader, GrappaHeteroLoader)
+    assert dgl_grappa.LoaderOptions is LoaderOptions
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         dgl_grappa.nope  # noqa: B018

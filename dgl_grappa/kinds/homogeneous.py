@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ..config import Config, parse_budget, require
 from ..method import coverage as cov
+from ..method.dropin import LoaderOptions
 from ..method.embedding import LocalEmbedding, NoEmbedding
 from ..method.kernels import build_model_for, place_blocks, resolve_kernels
 from ..method.local_part import Keep, first_hop_table, load_local
@@ -280,10 +281,10 @@ class HomogeneousDistJob(DistJob):
         """The model's output width."""
         return dist_num_classes(self.g)
 
-    def dropin_options(self) -> dict:
-        """The drop-in loader's keywords, from the config (the native runtime's settings)."""
+    def dropin_options(self) -> LoaderOptions:
+        """The drop-in loader's options, from the config (the native runtime's settings)."""
         cfg = self.cfg
-        return dict(
+        return LoaderOptions(
             hops=cfg.hops,
             w_min=cfg.grappa.w_min,
             self_loops=cfg.grappa.self_loops,

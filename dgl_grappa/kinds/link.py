@@ -300,7 +300,12 @@ class LinkDistJob(HomogeneousDistJob):
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
             negatives = LocalNegativeSampler(cfg.link.negatives, cfg.link.negative_dist)
             return GrappaEdgeLoader(
-                g, sampler, cfg.train.batch_size, self.correction, negative_sampler=negatives, **self.dropin_options()
+                g,
+                sampler,
+                cfg.train.batch_size,
+                self.correction,
+                negative_sampler=negatives,
+                options=self.dropin_options(),
             )
         # DGL's example: every edge, split evenly over the trainers; negatives from every node
         self.train_eids = dgl.distributed.edge_split(

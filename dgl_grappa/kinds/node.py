@@ -122,7 +122,7 @@ class NodeDistJob(HomogeneousDistJob):
             # Grappa change 1 of 2: sample only inside this machine's partition (and, with
             # first-hop completion, only layers 1..L-1: layer 0 reads the precomputed aggregates).
             self.correction = make_correction(cfg.grappa.correction, cfg.grappa.lam, cfg.grappa.shrink_target)
-            return GrappaLoader(g, sampler, cfg.train.batch_size, self.correction, **self.dropin_options())
+            return GrappaLoader(g, sampler, cfg.train.batch_size, self.correction, options=self.dropin_options())
         self.train_nid = dgl.distributed.node_split(g.ndata["train_mask"], g.get_partition_book(), force_even=True)
         return dgl.dataloading.DistNodeDataLoader(
             g, self.train_nid, sampler, batch_size=cfg.train.batch_size, shuffle=True, drop_last=False

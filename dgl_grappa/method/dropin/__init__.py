@@ -30,7 +30,8 @@ The method is the native runtime's, not a copy: the local graph is
 :class:`dgl_grappa.method.sampler.LocalBatches`, and the hook state is set by
 :meth:`Correction.prime <dgl_grappa.method.reducers.Correction.prime>`. The modules: :mod:`.core`
 (:class:`PartitionLoader`, :class:`PartitionEdgeLoader`: batches of one part from plain tensors, with
-their global ids), :mod:`.machine` (what a loader reads once from its machine and serves every row
+their global ids), :mod:`.options` (:class:`LoaderOptions`: the settings every loader takes, as keywords
+or as one object), :mod:`.machine` (what a loader reads once from its machine and serves every row
 from), :mod:`.loaders` (:class:`GrappaLoader`, :class:`GrappaEdgeLoader`), :mod:`.hetero`
 (:class:`GrappaHeteroLoader`) and :mod:`.serve` (``loader.serve``).
 
@@ -45,6 +46,7 @@ from .core import NO_EDGE, PartitionEdgeLoader, PartitionLoader, first_hop_block
 from .hetero import GlobalIdHeteroEmbedding, GrappaHeteroLoader
 from .loaders import GrappaEdgeLoader, GrappaLoader
 from .machine import GlobalIdEmbedding, MachineTables
+from .options import LoaderOptions
 from .serve import ServedEmbedding, ServedGraph, ServedRows
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "GrappaEdgeLoader",
     "GrappaHeteroLoader",
     "GrappaLoader",
+    "LoaderOptions",
     "MachineTables",
     "PartitionEdgeLoader",
     "PartitionLoader",

@@ -20,6 +20,7 @@ from ..link import LocalEdgeBatches, NegativePool, as_local_negatives, edge_usab
 from ..local_part import local_graph, locate_ids, relabel
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers, skip_first_layer
+from .options import LoaderOptions
 
 NO_EDGE = -1
 """``edata[dgl.EID]`` of the virtual first-hop block's edges (first_hop="block"): they are no edge of the graph."""
@@ -29,10 +30,12 @@ def _world() -> int:
     return torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
 
 
+CORE_OPTIONS = LoaderOptions(halo="drop")
+"""A core loader's options when it is given none: it serves no rows, so it keeps no halo unless told to."""
+
+
 def _refuse(correction: Correction | None, halo: str) -> None:
     why = dropin_problem(correction.name if correction is not None else "none", halo)
-    if why is None and halo not in ("drop", "keep"):
-        why = f"halo={halo!r} is not allowed; use drop or keep"
     if why is not None:
         raise ValueError(why)
 
@@ -54,22 +57,12 @@ class PartitionLoader:
             use smaller batches so that every part takes the same number of steps.
         correction: a :class:`~dgl_grappa.method.reducers.Correction` (none, batch, shrinkage)
             primed before every batch; None = plain averaging.
-        hops: hops of the coverage recurrence (usually the model's number of layers).
-        w_min: lower clamp of the node weights.
-        self_loops: count a self-loop in both degrees.
-        seed: seed of shuffling and sampling (the rank is added).
-        halo: ``train.halo``: "drop" (inner nodes only) or "keep" (the halo nodes stay, as
-            in the native runtime; their rows must then be served by the caller, see
-            :class:`GrappaLoader`).
-        first_hop: "sampled"; "exact" (first-hop completion through the model: the loader
-            samples only layers 1..L-1, see :func:`~dgl_grappa.method.sampler.skip_first_layer`,
-            and the model computes layer 0 from the aggregates,
-            ``model(blocks, x, agg=loader.aggregates(input_nodes), deg=...)``); or "block"
-            (first-hop completion for a model of the script's own: layers 1..L-1 are sampled and
-            the loader adds block 0, in which every destination has one virtual in-neighbour
-            whose row is its precomputed aggregate, so a mean-aggregating layer, e.g. DGL's
-            ``SAGEConv('mean')``, computes the full-graph first hop; ``input_nodes`` then holds
-            a virtual neighbour's id as ``num_nodes`` + the node's global id).
+        options: a :class:`~.options.LoaderOptions`, of which the core reads ``hops``, ``w_min``,
+            ``self_loops``, ``seed``, ``halo`` and ``first_hop`` (with ``halo="keep"`` the halo nodes'
+            rows must be served by the caller, see :class:`GrappaLoader`). Without it, the fields'
+            defaults except ``halo="drop"`` (:data:`CORE_OPTIONS`).
+        keywords: fields of :class:`~.options.LoaderOptions` (``halo="keep"``, ``first_hop="exact"``, ...),
+            put over ``options``.
         kept: local ids of the nodes to keep (sorted, inner first; :func:`~.local_part.choose_kept`),
             or None for every node.
         num_nodes: the whole graph's node count (``first_hop="block"``: the virtual ids).
@@ -77,6 +70,7 @@ class PartitionLoader:
             negative pool outside the halo), appended to the local graph without edges.
 
     Attributes:
+        options: the :class:`~.options.LoaderOptions` it was made with (``options`` and the keywords).
         graph: the local graph batches are sampled from.
         global_ids: global id of every node of ``graph``.
         edge_ids: global id of every edge of ``graph`` (None when ``graph`` has no ``edata[dgl.EID]``).
@@ -100,19 +94,15 @@ class PartitionLoader:
         batch_size: int,
         correction: Correction | None = None,
         *,
-        hops: int = 2,
-        w_min: float = 0.05,
-        self_loops: bool = True,
-        seed: int = 0,
-        halo: str = "drop",
-        first_hop: str = "sampled",
+        options: LoaderOptions | None = None,
         kept: Tensor | None = None,
         num_nodes: int | None = None,
         extra: tuple[Tensor, Tensor] | None = None,
+        **keywords,
     ):
+        o = self.options = LoaderOptions.of(type(self).__name__, options, keywords, CORE_OPTIONS)
+        halo, first_hop = o.halo, o.first_hop
         _refuse(correction, halo)
-        if first_hop not in ("exact", "sampled", "block"):
-            raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
         if first_hop == "block" and num_nodes is None:
             raise ValueError("first_hop='block' needs num_nodes= (the whole graph's node count: virtual ids)")
         self.halo = halo
@@ -143,11 +133,11 @@ class PartitionLoader:
             raise RuntimeError("the local graph's edges and their global ids disagree (a change to local_graph?)")
         self.num_inner = n_inner
         self.train_ids = train.nonzero(as_tuple=True)[0]
-        self.coverage, self.weights = cov.partition_weights(src, dst, n_local, deg, hops, self_loops, w_min)
+        self.coverage, self.weights = cov.partition_weights(src, dst, n_local, deg, o.hops, o.self_loops, o.w_min)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         self.correction = correction
         self._epoch = 0
-        self._make_batches(sampler, batch_size, seed * 1000 + rank, src, dst, deg)
+        self._make_batches(sampler, batch_size, o.seed * 1000 + rank, src, dst, deg)
 
     def _make_batches(self, sampler, batch_size: int, seed: int, src: Tensor, dst: Tensor, deg: Tensor) -> None:
         """``steps`` and ``batches``: the training nodes' (the edge loader has its own)."""

@@ -18,9 +18,13 @@ from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers
 from ..storage import NodeTable, row_bytes
 from .core import _world, part_edge_order
+from .options import LoaderOptions
 from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
+
+HETERO_OPTIONS = ("halo", "seed", "feat_key", "train_key", "memory_budget", "storage")
+"""The :class:`~.options.LoaderOptions` fields the heterogeneous loader reads (and takes as keywords)."""
 
 
 class GrappaHeteroLoader:
@@ -47,16 +51,14 @@ class GrappaHeteroLoader:
         batch_size: seeds per batch on the machine with the most training nodes.
         correction: None or ``make_correction("none")`` (the heterogeneous runtime averages plainly).
         target: the labelled node type (empty: the one type with ``train_key``).
-        halo: "keep" or "drop".
-        seed: seed of shuffling and sampling (the rank is added).
-        feat_key, train_key: node-data keys of the features ("auto": the one 2-D float node tensor name the
-            types have, e.g. DGL's ``feat``) and of the training mask.
-        memory_budget: the most bytes of featured rows the machine holds, the server's own rows included, as a
-            multiple of those own rows in fp32 (``train.memory_budget``'s rule; a size such as ``"8GB"`` too; "0": no
-            limit). The kept halo's rows take what is left, in the most exact precision of ``storage`` that holds
+        options: a :class:`~.options.LoaderOptions`, of which this loader reads ``halo`` ("keep" or "drop"), ``seed``,
+            ``feat_key`` ("auto": the one 2-D float node tensor name the types have, e.g. DGL's ``feat``),
+            ``train_key``, ``memory_budget`` and ``storage``; it samples every layer (``first_hop`` "sampled") and
+            averages plainly. ``memory_budget`` bounds the featured rows the machine holds, the server's own rows
+            included: the kept halo's rows take what is left, in the most exact precision of ``storage`` that holds
             every halo node the seeds' trees can reach, else a uniform sample of those nodes in the last one (a
             warning says so). The featureless types' learnable rows are outside it, as in the native runtime.
-        storage: precision of the kept halo's rows: auto (fp32, fp16, int8, int4: the first that fits) or one of them.
+        keywords: those six fields as keywords (``halo="drop"``, ``memory_budget="2"``, ...), put over ``options``.
 
     Example:
         >>> loader = GrappaHeteroLoader(g, sampler, 1000, target="paper", halo="keep")    # doctest: +SKIP
@@ -74,20 +76,21 @@ class GrappaHeteroLoader:
         correction: Correction | None = None,
         *,
         target: str = "",
-        halo: str = "keep",
-        seed: int = 0,
-        feat_key: str | None = AUTO_KEY,
-        train_key: str = "train_mask",
-        memory_budget: str = "1.5",
-        storage: str = "auto",
+        options: LoaderOptions | None = None,
+        **keywords,
     ):
+        o = self.options = LoaderOptions.of(type(self).__name__, options, keywords, names=HETERO_OPTIONS)
+        halo, seed, train_key, memory_budget = o.halo, o.seed, o.train_key, o.memory_budget
         if correction is not None and correction.name != "none":
             raise ValueError(
                 f"the heterogeneous loader averages gradients plainly; correction={correction.name!r} "
                 "weights nodes by a homogeneous coverage: pass None or make_correction('none')"
             )
-        if halo not in ("drop", "keep"):
-            raise ValueError(f"halo={halo!r} is not allowed; use drop or keep")
+        if o.first_hop != "sampled":
+            raise ValueError(
+                f"first_hop={o.first_hop!r} is the homogeneous loaders'; the heterogeneous loader samples the "
+                "first hop of every relation: use first_hop='sampled'"
+            )
         part_graph = g.local_partition
         if part_graph is None:
             raise RuntimeError(
@@ -116,7 +119,7 @@ class GrappaHeteroLoader:
                     f"the own nodes of type {t} are not one contiguous range of per-type ids; partition "
                     "with dgl.distributed.partition_graph"
                 )
-        self.feat_key = _hetero_feature_key(g, feat_key)
+        self.feat_key = _hetero_feature_key(g, o.feat_key)
         self.featured = [t for t in g.ntypes if self.feat_key is not None and self.feat_key in g.nodes[t].data]
         self.bare_types = [t for t in g.ntypes if t not in self.featured]
         feat_key = self.feat_key
@@ -134,7 +137,7 @@ class GrappaHeteroLoader:
         layers = len(getattr(sampler, "fanouts", []) or []) or None
         self.part_id, self.memory_budget = int(gpb.partid), memory_budget
         self.precision, kept, self.halo_reach = _choose_halo(
-            graph, n_inner, {t: self.train_ids}, layers, self._own, memory_budget, storage, seed, self.part_id
+            graph, n_inner, {t: self.train_ids}, layers, self._own, memory_budget, o.storage, seed, self.part_id
         )
         self.graph, self.global_ids, self.edge_ids = _keep_halo(graph, n_inner, kept, global_ids, edge_ids)
         self._first, self._halo_sorted, self._halo_local, self._halo_row = {}, {}, {}, {}

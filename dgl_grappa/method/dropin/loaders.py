@@ -11,11 +11,11 @@ import logging
 
 from torch import Tensor
 
-from ...partition.aggregates import AUTO_KEY
 from ...partition.layout import HOMOGENEOUS
 from ..reducers.correction import Correction
 from .core import PartitionEdgeLoader, PartitionLoader, _refuse, _refuse_link
 from .machine import GlobalIdEmbedding, MachineTables
+from .options import LoaderOptions
 from .serve import refresh_halo, serve
 
 log = logging.getLogger("dgl_grappa")
@@ -24,6 +24,8 @@ log = logging.getLogger("dgl_grappa")
 class _OnMachine:
     """What both loaders of a DistGraph share: the machine's :attr:`tables` and the :attr:`core` loader."""
 
+    options: LoaderOptions
+    """The settings it was made with (``options`` and the keywords)."""
     tables: MachineTables
     core: PartitionLoader
     in_epoch = False
@@ -170,24 +172,14 @@ class GrappaLoader(_OnMachine):
 
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
-        sampler, batch_size, correction, hops, w_min, self_loops, seed, halo, first_hop: as for
-            :class:`~.core.PartitionLoader` (``first_hop`` "exact" or "block" read the aggregates),
-            except that ``halo`` is "keep" by default.
-        part_config: the partition json the servers loaded (the aggregates are read from its
-            folder: ``python -m dgl_grappa prepare`` adds them to a folder made elsewhere).
-        memory_budget: ``train.memory_budget`` (a multiple of the own fp32 feature rows, or a
-            size): the server holds the own features in fp32, the loader the rest.
-        storage: ``train.storage`` (auto: the most exact precision that fits).
-        aggregate: which precomputed first hop the aggregates are: "mean" (the in-neighbour
-            mean: what ``SAGEConv('mean')``, ``GraphConv(norm='right')`` and the package's models
-            take) or "gcn" (``sum_u x_u / sqrt(d_out(u) d_in(v))``, what ``GraphConv(norm='both')``
-            computes; ``python -m dgl_grappa prepare --gcn`` adds it).
-        train_key, degree_key, feat_key: node-data keys of the training mask, the full-graph
-            in-degree (without it, the prepared folder's, else asked from the servers once, here) and
-            the features: "auto" (the default) is the graph's one 2-D float node tensor (DGL's
-            examples name it ``features``; none: no features); ``feat_key=None``: no features, the
-            script trains learnable rows (its ``DistEmbedding``, :meth:`serve`): nothing feature-wide
-            is read or held.
+        sampler, batch_size, correction: as for :class:`~.core.PartitionLoader`.
+        options: a :class:`~.options.LoaderOptions`, each of its fields documented there: ``hops``, ``w_min``,
+            ``self_loops``, ``seed``, ``halo`` ("keep" by default), ``first_hop`` ("exact" or "block" read the
+            aggregates), ``aggregate``, ``part_config`` (needed with a first-hop mode), ``memory_budget``,
+            ``storage``, ``train_key``, ``degree_key``, ``feat_key`` (``None``: the script trains learnable rows,
+            its ``DistEmbedding``, :meth:`serve`). Without it, the fields' defaults.
+        keywords: those fields as a DistDGL script writes them (``first_hop="block"``, ``part_config=...``), put
+            over ``options``; any other keyword is a ``TypeError`` that names the fields.
 
     What the memory budget costs (tables below fp32, reachable halo nodes left out) is logged as a
     warning when the loader is made; ``precision``, ``tables.halo_kept`` and ``tables.halo_reach`` say it too.
@@ -205,47 +197,18 @@ class GrappaLoader(_OnMachine):
         batch_size: int,
         correction: Correction | None = None,
         *,
-        hops: int = 2,
-        w_min: float = 0.05,
-        self_loops: bool = True,
-        seed: int = 0,
-        halo: str = "keep",
-        first_hop: str = "sampled",
-        train_key: str = "train_mask",
-        degree_key: str = "in_degree",
-        feat_key: str | None = AUTO_KEY,
-        part_config: str | None = None,
-        memory_budget: str = "1.5",
-        storage: str = "auto",
-        aggregate: str = "mean",
+        options: LoaderOptions | None = None,
+        **keywords,
     ):
-        _refuse(correction, halo)  # before anything is asked from the servers
-        self.tables = MachineTables(
-            g,
-            sampler,
-            every_node=False,
-            seed=seed,
-            halo=halo,
-            first_hop=first_hop,
-            train_key=train_key,
-            degree_key=degree_key,
-            feat_key=feat_key,
-            part_config=part_config,
-            memory_budget=memory_budget,
-            storage=storage,
-            aggregate=aggregate,
-        )
+        o = self.options = LoaderOptions.of(type(self).__name__, options, keywords)
+        _refuse(correction, o.halo)  # before anything is asked from the servers
+        self.tables = MachineTables(g, sampler, o, every_node=False)
         self.core = PartitionLoader(
             *self._core_args(),
             sampler,
             batch_size,
             correction,
-            hops=hops,
-            w_min=w_min,
-            self_loops=self_loops,
-            seed=seed,
-            halo=halo,
-            first_hop=first_hop,
+            options=o,
             kept=self.tables.kept,
             num_nodes=self.tables.num_nodes_total,
         )
@@ -274,7 +237,8 @@ class GrappaEdgeLoader(_OnMachine):
             once with the halo's; each stands for its share of the nodes this machine does not own, so the
             negatives follow the global draw without a byte during a step. 0: negatives from the nodes this
             machine holds (its own and its kept halo).
-        kwargs: :class:`GrappaLoader`'s keywords (``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
+        options, keywords: as for :class:`GrappaLoader` (a :class:`~.options.LoaderOptions`, or its fields as
+            keywords: ``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
     Example:
         >>> loader = GrappaEdgeLoader(g, sampler, 1000, negative_sampler=Uniform(1),   # doctest: +SKIP
@@ -291,56 +255,26 @@ class GrappaEdgeLoader(_OnMachine):
         correction: Correction | None = None,
         *,
         negative_sampler,
-        hops: int = 2,
-        w_min: float = 0.05,
-        self_loops: bool = True,
-        seed: int = 0,
-        halo: str = "keep",
-        first_hop: str = "sampled",
-        train_key: str = "train_mask",
-        degree_key: str = "in_degree",
-        feat_key: str | None = AUTO_KEY,
-        part_config: str | None = None,
-        memory_budget: str = "1.5",
-        storage: str = "auto",
-        aggregate: str = "mean",
         negative_pool: float = 0.25,
+        options: LoaderOptions | None = None,
+        **keywords,
     ):
+        o = self.options = LoaderOptions.of(type(self).__name__, options, keywords)
         _refuse_link(correction)  # before anything is asked from the servers
-        _refuse(correction, halo)
+        _refuse(correction, o.halo)
         if negative_pool < 0:
             raise ValueError(
                 f"negative_pool={negative_pool} must be >= 0 (other machines' nodes per own node held as "
                 "negatives; 0: negatives from the nodes this machine holds)"
             )
-        self.tables = MachineTables(
-            g,
-            sampler,
-            every_node=True,
-            seed=seed,
-            halo=halo,
-            first_hop=first_hop,
-            train_key=train_key,
-            degree_key=degree_key,
-            feat_key=feat_key,
-            part_config=part_config,
-            memory_budget=memory_budget,
-            storage=storage,
-            aggregate=aggregate,
-            negative_pool=negative_pool,
-        )
+        self.tables = MachineTables(g, sampler, o, every_node=True, negative_pool=negative_pool)
         t = self.tables
         self.core = PartitionEdgeLoader(
             *self._core_args(),
             sampler,
             batch_size,
             correction,
-            hops=hops,
-            w_min=w_min,
-            self_loops=self_loops,
-            seed=seed,
-            halo=halo,
-            first_hop=first_hop,
+            options=o,
             kept=t.kept,
             num_nodes=t.num_nodes_total,
             negative_sampler=negative_sampler,

@@ -20,10 +20,11 @@ import torch
 from torch import Tensor
 
 from ...config import ConfigError, parse_budget
-from ...partition.aggregates import AUTO_KEY, feature_key, load_sidecar, read_prepared
+from ...partition.aggregates import feature_key, load_sidecar, read_prepared
 from ..embedding import LocalEmbedding
 from ..local_part import Keep, choose_kept, local_graph, locate_ids, remote_sample
 from ..storage import NodeTable, row_bytes
+from .options import LoaderOptions
 
 log = logging.getLogger("dgl_grappa")
 
@@ -34,12 +35,14 @@ class MachineTables:
     Args:
         g: the DistGraph (its machine must hold a partition: ``g.local_partition``).
         sampler: the script's sampler (its number of layers bounds what the seeds' trees reach).
+        options: the loader's :class:`~.options.LoaderOptions` (``seed``, ``halo``, ``first_hop``, ``aggregate``,
+            ``part_config``, ``memory_budget``, ``storage``, ``train_key``, ``degree_key``, ``feat_key`` are read).
         every_node: keep every node of the part (link prediction: any node may end a pair), not
             only what the training seeds' trees reach.
-        seed, halo, first_hop, part_config, memory_budget, storage, aggregate, train_key, degree_key,
-            feat_key: as for :class:`~.loaders.GrappaLoader`.
+        negative_pool: other machines' nodes per own node held as negatives (:class:`~.loaders.GrappaEdgeLoader`).
 
     Attributes:
+        options: the :class:`~.options.LoaderOptions` it was made with.
         local_partition, inner, global_ids, train_mask, in_degree: the part as the core loader reads it
             (``in_degree`` in local id order, the kept halo's read once).
         feat_key: the features' node-data key (``feat_key="auto"`` resolved), or None (no features).
@@ -52,22 +55,14 @@ class MachineTables:
         self,
         g,
         sampler,
+        options: LoaderOptions,
         *,
         every_node: bool = False,
-        seed: int = 0,
-        halo: str = "drop",
-        first_hop: str = "sampled",
-        train_key: str = "train_mask",
-        degree_key: str = "in_degree",
-        feat_key: str | None = AUTO_KEY,
-        part_config: str | None = None,
-        memory_budget: str = "1.5",
-        storage: str = "auto",
-        aggregate: str = "mean",
         negative_pool: float = 0.0,
     ):
-        if first_hop not in ("exact", "sampled", "block"):
-            raise ValueError(f"first_hop={first_hop!r} is not allowed; use sampled, exact or block")
+        self.options = options
+        seed, halo, first_hop, part_config = options.seed, options.halo, options.first_hop, options.part_config
+        train_key, degree_key, storage = options.train_key, options.degree_key, options.storage
         part_graph = g.local_partition
         if part_graph is None:
             raise RuntimeError(
@@ -75,8 +70,6 @@ class MachineTables:
                 "drop-in loader needs co-located servers and trainers"
             )
         completes = first_hop != "sampled"
-        if aggregate not in ("mean", "gcn"):
-            raise ValueError(f"aggregate={aggregate!r} is not allowed; use mean or gcn")
         if completes and part_config is None:
             raise ValueError(
                 f"first_hop={first_hop!r} needs part_config= (this machine's aggregates are read from "
@@ -95,7 +88,7 @@ class MachineTables:
             )
         self._first, self._n_inner, self.num_nodes_total = first, n_inner, g.num_nodes()
         self._embedding = None  # made by embedding()
-        feat_key = feature_key({k: g.ndata[k] for k in g.ndata}, feat_key, "the DistGraph")
+        feat_key = feature_key({k: g.ndata[k] for k in g.ndata}, options.feat_key, "the DistGraph")
         self.feat_key = feat_key
         self._has_feat = feat_key is not None
         if feat_key is not None:
@@ -128,7 +121,7 @@ class MachineTables:
         # What to keep: the native runtime's choice, with the server's fp32 features already held.
         _, _, src, dst = local_graph(part_graph, inner, halo)
         n_local = n_inner + (int((~inner).sum()) if halo == "keep" else 0)
-        mult, size = parse_budget(memory_budget)
+        mult, size = parse_budget(options.memory_budget)
         layers = len(getattr(sampler, "fanouts", []) or [])
         # The edge loader reaches every node: any node it holds can be the end of a pair.
         reach = None if every_node or not layers else (layers - 1 if completes else layers)
@@ -153,7 +146,7 @@ class MachineTables:
             required=required,
             extra=int(extra_gids.numel()),
         )
-        self.precision, self.part_id, self.memory_budget = precision, part_id, memory_budget
+        self.precision, self.part_id, self.memory_budget = precision, part_id, options.memory_budget
         self._room = keep.limit(n_inner * width * 4) - n_inner * width * 4  # what the budget leaves the tables
         halo_ids = kept[inner_kept.numel() :]
         # Every row held besides the own ones, sorted by global id: the kept halo's (DGL orders a part's halo by
@@ -187,7 +180,7 @@ class MachineTables:
                 width,
                 precision,
                 holds,
-                "agg" if aggregate == "mean" else "gcn",
+                "agg" if options.aggregate == "mean" else "gcn",
             )
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
         self.one_time_bytes = int(self._halo_gids.numel() * per_halo)
