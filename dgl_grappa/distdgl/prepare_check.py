@@ -6,15 +6,17 @@ them the loader could only fail in every trainer, after the servers have loaded 
 launcher looks first. What it reads:
 
 * a script: its source, without running it. Every ``GrappaLoader(...)`` / ``GrappaEdgeLoader(...)``
-  call whose ``first_hop`` is written as ``"block"`` or ``"exact"`` (with ``aggregate="gcn"``: the
-  ``--gcn`` table too). A mode the source computes (``first_hop=args.mode``) is left to the loader,
-  whose own error is then the job's one line (:mod:`.runscript`). On a heterogeneous partitioning
+  / ``LoaderOptions(...)`` call whose ``first_hop`` is written as ``"block"`` or ``"exact"`` (with
+  ``aggregate="gcn"``: the ``--gcn`` table too). A mode the source computes (``first_hop=args.mode``) is
+  left to the loader, whose own error is then the job's one line (:mod:`.runscript`). On a heterogeneous partitioning
   these loaders cannot run, so a call to one is in a branch the script does not take there.
 * the package's own trainer: the config's first-hop mode (``train.first_hop``).
 
 Example:
     >>> [n.call for n in first_hop_calls('loader = GrappaLoader(g, s, 64, first_hop="block", part_config=p)')]
     ['GrappaLoader(first_hop="block")']
+    >>> [n.call for n in first_hop_calls('opts = LoaderOptions(first_hop="exact", part_config=p)')]
+    ['LoaderOptions(first_hop="exact")']
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from pathlib import Path
 from ..config import ConfigError
 from ..partition.aggregates import AUTO_KEY, read_prepared
 
-LOADERS = ("GrappaLoader", "GrappaEdgeLoader")
-"""The drop-in loaders that take a first-hop mode."""
+LOADERS = ("GrappaLoader", "GrappaEdgeLoader", "LoaderOptions")
+"""The calls that set a first-hop mode: the drop-in loaders, and their options object (``options=``)."""
 
 
 @dataclass
