@@ -247,36 +247,40 @@ def _capped_choice(
 
 
 @contextlib.contextmanager
-def forced_assignment(assignment: np.ndarray, num_parts: int):
-    """Make ``dgl.distributed.partition_graph(part_method="metis")`` use ``assignment``.
+def forced_assignment(assignment: np.ndarray, num_parts: int, slot: str = "metis"):
+    """Make ``dgl.distributed.partition_graph(part_method=slot)`` use ``assignment``.
 
     partition_graph takes only ``metis`` or ``random`` and has no argument for a ready
     assignment; re-implementing its halo construction, id reshuffling and file writing
     would copy DGL. Relabelling nodes cannot make METIS (or DGL's seeded random draw, whose
     part sizes are random) yield an arbitrary assignment either. So, for the duration of
-    the call, the module-level name partition_graph calls for METIS is bound to a function
-    that returns ``assignment``; everything else is DGL's own code. The function checks its
+    the call, the module-level name partition_graph calls for ``slot`` (METIS, or the random
+    draw: then its json says ``random``, as the partitioning is) is bound to a function that
+    returns ``assignment``; everything else is DGL's own code. The function checks its
     arguments, and callers check the written ``assignment.npy`` against ``assignment``
     (:func:`partition` for ``ldg``, ``scheduler.write_layout``), so a DGL version that
     partitions differently fails loudly instead of silently.
     """
-    original = dgl_part.metis_partition_assignment
+    name = {"metis": "metis_partition_assignment", "random": "random_choice"}[slot]
+    original = getattr(dgl_part, name)
     calls = []
 
-    def fixed(sim_g, k, *args, **kwargs):
-        if k != num_parts or sim_g.num_nodes() != assignment.shape[0]:
+    def fixed(first, second, *args, **kwargs):
+        # METIS is called with (graph, parts, ...), the random draw with (parts, nodes)
+        k, n = (second, first.num_nodes()) if slot == "metis" else (first, int(second))
+        if k != num_parts or n != assignment.shape[0]:
             raise RuntimeError(
-                f"partition_graph asked for {k} parts of {sim_g.num_nodes()} nodes; "
+                f"partition_graph asked for {k} parts of {n} nodes; "
                 f"the forced assignment has {num_parts} parts of {assignment.shape[0]}"
             )
         calls.append(k)
         return torch.from_numpy(np.ascontiguousarray(assignment, dtype=np.int64))
 
-    dgl_part.metis_partition_assignment = fixed
+    setattr(dgl_part, name, fixed)
     try:
         yield calls
     finally:
-        dgl_part.metis_partition_assignment = original
+        setattr(dgl_part, name, original)
 
 
 def random_assignment(num_nodes: int, num_parts: int, seed: int) -> np.ndarray:
@@ -351,8 +355,9 @@ def cut(
     quiet: bool = False,
 ):
     """``g`` cut by ``partition.method`` into DGL's layout in ``out_dir``, by :func:`partition_graph`: LDG's
-    assignment or a uniform draw seeded by ``partition.seed`` (:func:`random_assignment`; of the graph's
-    homogeneous ids, edges ``src`` -> ``dst``) forced through DGL's METIS slot, or DGL's METIS.
+    assignment (of the graph's homogeneous ids, edges ``src`` -> ``dst``) forced through DGL's METIS slot, a
+    uniform draw seeded by ``partition.seed`` (:func:`random_assignment`) through its random slot, or DGL's
+    METIS.
 
     Returns:
         (DGL's mapping of new ids to original ones, LDG's assignment or None, the seconds LDG took).
@@ -376,7 +381,7 @@ def cut(
         method = "random"  # one part: nothing to assign
     elif cfg.method == "random" and cfg.num_parts > 1:
         parts = random_assignment(train_mask.shape[0], cfg.num_parts, cfg.seed)
-        forced, method = forced_assignment(parts, cfg.num_parts), "metis"
+        forced = forced_assignment(parts, cfg.num_parts, slot="random")
     dgl.seed(cfg.seed)  # what DGL draws besides the assignment
     orig_nids = partition_graph(
         g,
