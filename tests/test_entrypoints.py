@@ -66,6 +66,17 @@ def test_import_dgl_grappa_loads_nothing_heavy_and_the_api_resolves():
     )
 
 
+def test_the_distdgl_launcher_starts_without_torch_or_dgl():
+    """The process that starts and supervises a DistDGL job's servers and trainers (``python -m dgl_grappa.distdgl
+    _launch``) imports neither: they would delay every job's first server by seconds."""
+    code = (
+        "import sys, dgl_grappa.distdgl.cli, dgl_grappa.distdgl.launcher; "
+        "print([m for m in ('torch', 'dgl') if m in sys.modules])"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "[]", p.stdout + p.stderr[-2000:]
+
+
 @pytest.mark.unit
 def test_the_public_api_is_the_modules_objects():
     import dgl_grappa

@@ -3,6 +3,7 @@
 Nothing here knows about graphs or models. Layer 1 (above :mod:`dgl_grappa.config`).
 
 * :mod:`.launch` - spawned local workers, gloo process groups, devices, threads;
+* :mod:`.basics` - what a launcher needs without torch (log format, a free port, threads per worker);
 * :mod:`.procs` - running a command bounded in its namespaces, killed as a tree at the end;
 * :mod:`.ptree` - killing processes by PID: trees, sessions, a job's tagged processes
   (import-free, the one implementation every launcher, the guard and the test hosts call);

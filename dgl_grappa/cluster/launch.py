@@ -34,6 +34,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..config import ConfigError
+from .basics import free_port, setup_logging, threads_per_worker  # noqa: F401  (re-exported)
 from .procs import JobFailed, rc_text
 from .ptree import kill_listed
 from .signals import STOP_GRACE_S, STOP_WORKER, Stopped, StopSignals, catch_stop, die_with_parent
@@ -69,13 +70,6 @@ class Identity:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def backend_for(device: str, shared: bool = False) -> str:
@@ -234,24 +228,6 @@ def shutdown_distributed(clean: bool = True) -> None:
     # hung, also with both cores busy).
     time.sleep(0.2)
     dist.destroy_process_group()
-
-
-def setup_logging(rank: int | None = None, level: int = logging.INFO) -> None:
-    """Log lines carry the rank, e.g. ``[rank 1] ...``; the launcher logs as ``[main]``."""
-    prefix = "[main]" if rank is None else f"[rank {rank}]"
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(f"%(asctime)s {prefix} %(message)s", "%H:%M:%S"))
-    root = logging.getLogger("dgl_grappa")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
-
-
-def threads_per_worker(nprocs: int, requested: int = 0) -> int:
-    """Torch threads for each of nprocs workers sharing this machine's cores."""
-    if requested > 0:
-        return requested
-    return max(1, (os.cpu_count() or 1) // max(1, nprocs))
 
 
 class UserError(Exception):

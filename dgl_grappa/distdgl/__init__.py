@@ -48,14 +48,37 @@ Layout: :mod:`.machine_id` (the override, applied by importing this package), :m
 killing process trees is :mod:`dgl_grappa.cluster.procs` (nothing DistDGL-specific).
 """
 
+import importlib
+
 from ..cluster.procs import JobFailed
-from ..kinds.embeddings import dist_num_classes as num_classes
-from .cli import main
-from .job import TRAINER_MODULE, trainer_command
 from .launcher import launch, log  # noqa: F401
-from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401  (first: the override, see above)
-from .metering import TrafficCounter, TrainerMeter
-from .run import run_distdgl
+from .machine_id import ENV_MACHINE_ID, _override_machine_id  # noqa: F401  (the override, see above)
+
+# The rest is imported on first use (PEP 562): the launcher process (``_launch``) imports this package and
+# needs neither torch nor DGL, which the trainer's side and the job runner import.
+_LAZY = {
+    "num_classes": ("..kinds.embeddings", "dist_num_classes"),
+    "main": (".cli", "main"),
+    "TRAINER_MODULE": (".job", "TRAINER_MODULE"),
+    "trainer_command": (".job", "trainer_command"),
+    "TrafficCounter": (".metering", "TrafficCounter"),
+    "TrainerMeter": (".metering", "TrainerMeter"),
+    "run_distdgl": (".run", "run_distdgl"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(module, __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ENV_MACHINE_ID",

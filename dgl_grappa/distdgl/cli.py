@@ -7,14 +7,15 @@ import signal
 import sys
 from pathlib import Path
 
-from ..cluster.launch import setup_logging
+from ..cluster.basics import setup_logging
 from ..cluster.netns import IsolationError
 from ..cluster.procs import EXIT_USER_ERROR, JobFailed
 from ..config import ConfigError, load_config
-from ..kinds import metric_of
 from ..runtime.metrics import format_bytes
 from .launcher import FAILURE_FILE, JOB_FILE, _server_main, launch
-from .run import run_distdgl
+
+# The internal ``_launch`` (the job's supervisor) imports neither torch nor DGL (:mod:`.launcher`); the kinds and
+# the job runner, which do, are imported by the commands that use them.
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         "{ip_config}, {part_config}, {graph_name}, {out_dir}, {config} and {grappa} are filled in",
     )
     a, rest = ap.parse_known_args(argv)
+    from .run import run_distdgl
+
     try:
         cfg = load_config(a.config, rest)
         if a.script_args is not None:  # verbatim: not through the overrides' YAML reading
@@ -130,6 +133,8 @@ def summary_line(s: dict, out: Path) -> str:
         >>> summary_line(s, Path("out")).split(";")[0]
         'distdgl: val MRR 0.5200 test MRR 0.5000 epoch 3.500 s'
     """
+    from ..kinds import metric_of
+
     quality = metric_of(s.get("task")).line(s, sep=" ")  # the job's kind's figures (accuracies, MRR, ...)
     return (
         f"{s['system']}: {quality} epoch {s['epoch_time_s']:.3f} s; "

@@ -27,8 +27,7 @@ from pathlib import Path
 from ..cluster.procs import JobFailed, run_isolated
 from ..config import ConfigError, write_resolved_config
 from ..partition.prebuilt import prebuilt_part_config
-from .launcher import JOB_FILE, ip_config_path, server_command
-from .loader_meter import RECORDS_DIR
+from .launcher import JOB_FILE, RECORDS_DIR, ip_config_path, server_command
 
 TRAINER_MODULE = "dgl_grappa.distdgl.train"
 """The DistDGL trainer shipped inside the package (``python -m dgl_grappa.distdgl.train``), so

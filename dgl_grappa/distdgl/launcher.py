@@ -11,23 +11,31 @@ import time
 import uuid
 from pathlib import Path
 
-import dgl
 import psutil
 
+from ..cluster.basics import free_port, threads_per_worker
 from ..cluster.hosts import IpConfigEntry, WorkerIdentity, format_ip_config, torchrun_env
-from ..cluster.launch import free_port, threads_per_worker
 from ..cluster.netns import check_isolation, isolate_argv
 from ..cluster.procs import ENV_JOB, EXIT_USER_ERROR, JobFailed, rc_text, set_subreaper, tail
 from ..cluster.ptree import kill_tree
 from ..cluster.remote import DILATION_KEYS, Cluster
 from ..config import ConfigError, uses_hosts
 from ..env import ENV_EPOCHS, ENV_WIRE
-from ..partition.layout import part_files
 from ..runtime.metrics import peak_rss_bytes, write_json
-from .loader_meter import RECORDS_DIR, records_path
 from .machine_id import ENV_MACHINE_ID
 
+# Nothing here imports torch or DGL at module level (the server imports DGL when it starts): the launcher process,
+# which starts and supervises the job's processes, starts without them, seconds sooner.
 log = logging.getLogger("dgl_grappa")
+
+RECORDS_DIR = "epochs"
+"""In a script job's output folder: the per-trainer files of its loaders' passes (:mod:`.loader_meter`)."""
+
+
+def records_path(folder: str | Path, rank: int) -> Path:
+    """Trainer ``rank``'s file of passes in a records folder."""
+    return Path(folder) / f"trainer{rank}.jsonl"
+
 
 FAILURE_FILE = "launch_failure.txt"
 """In a job's output folder: the first line of the launcher's error when the job failed."""
@@ -265,6 +273,8 @@ def launch_on_hosts(
         ports = cluster.server_ports(dd.base_port)
         ip_config.write_text(format_ip_config([IpConfigEntry(a, p) for a, p in zip(cluster.addresses, ports)]))
         if cfg.launch.copy_partitions:
+            from ..partition.layout import part_files  # why: it imports DGL; only here
+
             part_dir = Path(part_config).parent
             job_files = [f.name for f in (ip_config, out / "config.resolved.yaml") if f.is_file()]
             for i in range(n):
@@ -442,4 +452,6 @@ def _tree_peak_rss(pid: int) -> int | None:
 
 def _server_main() -> None:
     # DGL_ROLE=server: builds a DistGraphServer from DGL_* variables and never returns.
+    import dgl
+
     dgl.distributed.initialize(os.environ["DGL_IP_CONFIG"])

@@ -41,18 +41,11 @@ import torch
 
 from ..env import ENV_EPOCHS, ENV_WIRE
 from ..runtime.metrics import WireMeter, nic_bytes, peak_rss_bytes
+from .launcher import RECORDS_DIR, records_path  # noqa: F401  (the launcher names the folder; re-exported)
 from .metering import TrafficCounter
-
-RECORDS_DIR = "epochs"
-"""In a script job's output folder: the per-trainer files of its loaders' passes."""
 
 _DDP_BYTES = [0]
 """Parameter bytes of every DistributedDataParallel made in this process (one all-reduce of each per step)."""
-
-
-def records_path(folder: str | Path, rank: int) -> Path:
-    """Trainer ``rank``'s file of passes in a records folder."""
-    return Path(folder) / f"trainer{rank}.jsonl"
 
 
 def _log_offset() -> int | None:

@@ -32,12 +32,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.distributed as dist
-
 from ..cluster.netns import in_private_netns
 from ..env import ENV_WIRE
 from .grading import ACCURACY, Metric
+
+
+def _dist():
+    """``torch.distributed``, imported where a collective is made: a process that uses this module only to read
+    /proc or write JSON (the DistDGL launcher) starts without torch."""
+    import torch.distributed as dist
+
+    return dist
 
 
 class JsonlLog:
@@ -317,12 +322,13 @@ class EpochClock:
         self._t0: float | None = None
 
     def _distributed(self) -> bool:
+        dist = _dist()
         return dist.is_available() and dist.is_initialized()
 
     def start(self) -> None:
         """Barrier, then start this worker's clock."""
         if self._distributed():
-            dist.barrier(group=self.group)
+            _dist().barrier(group=self.group)
         self._t0 = time.perf_counter()
 
     def stop(self) -> float:
@@ -340,6 +346,9 @@ class EpochClock:
         """
         if not self._distributed():
             return (mine, *others) if others else mine
+        import torch
+
+        dist = _dist()
         t = torch.tensor([mine, *others], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.group)
         return tuple(float(v) for v in t) if others else float(t[0])
@@ -537,6 +546,7 @@ class HostWireMeter:
                 "tx_bytes": reading[1],
             }
         )
+        dist = _dist()
         if not (dist.is_available() and dist.is_initialized()):
             return [mine] if mine else []
         everyone: list = [None] * dist.get_world_size(group)
