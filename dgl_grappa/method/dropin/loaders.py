@@ -234,9 +234,11 @@ class GrappaEdgeLoader(_OnMachine):
             ``(k, "degree")`` in proportion to the full-graph in-degree^0.75.
         negative_pool: other machines' nodes per own node held as negatives (the native runtime's
             ``link.negative_pool``): ``ceil(negative_pool x own nodes)`` of them, drawn uniformly, their rows read
-            once with the halo's; each stands for its share of the nodes this machine does not own, so the
-            negatives follow the global draw without a byte during a step. 0: negatives from the nodes this
-            machine holds (its own and its kept halo).
+            once with the halo's (halo nodes among them cost nothing more); each stands for its share of the nodes
+            this machine does not own, so the negatives follow the global draw without a byte during a step. The
+            default, 3, is every other machine's node at 4 parts: a small pool concentrates the negatives on a
+            few nodes, and trained long the encoder learns those nodes rather than the graph (docs/dropin.md,
+            measured). 0: negatives from the nodes this machine holds (its own and its kept halo).
         options, keywords: as for :class:`GrappaLoader` (a :class:`~.options.LoaderOptions`, or its fields as
             keywords: ``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
@@ -255,7 +257,7 @@ class GrappaEdgeLoader(_OnMachine):
         correction: Correction | None = None,
         *,
         negative_sampler,
-        negative_pool: float = 0.25,
+        negative_pool: float = 3.0,
         options: LoaderOptions | None = None,
         **keywords,
     ):
