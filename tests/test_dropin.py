@@ -320,6 +320,76 @@ def test_the_cores_blocks_carry_global_node_and_edge_ids(tmp_path, halo, subset)
 
 
 @pytest.mark.unit
+def test_the_edge_core_gives_pool_nodes_their_in_edges_and_trains_on_none(tmp_path):
+    """Negative-pool nodes outside the part (``extra``) with in-edges of theirs (``extra_edges``, global ids, their
+    sources held): a pool node's sampled neighbourhood is drawn from them, the blocks' edges are the graph's
+    (global edge ids), the positives stay the edges into own nodes, and an edge whose end is not held is
+    refused."""
+    from dgl_grappa.method.dropin import PartitionEdgeLoader
+
+    torch.manual_seed(0)
+    g = dgl.rand_graph(400, 500)  # sparse: many nodes outside part 0 and its halo
+    g.ndata["train_mask"] = torch.rand(400) < 0.5
+    part_config, orig_n, orig_e = _dgl_partition(tmp_path, g)
+    pg, node, *_ = dgl.distributed.load_partition(str(part_config), 0)
+    gids = pg.ndata[dgl.NID].to(torch.int64)
+    n_inner = int(pg.ndata["inner_node"].sum())
+    new_n, new_e = torch.argsort(orig_n), torch.argsort(orig_e)
+    ou, ov = g.edges()
+    src, dst, eid = new_n[ou], new_n[ov], new_e
+    held = torch.zeros(400, dtype=torch.bool)
+    held[gids] = True
+    pool = (~held).nonzero(as_tuple=True)[0][:30]  # sorted global ids outside the part and its halo
+    into = torch.isin(dst, pool)
+    ps, pd, pe = src[into], dst[into], eid[into]
+    extra = torch.unique(torch.cat([pool, ps[~held[ps]]]))
+    deg = g.in_degrees()[orig_n]  # every node's full-graph in-degree, in the partition's (new) ids
+    args = (
+        pg,
+        pg.ndata["inner_node"],
+        gids,
+        node["_N/train_mask"],
+        deg[gids],
+        dgl.dataloading.NeighborSampler([3, 4]),
+        20,
+    )
+    neg = dgl.dataloading.negative_sampler.Uniform(1)
+    core = PartitionEdgeLoader(
+        *args,
+        halo="keep",
+        negative_sampler=neg,
+        extra=(extra, deg[extra]),
+        extra_edges=(ps, pd, pe),
+        pool=pool,
+        remote=400 - n_inner,
+    )
+    at = pg.num_nodes() + torch.searchsorted(extra, pool)
+    assert torch.equal(core.global_ids[at], pool)
+    assert torch.equal(core.graph.in_degrees(at), torch.bincount(torch.searchsorted(pool, pd), minlength=30))
+    u, v = core.graph.edges()
+    assert bool((v[core.positives] < n_inner).all()) and core.positives.numel() == int((v < n_inner).sum())
+    pool_in = 0
+    for _, pos, _, blocks in core:
+        for b in blocks:
+            bu, bv = b.edges()
+            fu, fv = g.find_edges(orig_e[b.edata[dgl.EID]])
+            assert torch.equal(fu, orig_n[b.srcdata[dgl.NID][bu]]) and torch.equal(fv, orig_n[b.dstdata[dgl.NID][bv]])
+            pool_in += int(torch.isin(b.dstdata[dgl.NID][bv], pool).sum())
+        assert bool(torch.isin(pos.ndata[dgl.NID][pos.edges()[1]], gids[:n_inner]).all())  # positives end at own nodes
+    assert pool_in > 0  # the pool negatives' trees have edges
+    with pytest.raises(RuntimeError, match="not held"):
+        PartitionEdgeLoader(
+            *args,
+            halo="keep",
+            negative_sampler=neg,
+            extra=(pool, deg[pool]),
+            extra_edges=(ps, pd, pe),
+            pool=pool,
+            remote=400 - n_inner,
+        )
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("halo", ["keep", "drop"])
 def test_heterogeneous_blocks_carry_per_type_global_ids_and_only_sampled_relations(tmp_path, halo):
     """The heterogeneous loader's blocks: per-type global node ids, per-relation global edge ids (a server's

@@ -305,6 +305,8 @@ class LinkDistJob(HomogeneousDistJob):
                 cfg.train.batch_size,
                 self.correction,
                 negative_sampler=negatives,
+                negative_pool=cfg.link.negative_pool,
+                pool_fanout=cfg.link.pool_fanout,
                 options=self.dropin_options(),
             )
         # DGL's example: every edge, split evenly over the trainers; negatives from every node

@@ -566,6 +566,22 @@ def locate_ids(want: Tensor, gids: Tensor, n_local: int) -> Tensor:
     return torch.where(hit, order[pos] if have.numel() else want, torch.full_like(want, -1))
 
 
+def draw_per_centre(centre: Tensor, fanout: int, gen: torch.Generator) -> Tensor:
+    """Positions of at most ``fanout`` entries per value of ``centre`` (an edge's centre, >= 0), drawn uniformly
+    without replacement: a random key per entry, sorted within each centre, the first ``fanout`` taken.
+
+    Example:
+        >>> draw_per_centre(torch.tensor([0, 0, 0, 1]), 2, torch.Generator().manual_seed(0)).numel()
+        3
+    """
+    if not centre.numel():
+        return torch.empty(0, dtype=torch.int64)
+    order = torch.argsort(centre.double() * 2 + torch.rand(centre.numel(), generator=gen, dtype=torch.float64))
+    counts = torch.bincount(centre[order])
+    rank = torch.arange(centre.numel()) - (torch.cumsum(counts, 0) - counts)[centre[order]]
+    return order[rank < fanout]
+
+
 def pool_neighbours(
     part_config, ranges: list[tuple[int, int]], centres: Tensor, fanout: int, seed: int = 0
 ) -> tuple[Tensor, Tensor]:
@@ -588,11 +604,7 @@ def pool_neighbours(
         deg = hi - lo
         seg = torch.repeat_interleave(torch.arange(mine.numel()), deg)
         edge = torch.repeat_interleave(lo - torch.cumsum(deg, 0) + deg, deg) + torch.arange(int(deg.sum()))
-        # a random key per edge, sorted within each centre's in-edges: the first `fanout` are a uniform draw
-        order = torch.argsort(seg.double() * 2 + torch.rand(seg.numel(), generator=gen, dtype=torch.float64))
-        seg, edge = seg[order], edge[order]
-        rank = torch.arange(seg.numel()) - torch.repeat_interleave(torch.cumsum(deg, 0) - deg, deg)
-        take = rank < fanout
+        take = draw_per_centre(seg, fanout, gen)
         src.append(st["global_ids"][st["indices"][edge[take]].long()])
         dst.append(mine[seg[take]])
         del st

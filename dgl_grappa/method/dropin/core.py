@@ -67,7 +67,9 @@ class PartitionLoader:
             or None for every node.
         num_nodes: the whole graph's node count (``first_hop="block"``: the virtual ids).
         extra: ``(global ids, full-graph in-degrees)`` of nodes held besides the part's (the edge loader's
-            negative pool outside the halo), appended to the local graph without edges.
+            negative pool outside the halo), appended to the local graph without edges but ``extra_edges``.
+        extra_edges: ``(src, dst, edge id)`` in global ids of edges held besides the part's (the negative pool's
+            in-edges), both ends among the nodes held; they end at no inner node, so no batch trains on them.
 
     Attributes:
         options: the :class:`~.options.LoaderOptions` it was made with (``options`` and the keywords).
@@ -98,6 +100,7 @@ class PartitionLoader:
         kept: Tensor | None = None,
         num_nodes: int | None = None,
         extra: tuple[Tensor, Tensor] | None = None,
+        extra_edges: tuple[Tensor, Tensor, Tensor] | None = None,
         **keywords,
     ):
         o = self.options = LoaderOptions.of(type(self).__name__, options, keywords, CORE_OPTIONS)
@@ -128,6 +131,14 @@ class PartitionLoader:
             gids, deg = torch.cat([gids, extra[0].to(gids.dtype)]), torch.cat([deg, extra[1].to(deg.dtype)])
             n_local = gids.numel()
             self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+        if extra_edges is not None and extra_edges[0].numel():
+            ends = [locate_ids(e.to(torch.int64), gids.to(torch.int64), n_local) for e in extra_edges[:2]]
+            if bool((ends[0] < 0).any() or (ends[1] < 0).any() or (ends[1] < n_inner).any()):
+                raise RuntimeError("an extra edge's end is not held, or it ends at an own node (the caller: extra=)")
+            src, dst = torch.cat([src, ends[0].to(src.dtype)]), torch.cat([dst, ends[1].to(dst.dtype)])
+            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+            if self.edge_ids is not None:
+                self.edge_ids = torch.cat([self.edge_ids, extra_edges[2].to(self.edge_ids.dtype)])
         self.global_ids = gids
         if self.edge_ids is not None and self.edge_ids.numel() != self.graph.num_edges():
             raise RuntimeError("the local graph's edges and their global ids disagree (a change to local_graph?)")

@@ -239,6 +239,10 @@ class GrappaEdgeLoader(_OnMachine):
             default, 3, is every other machine's node at 4 parts: a small pool concentrates the negatives on a
             few nodes, and trained long the encoder learns those nodes rather than the graph (docs/dropin.md,
             measured). 0: negatives from the nodes this machine holds (its own and its kept halo).
+        pool_fanout: in-edges held per pool node outside the halo (asked once from the servers, a seeded uniform
+            draw of them kept; their sources held as leaves, as the halo is): without them such a node has no
+            neighbourhood, unlike the positive pairs' own destinations, and the encoder can tell a negative by
+            that alone (the native runtime's ``link.pool_fanout``). 0: pool nodes outside the halo have no edges.
         options, keywords: as for :class:`GrappaLoader` (a :class:`~.options.LoaderOptions`, or its fields as
             keywords: ``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
@@ -258,6 +262,7 @@ class GrappaEdgeLoader(_OnMachine):
         *,
         negative_sampler,
         negative_pool: float = 3.0,
+        pool_fanout: int = 10,
         options: LoaderOptions | None = None,
         **keywords,
     ):
@@ -269,7 +274,11 @@ class GrappaEdgeLoader(_OnMachine):
                 f"negative_pool={negative_pool} must be >= 0 (other machines' nodes per own node held as "
                 "negatives; 0: negatives from the nodes this machine holds)"
             )
-        self.tables = MachineTables(g, sampler, o, every_node=True, negative_pool=negative_pool)
+        if pool_fanout < 0:
+            raise ValueError(f"pool_fanout={pool_fanout} must be >= 0 (in-edges held per pool node outside the halo)")
+        self.tables = MachineTables(
+            g, sampler, o, every_node=True, negative_pool=negative_pool, pool_fanout=pool_fanout
+        )
         t = self.tables
         self.core = PartitionEdgeLoader(
             *self._core_args(),
@@ -281,6 +290,7 @@ class GrappaEdgeLoader(_OnMachine):
             num_nodes=t.num_nodes_total,
             negative_sampler=negative_sampler,
             extra=(t.extra_gids, t.extra_deg),
+            extra_edges=t.pool_edges,
             pool=t.pool_gids,
             remote=t.num_nodes_total - t._n_inner,
         )

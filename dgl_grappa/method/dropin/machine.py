@@ -22,7 +22,7 @@ from torch import Tensor
 from ...config import ConfigError, parse_budget
 from ...partition.aggregates import feature_key, load_sidecar, read_prepared
 from ..embedding import LocalEmbedding
-from ..local_part import Keep, choose_kept, local_graph, locate_ids, remote_sample
+from ..local_part import Keep, choose_kept, draw_per_centre, local_graph, locate_ids, remote_sample
 from ..storage import NodeTable, row_bytes
 from .options import LoaderOptions
 
@@ -40,6 +40,7 @@ class MachineTables:
         every_node: keep every node of the part (link prediction: any node may end a pair), not
             only what the training seeds' trees reach.
         negative_pool: other machines' nodes per own node held as negatives (:class:`~.loaders.GrappaEdgeLoader`).
+        pool_fanout: in-edges held per pool node outside the halo (:class:`~.loaders.GrappaEdgeLoader`).
 
     Attributes:
         options: the :class:`~.options.LoaderOptions` it was made with.
@@ -47,7 +48,9 @@ class MachineTables:
             (``in_degree`` in local id order, the kept halo's read once).
         feat_key: the features' node-data key (``feat_key="auto"`` resolved), or None (no features).
         kept: local ids of the nodes kept (inner first), ``precision``: the tables' precision.
-        one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates).
+        one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates; the negative
+            pool's in-edges as the servers sent them).
+        pool_edges: ``(src, dst, edge id)``, global ids, of the in-edges held for the pool's nodes outside the halo.
         halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
     """
 
@@ -59,6 +62,7 @@ class MachineTables:
         *,
         every_node: bool = False,
         negative_pool: float = 0.0,
+        pool_fanout: int = 0,
     ):
         self.options = options
         seed, halo, first_hop, part_config = options.seed, options.halo, options.first_hop, options.part_config
@@ -129,7 +133,16 @@ class MachineTables:
         # budget gives memory there, not edges (over it, with a warning).
         keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed, positives=every_node)
         top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
-        pool_gids, required, extra_gids = _negative_pool(g, gids, n_local, n_inner, part_id, negative_pool, seed)
+        pool_gids, required, extra_gids, self.pool_edges, edges_read = _negative_pool(
+            g,
+            gids,
+            n_local,
+            n_inner,
+            part_id,
+            negative_pool,
+            seed,
+            pool_fanout,
+        )
         kept, inner_kept, halo_reach, precision = choose_kept(
             src,
             dst,
@@ -183,7 +196,8 @@ class MachineTables:
                 "agg" if options.aggregate == "mean" else "gcn",
             )
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
-        self.one_time_bytes = int(self._halo_gids.numel() * per_halo)
+        # and the pool's in-edges as the servers sent them: source, destination and edge id, 8 bytes each
+        self.one_time_bytes = int(self._halo_gids.numel() * per_halo + 24 * edges_read)
         self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(halo_ids.numel())
         log.info(
             "drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
@@ -222,6 +236,8 @@ class MachineTables:
             what += f", {self.halo_kept} of {self.halo_reach} reachable halo nodes kept ({share:.1%})"
         if self.extra_gids.numel() or self.pool_gids.numel():
             what += f", a negative pool of {self.pool_gids.numel()} other machines' nodes"
+            if self.pool_edges[0].numel():
+                what += f" ({self.pool_edges[0].numel()} of their in-edges)"
         if edges is not None:
             what += (
                 f", training on {edges['positives']} of the {edges['owned']} edges it owns "
@@ -361,20 +377,30 @@ class GlobalIdEmbedding(LocalEmbedding):
 
 
 def _negative_pool(
-    g, gids: Tensor, n_local: int, n_inner: int, part_id: int, size: float, seed: int
-) -> tuple[Tensor, Tensor | None, Tensor]:
+    g,
+    gids: Tensor,
+    n_local: int,
+    n_inner: int,
+    part_id: int,
+    size: float,
+    seed: int,
+    fanout: int = 0,
+) -> tuple[Tensor, Tensor | None, Tensor, tuple[Tensor, Tensor, Tensor], int]:
     """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
     of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
-    once beside the halo's.
+    once beside the halo's; with ``fanout`` > 0, up to that many in-edges of each pool node outside the halo too
+    (asked once from the servers, all of them, then a seeded uniform draw here), their sources held as leaves.
 
     Returns:
-        ``(pool, required, extra)``: the pool's global ids (sorted), a bool mask over the local nodes of the pool's
-        nodes already in the halo (never sampled away; None without a pool), and the pool's other global ids
-        (sorted: held as isolated nodes of the local graph).
+        ``(pool, required, extra, edges, read)``: the pool's global ids (sorted), a bool mask over the local nodes
+        of the pool's nodes already in the halo and of the drawn edges' local sources (never sampled away; None
+        without a pool), the other global ids to hold (sorted: the pool's nodes outside the halo and the drawn
+        edges' other sources), the drawn edges ``(src, dst, edge id)`` in global ids, and how many edges the
+        servers sent.
     """
     empty = torch.empty(0, dtype=torch.int64)
     if size <= 0:
-        return empty, None, empty
+        return empty, None, empty, (empty, empty, empty), 0
     gpb = g.get_partition_book()
     ranges = []
     for p in range(gpb.num_partitions()):
@@ -382,9 +408,25 @@ def _negative_pool(
         ranges.append((int(ids[0]), int(ids[-1]) + 1) if ids.numel() else (ranges[-1][1] if ranges else 0,) * 2)
     pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
     at = locate_ids(pool, gids, n_local)
+    edges, held, read = (empty, empty, empty), pool, 0
+    centres = pool[at < 0]
+    if fanout > 0 and centres.numel():
+        # Without its in-edges a pool node outside the halo is a node without neighbours, unlike every positive
+        # pair's destination (an own node): the encoder could tell a negative by its empty neighbourhood alone.
+        sg = dgl.distributed.sample_neighbors(g, centres, -1)
+        src, dst = (e.to(torch.int64) for e in sg.edges())
+        eid = sg.edata[dgl.EID].to(torch.int64)
+        read = eid.numel()
+        order = torch.argsort(eid)  # the servers' order may vary from run to run; the seeded draw must not
+        src, dst, eid = src[order], dst[order], eid[order]
+        centre = torch.unique(dst, return_inverse=True)[1]
+        take = draw_per_centre(centre, fanout, torch.Generator().manual_seed(seed * 7919 + part_id))
+        edges = (src[take], dst[take], eid[take])
+        held = torch.unique(torch.cat([pool, edges[0]]))
+    at = locate_ids(held, gids, n_local)
     required = torch.zeros(n_local, dtype=torch.bool)
     required[at[at >= 0]] = True
-    return pool, required, pool[at < 0]
+    return pool, required, held[at < 0], edges, read
 
 
 _EXCHANGES = 0
