@@ -33,22 +33,32 @@ def table(runs: list[dict]) -> tuple[str, list[dict]]:
             if r["system"] == "base"
             else r.get("label") or f"drop-in {r['loader_kwargs'] or '(defaults)'}"
         )
-        groups[setting][variant].append(r["acc"])
+        groups[setting][variant].append((r["acc"], r.get("seed")))
     names = {args: f"A{i + 1}" for i, args in enumerate(sorted({k[2] for k in groups}))}
     lines = [
-        "| kind | graph, partitions | arguments | system | runs | test acc (mean) | each run | vs DistDGL |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kind | graph, partitions | arguments | system | runs | test acc (mean) | each run (seed) | vs DistDGL "
+        "| paired by seed (pairs) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     data = []
     for (kind, parts, args), variants in sorted(groups.items()):
         base = variants.get("DistDGL (unconverted)")
-        ref = mean(base) if base else None
+        ref = mean(a for a, _ in base) if base else None
+        by_seed = defaultdict(list)  # DistDGL's seeded runs, for the pairs
+        for a, seed in base or []:
+            if seed is not None:
+                by_seed[seed].append(a)
         for name in sorted(variants, key=lambda v: (not v.startswith("DistDGL"), v)):
-            accs = variants[name]
-            diff = "" if ref is None or name.startswith("DistDGL") else f"{100 * (mean(accs) - ref):+.2f}"
+            runs = variants[name]
+            accs = [a for a, _ in runs]
+            own = name.startswith("DistDGL")
+            diff = "" if ref is None or own else f"{100 * (mean(accs) - ref):+.2f}"
+            pairs = [a - mean(by_seed[seed]) for a, seed in runs if seed in by_seed] if not own else []
+            paired = f"{100 * mean(pairs):+.2f} ({len(pairs)})" if pairs else ""
+            each = ", ".join(f"{a:.4f}" + (f" ({seed})" if seed is not None else "") for a, seed in runs)
             lines.append(
-                f"| {kind} | {parts} | {names[args]} | {name} | {len(accs)} | {mean(accs):.4f} | "
-                f"{', '.join(f'{a:.4f}' for a in accs)} | {diff} |"
+                f"| {kind} | {parts} | {names[args]} | {name} | {len(accs)} | {mean(accs):.4f} | {each} | {diff} "
+                f"| {paired} |"
             )
             data.append(
                 {
