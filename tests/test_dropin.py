@@ -354,15 +354,19 @@ def test_the_edge_core_gives_pool_nodes_their_in_edges_and_trains_on_none(tmp_pa
         20,
     )
     neg = dgl.dataloading.negative_sampler.Uniform(1)
-    core = PartitionEdgeLoader(
-        *args,
-        halo="keep",
-        negative_sampler=neg,
-        extra=(extra, deg[extra]),
-        extra_edges=(ps, pd, pe),
-        pool=pool,
-        remote=400 - n_inner,
-    )
+
+    def edge_core(held_extra):
+        return PartitionEdgeLoader(
+            *args,
+            halo="keep",
+            negative_sampler=neg,
+            extra=(held_extra, deg[held_extra]),
+            extra_edges=(ps, pd, pe),
+            pool=pool,
+            remote=400 - n_inner,
+        )
+
+    core = edge_core(extra)
     at = pg.num_nodes() + torch.searchsorted(extra, pool)
     assert torch.equal(core.global_ids[at], pool)
     assert torch.equal(core.graph.in_degrees(at), torch.bincount(torch.searchsorted(pool, pd), minlength=30))
@@ -378,15 +382,7 @@ def test_the_edge_core_gives_pool_nodes_their_in_edges_and_trains_on_none(tmp_pa
         assert bool(torch.isin(pos.ndata[dgl.NID][pos.edges()[1]], gids[:n_inner]).all())  # positives end at own nodes
     assert pool_in > 0  # the pool negatives' trees have edges
     with pytest.raises(RuntimeError, match="not held"):
-        PartitionEdgeLoader(
-            *args,
-            halo="keep",
-            negative_sampler=neg,
-            extra=(pool, deg[pool]),
-            extra_edges=(ps, pd, pe),
-            pool=pool,
-            remote=400 - n_inner,
-        )
+        edge_core(pool)  # the pool without its edges' other sources
 
 
 @pytest.mark.unit

@@ -121,24 +121,26 @@ class PartitionLoader:
         self.edge_ids = local_edge_ids(
             graph, n_inner, halo, kept if kept is not None and kept.numel() < n_local else None, n_local
         )
+        reshaped = False  # the part's graph cut to the kept nodes, or grown by extra nodes and edges: built once
         if kept is not None and kept.numel() < n_local:
             src, dst = relabel(src, dst, kept, n_local)
             n_kept_inner = int((kept < n_inner).sum())
             train = train[kept[:n_kept_inner]]
             gids, deg, n_inner, n_local = gids[kept], deg[kept], n_kept_inner, kept.numel()
-            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+            reshaped = True
         if extra is not None and extra[0].numel():  # nodes held outside the part's graph (the negative pool)
             gids, deg = torch.cat([gids, extra[0].to(gids.dtype)]), torch.cat([deg, extra[1].to(deg.dtype)])
-            n_local = gids.numel()
-            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+            n_local, reshaped = gids.numel(), True
         if extra_edges is not None and extra_edges[0].numel():
             ends = [locate_ids(e.to(torch.int64), gids.to(torch.int64), n_local) for e in extra_edges[:2]]
             if bool((ends[0] < 0).any() or (ends[1] < 0).any() or (ends[1] < n_inner).any()):
                 raise RuntimeError("an extra edge's end is not held, or it ends at an own node (the caller: extra=)")
             src, dst = torch.cat([src, ends[0].to(src.dtype)]), torch.cat([dst, ends[1].to(dst.dtype)])
-            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
+            reshaped = True
             if self.edge_ids is not None:
                 self.edge_ids = torch.cat([self.edge_ids, extra_edges[2].to(self.edge_ids.dtype)])
+        if reshaped:
+            self.graph = dgl.graph((src, dst), num_nodes=n_local).formats(["coo", "csc"])
         self.global_ids = gids
         if self.edge_ids is not None and self.edge_ids.numel() != self.graph.num_edges():
             raise RuntimeError("the local graph's edges and their global ids disagree (a change to local_graph?)")
