@@ -63,6 +63,28 @@ def pair_ok(g, pos, neg) -> dict:
     }
 
 
+def remote_in_edges(g, loader, fanout: int) -> dict:
+    """What the edge loader holds of other machines' nodes' in-edges, against the graph's own (all of them, asked
+    here from the servers): each a real edge from another machine's node, none held twice, and every held node of
+    another machine given min(fanout, its in-edges from other machines' nodes) of them."""
+    src, dst, eid = loader.tables.pool_edges
+    first, n_own = loader.tables._first, loader.tables._n_inner
+    mine = lambda x: (x >= first) & (x < first + n_own)  # noqa: E731
+    su, sv = g.find_edges(eid)
+    held = th.sort(loader.core.global_ids[n_own:].long()).values
+    every = dgl.distributed.sample_neighbors(g, held, -1)
+    u, v = every.edges()
+    theirs = th.bincount(th.searchsorted(held, v.long()[~mine(u.long())]), minlength=held.numel())
+    got = th.bincount(th.searchsorted(held, dst.long()), minlength=held.numel())
+    return {
+        "edges": int(eid.numel()),
+        "real": bool(th.equal(su.long(), src.long()) and th.equal(sv.long(), dst.long())),
+        "from_other_machines": not bool(mine(src.long()).any() or mine(dst.long()).any()),
+        "once": int(th.unique(loader.core.edge_ids).numel()) == int(loader.core.edge_ids.numel()),
+        "counts": bool(th.equal(got, theirs.clamp(max=fanout))),
+    }
+
+
 def homogeneous(g, args) -> dict:
     pb = g.get_partition_book()
     sampler = dgl.dataloading.NeighborSampler([3, 4])
@@ -102,6 +124,7 @@ def homogeneous(g, args) -> dict:
         "blocks": [fields(b) for b in blocks],
         "ids": homo_ids_ok(g, blocks, inp, None, True),
         "pairs": pair_ok(g, pos, negg),
+        "remote_in_edges": remote_in_edges(g, edge_loader, 10),
     }
     # a budget that leaves no room for fp32 tables: the loader says so (a warning on stderr)
     small = GrappaLoader(g, sampler, 16, first_hop="block", part_config=args.part_config, memory_budget="1.25")

@@ -50,6 +50,10 @@ def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
             assert ours["ids"] == {**{k: True for k in ours["ids"]}, "dtype": "torch.int64"}
             assert ours["ids"]["virtual"]  # block 0: virtual ids num_nodes + v, edge ids -1
         assert rec["grappa_edge"]["pairs"] == rec["dgl_edge"]["pairs"]
+        # every other machine's node the edge loader holds has min(10, its in-edges from other machines) of them
+        held = rec["grappa_edge"]["remote_in_edges"]
+        assert held == {**held, "real": True, "from_other_machines": True, "once": True, "counts": True}
+        assert held["edges"] > 0
         assert rec["grappa_edge"]["pairs"]["pos"]["e"] == ["_ID"] and rec["grappa_edge"]["pairs"]["pos_edges"]
         # serve(g): the loader's rows during an epoch, the DistTensor's outside; other keys are DGL's own
         assert rec["served_in_epoch"] and rec["served_outside"] and rec["labels_not_served"] == "DistTensor"

@@ -40,7 +40,8 @@ class MachineTables:
         every_node: keep every node of the part (link prediction: any node may end a pair), not
             only what the training seeds' trees reach.
         negative_pool: other machines' nodes per own node held as negatives (:class:`~.loaders.GrappaEdgeLoader`).
-        pool_fanout: in-edges held per pool node outside the halo (:class:`~.loaders.GrappaEdgeLoader`).
+        pool_fanout: in-edges held per other machine's node, the halo's and the pool's, besides those the part
+            holds (:class:`~.loaders.GrappaEdgeLoader`).
 
     Attributes:
         options: the :class:`~.options.LoaderOptions` it was made with.
@@ -50,7 +51,8 @@ class MachineTables:
         kept: local ids of the nodes kept (inner first), ``precision``: the tables' precision.
         one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates; the negative
             pool's in-edges as the servers sent them).
-        pool_edges: ``(src, dst, edge id)``, global ids, of the in-edges held for the pool's nodes outside the halo.
+        pool_edges: ``(src, dst, edge id)``, global ids, of the in-edges held for other machines' nodes (the halo's
+            and the pool's) besides the part's.
         halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
     """
 
@@ -234,10 +236,10 @@ class MachineTables:
         if self.halo == "keep":
             share = self.halo_kept / self.halo_reach if self.halo_reach else 1.0
             what += f", {self.halo_kept} of {self.halo_reach} reachable halo nodes kept ({share:.1%})"
-        if self.extra_gids.numel() or self.pool_gids.numel():
+        if self.pool_gids.numel():
             what += f", a negative pool of {self.pool_gids.numel()} other machines' nodes"
-            if self.pool_edges[0].numel():
-                what += f" ({self.pool_edges[0].numel()} of their in-edges)"
+        if self.pool_edges[0].numel():
+            what += f", {self.pool_edges[0].numel()} in-edges of other machines' nodes besides the part's"
         if edges is not None:
             what += (
                 f", training on {edges['positives']} of the {edges['owned']} edges it owns "
@@ -388,41 +390,48 @@ def _negative_pool(
 ) -> tuple[Tensor, Tensor | None, Tensor, tuple[Tensor, Tensor, Tensor], int]:
     """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
     of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
-    once beside the halo's; with ``fanout`` > 0, up to that many in-edges of each pool node outside the halo too
-    (asked once from the servers, all of them, then a seeded uniform draw here), their sources held as leaves.
+    once beside the halo's; with ``fanout`` > 0, up to that many in-edges of every other machine's node held here
+    (the halo's and the pool's) besides those the part holds (asked once from the servers, all of them, then a
+    seeded uniform draw here), their sources held as leaves.
 
     Returns:
         ``(pool, required, extra, edges, read)``: the pool's global ids (sorted), a bool mask over the local nodes
-        of the pool's nodes already in the halo and of the drawn edges' local sources (never sampled away; None
-        without a pool), the other global ids to hold (sorted: the pool's nodes outside the halo and the drawn
-        edges' other sources), the drawn edges ``(src, dst, edge id)`` in global ids, and how many edges the
+        of the pool's nodes already in the halo and of the drawn edges' local ends (never sampled away; None
+        without a pool or edges), the other global ids to hold (sorted: the pool's nodes outside the halo and the
+        drawn edges' other sources), the drawn edges ``(src, dst, edge id)`` in global ids, and how many edges the
         servers sent.
     """
     empty = torch.empty(0, dtype=torch.int64)
-    if size <= 0:
-        return empty, None, empty, (empty, empty, empty), 0
-    gpb = g.get_partition_book()
-    ranges = []
-    for p in range(gpb.num_partitions()):
-        ids = gpb.partid2nids(p)
-        ranges.append((int(ids[0]), int(ids[-1]) + 1) if ids.numel() else (ranges[-1][1] if ranges else 0,) * 2)
-    pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
+    pool = empty
+    if size > 0:
+        gpb = g.get_partition_book()
+        ranges = []
+        for p in range(gpb.num_partitions()):
+            ids = gpb.partid2nids(p)
+            ranges.append((int(ids[0]), int(ids[-1]) + 1) if ids.numel() else (ranges[-1][1] if ranges else 0,) * 2)
+        pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
     at = locate_ids(pool, gids, n_local)
     edges, held, read = (empty, empty, empty), pool, 0
-    centres = pool[at < 0]
+    # The part holds a halo node's in-edges from own nodes only, and none of a pool node outside the halo: such a
+    # tree is a few own nodes (among them, for a positive pair's source, its partner) or nothing, unlike every
+    # positive pair's destination (an own node with its whole neighbourhood). The encoder then learns the trees'
+    # shapes rather than the graph; in-edges from other machines' nodes make them trees like any other.
+    centres = torch.cat([gids[n_inner:n_local].to(torch.int64), pool[at < 0]])
     if fanout > 0 and centres.numel():
-        # Without its in-edges a pool node outside the halo is a node without neighbours, unlike every positive
-        # pair's destination (an own node): the encoder could tell a negative by its empty neighbourhood alone.
         sg = dgl.distributed.sample_neighbors(g, centres, -1)
         src, dst = (e.to(torch.int64) for e in sg.edges())
         eid = sg.edata[dgl.EID].to(torch.int64)
         read = eid.numel()
-        order = torch.argsort(eid)  # the servers' order may vary from run to run; the seeded draw must not
-        src, dst, eid = src[order], dst[order], eid[order]
+        first = int(gids[0]) if n_inner else 0
+        theirs = (src < first) | (src >= first + n_inner)  # the in-edges from own nodes are in the part already
+        order = torch.argsort(eid[theirs])  # the servers' order may vary from run to run; the seeded draw must not
+        src, dst, eid = src[theirs][order], dst[theirs][order], eid[theirs][order]
         centre = torch.unique(dst, return_inverse=True)[1]
         take = draw_per_centre(centre, fanout, torch.Generator().manual_seed(seed * 7919 + part_id))
         edges = (src[take], dst[take], eid[take])
-        held = torch.unique(torch.cat([pool, edges[0]]))
+        held = torch.unique(torch.cat([pool, edges[0], edges[1]]))
+    if not held.numel():
+        return pool, None, empty, edges, read
     at = locate_ids(held, gids, n_local)
     required = torch.zeros(n_local, dtype=torch.bool)
     required[at[at >= 0]] = True
