@@ -49,8 +49,8 @@ class MachineTables:
             (``in_degree`` in local id order, the kept halo's read once).
         feat_key: the features' node-data key (``feat_key="auto"`` resolved), or None (no features).
         kept: local ids of the nodes kept (inner first), ``precision``: the tables' precision.
-        one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates; the negative
-            pool's in-edges as the servers sent them).
+        one_time_bytes: bytes read once (the kept halo's rows and, with a first-hop mode, aggregates; the in-edges
+            of other machines' nodes as the servers sent them).
         pool_edges: ``(src, dst, edge id)``, global ids, of the in-edges held for other machines' nodes (the halo's
             and the pool's) besides the part's.
         halo_reach, halo_kept: the halo nodes the seeds' trees reach, and those kept.
