@@ -8,7 +8,8 @@ the probe on full-neighbourhood embeddings).
 
 Variants:
   dgl     DGL's ``DataLoader`` with ``as_edge_prediction_sampler`` on the whole graph, batches of 4000 edges
-          (four trainers' batches of 1000): what DistDGL's trainers compute, less the servers.
+          (four trainers' batches of 1000): what DistDGL's trainers compute, less the servers
+          (``--first-hop block``: its first layer replaced by the exact first-hop aggregates, as the drop-in's).
   whole   the drop-in's batch code (``LocalEdgeBatches``) on the whole graph, with the block first hop (exact
           first-hop aggregates) or ``--first-hop sampled`` (DGL's sampled first layer).
   parts   the drop-in's core (``PartitionEdgeLoader``) on each part of a real DGL partitioning: own rows fp32,
@@ -174,8 +175,11 @@ def main() -> None:
     ap.add_argument("--precision", default="int4", help="parts: the other machines' rows and the aggregates")
     ap.add_argument("--pool-fanout", type=int, default=10)
     ap.add_argument("--halo-fanout", type=int, default=0)
-    ap.add_argument("--first-hop", choices=["block", "sampled"], default="block", help="whole: the drop-in's first hop")
+    ap.add_argument(
+        "--first-hop", choices=["block", "sampled"], help="dgl, whole: the first hop (defaults: sampled, block)"
+    )
     a = ap.parse_args()
+    a.first_hop = a.first_hop or ("sampled" if a.variant == "dgl" else "block")
     torch.set_num_threads(1)
     if a.variant == "parts":
         g, x, labels, masks, parts, eids = from_parts(a.part_config)
@@ -189,13 +193,14 @@ def main() -> None:
     sampler = dgl.dataloading.NeighborSampler(FANOUTS)
     if a.variant == "dgl":
         edge_sampler = dgl.dataloading.as_edge_prediction_sampler(
-            sampler, negative_sampler=dgl.dataloading.negative_sampler.Uniform(1)
+            skip_first_layer(sampler) if a.first_hop == "block" else sampler,
+            negative_sampler=dgl.dataloading.negative_sampler.Uniform(1),
         )
         loader = dgl.dataloading.DataLoader(
             g, torch.arange(g.num_edges()), edge_sampler, batch_size=4 * BATCH, shuffle=True
         )
         epochs = [lambda e: [(loader_batch,) for loader_batch in loader]]
-        tables = [x]
+        tables = [torch.cat([x, agg])]
     elif a.variant == "whole":
         g = g.formats(["coo", "csc"])
         batches = LocalEdgeBatches(
@@ -222,7 +227,7 @@ def main() -> None:
             for p, (input_nodes, pos, neg, blocks) in enumerate(step):
                 ids = input_nodes.long()
                 # the block first hop: virtual ids n + v are v's aggregates (parts: the core adds them)
-                if a.variant == "whole" and a.first_hop == "block":
+                if a.variant != "parts" and a.first_hop == "block":
                     blocks = [first_block(ids.numel())] + blocks
                     ids = torch.cat([ids, ids + n])
                 loss = loss + loss_fcn(model(blocks, tables[p][ids]), pos, neg) / len(step)
