@@ -40,8 +40,8 @@ class MachineTables:
         every_node: keep every node of the part (link prediction: any node may end a pair), not
             only what the training seeds' trees reach.
         negative_pool: other machines' nodes per own node held as negatives (:class:`~.loaders.GrappaEdgeLoader`).
-        pool_fanout: in-edges held per other machine's node, the halo's and the pool's, besides those the part
-            holds (:class:`~.loaders.GrappaEdgeLoader`).
+        pool_fanout: in-edges held per pool node outside the halo (:class:`~.loaders.GrappaEdgeLoader`).
+        halo_fanout: in-edges from other machines' nodes held per halo node (:class:`~.loaders.GrappaEdgeLoader`).
 
     Attributes:
         options: the :class:`~.options.LoaderOptions` it was made with.
@@ -65,6 +65,7 @@ class MachineTables:
         every_node: bool = False,
         negative_pool: float = 0.0,
         pool_fanout: int = 0,
+        halo_fanout: int = 0,
     ):
         self.options = options
         seed, halo, first_hop, part_config = options.seed, options.halo, options.first_hop, options.part_config
@@ -144,6 +145,7 @@ class MachineTables:
             negative_pool,
             seed,
             pool_fanout,
+            halo_fanout,
         )
         kept, inner_kept, halo_reach, precision = choose_kept(
             src,
@@ -387,12 +389,14 @@ def _negative_pool(
     size: float,
     seed: int,
     fanout: int = 0,
+    halo_fanout: int = 0,
 ) -> tuple[Tensor, Tensor | None, Tensor, tuple[Tensor, Tensor, Tensor], int]:
     """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
     of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
-    once beside the halo's; with ``fanout`` > 0, up to that many in-edges of every other machine's node held here
-    (the halo's and the pool's) besides those the part holds (asked once from the servers, all of them, then a
-    seeded uniform draw here), their sources held as leaves.
+    once beside the halo's; with ``fanout`` > 0, up to that many in-edges of each pool node outside the halo, and
+    with ``halo_fanout`` > 0 up to that many of each halo node's in-edges from other machines' nodes (the part holds
+    those from its own), asked once from the servers (all of them, then a seeded uniform draw here), their sources
+    held as leaves.
 
     Returns:
         ``(pool, required, extra, edges, read)``: the pool's global ids (sorted), a bool mask over the local nodes
@@ -411,24 +415,27 @@ def _negative_pool(
             ranges.append((int(ids[0]), int(ids[-1]) + 1) if ids.numel() else (ranges[-1][1] if ranges else 0,) * 2)
         pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
     at = locate_ids(pool, gids, n_local)
-    edges, held, read = (empty, empty, empty), pool, 0
-    # The part holds a halo node's in-edges from own nodes only, and none of a pool node outside the halo: such a
-    # tree is a few own nodes (among them, for a positive pair's source, its partner) or nothing, unlike every
-    # positive pair's destination (an own node with its whole neighbourhood). The encoder then learns the trees'
-    # shapes rather than the graph; in-edges from other machines' nodes make them trees like any other.
-    centres = torch.cat([gids[n_inner:n_local].to(torch.int64), pool[at < 0]])
-    if fanout > 0 and centres.numel():
+    held, read, drawn = pool, 0, []
+    # Without in-edges a pool node outside the halo has no neighbourhood, and a halo node only its neighbours on
+    # this machine (for a positive pair's source, its partner among few), unlike every positive pair's destination
+    # (an own node with its whole neighbourhood): the encoder can learn those shapes rather than the graph.
+    groups = ((pool[at < 0], fanout, 7919), (gids[n_inner:n_local].to(torch.int64), halo_fanout, 7927))
+    for centres, k, salt in groups:
+        if k <= 0 or not centres.numel():
+            continue
         sg = dgl.distributed.sample_neighbors(g, centres, -1)
         src, dst = (e.to(torch.int64) for e in sg.edges())
         eid = sg.edata[dgl.EID].to(torch.int64)
-        read = eid.numel()
+        read += eid.numel()
         first = int(gids[0]) if n_inner else 0
         theirs = (src < first) | (src >= first + n_inner)  # the in-edges from own nodes are in the part already
         order = torch.argsort(eid[theirs])  # the servers' order may vary from run to run; the seeded draw must not
         src, dst, eid = src[theirs][order], dst[theirs][order], eid[theirs][order]
         centre = torch.unique(dst, return_inverse=True)[1]
-        take = draw_per_centre(centre, fanout, torch.Generator().manual_seed(seed * 7919 + part_id))
-        edges = (src[take], dst[take], eid[take])
+        take = draw_per_centre(centre, k, torch.Generator().manual_seed(seed * salt + part_id))
+        drawn.append((src[take], dst[take], eid[take]))
+    edges = tuple(torch.cat(e) for e in zip(*drawn)) if drawn else (empty, empty, empty)
+    if drawn:
         held = torch.unique(torch.cat([pool, edges[0], edges[1]]))
     if not held.numel():
         return pool, None, empty, edges, read
