@@ -199,7 +199,10 @@ def main() -> None:
         loader = dgl.dataloading.DataLoader(
             g, torch.arange(g.num_edges()), edge_sampler, batch_size=4 * BATCH, shuffle=True
         )
-        epochs = [lambda e: [(loader_batch,) for loader_batch in loader]]
+
+        def steps_of(e):  # one trainer's batch of 4000 a step
+            return [(batch,) for batch in loader]  # drawn before the steps, as the runs in README drew them
+
         tables = [torch.cat([x, agg])]
     elif a.variant == "whole":
         g = g.formats(["coo", "csc"])
@@ -211,18 +214,24 @@ def main() -> None:
             -(-g.num_edges() // (4 * BATCH)),
             seed=a.seed,
         )
-        epochs = [lambda e: [(b,) for b in batches.epoch(e)]]
+
+        def steps_of(e):
+            return [(batch,) for batch in batches.epoch(e)]
+
         tables = [torch.cat([x, agg])]
     else:
         loaders, tables = part_loaders(a, g, x, agg, parts, eids)
-        epochs = [lambda e: zip(*[iter(ld) for ld in loaders])]
+
+        def steps_of(e):  # the four trainers' batches of a step
+            return zip(*[iter(ld) for ld in loaders])
+
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     loss_fcn = CrossEntropyLoss()
     t0, losses = time.time(), []
     for e in range(a.epochs):
         model.train()
         total, steps = 0.0, 0
-        for step in epochs[0](e):
+        for step in steps_of(e):
             loss = 0.0
             for p, (input_nodes, pos, neg, blocks) in enumerate(step):
                 ids = input_nodes.long()

@@ -416,6 +416,7 @@ def _negative_pool(
         pool = remote_sample(ranges, part_id, math.ceil(size * n_inner), seed)
     at = locate_ids(pool, gids, n_local)
     held, read, drawn = pool, 0, []
+    first = int(gids[0]) if n_inner else 0  # own nodes are one range of global ids from the first local one
     # Without in-edges a pool node outside the halo has no neighbourhood, and a halo node only its neighbours on
     # this machine (for a positive pair's source, its partner among few), unlike every positive pair's destination
     # (an own node with its whole neighbourhood): the encoder can learn those shapes rather than the graph.
@@ -427,7 +428,6 @@ def _negative_pool(
         src, dst = (e.to(torch.int64) for e in sg.edges())
         eid = sg.edata[dgl.EID].to(torch.int64)
         read += eid.numel()
-        first = int(gids[0]) if n_inner else 0
         theirs = (src < first) | (src >= first + n_inner)  # the in-edges from own nodes are in the part already
         order = torch.argsort(eid[theirs])  # the servers' order may vary from run to run; the seeded draw must not
         src, dst, eid = src[theirs][order], dst[theirs][order], eid[theirs][order]
