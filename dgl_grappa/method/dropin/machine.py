@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import dgl
 import torch
@@ -136,17 +137,8 @@ class MachineTables:
         # budget gives memory there, not edges (over it, with a warning).
         keep = Keep(reach=reach, storage=storage, budget=mult, budget_bytes=size, seed=seed, positives=every_node)
         top = float(self._feat.abs().max()) if self._feat.numel() else 0.0
-        pool_gids, required, extra_gids, self.pool_edges, edges_read = _negative_pool(
-            g,
-            gids,
-            n_local,
-            n_inner,
-            part_id,
-            negative_pool,
-            seed,
-            pool_fanout,
-            halo_fanout,
-        )
+        beyond = _beyond_the_part(g, gids, n_local, n_inner, part_id, negative_pool, seed, pool_fanout, halo_fanout)
+        self.pool_edges = beyond.edges
         kept, inner_kept, halo_reach, precision = choose_kept(
             src,
             dst,
@@ -160,16 +152,16 @@ class MachineTables:
             part_id=part_id,
             top=top,
             fixed=n_inner * width * 4,
-            required=required,
-            extra=int(extra_gids.numel()),
+            required=beyond.required,
+            extra=int(beyond.extra.numel()),
         )
         self.precision, self.part_id, self.memory_budget = precision, part_id, options.memory_budget
         self._room = keep.limit(n_inner * width * 4) - n_inner * width * 4  # what the budget leaves the tables
         halo_ids = kept[inner_kept.numel() :]
         # Every row held besides the own ones, sorted by global id: the kept halo's (DGL orders a part's halo by
         # global id) and the negative pool's nodes outside the halo, which the local graph holds as isolated nodes.
-        self.pool_gids, self.extra_gids = pool_gids, extra_gids
-        self._halo_gids = torch.cat([gids[halo_ids].to(torch.int64), extra_gids])
+        self.pool_gids, self.extra_gids = beyond.pool, beyond.extra
+        self._halo_gids = torch.cat([gids[halo_ids].to(torch.int64), beyond.extra])
         order = torch.argsort(self._halo_gids)
         self._halo_gids = self._halo_gids[order]
         halo_ids = halo_ids[order[order < halo_ids.numel()]]
@@ -201,7 +193,7 @@ class MachineTables:
             )
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
         # and the pool's in-edges as the servers sent them: source, destination and edge id, 8 bytes each
-        self.one_time_bytes = int(self._halo_gids.numel() * per_halo + 24 * edges_read)
+        self.one_time_bytes = int(self._halo_gids.numel() * per_halo + 24 * beyond.edges_read)
         self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(halo_ids.numel())
         log.info(
             "drop-in: part %d keeps %d of %d inner nodes and %d of %d reachable halo nodes, tables in %s "
@@ -220,7 +212,7 @@ class MachineTables:
         deg_all[:n_inner] = deg
         if halo_ids.numel():
             deg_all[halo_ids] = self.degrees(gids[halo_ids].to(torch.int64))
-        self.extra_deg = self.degrees(extra_gids) if extra_gids.numel() else deg[:0]
+        self.extra_deg = self.degrees(beyond.extra) if beyond.extra.numel() else deg[:0]
         self.local_partition, self.inner, self.global_ids, self.train_mask = part_graph, inner, gids, train
         self.in_degree, self.kept, self.halo, self.first_hop = deg_all, kept, halo, first_hop
 
@@ -380,7 +372,28 @@ class GlobalIdEmbedding(LocalEmbedding):
         return super().forward(local)
 
 
-def _negative_pool(
+@dataclass(frozen=True)
+class BeyondThePart:
+    """What the edge loader holds of other machines besides the part's halo (:func:`_beyond_the_part`).
+
+    Attributes:
+        pool: the negative pool's global ids, sorted.
+        required: a bool mask over the local nodes of the pool's nodes already in the halo and of the drawn edges'
+            local ends (never sampled away by the budget); None when nothing beyond the part is held.
+        extra: the other global ids to hold, sorted: the pool's nodes outside the halo and the drawn edges' other
+            sources (the local graph holds them as isolated nodes).
+        edges: the drawn in-edges ``(src, dst, edge id)`` in global ids.
+        edges_read: how many edges the servers sent for the draw (its one-time bytes).
+    """
+
+    pool: Tensor
+    required: Tensor | None
+    extra: Tensor
+    edges: tuple[Tensor, Tensor, Tensor]
+    edges_read: int
+
+
+def _beyond_the_part(
     g,
     gids: Tensor,
     n_local: int,
@@ -390,20 +403,13 @@ def _negative_pool(
     seed: int,
     fanout: int = 0,
     halo_fanout: int = 0,
-) -> tuple[Tensor, Tensor | None, Tensor, tuple[Tensor, Tensor, Tensor], int]:
+) -> BeyondThePart:
     """The edge loader's negative pool (the native runtime's ``link.negative_pool``): ``ceil(size x own nodes)`` nodes
     of the other machines, drawn uniformly (:func:`~dgl_grappa.method.local_part.remote_sample`), their rows read
     once beside the halo's; with ``fanout`` > 0, up to that many in-edges of each pool node outside the halo, and
     with ``halo_fanout`` > 0 up to that many of each halo node's in-edges from other machines' nodes (the part holds
     those from its own), asked once from the servers (all of them, then a seeded uniform draw here), their sources
     held as leaves.
-
-    Returns:
-        ``(pool, required, extra, edges, read)``: the pool's global ids (sorted), a bool mask over the local nodes
-        of the pool's nodes already in the halo and of the drawn edges' local ends (never sampled away; None
-        without a pool or edges), the other global ids to hold (sorted: the pool's nodes outside the halo and the
-        drawn edges' other sources), the drawn edges ``(src, dst, edge id)`` in global ids, and how many edges the
-        servers sent.
     """
     empty = torch.empty(0, dtype=torch.int64)
     pool = empty
@@ -438,11 +444,11 @@ def _negative_pool(
     if drawn:
         held = torch.unique(torch.cat([pool, edges[0], edges[1]]))
     if not held.numel():
-        return pool, None, empty, edges, read
+        return BeyondThePart(pool, None, empty, edges, read)
     at = locate_ids(held, gids, n_local)
     required = torch.zeros(n_local, dtype=torch.bool)
     required[at[at >= 0]] = True
-    return pool, required, held[at < 0], edges, read
+    return BeyondThePart(pool, required, held[at < 0], edges, read)
 
 
 _EXCHANGES = 0
