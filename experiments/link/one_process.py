@@ -21,7 +21,8 @@ Variants:
         --part-config runs/dropin-exp/parts/syn20000d10f512-random4/g.json >> runs/one_process.jsonl
 
 The graph of ``--variant dgl|whole`` is generated as ``benchmarks/dgl_scripts/run.py`` generates it (20k nodes,
-degree 10, 512-wide); ``parts`` reads it back from the partition folder that script made. One JSON line out.
+degree 10, 512-wide); ``parts`` (and ``dgl|whole --reshuffled``) reads it back from the partition folder that
+script made, in its node ids. One JSON line out.
 """
 
 from __future__ import annotations
@@ -174,14 +175,20 @@ def main() -> None:
     ap.add_argument("--part-config", default=str(ROOT / "runs/dropin-exp/parts/syn20000d10f512-random4/g.json"))
     ap.add_argument("--precision", default="int4", help="parts: the other machines' rows and the aggregates")
     ap.add_argument("--pool-fanout", type=int, default=10)
-    ap.add_argument("--halo-fanout", type=int, default=0)
+    ap.add_argument("--halo-fanout", type=int, default=10, help="parts: the edge loader's default")
     ap.add_argument(
         "--first-hop", choices=["block", "sampled"], help="dgl, whole: the first hop (defaults: sampled, block)"
+    )
+    ap.add_argument(
+        "--reshuffled",
+        action="store_true",
+        help="dgl, whole: the graph read back from --part-config (the partitioning's node ids, so the same draws "
+        "meet the same nodes as in parts) rather than generated",
     )
     a = ap.parse_args()
     a.first_hop = a.first_hop or ("sampled" if a.variant == "dgl" else "block")
     torch.set_num_threads(1)
-    if a.variant == "parts":
+    if a.variant == "parts" or a.reshuffled:
         g, x, labels, masks, parts, eids = from_parts(a.part_config)
     else:
         g, x, labels, masks = generated()

@@ -245,9 +245,9 @@ class GrappaEdgeLoader(_OnMachine):
             that alone (the native runtime's ``link.pool_fanout``). 0: pool nodes outside the halo have no edges.
         halo_fanout: in-edges from other machines' nodes held per halo node, drawn and held the same way (the part
             holds a halo node's in-edges from this machine's nodes only: for a positive pair's source, its partner
-            among few). 0 (the default): none. 10 trained DGL's link script 4.5 points closer to DistDGL at 20
-            epochs on random parts, not on METIS parts, and ended lower at 3 epochs on a small graph
-            (docs/dropin.md).
+            among few, and the encoder can tell the halo's trees from every own node's). The default, 10, trained
+            DGL's link script closer to DistDGL on random parts at DGL's 3 epochs and at 20 (docs/dropin.md,
+            measured). 0: none.
         options, keywords: as for :class:`GrappaLoader` (a :class:`~.options.LoaderOptions`, or its fields as
             keywords: ``halo``, ``first_hop``, ``part_config``, ``memory_budget``, ...).
 
@@ -268,7 +268,7 @@ class GrappaEdgeLoader(_OnMachine):
         negative_sampler,
         negative_pool: float = 3.0,
         pool_fanout: int = 10,
-        halo_fanout: int = 0,
+        halo_fanout: int = 10,
         options: LoaderOptions | None = None,
         **keywords,
     ):
