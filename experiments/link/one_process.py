@@ -185,6 +185,9 @@ def main() -> None:
         help="dgl, whole: the graph read back from --part-config (the partitioning's node ids, so the same draws "
         "meet the same nodes as in parts) rather than generated",
     )
+    ap.add_argument(
+        "--save-embeddings", help="also write the embeddings, labels and masks the probe reads here (torch.save)"
+    )
     a = ap.parse_args()
     a.first_hop = a.first_hop or ("sampled" if a.variant == "dgl" else "block")
     torch.set_num_threads(1)
@@ -255,6 +258,8 @@ def main() -> None:
     model.eval()
     with torch.no_grad():
         emb = model.full(g, x)
+    if a.save_embeddings:
+        torch.save({"emb": emb, "labels": labels, "masks": masks}, a.save_embeddings)
     val, test = compute_acc(
         emb, labels, *(masks[k].nonzero().squeeze(1) for k in ("train_mask", "val_mask", "test_mask"))
     )

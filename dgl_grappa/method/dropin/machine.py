@@ -192,7 +192,7 @@ class MachineTables:
                 "agg" if options.aggregate == "mean" else "gcn",
             )
         per_halo = row_bytes(width, precision) * (2 if completes else 1) + 8
-        # and the pool's in-edges as the servers sent them: source, destination and edge id, 8 bytes each
+        # and the in-edges the servers sent for other machines' nodes: source, destination and edge id, 8 bytes each
         self.one_time_bytes = int(self._halo_gids.numel() * per_halo + 24 * beyond.edges_read)
         self.halo_reach, self.halo_kept = int(halo_reach.numel()), int(halo_ids.numel())
         log.info(
