@@ -185,6 +185,7 @@ def main() -> None:
         help="dgl, whole: the graph read back from --part-config (the partitioning's node ids, so the same draws "
         "meet the same nodes as in parts) rather than generated",
     )
+    ap.add_argument("--probe-every", type=int, default=0, help="also the probe's test accuracy every N epochs")
     ap.add_argument(
         "--save-embeddings", help="also write the embeddings, labels and masks the probe reads here (torch.save)"
     )
@@ -237,7 +238,7 @@ def main() -> None:
 
     opt = torch.optim.Adam(model.parameters(), lr=0.003)
     loss_fcn = CrossEntropyLoss()
-    t0, losses = time.time(), []
+    t0, losses, curve = time.time(), [], []
     for e in range(a.epochs):
         model.train()
         total, steps = 0.0, 0
@@ -255,14 +256,12 @@ def main() -> None:
             opt.step()
             total, steps = total + float(loss), steps + 1
         losses.append(round(total / steps, 4))
-    model.eval()
-    with torch.no_grad():
-        emb = model.full(g, x)
+        if a.probe_every and (e + 1) % a.probe_every == 0:
+            curve.append((e + 1, round(probe(model, g, x, labels, masks)[1][1], 4)))
+            model.train()
+    emb, (val, test) = probe(model, g, x, labels, masks)
     if a.save_embeddings:
         torch.save({"emb": emb, "labels": labels, "masks": masks}, a.save_embeddings)
-    val, test = compute_acc(
-        emb, labels, *(masks[k].nonzero().squeeze(1) for k in ("train_mask", "val_mask", "test_mask"))
-    )
     print(
         json.dumps(
             {
@@ -270,11 +269,24 @@ def main() -> None:
                 "val": round(val, 4),
                 "test": round(test, 4),
                 "losses": losses,
+                **({"probe_curve": curve} if a.probe_every else {}),
                 "secs": round(time.time() - t0, 1),
                 "steps": steps,
             }
         )
     )
+
+
+def probe(model: SAGE, g, x, labels, masks) -> tuple[torch.Tensor, list[float]]:
+    """The model's full-neighbourhood embeddings and the script's linear probe on them (validation and test
+    accuracy); the random state is left as it was, so probing along the way does not change the run."""
+    state = torch.get_rng_state()
+    model.eval()
+    with torch.no_grad():
+        emb = model.full(g, x)
+    acc = compute_acc(emb, labels, *(masks[k].nonzero().squeeze(1) for k in ("train_mask", "val_mask", "test_mask")))
+    torch.set_rng_state(state)
+    return emb, acc
 
 
 def first_block(m: int) -> dgl.DGLGraph:
