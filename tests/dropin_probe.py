@@ -117,7 +117,7 @@ def homogeneous(g, args) -> dict:
         "pairs": pair_ok(g, pos, negg),
     }
     edge_loader = GrappaEdgeLoader(
-        g, sampler, 16, negative_sampler=neg, first_hop="block", part_config=args.part_config, halo_fanout=10
+        g, sampler, 16, negative_sampler=neg, first_hop="block", part_config=args.part_config
     )
     inp, pos, negg, blocks = next(iter(edge_loader))
     rec["grappa_edge"] = {

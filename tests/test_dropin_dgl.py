@@ -50,7 +50,8 @@ def test_homogeneous_batches_carry_what_distdgls_loaders_put_on_them(tmp_path):
             assert ours["ids"] == {**{k: True for k in ours["ids"]}, "dtype": "torch.int64"}
             assert ours["ids"]["virtual"]  # block 0: virtual ids num_nodes + v, edge ids -1
         assert rec["grappa_edge"]["pairs"] == rec["dgl_edge"]["pairs"]
-        # with halo_fanout=10 as pool_fanout: every other machine's node held has min(10, its in-edges from others)
+        # with the defaults (pool_fanout=halo_fanout=10) every other machine's node held has min(10, its in-edges from
+        # other machines' nodes) of them
         held = rec["grappa_edge"]["remote_in_edges"]
         assert held == {**held, "real": True, "from_other_machines": True, "once": True, "counts": True}
         assert held["edges"] > 0

@@ -427,16 +427,17 @@ def _beyond_the_part(
     # this machine (for a positive pair's source, its partner among few), unlike every positive pair's destination
     # (an own node with its whole neighbourhood): the encoder can learn those shapes rather than the graph.
     groups = ((pool[at < 0], fanout, 7919), (gids[n_inner:n_local].to(torch.int64), halo_fanout, 7927))
+    groups = [(centres, k, salt) for centres, k, salt in groups if k > 0 and centres.numel()]
+    if groups:  # one request for both groups' centres (disjoint: the pool's outside the halo, the halo's)
+        sg = dgl.distributed.sample_neighbors(g, torch.cat([centres for centres, _, _ in groups]), -1)
+        src_all, dst_all = (e.to(torch.int64) for e in sg.edges())
+        eid_all = sg.edata[dgl.EID].to(torch.int64)
+        read = eid_all.numel()
+        theirs = (src_all < first) | (src_all >= first + n_inner)  # the in-edges from own nodes are in the part
     for centres, k, salt in groups:
-        if k <= 0 or not centres.numel():
-            continue
-        sg = dgl.distributed.sample_neighbors(g, centres, -1)
-        src, dst = (e.to(torch.int64) for e in sg.edges())
-        eid = sg.edata[dgl.EID].to(torch.int64)
-        read += eid.numel()
-        theirs = (src < first) | (src >= first + n_inner)  # the in-edges from own nodes are in the part already
-        order = torch.argsort(eid[theirs])  # the servers' order may vary from run to run; the seeded draw must not
-        src, dst, eid = src[theirs][order], dst[theirs][order], eid[theirs][order]
+        mine = theirs & torch.isin(dst_all, centres)
+        order = torch.argsort(eid_all[mine])  # the servers' order may vary from run to run; the seeded draw must not
+        src, dst, eid = src_all[mine][order], dst_all[mine][order], eid_all[mine][order]
         centre = torch.unique(dst, return_inverse=True)[1]
         take = draw_per_centre(centre, k, torch.Generator().manual_seed(seed * salt + part_id))
         drawn.append((src[take], dst[take], eid[take]))
