@@ -202,13 +202,7 @@ def partition_afresh(g, name: str, num_parts: int, folder: Path, method: str, ba
 
 
 def dgl_homogeneous_parts(
-    folder: Path,
-    name: str,
-    num_parts: int = 2,
-    num_nodes: int = 2000,
-    feat_dim: int = 64,
-    method: str = "metis",
-    avg_degree: int = 10,
+    folder: Path, name: str, num_parts: int = 2, num_nodes: int = 2000, feat_dim: int = 64, method: str = "metis"
 ) -> Path:
     """A learnable synthetic graph (16 classes, ``feat_dim`` features) partitioned as DGL's examples'
     partition_graph.py does (``method``: metis or random), under the graph name ``name``, with their key names
@@ -216,8 +210,7 @@ def dgl_homogeneous_parts(
     dgl_grappa prepare``: the drop-in's first hop). Returns the partition json."""
     g = load_dataset(
         DataConfig(
-            name="synthetic",
-            synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim, seed=2),
+            name="synthetic", synthetic=SyntheticConfig(num_nodes=num_nodes, avg_degree=10, feat_dim=feat_dim, seed=2)
         )
     )
     g.ndata["features"] = g.ndata.pop("feat")
