@@ -85,6 +85,41 @@ def remote_in_edges(g, loader, fanout: int) -> dict:
     }
 
 
+def halo_in_edges(g, loader) -> dict:
+    """Per relation, whether each of the part's halo nodes whose in-edges the first block samples (one hop from the
+    training seeds, the probe's two layers) holds every one of its in-edges in the loader's graph (against the
+    graph's edges, all of them read here by edge id), and whether those edges are real (their ids' endpoints);
+    ``short``: how many such nodes hold fewer."""
+    from dgl_grappa.method.dropin.hetero import reached_by_type
+
+    pb = g.get_partition_book()
+    sampled = reached_by_type(loader.graph, {loader.target: loader.train_ids}, 1)
+    pg = g.local_partition
+    ntype, type_gid = pb.map_to_per_ntype(pg.ndata[dgl.NID][~pg.ndata["inner_node"].bool()])
+    complete, real, short, checked = True, True, 0, 0
+    for rel in g.canonical_etypes:
+        t = rel[2]
+        n_in = loader.num_inner_by_type[t]
+        kept = loader.global_ids[t][n_in:]
+        part_halo = type_gid[ntype == g.ntypes.index(t)]
+        local = n_in + (th.isin(kept, part_halo) & sampled[t][n_in:]).nonzero(as_tuple=True)[0]
+        if not local.numel():
+            continue
+        gids = th.sort(loader.global_ids[t][local]).values
+        _, v_all = g.find_edges(th.arange(g.num_edges(rel)), etype=rel)
+        v_all = v_all[th.isin(v_all, gids)]
+        want = th.bincount(th.searchsorted(gids, v_all), minlength=gids.numel())
+        order = th.argsort(loader.global_ids[t][local])
+        have = loader.graph.in_degrees(local[order], etype=rel)
+        complete &= bool(th.equal(have, want))
+        short += int((have < want).sum())
+        checked += int(gids.numel())
+        u, v, e = loader.graph.in_edges(local, form="all", etype=rel)
+        su, sv = g.find_edges(loader.edge_ids[rel][e.long()], etype=rel)
+        real &= bool(th.equal(su, loader.global_ids[rel[0]][u.long()]) and th.equal(sv, loader.global_ids[t][v.long()]))
+    return {"complete": complete, "real": real, "short": short, "checked": checked}
+
+
 def homogeneous(g, args) -> dict:
     pb = g.get_partition_book()
     sampler = dgl.dataloading.NeighborSampler([3, 4])
@@ -181,6 +216,10 @@ def heterogeneous(g, args) -> dict:
     rec["dgl"] = describe(*next(iter(dgl.dataloading.DistNodeDataLoader(g, {"paper": nid}, sampler, batch_size=16))))
     loader = GrappaHeteroLoader(g, sampler, 16, target="paper")
     rec["feat_key"] = loader.feat_key
+    rec["halo_in_edges"] = halo_in_edges(g, loader)
+    rec["halo_in_edges_part"] = halo_in_edges(
+        g, GrappaHeteroLoader(g, sampler, 16, target="paper", halo_in_edges="part")
+    )
     # a DistEmbedding of a featureless type, row i = i (per-type id) in every column, served by the loader
     emb = dgl.distributed.DistEmbedding(
         g.num_nodes("author"), 4, "probe_author", part_policy=g.get_node_partition_policy("author")

@@ -410,7 +410,7 @@ def test_heterogeneous_blocks_carry_per_type_global_ids_and_only_sampled_relatio
     )
     part_config, orig_n, orig_e = _dgl_partition(tmp_path, g)
     pg, _, _, gpb, *_ = dgl.distributed.load_partition(str(part_config), 1)
-    graph, n_inner, gids, eids = local_hetero_part(
+    graph, n_inner, gids, eids, _ = local_hetero_part(
         pg.formats("csc"), gpb, g.ntypes, [tuple(e) for e in g.canonical_etypes], halo
     )
     sampler = TargetSeeds(dgl.dataloading.NeighborSampler([3, 4]), "paper")

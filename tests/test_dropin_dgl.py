@@ -82,6 +82,11 @@ def test_heterogeneous_batches_carry_what_distdgls_loader_puts_on_them(tmp_path)
         for b in ours["blocks"] + theirs["blocks"]:
             assert b["empty_relations"] == 0
         assert ours["output_types"] == theirs["output_types"] == ["paper"]
+        # every halo node of the part holds all its in-edges, over every relation (asked once from the servers);
+        # the part's own edges alone leave some short
+        assert rec["halo_in_edges"] == {**rec["halo_in_edges"], "complete": True, "real": True, "short": 0}
+        assert rec["halo_in_edges"]["checked"] > 0
+        assert rec["halo_in_edges_part"]["real"] and rec["halo_in_edges_part"]["short"] > 0
         assert [b["src"] for b in ours["blocks"]] == [b["src"] for b in theirs["blocks"]]
         # a served DistEmbedding: own rows from this machine's shard, traced for DGL's SparseAdam, which trains
         # them in place; the kept halo's rows read once and frozen; outside an epoch, DGL's own reads

@@ -20,6 +20,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import dgl
 import torch
 from torch import Tensor
@@ -27,10 +29,32 @@ from torch import Tensor
 from ..partition.layout import part_edges, part_paths
 from .storage import NodeTable
 
-__all__ = ["EDGE_BYTES", "aggregate_rows", "complete_halo_in_edges", "per_type_ids"]
+__all__ = [
+    "EDGE_BYTES",
+    "InEdges",
+    "aggregate_rows",
+    "complete_halo_in_edges",
+    "halo_ending",
+    "merge_halo_in_edges",
+    "per_type_ids",
+]
 
 EDGE_BYTES = 16
 """One-time bytes of an edge read from its owner: the source's global id and the relation, 8 bytes each."""
+
+
+class InEdges(NamedTuple):
+    """In-edges of halo nodes read from their owners: per edge, the source's homogeneous global id, type id,
+    per-type global id and owning part, the destination's local id and the relation id; ``eid`` their homogeneous
+    global edge ids where the caller tracks them (else None)."""
+
+    src_gid: Tensor
+    src_type: Tensor
+    src_type_gid: Tensor
+    src_owner: Tensor
+    dst_local: Tensor
+    etype_id: Tensor
+    eid: Tensor | None = None
 
 
 def complete_halo_in_edges(
@@ -48,18 +72,13 @@ def complete_halo_in_edges(
         featured: the node types with features.
 
     Returns:
-        ``(arrays, stats)``: the same keys, the halo's in-edges over those relations replaced by their owners' (a
-        superset) and their new source nodes appended as halo nodes; ``stats``: ``edges_read``, ``edges_added``,
-        ``nodes_added`` (per type) and ``one_time_bytes`` (the edges read, :data:`EDGE_BYTES` each).
+        ``(arrays, stats)``: as :func:`merge_halo_in_edges` returns them, the edges read from the owners' part files.
     """
     bare_rel = torch.tensor([e[0] not in featured for e in etypes], dtype=torch.bool)
-    into = torch.tensor([any(e[2] == t and e[0] not in featured for e in etypes) for t in ntypes], dtype=torch.bool)
-    a = dict(arrays)
-    src, dst, et, inner = a["src"], a["dst"], a["etype_id"], a["inner"]
-    halo = (~inner & into[a["ntype_id"]]).nonzero(as_tuple=True)[0]  # the halo nodes such relations end at
-    stats = {"edges_read": 0, "edges_added": 0, "nodes_added": {t: 0 for t in ntypes}, "one_time_bytes": 0}
+    halo = halo_ending(arrays, ntypes, etypes, bare_rel)  # the halo nodes such relations end at
     if halo.numel() == 0 or not bool(bare_rel.any()):
-        return a, stats
+        return merge_halo_in_edges(arrays, None, bare_rel, ntypes)
+    a = arrays
     got = []  # per owner: (source global id, source type, source owner, destination local id, relation)
     for p in torch.unique(a["owner"][halo]).tolist():
         mine = halo[a["owner"][halo] == p]
@@ -87,34 +106,59 @@ def complete_halo_in_edges(
         got.append((p_nid[s], pg.ndata[dgl.NTYPE].to(torch.int64)[s], owner_p[s], where[d], r))
         del pg
     s_gid, s_type, s_owner, d_local, rel = (torch.cat(x) for x in zip(*got))
+    s_type_gid = torch.empty_like(s_gid)
+    for i, t in enumerate(ntypes):
+        sel = s_type == i
+        s_type_gid[sel] = per_type_ids(s_gid[sel], node_map[t])
+    return merge_halo_in_edges(a, InEdges(s_gid, s_type, s_type_gid, s_owner, d_local, rel), bare_rel, ntypes)
+
+
+def halo_ending(arrays: dict, ntypes: list[str], etypes: list[tuple], relations: Tensor) -> Tensor:
+    """Local ids of the halo nodes (of ``arrays`` as :func:`complete_halo_in_edges` takes them) of the types that one
+    of ``relations`` (a bool mask over ``etypes``) points into."""
+    into = torch.tensor([any(e[2] == t and bool(m) for e, m in zip(etypes, relations)) for t in ntypes])
+    return (~arrays["inner"] & into[arrays["ntype_id"]]).nonzero(as_tuple=True)[0]
+
+
+def merge_halo_in_edges(arrays: dict, got: InEdges | None, relations: Tensor, ntypes: list[str]) -> tuple[dict, dict]:
+    """``arrays`` with the halo's in-edges over ``relations`` (a bool mask over the relation ids) replaced by
+    ``got``, the owners' (a superset of what the part stores), and their new source nodes appended as halo nodes.
+
+    Returns:
+        ``(arrays, stats)``: the same keys (``eid`` too where ``arrays`` has it: then ``got.eid`` gives the read
+        edges'); ``stats``: ``edges_read``, ``edges_added``, ``nodes_added`` (per type) and ``one_time_bytes`` (the
+        edges read, :data:`EDGE_BYTES` each).
+    """
+    stats = {"edges_read": 0, "edges_added": 0, "nodes_added": {t: 0 for t in ntypes}, "one_time_bytes": 0}
+    a = dict(arrays)
+    if got is None or got.src_gid.numel() == 0:
+        return a, stats
+    src, dst, et, inner = a["src"], a["dst"], a["etype_id"], a["inner"]
     # the sources this part holds already, and the new ones (appended as halo nodes, one per global id)
     n = a["gid"].numel()
     order = torch.argsort(a["gid"])
-    pos = torch.searchsorted(a["gid"][order], s_gid).clamp(max=n - 1)
-    local = torch.where(a["gid"][order][pos] == s_gid, order[pos], torch.full_like(pos, -1))
-    new_gid, first_at, inverse = _unique_first(s_gid[local < 0])
-    local[local < 0] = n + inverse
-    new_type = s_type[local >= n][first_at]
-    new_owner = s_owner[local >= n][first_at]
-    new_type_gid = torch.empty_like(new_gid)
-    for i, t in enumerate(ntypes):
-        sel = new_type == i
-        new_type_gid[sel] = per_type_ids(new_gid[sel], node_map[t])
-    # the halo's in-edges over these relations: the owners' (a superset of what the part stored) replace them
-    stale = bare_rel[et] & ~inner[dst]
+    pos = torch.searchsorted(a["gid"][order], got.src_gid).clamp(max=n - 1)
+    local = torch.where(a["gid"][order][pos] == got.src_gid, order[pos], torch.full_like(pos, -1))
+    new = local < 0
+    new_gid, first_at, inverse = _unique_first(got.src_gid[new])
+    local[new] = n + inverse
+    new_type = got.src_type[new][first_at]
+    stale = relations[et] & ~inner[dst]
     a["src"] = torch.cat([src[~stale], local])
-    a["dst"] = torch.cat([dst[~stale], d_local])
-    a["etype_id"] = torch.cat([et[~stale], rel])
+    a["dst"] = torch.cat([dst[~stale], got.dst_local])
+    a["etype_id"] = torch.cat([et[~stale], got.etype_id])
+    if "eid" in a:
+        a["eid"] = torch.cat([a["eid"][~stale], got.eid])
     a["ntype_id"] = torch.cat([a["ntype_id"], new_type])
     a["gid"] = torch.cat([a["gid"], new_gid])
-    a["type_gid"] = torch.cat([a["type_gid"], new_type_gid])
-    a["owner"] = torch.cat([a["owner"], new_owner])
+    a["type_gid"] = torch.cat([a["type_gid"], got.src_type_gid[new][first_at]])
+    a["owner"] = torch.cat([a["owner"], got.src_owner[new][first_at]])
     a["inner"] = torch.cat([inner, torch.zeros(new_gid.numel(), dtype=torch.bool)])
     stats.update(
-        edges_read=int(rel.numel()),
-        edges_added=int(rel.numel() - stale.sum()),
+        edges_read=int(got.etype_id.numel()),
+        edges_added=int(got.etype_id.numel() - stale.sum()),
         nodes_added={t: int((new_type == i).sum()) for i, t in enumerate(ntypes)},
-        one_time_bytes=int(rel.numel()) * EDGE_BYTES,
+        one_time_bytes=int(got.etype_id.numel()) * EDGE_BYTES,
     )
     return a, stats
 

@@ -13,6 +13,7 @@ from ...config import ConfigError, parse_budget
 from ...partition.aggregates import AUTO_KEY, feature_key
 from ...partition.layout import part_edges
 from ..hetero import HeteroEmbedding, TargetSeeds, local_heterograph
+from ..hetero_halo import InEdges, halo_ending, merge_halo_in_edges
 from ..local_part import Keep, budget_error, precision_ladder
 from ..reducers.correction import Correction
 from ..sampler import LocalBatches, equal_steps, seeded_workers
@@ -51,6 +52,11 @@ class GrappaHeteroLoader:
         batch_size: seeds per batch on the machine with the most training nodes.
         correction: None or ``make_correction("none")`` (the heterogeneous runtime averages plainly).
         target: the labelled node type (empty: the one type with ``train_key``).
+        halo_in_edges: "all" (every halo node's in-edges over every relation, asked once from the servers, their
+            sources outside the part joining the halo: DGL's part holds a halo node's in-edges from this machine's
+            nodes only, so without them a sampled first block sees part of a halo node's neighbourhood, unlike
+            DistDGL's) or "part" (the part's edges only). The added sources' feature rows are inside
+            ``memory_budget``; a served ``DistEmbedding`` reads their rows with the halo's at every epoch.
         options: a :class:`~.options.LoaderOptions`, of which this loader reads ``halo`` ("keep" or "drop"), ``seed``,
             ``feat_key`` ("auto": the one 2-D float node tensor name the types have, e.g. DGL's ``feat``),
             ``train_key``, ``memory_budget`` and ``storage``; it samples every layer (``first_hop`` "sampled") and
@@ -76,10 +82,13 @@ class GrappaHeteroLoader:
         correction: Correction | None = None,
         *,
         target: str = "",
+        halo_in_edges: str = "all",
         options: LoaderOptions | None = None,
         **keywords,
     ):
         o = self.options = LoaderOptions.of(type(self).__name__, options, keywords, names=HETERO_OPTIONS)
+        if halo_in_edges not in ("all", "part"):
+            raise ValueError(f"halo_in_edges={halo_in_edges!r} is not allowed; use 'all' or 'part'")
         halo, seed, train_key, memory_budget = o.halo, o.seed, o.train_key, o.memory_budget
         if correction is not None and correction.name != "none":
             raise ValueError(
@@ -107,8 +116,10 @@ class GrappaHeteroLoader:
                 "training mask's key> and target=<the labelled type>"
             )
         self.target = target or labelled[0]
-        graph, n_inner, global_ids, edge_ids = local_hetero_part(
-            part_graph, gpb, list(g.ntypes), [tuple(e) for e in g.canonical_etypes], halo
+        ntypes, etypes = list(g.ntypes), [tuple(e) for e in g.canonical_etypes]
+        asked = g if halo_in_edges == "all" else None
+        graph, n_inner, global_ids, edge_ids, self.halo_in_edges = local_hetero_part(
+            part_graph, gpb, ntypes, etypes, halo, asked
         )
         self.num_inner_by_type = n_inner
         for t in g.ntypes:
@@ -161,7 +172,7 @@ class GrappaHeteroLoader:
             )
             for t in self.featured
         }
-        self.one_time_bytes = sum(x.nbytes for x in self._halo_feat.values())
+        self.one_time_bytes = sum(x.nbytes for x in self._halo_feat.values()) + self.halo_in_edges["one_time_bytes"]
         self.steps = equal_steps(self.train_ids.numel(), batch_size)
         rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
         self.batches = LocalBatches(
@@ -321,30 +332,77 @@ class GrappaHeteroLoader:
         )
 
 
-def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str):
+def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list, halo: str, g=None):
     """A machine's local heterograph and its ids, from its part in DGL's layout (a DistGraph's ``local_partition``,
     or ``load_partition``'s graph) and the partition book.
 
+    DGL's part stores a halo node's in-edges from the part's own nodes only; with ``g`` (the DistGraph) and
+    ``halo="keep"`` every halo node's in-edges over every relation are asked once from the servers instead, and
+    their sources outside the part join the halo (:func:`~dgl_grappa.method.hetero_halo.merge_halo_in_edges`), so
+    that a sampled first block sees a halo node's whole neighbourhood, as DistDGL's sampler does.
+
     Returns:
-        ``(graph, inner count per type, per-type global node ids per type, per-relation global edge ids)``: the
-        graph of :func:`~dgl_grappa.method.hetero.local_heterograph` (every type's own nodes, with ``halo="keep"``
-        its 1-hop halo), the ids in its node and edge orders.
+        ``(graph, inner count per type, per-type global node ids per type, per-relation global edge ids, stats)``:
+        the graph of :func:`~dgl_grappa.method.hetero.local_heterograph` (every type's own nodes, with
+        ``halo="keep"`` its 1-hop halo), the ids in its node and edge orders, and what was asked from the servers
+        (``merge_halo_in_edges``' stats; zeros without ``g``).
     """
     inner = part_graph.ndata["inner_node"].bool()
     n_local = part_graph.num_nodes() if halo == "keep" else int(inner.sum())
     homo = part_graph.ndata[dgl.NID][:n_local].to(torch.int64)
     # the server's shared graph has no node types or owners: the partition book gives them
     ntype_id, type_gid = gpb.map_to_per_ntype(homo)
-    owner = gpb.nid2partid(homo)
     src, dst = part_edges(part_graph)
     # per-edge data is in edge-id order, part_edges' edges in CSC order on a server's graph: line them up
     order = part_edge_order(part_graph)
-    etype_id = part_graph.edata[dgl.ETYPE][order].to(torch.int64)
+    e = (src.long() < n_local) & (dst.long() < n_local)  # halo="drop": the edges among inner nodes
+    a = {
+        "src": src.long()[e],
+        "dst": dst.long()[e],
+        "etype_id": part_graph.edata[dgl.ETYPE][order].to(torch.int64)[e],
+        "eid": part_graph.edata[dgl.EID][order].to(torch.int64)[e],
+        "ntype_id": ntype_id.to(torch.int64),
+        "gid": homo,
+        "type_gid": type_gid.to(torch.int64),
+        "owner": gpb.nid2partid(homo).to(torch.int64),
+        "inner": inner[:n_local],
+    }
+    every = torch.ones(len(etypes), dtype=torch.bool)
+    got = _servers_in_edges(g, gpb, a, ntypes, etypes) if g is not None and halo == "keep" else None
+    a, stats = merge_halo_in_edges(a, got, every, ntypes)
     graph, _, n_inner, global_ids, _ = local_heterograph(
-        src, dst, etype_id, inner, ntype_id, type_gid, owner, ntypes, etypes, halo
+        a["src"], a["dst"], a["etype_id"], a["inner"], a["ntype_id"], a["type_gid"], a["owner"], ntypes, etypes, halo
     )
-    edge_ids = _relation_edge_ids(gpb, part_graph.edata[dgl.EID][order], src, dst, etype_id, n_local, etypes, graph)
-    return graph, n_inner, global_ids, edge_ids
+    edge_ids = _relation_edge_ids(gpb, a["eid"], a["etype_id"], etypes, graph)
+    return graph, n_inner, global_ids, edge_ids, stats
+
+
+def _servers_in_edges(g, gpb, a: dict, ntypes: list, etypes: list) -> InEdges | None:
+    """Every in-edge of the halo nodes of ``a`` (the local part's arrays) over every relation, asked once from the
+    servers (the halo's owners), in the order of their global edge ids (the servers' order may vary)."""
+    halo = halo_ending(a, ntypes, etypes, torch.ones(len(etypes), dtype=torch.bool))
+    nodes = {t: a["type_gid"][halo[a["ntype_id"][halo] == i]] for i, t in enumerate(ntypes)}
+    nodes = {t: ids for t, ids in nodes.items() if ids.numel()}
+    if not nodes:
+        return None
+    sg = dgl.distributed.sample_neighbors(g, nodes, -1)
+    got = []
+    for j, rel in enumerate(etypes):
+        s, d = (x.to(torch.int64) for x in sg.edges(etype=rel))
+        if s.numel():
+            eid = gpb.map_to_homo_eid(sg.edges[rel].data[dgl.EID], rel).to(torch.int64)
+            got.append((gpb.map_to_homo_nid(s, rel[0]).to(torch.int64), s, ntypes.index(rel[0]), d, rel, j, eid))
+    if not got:
+        return None
+    s_gid, s_type_gid, d_gid, eid = (torch.cat([x[k] for x in got]) for k in (0, 1, 3, 6))
+    d_gid = torch.cat([gpb.map_to_homo_nid(x[3], x[4][2]).to(torch.int64) for x in got])
+    s_type = torch.cat([torch.full((x[0].numel(),), x[2]) for x in got])
+    rel = torch.cat([torch.full((x[0].numel(),), x[5]) for x in got])
+    o = torch.argsort(eid)
+    s_gid, s_type_gid, d_gid, eid, s_type, rel = s_gid[o], s_type_gid[o], d_gid[o], eid[o], s_type[o], rel[o]
+    by_gid = torch.argsort(a["gid"])
+    d_local = by_gid[torch.searchsorted(a["gid"][by_gid], d_gid)]
+    return InEdges(s_gid, s_type, s_type_gid, gpb.nid2partid(s_gid).to(torch.int64), d_local, rel, eid)
 
 
 def reached_by_type(graph: dgl.DGLGraph, seeds: dict, hops: int | None) -> dict:
@@ -462,17 +520,12 @@ def _hetero_feature_key(g, feat_key: str | None) -> str | None:
     return found.pop() if found else None
 
 
-def _relation_edge_ids(
-    gpb, homo_eids: Tensor, src: Tensor, dst: Tensor, etype_id: Tensor, n_local: int, etypes: list, graph: dgl.DGLGraph
-) -> dict:
-    """Per relation, the per-type global id of every edge of the local heterograph (in its edge order: the part's
-    edges among the held nodes, relation by relation, as :func:`~dgl_grappa.method.hetero.local_heterograph` lists
-    them)."""
-    e = (src.long() < n_local) & (dst.long() < n_local)
-    homo, et = homo_eids[e].to(torch.int64), etype_id[e]
+def _relation_edge_ids(gpb, homo_eids: Tensor, etype_id: Tensor, etypes: list, graph: dgl.DGLGraph) -> dict:
+    """Per relation, the per-type global id of every edge of the local heterograph (in its edge order: the edges
+    relation by relation, as :func:`~dgl_grappa.method.hetero.local_heterograph` lists them)."""
     out = {}
     for j, rel in enumerate(etypes):
-        ids = homo[et == j]
+        ids = homo_eids[etype_id == j]
         out[rel] = gpb.map_to_per_etype(ids)[1].to(torch.int64) if ids.numel() else ids
         if out[rel].numel() != graph.num_edges(rel):
             raise RuntimeError(
