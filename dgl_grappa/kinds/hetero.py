@@ -300,6 +300,8 @@ class HeteroDistJob(DistJob):
                 cfg.train.batch_size,
                 self.correction,
                 target=self.target,
+                # the drop-in samples every relation's first hop: its completion is every relation's in-edges
+                halo_in_edges="part" if cfg.train.halo_in_edges == "part" else "all",
                 halo=cfg.train.halo,
                 seed=cfg.train.seed,
                 memory_budget=cfg.train.memory_budget,
