@@ -54,7 +54,8 @@ def compute_acc(emb, labels, train_nids, val_nids, test_nids, epochs=300):
     emb = (emb - emb.mean(0, keepdim=True)) / emb.std(0, keepdim=True).clamp(min=1e-6)
     labels = labels.long()
     clf = nn.Linear(emb.shape[1], int(labels.max()) + 1)
-    opt = optim.LBFGS(clf.parameters(), max_iter=epochs)
+    # the line search keeps a step from overshooting to NaN, which plain LBFGS does from some initialisations
+    opt = optim.LBFGS(clf.parameters(), max_iter=epochs, line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()

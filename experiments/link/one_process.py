@@ -15,7 +15,8 @@ Variants:
   parts   the drop-in's core (``PartitionEdgeLoader``) on each part of a real DGL partitioning: own rows fp32,
           every other row and every first-hop aggregate through ``--precision``, the negative pool every
           other machine's node, ``--pool-fanout`` in-edges per pool node outside the halo and
-          ``--halo-fanout`` per halo node (from other machines' nodes: the part holds those from its own).
+          ``--halo-fanout`` per halo node (from other machines' nodes: the part holds those from its own); the block
+          first hop, or ``--first-hop sampled`` (DGL's sampled first layer over the held rows, no aggregates).
 
     python experiments/link/one_process.py --variant parts --seed 0 --halo-fanout 10 \\
         --part-config runs/dropin-exp/parts/syn20000d10f512-random4/g.json >> runs/one_process.jsonl
@@ -149,7 +150,7 @@ def part_loaders(a, g, x, agg, parts, eids):
                 deg[gids],
                 dgl.dataloading.NeighborSampler(FANOUTS),
                 BATCH,
-                options=LoaderOptions(halo="keep", first_hop="block", seed=a.seed * 10 + p),
+                options=LoaderOptions(halo="keep", first_hop=a.first_hop, seed=a.seed * 10 + p),
                 num_nodes=n,
                 extra=(outside, deg[outside]),
                 extra_edges=extra_edges,
@@ -177,7 +178,7 @@ def main() -> None:
     ap.add_argument("--pool-fanout", type=int, default=10)
     ap.add_argument("--halo-fanout", type=int, default=10, help="parts: the edge loader's default")
     ap.add_argument(
-        "--first-hop", choices=["block", "sampled"], help="dgl, whole: the first hop (defaults: sampled, block)"
+        "--first-hop", choices=["block", "sampled"], help="the first hop (defaults: dgl sampled, whole and parts block)"
     )
     ap.add_argument(
         "--reshuffled",
