@@ -161,7 +161,9 @@ class TrainConfig:
     (those from this part's inner nodes); featureless = also every kept halo node's in-edges over the
     relations from featureless types, read once per partitioning from their owners' parts (16
     one-time bytes an edge), their new source nodes joining the halo with learnable rows only, so
-    that the first block samples a halo node's whole neighbourhood over those relations."""
+    that the first block samples a halo node's whole neighbourhood over those relations. The DistDGL
+    job's drop-in (``--grappa``), which samples every relation's first hop, reads every relation's
+    halo in-edges unless this is part."""
     first_hop: Literal["exact", "sampled"] = "exact"
     """exact (first-hop completion): the model's first layer reads, for every node of a
     computation tree, its features and the full-graph mean of its in-neighbours' features,

@@ -368,7 +368,7 @@ def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list,
         "inner": inner[:n_local],
     }
     every = torch.ones(len(etypes), dtype=torch.bool)
-    got = _servers_in_edges(g, gpb, a, ntypes, etypes) if g is not None and halo == "keep" else None
+    got = _servers_in_edges(g, gpb, a, ntypes, etypes, every) if g is not None and halo == "keep" else None
     a, stats = merge_halo_in_edges(a, got, every, ntypes)
     graph, _, n_inner, global_ids, _ = local_heterograph(
         a["src"], a["dst"], a["etype_id"], a["inner"], a["ntype_id"], a["type_gid"], a["owner"], ntypes, etypes, halo
@@ -377,32 +377,35 @@ def local_hetero_part(part_graph: dgl.DGLGraph, gpb, ntypes: list, etypes: list,
     return graph, n_inner, global_ids, edge_ids, stats
 
 
-def _servers_in_edges(g, gpb, a: dict, ntypes: list, etypes: list) -> InEdges | None:
-    """Every in-edge of the halo nodes of ``a`` (the local part's arrays) over every relation, asked once from the
-    servers (the halo's owners), in the order of their global edge ids (the servers' order may vary)."""
-    halo = halo_ending(a, ntypes, etypes, torch.ones(len(etypes), dtype=torch.bool))
+def _servers_in_edges(g, gpb, a: dict, ntypes: list, etypes: list, every: Tensor) -> InEdges | None:
+    """Every in-edge of the halo nodes of ``a`` (the local part's arrays) over every relation (``every``, the
+    all-true mask), asked once from the servers (the halo's owners), in the order of their global edge ids (the
+    servers' order may vary)."""
+    halo = halo_ending(a, ntypes, etypes, every)
     nodes = {t: a["type_gid"][halo[a["ntype_id"][halo] == i]] for i, t in enumerate(ntypes)}
     nodes = {t: ids for t, ids in nodes.items() if ids.numel()}
     if not nodes:
         return None
     sg = dgl.distributed.sample_neighbors(g, nodes, -1)
-    got = []
+    src_type_gid, src_type, src_gid, dst_gid, rel_id, eid = [], [], [], [], [], []
     for j, rel in enumerate(etypes):
         s, d = (x.to(torch.int64) for x in sg.edges(etype=rel))
         if s.numel():
-            eid = gpb.map_to_homo_eid(sg.edges[rel].data[dgl.EID], rel).to(torch.int64)
-            got.append((gpb.map_to_homo_nid(s, rel[0]).to(torch.int64), s, ntypes.index(rel[0]), d, rel, j, eid))
-    if not got:
+            src_type_gid.append(s)
+            src_type.append(torch.full_like(s, ntypes.index(rel[0])))
+            src_gid.append(gpb.map_to_homo_nid(s, rel[0]).to(torch.int64))
+            dst_gid.append(gpb.map_to_homo_nid(d, rel[2]).to(torch.int64))
+            rel_id.append(torch.full_like(s, j))
+            eid.append(gpb.map_to_homo_eid(sg.edges[rel].data[dgl.EID], rel).to(torch.int64))
+    if not eid:
         return None
-    s_gid, s_type_gid, d_gid, eid = (torch.cat([x[k] for x in got]) for k in (0, 1, 3, 6))
-    d_gid = torch.cat([gpb.map_to_homo_nid(x[3], x[4][2]).to(torch.int64) for x in got])
-    s_type = torch.cat([torch.full((x[0].numel(),), x[2]) for x in got])
-    rel = torch.cat([torch.full((x[0].numel(),), x[5]) for x in got])
-    o = torch.argsort(eid)
-    s_gid, s_type_gid, d_gid, eid, s_type, rel = s_gid[o], s_type_gid[o], d_gid[o], eid[o], s_type[o], rel[o]
+    o = torch.argsort(torch.cat(eid))
+    src_type_gid, src_type, src_gid, dst_gid, rel_id, eid = (
+        torch.cat(x)[o] for x in (src_type_gid, src_type, src_gid, dst_gid, rel_id, eid)
+    )
     by_gid = torch.argsort(a["gid"])
-    d_local = by_gid[torch.searchsorted(a["gid"][by_gid], d_gid)]
-    return InEdges(s_gid, s_type, s_type_gid, gpb.nid2partid(s_gid).to(torch.int64), d_local, rel, eid)
+    dst_local = by_gid[torch.searchsorted(a["gid"][by_gid], dst_gid)]
+    return InEdges(src_gid, src_type, src_type_gid, gpb.nid2partid(src_gid).to(torch.int64), dst_local, rel_id, eid)
 
 
 def reached_by_type(graph: dgl.DGLGraph, seeds: dict, hops: int | None) -> dict:
